@@ -1,0 +1,35 @@
+# Two commands do all set-up on a fresh machine:
+#   make demo   - the main job: simulated slime loop, W&B offline, dashboards written
+#   make test   - the test suite
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test install browser bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+# Debian's chromium, for the browser test of the offline dashboard (skipped when it cannot be installed).
+browser:
+	@command -v chromium >/dev/null 2>&1 || (command -v apt-get >/dev/null 2>&1 && \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) || \
+	  echo "chromium could not be installed: the browser test will be skipped")
+
+demo: $(STAMP)
+	$(BIN)/shopsim-metrics demo --out demo_out
+
+test: $(STAMP) browser
+	$(BIN)/python -m pytest -q
+
+bench: $(STAMP)
+	for f in benchmarks/bench_*.py; do $(BIN)/python $$f || exit 1; done
+
+clean:
+	rm -rf $(VENV) demo_out

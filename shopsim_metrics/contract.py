@@ -1,0 +1,133 @@
+"""The names every part of the project shares: outcomes, reasons, failed checks, per-step fields.
+
+This module is the single source of truth for `../shared/spec/metrics_contract.md`. The W&B sink,
+the JSONL sink, the dashboards and `docs/training_monitoring.md` §3.3 all read their keys from here,
+so metric keys stay bounded and every part computes the same thing.
+
+Example:
+    >>> wandb_key("success_rate")
+    'rollout/shopsim/success_rate'
+    >>> "dropped_technical" in OUTCOMES
+    True
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+WANDB_PREFIX: Final = "rollout/shopsim/"
+"""Every W&B key of the project lives under this prefix."""
+
+WANDB_STEP_KEY: Final = "rollout/step"
+"""slime's step metric: the project's keys are declared against it."""
+
+# --- reasons (DynamicFilterOutput.reason, and so slime's drop_<reason> counters) ---------------
+REASON_TECHNICAL: Final = "shopsim_unscored_technical_group"
+REASON_ZERO_STD: Final = "shopsim_zero_std_group"
+REASONS: Final = (REASON_TECHNICAL, REASON_ZERO_STD)
+SLIME_DROP_METRIC_PREFIX: Final = "rollout/dynamic_filter/drop_"
+
+# --- outcome of one judged group (exactly one) --------------------------------------------------
+OUTCOME_TRAINED: Final = "trained"
+OUTCOME_FALLBACK: Final = "fallback"
+OUTCOME_DROPPED_TECHNICAL: Final = "dropped_technical"
+OUTCOME_DROPPED_ZERO_STD: Final = "dropped_zero_std"
+OUTCOME_SURPLUS: Final = "surplus"
+OUTCOMES: Final = (
+    OUTCOME_TRAINED,
+    OUTCOME_FALLBACK,
+    OUTCOME_DROPPED_TECHNICAL,
+    OUTCOME_DROPPED_ZERO_STD,
+    OUTCOME_SURPLUS,
+)
+ABORTED: Final = "aborted"
+"""Submitted groups still generating when the step ended: never judged, never a ledger row."""
+
+# --- the check that made a group technical (fixed set: bounded keys) ----------------------------
+FAILED_CHECKS: Final = (
+    "empty_group",  # the group holds no sample at all
+    "too_few_rollouts",  # fewer unique rollouts than args.n_samples_per_prompt
+    "status_failed",  # a sample's status is FAILED
+    "status_aborted",  # a sample's status is ABORTED
+    "reward_missing",  # every segment of a rollout has reward None
+    "reward_not_numeric",  # a reward that is not a number (str, list, object, ...)
+    "reward_not_finite",  # NaN or +-inf
+    "reward_key_missing",  # a dict reward without args.reward_key
+    "metadata_unscored",  # the environment flagged the episode unscored in its metadata
+    "segments_disagree",  # segments of one rollout carry different rewards
+)
+
+# --- per-step fields (W&B key = WANDB_PREFIX + name; JSONL key = name) --------------------------
+COUNT_FIELDS: Final = (
+    "submitted_group_count",
+    "wave_count",
+    "accepted_group_count",
+    "train_group_count",
+    "fallback_group_count",
+    "technical_group_drop_count",
+    "zero_std_group_drop_count",
+    "zero_std_group_count",
+    "surplus_group_count",
+    "aborted_group_count",
+)
+RATIO_FIELDS: Final = (
+    "technical_group_drop_rate",
+    "zero_std_group_drop_rate",
+    "zero_advantage_train_fraction",
+    "wasted_sample_fraction",
+    "success_rate",
+    "reward_mean",
+    "train_success_rate",
+    "train_reward_mean",
+)
+STREAK_FIELDS: Final = (
+    "consecutive_technical_failures",
+    "max_consecutive_technical_failures",
+    "remaining_min",
+    "optimizer_update_count",
+)
+EXTRA_FIELDS: Final = (
+    "accepted_sample_count",  # unique rollouts of accepted groups
+    "train_sample_count",  # unique rollouts of the train batch
+    "scorable_rollout_count",  # denominator of success_rate / reward_mean
+    "technical_failure_limit",  # shopsim_max_consecutive_failed_groups in force
+    "terminated",  # 1 when the step ended in termination (bool in JSONL)
+)
+STEP_FIELDS: Final = COUNT_FIELDS + RATIO_FIELDS + STREAK_FIELDS
+"""The per-step table of the contract, in its order."""
+
+RECONCILE_FIELD: Final = "reconcile_mismatch_count"
+"""Logged by the log function: drop counts that disagree with slime's own counters (0 = agree)."""
+
+WANDB_STEP_FIELDS: Final = STEP_FIELDS + EXTRA_FIELDS + (RECONCILE_FIELD,)
+"""Every per-step scalar the W&B sink logs under WANDB_PREFIX."""
+
+# --- the per-group decision ledger --------------------------------------------------------------
+LEDGER_COLUMNS: Final = (
+    "order",
+    "waves_open",
+    "group_index",
+    "outcome",
+    "reason",
+    "remaining_before",
+    "unique_rollouts",
+    "reward_min",
+    "reward_max",
+    "reward_mean",
+    "success_count",
+    "failed_check",
+)
+
+# --- the local record (one JSON object per step in steps.jsonl) ---------------------------------
+STEPS_FILE_NAME: Final = "steps.jsonl"
+RECORD_IDENTITY_KEYS: Final = ("rollout_id", "terminated", "decisions")
+
+
+def wandb_key(name: str) -> str:
+    """The W&B key of a per-step field: the one place the prefix is applied."""
+    return WANDB_PREFIX + name
+
+
+def slime_drop_metric(reason: str) -> str:
+    """slime's own counter key for a drop reason, e.g. ``rollout/dynamic_filter/drop_<reason>``."""
+    return SLIME_DROP_METRIC_PREFIX + reason

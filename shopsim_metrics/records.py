@@ -1,0 +1,114 @@
+"""Per-step records and ledger rows: plain dataclasses that round-trip through JSON.
+
+A :class:`StepRecord` is what one rollout step leaves behind: every per-step field of the metrics
+contract, the identity keys, the knobs in force and the decision ledger. Values that do not exist
+(a ratio over zero groups) are ``None``, never NaN.
+
+Example:
+    >>> row = DecisionRow(order=1, waves_open=1, group_index=0, outcome="trained",
+    ...                   reason=None, remaining_before=32, unique_rollouts=8)
+    >>> rec = StepRecord(rollout_id=0, decisions=[row])
+    >>> StepRecord.from_dict(rec.to_dict()) == rec
+    True
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+
+@dataclass
+class DecisionRow:
+    """One judged group: what slime did with it and why (a row of the decision ledger)."""
+
+    order: int  # judgement order within the step, from 1
+    waves_open: int  # waves submitted so far in the step at this judgement
+    group_index: int | None  # Sample.group_index (or index of the first sample) of the group
+    outcome: str  # one of contract.OUTCOMES
+    reason: str | None  # DynamicFilterOutput.reason
+    remaining_before: int | None  # slime's remaining_batch_size before the decision
+    unique_rollouts: int  # unique rollouts after de-duplication by rollout_id
+    reward_min: float | None = None  # over scorable unique rollouts; None when there are none
+    reward_max: float | None = None
+    reward_mean: float | None = None
+    success_count: int | None = None
+    failed_check: str | None = None  # one of contract.FAILED_CHECKS for technical groups
+    scorable_rollouts: int = 0  # unique rollouts whose reward is a finite number
+    reward_sum: float = 0.0  # sum over scorable rollouts (so step means can be recomputed)
+
+    def to_dict(self) -> dict[str, Any]:
+        return _clean(asdict(self))
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "DecisionRow":
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+@dataclass
+class StepRecord:
+    """Everything recorded for one rollout step (see metrics_contract.md)."""
+
+    rollout_id: int
+    terminated: bool = False
+    # knobs in force for the step
+    rollout_batch_size: int | None = None
+    n_samples_per_prompt: int | None = None
+    over_sampling_batch_size: int | None = None
+    global_batch_size: int | None = None
+    technical_failure_limit: int | None = None
+    loop_state_source: str | None = None  # "slime", "mirror", or the name of a test/simulated loop
+    # counts
+    submitted_group_count: int = 0
+    wave_count: int = 0
+    accepted_group_count: int = 0
+    train_group_count: int = 0
+    fallback_group_count: int = 0
+    technical_group_drop_count: int = 0
+    zero_std_group_drop_count: int = 0
+    zero_std_group_count: int = 0
+    surplus_group_count: int = 0
+    aborted_group_count: int = 0
+    accepted_sample_count: int = 0
+    train_sample_count: int = 0
+    scorable_rollout_count: int = 0
+    # ratios (None when the denominator is 0)
+    technical_group_drop_rate: float | None = None
+    zero_std_group_drop_rate: float | None = None
+    zero_advantage_train_fraction: float | None = None
+    wasted_sample_fraction: float | None = None
+    success_rate: float | None = None
+    reward_mean: float | None = None
+    train_success_rate: float | None = None
+    train_reward_mean: float | None = None
+    # streak and loop state
+    consecutive_technical_failures: int = 0
+    max_consecutive_technical_failures: int = 0
+    remaining_min: int | None = None
+    optimizer_update_count: float | None = None
+    # where success_rate / reward_mean came from: "all_samples_hook" or "ledger"
+    generation_stats_source: str | None = None
+    all_samples_group_count: int | None = None  # groups handed to the all-samples hook
+    reconcile_mismatch_count: int | None = None  # set by the log function (None: not reconciled)
+    slime_drop_counts: dict[str, int] | None = None  # slime's own drop_<reason> counters
+    failed_check_counts: dict[str, int] = field(default_factory=dict)
+    decisions: list[DecisionRow] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = _clean({f.name: getattr(self, f.name) for f in fields(self) if f.name != "decisions"})
+        out["decisions"] = [row.to_dict() for row in self.decisions]
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "StepRecord":
+        known = {f.name for f in fields(cls)}
+        kwargs = {k: v for k, v in data.items() if k in known and k != "decisions"}
+        rows = [DecisionRow.from_dict(r) for r in data.get("decisions", [])]
+        return cls(**kwargs, decisions=rows)
+
+
+def _clean(data: dict[str, Any]) -> dict[str, Any]:
+    """Replace non-finite floats by None so the JSON holds null, never NaN."""
+    return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in data.items()}
