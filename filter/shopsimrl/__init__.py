@@ -1,0 +1,1 @@
+"""shopsimrl: the hooks slime loads by dotted path (see :mod:`shopsimrl.slime_runtime`)."""
