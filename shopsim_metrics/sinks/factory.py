@@ -1,7 +1,18 @@
 """Builds the sinks a runtime writes to, from its settings.
 
-The JSONL sink is always on (it survives when W&B does not); the W&B sink is added by
-:func:`build_sinks` according to ``shopsim_wandb``.
+The JSONL sink is always on and always first (it survives when W&B does not); the W&B sink is
+added by :func:`build_sinks` according to ``shopsim_wandb``:
+
+- ``off``: no W&B sink;
+- ``auto`` inside slime: only when slime runs with ``--use-wandb`` (the sink joins slime's run);
+- ``auto`` outside slime, ``join``, ``standalone``: a :class:`WandbSink` (it resolves the run lazily).
+
+Example:
+    >>> from types import SimpleNamespace
+    >>> from shopsimrl.settings import ShopsimSettings
+    >>> s = ShopsimSettings.from_args(SimpleNamespace(use_wandb=False, shopsim_run_dir="/tmp/x"))
+    >>> [sink.name for sink in build_sinks(s)]
+    ['jsonl']
 """
 
 from __future__ import annotations
@@ -11,6 +22,7 @@ import os
 from shopsimrl.settings import DEFAULT_RUN_DIR, ShopsimSettings
 from shopsim_metrics.sinks.base import StepSink
 from shopsim_metrics.sinks.jsonl import JsonlSink
+from shopsim_metrics.sinks.wandb_sink import WandbSink
 
 
 def resolve_run_dir(settings: ShopsimSettings) -> str:
@@ -18,7 +30,19 @@ def resolve_run_dir(settings: ShopsimSettings) -> str:
     return settings.run_dir or os.environ.get("SHOPSIM_RUN_DIR") or DEFAULT_RUN_DIR
 
 
+def wants_wandb(settings: ShopsimSettings) -> bool:
+    """Whether the settings ask for a W&B sink at all (see the module docstring)."""
+    if settings.wandb == "off":
+        return False
+    if settings.wandb == "auto" and settings.inside_slime:
+        return bool(settings.use_wandb)
+    return True
+
+
 def build_sinks(settings: ShopsimSettings) -> list[StepSink]:
     """The default sinks for a runtime: JSONL always, then W&B as the settings say."""
-    sinks: list[StepSink] = [JsonlSink(resolve_run_dir(settings))]
+    run_dir = resolve_run_dir(settings)
+    sinks: list[StepSink] = [JsonlSink(run_dir)]
+    if wants_wandb(settings):
+        sinks.append(WandbSink.from_settings(settings, run_dir=run_dir))
     return sinks

@@ -1,0 +1,315 @@
+"""The W&B sink: step records into the run slime already started (or a standalone run outside slime).
+
+``wandb`` is imported lazily, inside the methods that need it: importing the filter never imports
+wandb. The run is resolved at the first record, not at construction, so the sink can be built
+before slime has called ``wandb.init``.
+
+Modes (``shopsim_wandb``):
+
+- ``auto``: inside slime, join ``wandb.run`` when ``--use-wandb`` is on and a run exists in this
+  process, else no W&B; outside slime, join the run in the process or start a standalone one;
+- ``join``: join ``wandb.run``; without one the sink disables itself with one warning;
+- ``standalone``: join ``wandb.run`` when there is one (never a second run), else start one;
+- ``off``: the sink is not built (see :func:`shopsim_metrics.sinks.factory.build_sinks`).
+
+A standalone run is ``offline`` when no API key is configured (``WANDB_API_KEY`` or a netrc entry
+for the W&B host); it then lands in ``<dir>/wandb/offline-run-*``.
+
+Failure isolation: wandb missing, misconfigured, or raising in any call makes the sink log ONE
+warning and disable itself; no exception leaves it. The JSONL sink keeps the complete record.
+
+Example (wandb is not imported until a record arrives):
+    >>> sink = WandbSink(mode="off")
+    >>> sink.enabled, sink.run
+    (False, None)
+    >>> "rollout/shopsim/decisions" in WandbSink.logged_keys()
+    True
+"""
+
+from __future__ import annotations
+
+import logging
+import netrc
+import os
+import threading
+from dataclasses import asdict, is_dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+from urllib.parse import urlsplit
+
+from shopsim_metrics import contract
+from shopsim_metrics.records import StepRecord
+from shopsim_metrics.sinks.base import Alert, StepSink
+
+if TYPE_CHECKING:  # pragma: no cover - types only
+    from shopsimrl.settings import ShopsimSettings
+
+logger = logging.getLogger("shopsim_metrics")
+
+DECISIONS_KEY = contract.wandb_key("decisions")
+"""Key of the decision-ledger table (a ``wandb.Table`` with columns ``contract.LEDGER_COLUMNS``)."""
+
+FAILED_CHECK_PREFIX = contract.wandb_key("failed_check/")
+"""Per-check technical drop counts: ``rollout/shopsim/failed_check/<name>``, names from FAILED_CHECKS."""
+
+SINK_MODES = ("auto", "join", "standalone", "off")
+_DEFAULT_WANDB_HOST = "https://api.wandb.ai"
+
+
+def failed_check_key(name: str) -> str:
+    """W&B key of the technical drop count of one failed check (from ``contract.FAILED_CHECKS``)."""
+    return FAILED_CHECK_PREFIX + name
+
+
+def wandb_step(rollout_id: int, *, always_use_train_step: bool = False, rollout_batch_size: int | None = None,
+               n_samples_per_prompt: int | None = None, global_batch_size: int | None = None) -> int:
+    """The ``rollout/step`` value slime logs for a rollout: ``rollout_id``, or the train step.
+
+    Under ``--wandb-always-use-train-step`` slime uses
+    ``rollout_id * rollout_batch_size * n_samples_per_prompt // global_batch_size``; when a knob is
+    unknown the rollout id is used.
+
+    Example:
+        >>> wandb_step(3)
+        3
+        >>> wandb_step(3, always_use_train_step=True, rollout_batch_size=16,
+        ...            n_samples_per_prompt=8, global_batch_size=64)
+        6
+    """
+    if always_use_train_step and rollout_batch_size and n_samples_per_prompt and global_batch_size:
+        return rollout_id * rollout_batch_size * n_samples_per_prompt // global_batch_size
+    return rollout_id
+
+
+def table_due(record: StepRecord, every: int) -> bool:
+    """Whether the step's decision ledger is logged as a table.
+
+    Every ``every`` rollout ids (``rollout_id % every == 0``; ``every=0`` means never on schedule),
+    and always for a step that needed more than one wave or ended in termination.
+
+    Example:
+        >>> table_due(StepRecord(rollout_id=3, wave_count=1), 10)
+        False
+        >>> table_due(StepRecord(rollout_id=3, wave_count=2), 0)
+        True
+    """
+    if record.wave_count > 1 or record.terminated:
+        return True
+    return every > 0 and record.rollout_id % every == 0
+
+
+def record_scalars(record: StepRecord) -> dict[str, float | int]:
+    """The scalars of one record under their W&B keys (None values skipped, ``terminated`` as 0/1).
+
+    Example:
+        >>> d = record_scalars(StepRecord(rollout_id=0, terminated=True, success_rate=None))
+        >>> d["rollout/shopsim/terminated"], "rollout/shopsim/success_rate" in d
+        (1, False)
+    """
+    out: dict[str, float | int] = {}
+    for name in contract.WANDB_STEP_FIELDS:
+        value = getattr(record, name, None)
+        if value is None:
+            continue
+        out[contract.wandb_key(name)] = int(value) if isinstance(value, bool) else value
+    counts = record.failed_check_counts or {}
+    for check in contract.FAILED_CHECKS:
+        out[failed_check_key(check)] = int(counts.get(check, 0))
+    return out
+
+
+def api_key_configured(environ: dict[str, str] | None = None) -> bool:
+    """True when a W&B API key is configured: ``WANDB_API_KEY``, or a netrc entry for the W&B host.
+
+    Reads only the environment and the netrc file (``$NETRC`` or ``~/.netrc``); never the network.
+    """
+    env = os.environ if environ is None else environ
+    if env.get("WANDB_API_KEY"):
+        return True
+    host = urlsplit(env.get("WANDB_BASE_URL") or _DEFAULT_WANDB_HOST).hostname or ""
+    path = Path(env.get("NETRC") or Path.home() / ".netrc")
+    try:
+        auth = netrc.netrc(str(path)).authenticators(host)
+    except (OSError, netrc.NetrcParseError):
+        return False
+    return bool(auth and auth[2])
+
+
+class WandbSink(StepSink):
+    """Logs step records, decision tables and alerts to W&B (see the module docstring)."""
+
+    name = "wandb"
+
+    def __init__(
+        self,
+        *,
+        mode: str = "auto",
+        inside_slime: bool = False,
+        use_wandb: bool | None = None,
+        project: str = "shopsim-metrics",
+        table_every: int = 10,
+        always_use_train_step: bool = False,
+        rollout_batch_size: int | None = None,
+        n_samples_per_prompt: int | None = None,
+        global_batch_size: int | None = None,
+        run_dir: str | os.PathLike | None = None,
+        config: dict[str, Any] | None = None,
+    ) -> None:
+        if mode not in SINK_MODES:
+            raise ValueError(f"WandbSink mode must be one of {SINK_MODES}; got {mode!r}")
+        self.mode = mode
+        self.inside_slime = inside_slime
+        self.use_wandb = use_wandb
+        self.project = project
+        self.table_every = table_every
+        self.always_use_train_step = always_use_train_step
+        self.knobs = (rollout_batch_size, n_samples_per_prompt, global_batch_size)
+        self.run_dir = Path(run_dir) if run_dir is not None else None
+        self.config = dict(config or {})
+        self.enabled = mode != "off"
+        self.disabled_reason: str | None = None if self.enabled else "shopsim_wandb is off"
+        self.owns_run = False
+        self._run: Any = None
+        self._wandb: Any = None
+        self._lock = threading.RLock()
+        self.timer: Callable[[str, Callable[[], Any]], Any] = lambda what, call: call()
+        """Wraps every call into wandb (``timer(name, call)``): the benchmark measures wandb's time."""
+
+    @classmethod
+    def from_settings(cls, settings: "ShopsimSettings", run_dir: str | os.PathLike | None = None) -> "WandbSink":
+        """The sink a runtime uses, from its validated settings."""
+        config = asdict(settings) if is_dataclass(settings) else {}
+        return cls(
+            mode=settings.wandb,
+            inside_slime=settings.inside_slime,
+            use_wandb=settings.use_wandb,
+            project=settings.wandb_project,
+            table_every=settings.wandb_table_every,
+            always_use_train_step=settings.wandb_always_use_train_step,
+            rollout_batch_size=settings.target,
+            n_samples_per_prompt=settings.n_samples_per_prompt,
+            global_batch_size=settings.global_batch_size,
+            run_dir=run_dir,
+            config={"shopsim": config},
+        )
+
+    @staticmethod
+    def logged_keys() -> tuple[str, ...]:
+        """Every ``rollout/shopsim/...`` key this sink can log (docs §3.3 lists exactly these)."""
+        scalars = tuple(contract.wandb_key(n) for n in contract.WANDB_STEP_FIELDS)
+        checks = tuple(failed_check_key(c) for c in contract.FAILED_CHECKS)
+        return scalars + checks + (DECISIONS_KEY,)
+
+    @property
+    def run(self) -> Any:
+        """The W&B run records go to (resolved on first use), or None when the sink is disabled."""
+        with self._lock:
+            if self._run is None and self.enabled:
+                self._guarded("start", self._resolve_run)
+            return self._run if self.enabled else None
+
+    # --- StepSink ---------------------------------------------------------------------------
+    def emit(self, record: StepRecord) -> None:
+        with self._lock:
+            run = self.run
+            if run is None:
+                return
+            self._guarded("log", lambda: self._log(run, record))
+
+    def alert(self, alert: Alert) -> None:
+        log = logger.error if alert.level == "ERROR" else logger.warning if alert.level == "WARN" else logger.info
+        log("shopsim-metrics alert [%s] %s: %s", alert.level, alert.title, alert.text)
+        with self._lock:
+            run = self.run
+            if run is None:
+                return
+
+            def send() -> None:
+                level = getattr(self._wandb.AlertLevel, alert.level, self._wandb.AlertLevel.WARN)
+                self.timer("alert", lambda: run.alert(title=alert.title, text=alert.text, level=level))
+
+            self._guarded("alert", send)
+
+    def close(self) -> None:
+        """Finish the run when this sink started it; a joined run belongs to slime and stays open."""
+        with self._lock:
+            run, self._run = self._run, None
+            if run is not None and self.owns_run:
+                if self.enabled:
+                    self._guarded("finish", lambda: self.timer("finish", run.finish))
+                else:  # already warned once: finish quietly so wandb writes its files
+                    try:
+                        run.finish()
+                    except Exception:  # noqa: BLE001
+                        pass
+            self.owns_run = False
+
+    # --- internals --------------------------------------------------------------------------
+    def _log(self, run: Any, record: StepRecord) -> None:
+        step = wandb_step(record.rollout_id, always_use_train_step=self.always_use_train_step,
+                          rollout_batch_size=self.knobs[0] or record.rollout_batch_size,
+                          n_samples_per_prompt=self.knobs[1] or record.n_samples_per_prompt,
+                          global_batch_size=self.knobs[2] or record.global_batch_size)
+        data: dict[str, Any] = record_scalars(record)
+        data[contract.WANDB_STEP_KEY] = step
+        if table_due(record, self.table_every):
+            rows = [[getattr(row, c) for c in contract.LEDGER_COLUMNS] for row in record.decisions]
+            data[DECISIONS_KEY] = self.timer(
+                "table", lambda: self._wandb.Table(columns=list(contract.LEDGER_COLUMNS), data=rows,
+                                                   allow_mixed_types=True))
+        self.timer("log", lambda: run.log(data))
+
+    def _resolve_run(self) -> None:
+        import wandb  # lazy: importing the project never imports wandb
+
+        self._wandb = wandb
+        existing = wandb.run
+        if existing is not None:
+            if self.mode == "auto" and self.inside_slime and not self.use_wandb:
+                self._disable("slime runs without --use-wandb; the project logs to JSONL only", warn=False)
+                return
+            self._run, self.owns_run = existing, False
+        elif self.mode == "join" or (self.mode == "auto" and self.inside_slime):
+            self._disable(
+                "no W&B run exists in this process to join (slime starts one with --use-wandb); set "
+                "shopsim_wandb: standalone to start a separate run, or off to silence this",
+                warn=self.mode == "join" or bool(self.use_wandb),
+            )
+            return
+        else:
+            self._run, self.owns_run = self._start_standalone(wandb), True
+        self.timer("define_metric", lambda: self._define_metrics(self._run))
+        logger.info("shopsim-metrics: logging to W&B run %s (%s)", getattr(self._run, "id", "?"),
+                    "started by the sink" if self.owns_run else "joined")
+
+    def _start_standalone(self, wandb: Any) -> Any:
+        kwargs: dict[str, Any] = {"project": self.project, "config": self.config}
+        if not api_key_configured() and os.environ.get("WANDB_MODE", "").lower() != "disabled":
+            kwargs["mode"] = "offline"
+        if self.run_dir is not None and not os.environ.get("WANDB_DIR"):
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            kwargs["dir"] = str(self.run_dir)
+        return self.timer("init", lambda: wandb.init(**kwargs))
+
+    @staticmethod
+    def _define_metrics(run: Any) -> None:
+        run.define_metric(contract.WANDB_STEP_KEY)
+        run.define_metric(contract.WANDB_PREFIX + "*", step_metric=contract.WANDB_STEP_KEY)
+
+    def _guarded(self, what: str, call: Callable[[], Any]) -> None:
+        try:
+            call()
+        except ImportError as exc:
+            self._disable(f"wandb cannot be imported ({exc}); install it with `pip install wandb`, "
+                          "or set shopsim_wandb: off")
+        except Exception as exc:  # noqa: BLE001 - monitoring must never stop training
+            self._disable(f"W&B failed in {what} ({type(exc).__name__}: {exc})")
+
+    def _disable(self, reason: str, *, warn: bool = True) -> None:
+        if not self.enabled:
+            return
+        self.enabled = False
+        self.disabled_reason = reason
+        (logger.warning if warn else logger.info)(
+            "shopsim-metrics: W&B logging is off for the rest of the run: %s. Training goes on and "
+            "the JSONL record (steps.jsonl) stays complete.", reason)
