@@ -1,0 +1,33 @@
+"""The exception that ends a run when technical failures pile up.
+
+Example:
+    >>> err = TechnicalFailureLimitExceeded(streak=8, limit=8, rollout_id=3,
+    ...                                     failed_checks={"status_failed": 8})
+    >>> "8 consecutive technical groups" in str(err)
+    True
+"""
+
+from __future__ import annotations
+
+
+class TechnicalFailureLimitExceeded(RuntimeError):
+    """Raised by the filter when ``shopsim_max_consecutive_failed_groups`` technical groups come in a row.
+
+    The step's record (marked ``terminated``) is written before this leaves the filter. The streak
+    counts technical groups in judgement order, across steps, and any scorable group resets it.
+    Fix the environment or reward service (the failing checks say what broke), or raise the limit
+    in the ``--custom-config-path`` YAML.
+    """
+
+    def __init__(self, *, streak: int, limit: int, rollout_id: int | None, failed_checks: dict[str, int]) -> None:
+        self.streak = streak
+        self.limit = limit
+        self.rollout_id = rollout_id
+        self.failed_checks = dict(failed_checks)
+        checks = ", ".join(f"{name}={count}" for name, count in sorted(failed_checks.items())) or "none recorded"
+        super().__init__(
+            f"shopsim: {streak} consecutive technical groups reached shopsim_max_consecutive_failed_groups="
+            f"{limit} at rollout step {rollout_id}; failing checks in the streak: {checks}. The step's record "
+            "was written (terminated=true). Fix the environment / reward service, or raise the limit in the "
+            "--custom-config-path YAML."
+        )

@@ -1,0 +1,272 @@
+"""The process-wide monitor behind slime's hooks: settings, accountant, sinks, alerts.
+
+slime's hooks are plain functions, so the state they share lives in one :class:`ShopsimRuntime`
+per process, created from ``args`` on first use (:func:`get_runtime`) or explicitly with
+:func:`configure` (the simulator, tests, notebooks). Nothing here writes on the filter's hot path
+except the rare termination record; records are emitted once per step by the log function.
+
+Example:
+    >>> from types import SimpleNamespace
+    >>> from shopsim_metrics.sinks import MemorySink
+    >>> mem = MemorySink()
+    >>> rt = configure(SimpleNamespace(rollout_batch_size=16, n_samples_per_prompt=8), sinks=[mem])
+    >>> rt.settings.target
+    16
+    >>> reset_runtime()
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import threading
+from typing import Any
+
+from shopsim_metrics import contract as C
+from shopsim_metrics.accounting import GenerationStats, StepAccountant, Verdict
+from shopsim_metrics.alerts import StreakAlertPolicy
+from shopsim_metrics.loop_state import LoopState
+from shopsim_metrics.records import StepRecord
+from shopsim_metrics.sinks.base import Alert, SinkSet, StepSink
+from shopsimrl.errors import TechnicalFailureLimitExceeded
+from shopsimrl.group_judgement import GroupJudgement, judge_group
+from shopsimrl.settings import ShopsimSettings
+from shopsimrl.slime_bridge import SlimeLoopState
+
+logger = logging.getLogger("shopsim_metrics")
+
+
+class ShopsimRuntime:
+    """Holds what the three hooks share; every public method is safe across threads."""
+
+    def __init__(
+        self,
+        settings: ShopsimSettings,
+        *,
+        sinks: list[StepSink] | None = None,
+        loop_state: LoopState | None = None,
+    ) -> None:
+        self.settings = settings
+        self.loop_state: LoopState = loop_state or SlimeLoopState()
+        self.accountant = (
+            StepAccountant(
+                target=settings.target,
+                over_sampling=settings.over_sampling_batch_size,
+                limit=settings.max_consecutive_failed_groups,
+                n_samples=settings.n_samples_per_prompt,
+                global_batch_size=settings.global_batch_size,
+            )
+            if settings.target is not None
+            else None
+        )
+        self._streak_without_accounting = 0  # only used when rollout_batch_size is unknown
+        self.alerts = StreakAlertPolicy(
+            limit=settings.max_consecutive_failed_groups,
+            warn_fraction=settings.alert_warn_fraction,
+            warn_level=settings.alert_warn_level,
+            error_level=settings.alert_error_level,
+            enabled=settings.alerts,
+        )
+        self._explicit_sinks = sinks
+        self._sinks: SinkSet | None = None
+        self._sinks_lock = threading.Lock()
+        self._warned: set[str] = set()
+
+    # --- sinks (built lazily: the filter path never builds them unless it terminates) ----------
+    @property
+    def sinks(self) -> SinkSet:
+        with self._sinks_lock:
+            if self._sinks is None:
+                if self._explicit_sinks is not None:
+                    self._sinks = SinkSet(self._explicit_sinks)
+                else:
+                    from shopsim_metrics.sinks.factory import build_sinks
+
+                    self._sinks = SinkSet(build_sinks(self.settings))
+            return self._sinks
+
+    # --- the filter's side --------------------------------------------------------------------
+    def judge(self, samples: Any) -> tuple[GroupJudgement, Verdict | None]:
+        """Judge a group and account for it; returns the judgement and the verdict (None if not accounted)."""
+        s = self.settings
+        judgement = judge_group(
+            samples,
+            n_samples=s.n_samples_per_prompt,
+            reward_key=s.reward_key,
+            success_threshold=s.success_threshold,
+            success_key=s.success_metadata_key,
+            unscored_key=s.unscored_metadata_key,
+        )
+        verdict = None
+        if self.accountant is not None:
+            try:
+                verdict = self._account(judgement)
+            except TechnicalFailureLimitExceeded:
+                raise
+            except Exception as exc:  # noqa: BLE001 - never let accounting break the decision
+                self._warn_once("accounting", "shopsim-metrics: accounting failed (%s: %s); the filter's decisions "
+                                "are unaffected but this step's record may be incomplete.", type(exc).__name__, exc)
+        else:
+            self._track_streak_only(judgement)
+        return judgement, verdict
+
+    def _account(self, judgement: GroupJudgement) -> Verdict:
+        remaining = self.loop_state.remaining_batch_size()
+        source = self.loop_state.source if remaining is not None else "mirror"
+        verdict = self.accountant.judge(
+            judgement, step=self.loop_state.rollout_step(), remaining=remaining, source=source
+        )
+        alert = self.alerts.observe(streak=verdict.streak, rollout_id=verdict.rollout_id, failed_checks=verdict.streak_checks)
+        if alert is not None:
+            self.send_alert(alert)
+        if verdict.limit_reached:
+            self._terminate(verdict.streak, verdict.rollout_id, verdict.streak_checks)
+        if verdict.row.order == 1 and self.accountant.has_closed():
+            self.flush()  # earlier steps that no log function emitted: write them now, not at exit
+        return verdict
+
+    def _track_streak_only(self, judgement: GroupJudgement) -> None:
+        if judgement.failed_check is None:
+            self._streak_without_accounting = 0
+            return
+        self._streak_without_accounting += 1
+        if self._streak_without_accounting >= self.settings.max_consecutive_failed_groups:
+            self._terminate(self._streak_without_accounting, self.loop_state.rollout_step(),
+                            {judgement.failed_check: self._streak_without_accounting})
+
+    def _terminate(self, streak: int, rollout_id: int | None, checks: dict[str, int]) -> None:
+        if self.accountant is not None:
+            self.accountant.close_step(terminated=True)
+            self.flush()
+        raise TechnicalFailureLimitExceeded(
+            streak=streak, limit=self.settings.max_consecutive_failed_groups, rollout_id=rollout_id, failed_checks=checks
+        )
+
+    def send_alert(self, alert: Alert) -> None:
+        log = logger.error if alert.level == "ERROR" else logger.warning
+        log("%s: %s", alert.title, alert.text)
+        self.sinks.alert(alert)
+
+    # --- the all-samples hook's side ----------------------------------------------------------
+    def close_step(self, all_groups: list) -> StepRecord | None:
+        """Close the open step with ``success_rate`` / ``reward_mean`` over every completed group."""
+        if self.accountant is None:
+            return None
+        stats = GenerationStats()
+        s = self.settings
+        for group in all_groups:
+            stats.add(judge_group(
+                group, n_samples=s.n_samples_per_prompt, reward_key=s.reward_key,
+                success_threshold=s.success_threshold, success_key=s.success_metadata_key,
+                unscored_key=s.unscored_metadata_key,
+            ))
+        record = self.accountant.close_step(stats=stats, all_groups=len(all_groups))
+        if record is not None and record.all_samples_group_count != record.accepted_group_count:
+            self._warn_once("all_groups", "shopsim-metrics: the all-samples hook received %d groups but the filter "
+                            "judged %d in step %s; is the filter path set to shopsimrl.slime_runtime."
+                            "fully_scored_group_filter?", len(all_groups), record.accepted_group_count, record.rollout_id)
+        return record
+
+    # --- the log function's side --------------------------------------------------------------
+    def emit_step(self, rollout_id: int, rollout_extra_metrics: dict | None) -> list[StepRecord]:
+        """Emit every closed step (closing ``rollout_id`` from the ledger if the all-samples hook did not)."""
+        if self.accountant is None:
+            return []
+        if self.accountant.open_rollout_id() == rollout_id:
+            self.accountant.close_step()
+        records = self.accountant.take_closed()
+        for record in records:
+            if record.rollout_id == rollout_id and rollout_extra_metrics is not None:
+                reconcile(record, rollout_extra_metrics)
+                if record.reconcile_mismatch_count:
+                    self._warn_once("reconcile", "shopsim-metrics: step %s: the project's drop counts differ from "
+                                    "slime's own counters %s (reported as rollout/shopsim/reconcile_mismatch_count).",
+                                    record.rollout_id, record.slime_drop_counts)
+            self.sinks.emit(record)
+        return records
+
+    def flush(self) -> None:
+        """Emit closed steps that no log function picked up (termination, process exit)."""
+        if self.accountant is None:
+            return
+        for record in self.accountant.take_closed():
+            self.sinks.emit(record)
+
+    def shutdown(self) -> None:
+        """Close the open step from its ledger, emit everything pending, close the sinks."""
+        if self.accountant is not None and self.accountant.open_rollout_id() is not None:
+            self.accountant.close_step()
+        self.flush()
+        if self._sinks is not None:
+            self._sinks.close()
+
+    def _warn_once(self, key: str, message: str, *args: Any) -> None:
+        if key not in self._warned:
+            self._warned.add(key)
+            logger.warning(message, *args)
+
+
+def reconcile(record: StepRecord, rollout_extra_metrics: dict) -> None:
+    """Compare the record's drop counts with slime's ``rollout/dynamic_filter/drop_<reason>`` counters.
+
+    Sets ``record.slime_drop_counts`` and ``record.reconcile_mismatch_count`` (the number of the two
+    shopsim reasons whose counts differ; 0 when all agree).
+    """
+    ours = {
+        C.REASON_TECHNICAL: record.technical_group_drop_count,
+        C.REASON_ZERO_STD: record.zero_std_group_drop_count,
+    }
+    theirs = {reason: int(rollout_extra_metrics.get(C.slime_drop_metric(reason), 0) or 0) for reason in ours}
+    record.slime_drop_counts = theirs
+    record.reconcile_mismatch_count = sum(1 for reason in ours if ours[reason] != theirs[reason])
+
+
+# --- the process-wide runtime ---------------------------------------------------------------------
+_runtime: ShopsimRuntime | None = None
+_runtime_lock = threading.Lock()
+_atexit_registered = False
+
+
+def get_runtime(args: Any) -> ShopsimRuntime:
+    """The process's runtime, created from ``args`` on first use (the first ``args`` seen wins)."""
+    global _runtime
+    runtime = _runtime
+    if runtime is not None:
+        return runtime
+    with _runtime_lock:
+        if _runtime is None:
+            _install(ShopsimRuntime(ShopsimSettings.from_args(args)))
+        return _runtime
+
+
+def configure(args: Any, *, sinks: list[StepSink] | None = None, loop_state: LoopState | None = None) -> ShopsimRuntime:
+    """Replace the process's runtime (simulator, tests, notebooks); ``sinks=[]`` records nowhere."""
+    with _runtime_lock:
+        _shutdown_current()
+        return _install(ShopsimRuntime(ShopsimSettings.from_args(args), sinks=sinks, loop_state=loop_state))
+
+
+def reset_runtime() -> None:
+    """Shut the current runtime down (emitting what is pending) and forget it."""
+    global _runtime
+    with _runtime_lock:
+        _shutdown_current()
+        _runtime = None
+
+
+def _install(runtime: ShopsimRuntime) -> ShopsimRuntime:
+    global _runtime, _atexit_registered
+    _runtime = runtime
+    if not _atexit_registered:
+        atexit.register(_shutdown_current)
+        _atexit_registered = True
+    return runtime
+
+
+def _shutdown_current() -> None:
+    runtime = _runtime
+    if runtime is not None:
+        try:
+            runtime.shutdown()
+        except Exception as exc:  # noqa: BLE001 - shutting down must not raise into the caller
+            logger.warning("shopsim-metrics: shutdown failed (%s: %s)", type(exc).__name__, exc)

@@ -1,0 +1,80 @@
+"""The hooks slime loads by dotted path.
+
+Wire them into a slime launch::
+
+    --dynamic-sampling-filter-path      shopsimrl.slime_runtime.fully_scored_group_filter
+    --rollout-all-samples-process-path  shopsimrl.slime_runtime.record_all_samples
+    --custom-rollout-log-function-path  shopsimrl.slime_runtime.log_rollout_step
+    --custom-config-path                shopsim.yaml   # shopsim_* settings (docs/training_monitoring.md)
+
+Example:
+    >>> from types import SimpleNamespace
+    >>> from shopsim_metrics.samples import SimSample
+    >>> args = SimpleNamespace(n_samples_per_prompt=2, reward_key=None)
+    >>> fully_scored_group_filter(args, [SimSample(index=0, reward=0.0), SimSample(index=1, reward=1.0)]).keep
+    True
+    >>> reset_runtime()
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from shopsim_metrics.contract import REASON_TECHNICAL, REASON_ZERO_STD
+from shopsimrl.errors import TechnicalFailureLimitExceeded
+from shopsimrl.group_judgement import SPREAD, TECHNICAL
+from shopsimrl.runtime import configure, get_runtime, reset_runtime
+from shopsimrl.slime_bridge import DynamicFilterOutput
+
+logger = logging.getLogger("shopsim_metrics")
+
+__all__ = [
+    "fully_scored_group_filter",
+    "record_all_samples",
+    "log_rollout_step",
+    "configure",
+    "reset_runtime",
+    "TechnicalFailureLimitExceeded",
+]
+
+
+def fully_scored_group_filter(args: Any, samples: list, **kwargs: Any) -> DynamicFilterOutput:
+    """slime's dynamic-sampling filter: drop technical groups (no fallback) and zero-std groups (with fallback).
+
+    Raises :class:`TechnicalFailureLimitExceeded` when ``shopsim_max_consecutive_failed_groups``
+    technical groups came in a row (after writing the step's record, marked terminated).
+    """
+    judgement, _ = get_runtime(args).judge(samples)
+    if judgement.kind == SPREAD:
+        return DynamicFilterOutput(keep=True)
+    if judgement.kind == TECHNICAL:
+        return DynamicFilterOutput(keep=False, reason=REASON_TECHNICAL)
+    return DynamicFilterOutput(keep=False, reason=REASON_ZERO_STD, keep_when_insufficient=True)
+
+
+def record_all_samples(args: Any, all_groups: list, data_source: Any) -> None:
+    """slime's all-samples hook: ``success_rate`` / ``reward_mean`` over every completed group; closes the step.
+
+    Sets ``args.processed_group_count`` to the number of groups it saw.
+    """
+    args.processed_group_count = len(all_groups)
+    runtime = get_runtime(args)
+    try:
+        runtime.close_step(all_groups)
+    except Exception:  # noqa: BLE001 - monitoring never stops training
+        logger.exception("shopsim-metrics: closing the step failed; training goes on")
+
+
+def log_rollout_step(rollout_id: int, args: Any, samples: list, rollout_extra_metrics: dict, rollout_time: float) -> bool:
+    """slime's rollout log function: emits the step record (JSONL, W&B) and returns False.
+
+    False lets slime's own rollout logging run as well. Sets ``args.logged_rollout_id``.
+    """
+    args.logged_rollout_id = rollout_id
+    runtime = get_runtime(args)
+    try:
+        runtime.emit_step(rollout_id, rollout_extra_metrics)
+    except Exception:  # noqa: BLE001 - monitoring never stops training
+        logger.exception("shopsim-metrics: emitting step %s failed; training goes on", rollout_id)
+    return False

@@ -1,0 +1,287 @@
+"""Exact per-step accounting of slime's dynamic sampling: one verdict per judged group.
+
+For every judged group the accountant knows slime's verdict (``trained``, ``fallback``,
+``dropped_technical``, ``dropped_zero_std``, ``surplus``), ``remaining_batch_size`` before it, and
+the waves open at that moment. ``remaining`` comes live from the loop (see
+:mod:`shopsim_metrics.loop_state`); when the loop cannot say, a filter-side mirror stands in
+(exact when groups finish one at a time, it drifts when several finish in one batch).
+
+The verdict applies slime's drop rule: a zero-std group is let through (``keep_when_insufficient``)
+when ``remaining <= target``; a dropped group lowers ``remaining`` by one; a kept group enters the
+train batch while it holds fewer than ``target`` groups, otherwise it is surplus.
+
+Submitted groups are derived the same way for every loop: ``submitted = remaining + drops so far``
+(slime's ``remaining`` is "submitted minus dropped"), so waves follow as
+``ceil(submitted / over_sampling_batch_size)``.
+
+Thread-safe: the filter (rollout thread) and the log function (manager thread) share it.
+
+Example:
+    >>> acc = StepAccountant(target=2, over_sampling=4, limit=8)
+    >>> from shopsimrl.group_judgement import GroupJudgement
+    >>> zero = GroupJudgement("zero_std", None, 0, 8, 8, 0, 0.0, 0.0, 0.0)
+    >>> [acc.judge(zero, step=0, remaining=r).outcome for r in (4, 3, 2)]
+    ['dropped_zero_std', 'dropped_zero_std', 'fallback']
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections import Counter
+from dataclasses import dataclass, field
+
+from shopsim_metrics import contract as C
+from shopsim_metrics.records import DecisionRow, StepRecord
+from shopsimrl.group_judgement import SPREAD, TECHNICAL, ZERO_STD, GroupJudgement
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """What happened to one judged group, and the streak after it."""
+
+    outcome: str
+    row: DecisionRow
+    streak: int
+    rollout_id: int
+    streak_checks: dict[str, int]  # failed checks of the current streak, by name
+    limit_reached: bool
+
+
+@dataclass
+class GenerationStats:
+    """Scorable rollouts, successes and reward sum: the inputs of ``success_rate`` / ``reward_mean``.
+
+    Example:
+        >>> a = GenerationStats(2, 1, 1.0); a.merge(GenerationStats(2, 2, 2.0)); (a.rate, a.mean)
+        (0.75, 0.75)
+    """
+
+    scorable: int = 0
+    successes: int = 0
+    reward_sum: float = 0.0
+
+    def add(self, judgement: GroupJudgement) -> None:
+        self.scorable += judgement.scorable_rollouts
+        self.successes += judgement.success_count
+        self.reward_sum += judgement.reward_sum
+
+    def merge(self, other: "GenerationStats") -> None:
+        self.scorable += other.scorable
+        self.successes += other.successes
+        self.reward_sum += other.reward_sum
+
+    @property
+    def rate(self) -> float | None:
+        return self.successes / self.scorable if self.scorable else None
+
+    @property
+    def mean(self) -> float | None:
+        return self.reward_sum / self.scorable if self.scorable else None
+
+
+@dataclass
+class _OpenStep:
+    rollout_id: int
+    source: str
+    rows: list[DecisionRow] = field(default_factory=list)
+    submitted: int = 0
+    drops: int = 0
+    train_len: int = 0
+    max_streak: int = 0
+    all_stats: GenerationStats = field(default_factory=GenerationStats)
+    train_stats: GenerationStats = field(default_factory=GenerationStats)
+
+
+class StepAccountant:
+    """Turns judgements plus live loop facts into decision rows and step records."""
+
+    def __init__(
+        self,
+        *,
+        target: int,
+        over_sampling: int | None = None,
+        limit: int = 8,
+        n_samples: int | None = None,
+        global_batch_size: int | None = None,
+    ) -> None:
+        if target < 1:
+            raise ValueError(f"target (rollout_batch_size) must be >= 1; got {target}")
+        self.target = target
+        self.over_sampling = over_sampling or target
+        if self.over_sampling < target:
+            raise ValueError(f"over_sampling_batch_size must be >= rollout_batch_size ({target}); got {over_sampling}")
+        self.limit = limit
+        self.n_samples = n_samples
+        self.global_batch_size = global_batch_size
+        self._lock = threading.Lock()
+        self._open: _OpenStep | None = None
+        self._closed: list[StepRecord] = []  # closed, not yet emitted
+        self._last_rollout_id: int | None = None
+        self.streak = 0
+        self._streak_checks: Counter[str] = Counter()
+
+    # --- judging ------------------------------------------------------------------------------
+    def judge(self, judgement: GroupJudgement, *, step: int | None, remaining: int | None, source: str = "mirror") -> Verdict:
+        """Record one judged group; ``remaining`` is the loop's live value before the decision."""
+        with self._lock:
+            state = self._step_for(step, source)
+            if remaining is None:  # filter-side mirror: open waves as slime would between batches
+                while state.submitted - state.drops < self.target:
+                    state.submitted += self.over_sampling
+                remaining = state.submitted - state.drops
+            else:
+                state.submitted = remaining + state.drops
+            kind = judgement.kind
+            if kind == TECHNICAL:
+                outcome, reason = C.OUTCOME_DROPPED_TECHNICAL, C.REASON_TECHNICAL
+            elif kind == ZERO_STD:
+                reason = C.REASON_ZERO_STD
+                if remaining > self.target:
+                    outcome = C.OUTCOME_DROPPED_ZERO_STD
+                else:
+                    outcome = C.OUTCOME_FALLBACK if state.train_len < self.target else C.OUTCOME_SURPLUS
+            else:
+                reason = None
+                outcome = C.OUTCOME_TRAINED if state.train_len < self.target else C.OUTCOME_SURPLUS
+            if outcome in (C.OUTCOME_DROPPED_TECHNICAL, C.OUTCOME_DROPPED_ZERO_STD):
+                state.drops += 1
+            elif outcome != C.OUTCOME_SURPLUS:
+                state.train_len += 1
+                state.train_stats.add(judgement)
+            state.all_stats.add(judgement)
+
+            if kind == TECHNICAL:
+                self.streak += 1
+                self._streak_checks[judgement.failed_check or "unknown"] += 1
+            else:
+                self.streak = 0
+                self._streak_checks.clear()
+            state.max_streak = max(state.max_streak, self.streak)
+
+            row = DecisionRow(
+                order=len(state.rows) + 1,
+                waves_open=-(-state.submitted // self.over_sampling),
+                group_index=judgement.group_index,
+                outcome=outcome,
+                reason=reason,
+                remaining_before=remaining,
+                unique_rollouts=judgement.unique_rollouts,
+                reward_min=judgement.reward_min,
+                reward_max=judgement.reward_max,
+                reward_mean=judgement.reward_mean,
+                success_count=judgement.success_count if judgement.scorable_rollouts else None,
+                failed_check=judgement.failed_check if kind == TECHNICAL else None,
+                scorable_rollouts=judgement.scorable_rollouts,
+                reward_sum=judgement.reward_sum,
+            )
+            state.rows.append(row)
+            return Verdict(
+                outcome=outcome,
+                row=row,
+                streak=self.streak,
+                rollout_id=state.rollout_id,
+                streak_checks=dict(self._streak_checks),
+                limit_reached=self.streak >= self.limit,
+            )
+
+    def _step_for(self, step: int | None, source: str) -> _OpenStep:
+        state = self._open
+        if state is not None and (step is None or step == state.rollout_id):
+            return state
+        if state is not None:  # a new step began without the all-samples hook closing the last one
+            self._closed.append(self._record(state, terminated=False, stats=None, all_groups=None))
+        if step is None:
+            step = 0 if self._last_rollout_id is None else self._last_rollout_id + 1
+        self._open = _OpenStep(rollout_id=step, source=source)
+        self._last_rollout_id = step
+        return self._open
+
+    # --- closing ------------------------------------------------------------------------------
+    def close_step(
+        self, *, stats: GenerationStats | None = None, all_groups: int | None = None, terminated: bool = False
+    ) -> StepRecord | None:
+        """Close the open step (all-samples hook, log function, or termination); None if none is open.
+
+        ``stats`` are the generation figures over every completed group (from the all-samples hook);
+        without them the ledger's own sums are used.
+        """
+        with self._lock:
+            state, self._open = self._open, None
+            if state is None:
+                return None
+            record = self._record(state, terminated=terminated, stats=stats, all_groups=all_groups)
+            self._closed.append(record)
+            return record
+
+    def open_rollout_id(self) -> int | None:
+        with self._lock:
+            return self._open.rollout_id if self._open else None
+
+    def has_closed(self) -> bool:
+        return bool(self._closed)
+
+    def take_closed(self) -> list[StepRecord]:
+        """Hand over every closed step not yet emitted (oldest first)."""
+        with self._lock:
+            closed, self._closed = self._closed, []
+            return closed
+
+    def _record(
+        self, state: _OpenStep, *, terminated: bool, stats: GenerationStats | None, all_groups: int | None
+    ) -> StepRecord:
+        rows = state.rows
+        counts = Counter(row.outcome for row in rows)
+        accepted = len(rows)
+        train = counts[C.OUTCOME_TRAINED] + counts[C.OUTCOME_FALLBACK]
+        accepted_samples = sum(row.unique_rollouts for row in rows)
+        train_samples = sum(
+            row.unique_rollouts for row in rows if row.outcome in (C.OUTCOME_TRAINED, C.OUTCOME_FALLBACK)
+        )
+        all_stats = stats if stats is not None else state.all_stats
+        zero_std_seen = counts[C.OUTCOME_DROPPED_ZERO_STD] + sum(
+            1 for row in rows if row.reason == C.REASON_ZERO_STD and row.outcome != C.OUTCOME_DROPPED_ZERO_STD
+        )
+        return StepRecord(
+            rollout_id=state.rollout_id,
+            terminated=terminated,
+            rollout_batch_size=self.target,
+            n_samples_per_prompt=self.n_samples,
+            over_sampling_batch_size=self.over_sampling,
+            global_batch_size=self.global_batch_size,
+            technical_failure_limit=self.limit,
+            loop_state_source=state.source,
+            submitted_group_count=state.submitted,
+            wave_count=math.ceil(state.submitted / self.over_sampling),
+            accepted_group_count=accepted,
+            train_group_count=train,
+            fallback_group_count=counts[C.OUTCOME_FALLBACK],
+            technical_group_drop_count=counts[C.OUTCOME_DROPPED_TECHNICAL],
+            zero_std_group_drop_count=counts[C.OUTCOME_DROPPED_ZERO_STD],
+            zero_std_group_count=zero_std_seen,
+            surplus_group_count=counts[C.OUTCOME_SURPLUS],
+            aborted_group_count=state.submitted - accepted,
+            accepted_sample_count=accepted_samples,
+            train_sample_count=train_samples,
+            scorable_rollout_count=all_stats.scorable,
+            technical_group_drop_rate=_ratio(counts[C.OUTCOME_DROPPED_TECHNICAL], accepted),
+            zero_std_group_drop_rate=_ratio(counts[C.OUTCOME_DROPPED_ZERO_STD], accepted),
+            zero_advantage_train_fraction=_ratio(counts[C.OUTCOME_FALLBACK], train),
+            wasted_sample_fraction=_ratio(accepted_samples - train_samples, accepted_samples),
+            success_rate=all_stats.rate,
+            reward_mean=all_stats.mean,
+            train_success_rate=state.train_stats.rate,
+            train_reward_mean=state.train_stats.mean,
+            consecutive_technical_failures=self.streak,
+            max_consecutive_technical_failures=state.max_streak,
+            remaining_min=min((row.remaining_before for row in rows), default=None),
+            optimizer_update_count=_ratio(train_samples, self.global_batch_size or 0),
+            generation_stats_source="all_samples_hook" if stats is not None else "ledger",
+            all_samples_group_count=all_groups,
+            failed_check_counts=dict(Counter(row.failed_check for row in rows if row.failed_check)),
+            decisions=list(rows),
+        )
+
+
+def _ratio(numerator: float, denominator: float) -> float | None:
+    return numerator / denominator if denominator else None
