@@ -2,7 +2,8 @@
 
 ``wandb_env`` points every wandb directory (runs, data, cache, config) into a temp dir, forces
 offline mode, silences wandb, hides any API key or netrc of the machine, and aims the base URL at a
-closed local port so that nothing can reach the network. A run left open by a test is finished.
+closed local port so that nothing can reach the network. wandb's process-wide setup is torn down
+before and after, so each test's directories are honoured; a run left open is finished.
 
 Use it with ``from tests.wandb_helpers import wandb_env, make_record`` in a test module.
 """
@@ -33,10 +34,18 @@ def wandb_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("WANDB_BASE_URL", "http://127.0.0.1:9")  # nothing listens there
     monkeypatch.setenv("NETRC", str(root / "no-netrc"))
     monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    _teardown()  # wandb reads its environment once per process setup: start from a fresh one
     yield root
+    _teardown()
+
+
+def _teardown() -> None:
     wandb = sys.modules.get("wandb")
-    if wandb is not None and getattr(wandb, "run", None) is not None:
+    if wandb is None:
+        return
+    if getattr(wandb, "run", None) is not None:
         wandb.run.finish()
+    wandb.teardown()
 
 
 def make_rows(rollout_id: int, n: int = 3) -> list[DecisionRow]:
