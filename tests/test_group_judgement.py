@@ -1,0 +1,215 @@
+"""Every kind of bad reward, fan-out, thresholds on both sides, and the filter's outputs."""
+
+from __future__ import annotations
+
+import math
+from decimal import Decimal
+from fractions import Fraction
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from conftest import group_of
+
+from shopsim_metrics.contract import FAILED_CHECKS, REASON_TECHNICAL, REASON_ZERO_STD
+from shopsim_metrics.samples import SimSample
+from shopsimrl import slime_runtime
+from shopsimrl.group_judgement import judge_group, read_reward
+from shopsimrl.slime_bridge import DynamicFilterOutput
+
+
+class ZeroDimTensorLike:
+    """What a 0-dim torch tensor offers: ``shape == ()`` and ``item()``."""
+
+    shape = ()
+
+    def __init__(self, value):
+        self.value = value
+
+    def item(self):
+        return self.value
+
+
+class VectorLike(ZeroDimTensorLike):
+    shape = (2,)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_runtime():
+    yield
+    slime_runtime.reset_runtime()
+
+
+def judge(rewards, **kw):
+    return judge_group(group_of(7, rewards), n_samples=kw.pop("n", len(rewards)), **kw)
+
+
+@pytest.mark.parametrize(
+    "bad, check",
+    [
+        (None, "reward_missing"),
+        (float("nan"), "reward_not_finite"),
+        (float("inf"), "reward_not_finite"),
+        (-float("inf"), "reward_not_finite"),
+        ("1.0", "reward_not_numeric"),
+        ([1.0], "reward_not_numeric"),
+        (object(), "reward_not_numeric"),
+        (1 + 2j, "reward_not_numeric"),
+        (VectorLike(1.0), "reward_not_numeric"),
+        ({"other": 1.0}, "reward_key_missing"),
+        (np.float32("nan"), "reward_not_finite"),
+        (ZeroDimTensorLike(float("inf")), "reward_not_finite"),
+    ],
+)
+def test_bad_rewards_make_the_group_technical(bad, check):
+    j = judge([0.0, 1.0, bad, 1.0], reward_key="acc" if isinstance(bad, dict) else None)
+    assert (j.kind, j.failed_check) == ("technical", check)
+    assert check in FAILED_CHECKS
+    assert j.scorable_rollouts == 3  # the scorable siblings still count as completed generations
+
+
+@pytest.mark.parametrize(
+    "good, value",
+    [
+        (True, 1.0),
+        (0, 0.0),
+        (np.float64(0.5), 0.5),
+        (np.int64(1), 1.0),
+        (np.float32(0.25), 0.25),
+        (np.array(0.75), 0.75),
+        (ZeroDimTensorLike(0.5), 0.5),
+        (Decimal("0.5"), 0.5),
+        (Fraction(1, 4), 0.25),
+        ({"acc": 0.5}, 0.5),
+    ],
+)
+def test_every_numeric_reward_form_is_read(good, value):
+    assert read_reward(good, "acc") == (value, None)
+
+
+def test_torch_zero_dim_tensor_is_read_when_torch_is_installed():
+    torch = pytest.importorskip("torch")
+    assert read_reward(torch.tensor(0.5, dtype=torch.float64), None) == (0.5, None)
+    assert read_reward(torch.tensor([0.5, 1.0]), None) == (None, "reward_not_numeric")
+
+
+@pytest.mark.parametrize("status, check", [("failed", "status_failed"), ("aborted", "status_aborted")])
+def test_failed_and_aborted_statuses_are_technical(status, check):
+    group = group_of(1, [0.0, 1.0, 1.0])
+    group[1].status = SimpleNamespace(value=status)  # slime's Status enum exposes .value
+    assert judge_group(group, n_samples=3).failed_check == check
+
+
+def test_truncated_and_pending_are_normal_finishes():
+    group = group_of(1, [0.0, 1.0, 1.0])
+    group[0].status = "truncated"
+    group[1].status = "pending"
+    assert judge_group(group, n_samples=3).kind == "spread"
+
+
+def test_metadata_unscored_flag_and_its_configurable_key():
+    group = group_of(1, [0.0, 1.0])
+    group[0].metadata = {"shopsim_unscored": True}
+    assert judge_group(group).failed_check == "metadata_unscored"
+    group[0].metadata = {"env_unscored": True}
+    assert judge_group(group).kind == "spread"
+    assert judge_group(group, unscored_key="env_unscored").failed_check == "metadata_unscored"
+
+
+def test_empty_group_and_too_few_rollouts():
+    assert judge_group([], n_samples=8).failed_check == "empty_group"
+    assert judge_group(group_of(1, [0.0, 1.0] * 3 + [0.0]), n_samples=8).failed_check == "too_few_rollouts"
+    assert judge_group(group_of(1, [0.0, 1.0] * 4), n_samples=8).kind == "spread"
+    assert judge_group(group_of(1, [0.0, 1.0]), n_samples=None).kind == "spread"  # unknown n: no check
+
+
+@pytest.mark.parametrize("gap, kind", [(1e-7, "zero_std"), (1e-6, "zero_std"), (1.5e-6, "spread"), (1e-5, "spread")])
+def test_spread_threshold_both_sides(gap, kind):
+    assert judge([0.0, gap, 0.0]).kind == kind
+
+
+def _segments(rollout_id, rewards):
+    return [SimSample(index=rollout_id * 10 + k, rollout_id=rollout_id, reward=r) for k, r in enumerate(rewards)]
+
+
+def test_fanned_out_segments_count_once():
+    group = [_segments(i, [float(i % 2)] * 3) for i in range(4)]
+    j = judge_group(group, n_samples=4)
+    assert (j.kind, j.unique_rollouts, j.scorable_rollouts, j.success_count) == ("spread", 4, 4, 2)
+
+
+def test_flat_group_deduplicated_by_rollout_id():
+    flat = [s for i in range(4) for s in _segments(i, [1.0, 1.0])]
+    j = judge_group(flat, n_samples=4)
+    assert (j.kind, j.unique_rollouts) == ("zero_std", 4)
+    assert judge_group(flat, n_samples=8).failed_check == "too_few_rollouts"
+
+
+def test_segments_with_none_beside_one_scored_value_are_fine():
+    group = [_segments(0, [None, 1.0, None]), _segments(1, [0.0, None])]
+    j = judge_group(group, n_samples=2)
+    assert (j.kind, j.reward_min, j.reward_max) == ("spread", 0.0, 1.0)
+
+
+def test_segments_that_disagree_are_technical():
+    group = [_segments(0, [1.0, 0.0]), _segments(1, [0.0])]
+    assert judge_group(group, n_samples=2).failed_check == "segments_disagree"
+    group = [_segments(0, [1.0, 1.0 + 1e-7]), _segments(1, [0.0])]
+    assert judge_group(group, n_samples=2).kind == "spread"
+
+
+def test_rollout_id_falls_back_to_index():
+    group = [SimSample(index=i, reward=float(i)) for i in range(3)] + [SimSample(index=0, reward=0.0)]
+    assert judge_group(group, n_samples=3).unique_rollouts == 3
+
+
+def test_success_flag_in_metadata_overrides_the_threshold():
+    group = group_of(1, [0.2, 0.9])
+    assert judge_group(group).success_count == 0
+    assert judge_group(group, success_threshold=0.5).success_count == 1
+    group[0].metadata = {"shopsim_success": True}
+    assert judge_group(group, success_threshold=0.5).success_count == 2
+
+
+def test_filter_outputs_match_the_design_document():
+    args = SimpleNamespace(n_samples_per_prompt=2, reward_key=None)
+    keep = slime_runtime.fully_scored_group_filter(args, group_of(1, [0.0, 1.0]))
+    zero = slime_runtime.fully_scored_group_filter(args, group_of(2, [1.0, 1.0]))
+    tech = slime_runtime.fully_scored_group_filter(args, group_of(3, [1.0, math.nan]))
+    assert isinstance(keep, DynamicFilterOutput)
+    assert (keep.keep, keep.reason, keep.keep_when_insufficient) == (True, None, False)
+    assert (zero.keep, zero.reason, zero.keep_when_insufficient) == (False, REASON_ZERO_STD, True)
+    assert (tech.keep, tech.reason, tech.keep_when_insufficient) == (False, REASON_TECHNICAL, False)
+    for out in (keep, zero, tech):
+        assert type(out.keep) is bool and type(out.keep_when_insufficient) is bool
+
+
+def test_bare_args_like_slimes_contract_test():
+    class Args:  # what slime's plugin contract test passes: no rollout_batch_size, no W&B settings
+        rollout_global_dataset = False
+        n_samples_per_prompt = 2
+        reward_key = None
+
+    out = slime_runtime.fully_scored_group_filter(Args(), group_of(0, [1.0, 2.0]))
+    assert out.keep is True
+    out = slime_runtime.fully_scored_group_filter(Args(), group_of(1, [1.0]))
+    assert (out.keep, out.reason) == (False, REASON_TECHNICAL)
+
+
+def test_bare_args_still_terminate_at_the_limit():
+    from shopsimrl.errors import TechnicalFailureLimitExceeded
+
+    args = SimpleNamespace(n_samples_per_prompt=2, shopsim_max_consecutive_failed_groups=3)
+    for _ in range(2):
+        slime_runtime.fully_scored_group_filter(args, group_of(1, [1.0, None]))
+    with pytest.raises(TechnicalFailureLimitExceeded, match="3 consecutive"):
+        slime_runtime.fully_scored_group_filter(args, group_of(1, [1.0, None]))
+
+
+@pytest.mark.parametrize("value", [0, -1, 2.5, "8", True])
+def test_invalid_limit_is_a_clear_error(value):
+    from shopsimrl.settings import ShopsimConfigError
+
+    args = SimpleNamespace(n_samples_per_prompt=2, shopsim_max_consecutive_failed_groups=value)
+    with pytest.raises(ShopsimConfigError, match="shopsim_max_consecutive_failed_groups must be an integer >= 1"):
+        slime_runtime.fully_scored_group_filter(args, group_of(1, [0.0, 1.0]))
