@@ -1,0 +1,139 @@
+"""The local record: steps.jsonl survives crashes, round-trips every field and never holds NaN."""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from dataclasses import fields
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings as hsettings, strategies as st
+
+from shopsim_metrics import contract
+from shopsim_metrics.records import DecisionRow, StepRecord
+from shopsim_metrics.sinks import JsonlSink, read_steps
+from tests.wandb_helpers import make_record
+
+
+def _write(tmp_path: Path, n: int) -> Path:
+    sink = JsonlSink(tmp_path)
+    for rid in range(n):
+        sink.emit(make_record(rid))
+    return tmp_path / contract.STEPS_FILE_NAME
+
+
+def test_each_step_is_one_flushed_line_with_the_contract_keys(tmp_path: Path) -> None:
+    path = _write(tmp_path, 3)
+    lines = path.read_text().splitlines()
+    assert len(lines) == 3
+    for rid, line in enumerate(lines):
+        data = json.loads(line)
+        assert data["rollout_id"] == rid
+        assert set(contract.STEP_FIELDS) | set(contract.RECORD_IDENTITY_KEYS) <= set(data)
+        assert isinstance(data["terminated"], bool)
+        for row in data["decisions"]:
+            assert set(contract.LEDGER_COLUMNS) <= set(row)
+
+
+@pytest.mark.parametrize("torn", ['{"rollout_id": 3, "wave_co', "{", '{"rollout_id": 3, "decisions": [{"order"'])
+def test_torn_last_line_is_skipped_with_one_warning(tmp_path: Path, caplog, torn: str) -> None:
+    path = _write(tmp_path, 3)
+    with open(path, "a") as fh:
+        fh.write(torn)  # a crash in the middle of writing step 3
+    with caplog.at_level(logging.WARNING, logger="shopsim_metrics"):
+        records = read_steps(tmp_path)
+    assert [r.rollout_id for r in records] == [0, 1, 2]
+    assert records == [make_record(rid) for rid in range(3)], "earlier steps intact"
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "torn last line (4)" in warnings[0].getMessage()
+
+
+def test_appending_after_a_torn_line_turns_it_into_an_error(tmp_path: Path) -> None:
+    path = _write(tmp_path, 2)
+    with open(path, "a") as fh:
+        fh.write('{"rollout_id": 2, "wave\n')
+    JsonlSink(tmp_path).emit(make_record(3))
+    with pytest.raises(ValueError, match=r"steps.jsonl:3 is not valid JSON.*only the last line may be torn"):
+        read_steps(path)
+
+
+def test_bad_middle_line_is_an_error_naming_the_line(tmp_path: Path) -> None:
+    path = _write(tmp_path, 3)
+    lines = path.read_text().splitlines()
+    lines[1] = lines[1][:-5]
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(ValueError, match=r":2 is not valid JSON"):
+        read_steps(path)
+
+
+def test_missing_file_says_what_was_expected(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match="steps.jsonl written by the JSONL sink"):
+        read_steps(tmp_path)
+
+
+def test_blank_lines_are_ignored(tmp_path: Path) -> None:
+    path = _write(tmp_path, 2)
+    path.write_text(path.read_text().replace("\n", "\n\n"))
+    assert [r.rollout_id for r in read_steps(path)] == [0, 1]
+
+
+def test_non_finite_values_are_written_as_null(tmp_path: Path) -> None:
+    sink = JsonlSink(tmp_path)
+    row = DecisionRow(order=1, waves_open=1, group_index=0, outcome="dropped_technical", reason=None,
+                      remaining_before=32, unique_rollouts=8, reward_mean=math.nan)
+    sink.emit(StepRecord(rollout_id=0, success_rate=math.inf, reward_mean=math.nan, decisions=[row]))
+    text = (tmp_path / contract.STEPS_FILE_NAME).read_text()
+    assert "NaN" not in text and "Infinity" not in text
+    (back,) = read_steps(tmp_path)
+    assert back.success_rate is None and back.reward_mean is None and back.decisions[0].reward_mean is None
+
+
+# --- round trip of every field ----------------------------------------------------------------------
+_opt_float = st.one_of(st.none(), st.floats(allow_nan=False, allow_infinity=False, width=64))
+_opt_int = st.one_of(st.none(), st.integers(-(2**40), 2**40))
+_text = st.one_of(st.none(), st.text(max_size=20))
+
+_rows = st.builds(
+    DecisionRow,
+    order=st.integers(1, 10_000), waves_open=st.integers(1, 50), group_index=_opt_int,
+    outcome=st.sampled_from(contract.OUTCOMES), reason=st.one_of(st.none(), st.sampled_from(contract.REASONS)),
+    remaining_before=_opt_int, unique_rollouts=st.integers(0, 64), reward_min=_opt_float, reward_max=_opt_float,
+    reward_mean=_opt_float, success_count=_opt_int,
+    failed_check=st.one_of(st.none(), st.sampled_from(contract.FAILED_CHECKS)),
+    scorable_rollouts=st.integers(0, 64), reward_sum=st.floats(allow_nan=False, allow_infinity=False),
+)
+
+
+def _field_strategy(f) -> st.SearchStrategy:
+    if f.name == "decisions":
+        return st.lists(_rows, max_size=5)
+    if f.name in ("failed_check_counts",):
+        return st.dictionaries(st.sampled_from(contract.FAILED_CHECKS), st.integers(0, 100))
+    if f.name == "slime_drop_counts":
+        return st.one_of(st.none(), st.dictionaries(st.sampled_from(contract.REASONS), st.integers(0, 100)))
+    if f.name == "terminated":
+        return st.booleans()
+    kind = str(f.type)
+    if "float" in kind:
+        return _opt_float
+    if "str" in kind:
+        return _text
+    if "None" in kind:
+        return _opt_int
+    return st.integers(0, 2**40)
+
+
+_records = st.fixed_dictionaries({f.name: _field_strategy(f) for f in fields(StepRecord)}).map(
+    lambda kw: StepRecord(**kw))
+
+
+@hsettings(max_examples=100, deadline=None)
+@given(records=st.lists(_records, min_size=1, max_size=4))
+def test_round_trip_of_every_field(tmp_path_factory, records: list[StepRecord]) -> None:
+    run_dir = tmp_path_factory.mktemp("rt")
+    sink = JsonlSink(run_dir, fsync=False)
+    for rec in records:
+        sink.emit(rec)
+    assert read_steps(run_dir) == records
