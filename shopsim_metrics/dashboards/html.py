@@ -1,0 +1,337 @@
+"""Offline renderer: one self-contained plotly HTML page with every panel of the dashboard spec.
+
+plotly.js is inlined (no CDN, no network), so the file opens anywhere, also by e-mail. Each panel
+is a ``<section id="panel-<id>" data-panel-id="<id>">`` holding a plot div ``plot-<id>``; the
+ledger panel has a step picker (default: the latest multi-wave step).
+
+Example:
+    >>> import tempfile, pathlib
+    >>> from shopsim_metrics.records import StepRecord
+    >>> out = pathlib.Path(tempfile.mkdtemp()) / "dash.html"
+    >>> path = write_html_dashboard([StepRecord(rollout_id=0, wave_count=1)], out)
+    >>> 'data-panel-id="outcomes"' in path.read_text()
+    True
+"""
+
+from __future__ import annotations
+
+import html as _html
+import json
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from shopsim_metrics import contract
+from shopsim_metrics.dashboards.data import DashboardData, load_dashboard_data
+from shopsim_metrics.dashboards.spec import OUTCOME_COLORS, DashboardSpec, Panel, Series, dashboard_spec
+
+if TYPE_CHECKING:
+    import plotly.graph_objects as go
+
+MAX_PICKABLE_LEDGER_STEPS = 200
+"""The ledger step picker offers at most this many steps (multi-wave steps first, then the latest)."""
+
+_PLOT_CONFIG = {"displaylogo": False, "responsive": True}
+
+
+def write_html_dashboard(
+    source: Any,
+    out_path: str | os.PathLike,
+    *,
+    title: str | None = None,
+    ledger_step: int | None = None,
+    spec: DashboardSpec | None = None,
+) -> Path:
+    """Render every panel of ``spec`` from ``source`` into one self-contained HTML file.
+
+    ``source``: step records, a ``steps.jsonl``, a run directory or a W&B offline run directory.
+    ``ledger_step``: the step the ledger panel opens on (default: the latest multi-wave step).
+    """
+    data = source if isinstance(source, DashboardData) else load_dashboard_data(source)
+    page = render_html(data, title=title, ledger_step=ledger_step, spec=spec)
+    out = Path(out_path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(page, encoding="utf-8")
+    return out
+
+
+def render_html(
+    data: DashboardData,
+    *,
+    title: str | None = None,
+    ledger_step: int | None = None,
+    spec: DashboardSpec | None = None,
+) -> str:
+    """The page as a string (see :func:`write_html_dashboard`)."""
+    from plotly.offline import get_plotlyjs
+
+    spec = spec or dashboard_spec()
+    title = title or spec.title
+    if ledger_step is not None and data.ledgers is not None and not data.ledgers.get(ledger_step):
+        raise ValueError(
+            f"ledger_step={ledger_step} has no ledger rows; steps with a ledger: {data.ledger_steps()[-20:]} (last 20)"
+        )
+    sections = []
+    for section in spec.sections:
+        panels = "\n".join(_panel_html(p, data, ledger_step) for p in spec.panels_in(section))
+        sections.append(f'<h2 class="section">{_esc(section)}</h2>\n<div class="grid">\n{panels}\n</div>')
+    return _PAGE.format(
+        title=_esc(title),
+        css=_CSS,
+        plotlyjs=get_plotlyjs(),
+        summary=_summary_html(data),
+        sections="\n".join(sections),
+        panel_count=len(spec.panels),
+    )
+
+
+# --- panels -------------------------------------------------------------------------------------
+
+
+def _panel_html(panel: Panel, data: DashboardData, ledger_step: int | None) -> str:
+    extra_attrs = ""
+    picker = ""
+    note = ""
+    if panel.kind == "ledger_remaining":
+        fig, picker, step, present = _ledger_panel(panel, data, ledger_step)
+        extra_attrs = f' data-ledger="{"present" if present else "absent"}" data-ledger-step="{"" if step is None else step}"'
+        if not present:
+            note = f'<p class="note">{_esc(data.ledger_note or "This source has no decision ledger.")}</p>'
+    else:
+        fig = step_figure(panel, data)
+    div = fig.to_html(full_html=False, include_plotlyjs=False, div_id=f"plot-{panel.id}", config=_PLOT_CONFIG)
+    keys = " ".join(panel.keys())
+    return (
+        f'<section class="panel{" wide" if panel.source == "ledger" else ""}" id="panel-{panel.id}" data-panel-id="{panel.id}" data-panel-kind="{panel.kind}" '
+        f'data-keys="{_esc(keys)}"{extra_attrs}>\n<h3>{_esc(panel.title)}</h3>\n'
+        f'<p class="desc">{_esc(panel.description)}</p>\n{note}{picker}{div}\n</section>'
+    )
+
+
+def series_values(series: Series, data: DashboardData) -> list[float | None]:
+    """The values of one series over the steps (derived ``key - minus`` when ``minus`` is set)."""
+    values = data.column(series.key)
+    if series.minus is None:
+        return [_num(v) for v in values]
+    return [None if a is None or b is None else a - b for a, b in zip(map(_num, values), map(_num, data.column(series.minus)))]
+
+
+def step_figure(panel: Panel, data: DashboardData) -> "go.Figure":
+    """A per-step panel: bars (stacked for ``stacked_bar``), lines, and threshold lines."""
+    import plotly.graph_objects as go
+
+    x = data.step_ids()
+    fig = go.Figure()
+    for s in panel.series:
+        y = series_values(s, data)
+        name = s.label
+        if s.style == "bar":
+            fig.add_trace(go.Bar(x=x, y=y, name=name, marker_color=s.color, meta=s.key))
+        elif s.style == "threshold":
+            fig.add_trace(
+                go.Scatter(x=x, y=y, name=name, mode="lines", line={"color": s.color, "dash": "dash"}, meta=s.key)
+            )
+        else:
+            fig.add_trace(go.Scatter(x=x, y=y, name=name, mode="lines+markers", line={"color": s.color}, meta=s.key))
+    if panel.kind == "stacked_bar":
+        fig.update_layout(barmode="stack")
+    for step in _terminated_steps(data):
+        fig.add_vline(x=step, line={"color": "#d62728", "dash": "dot", "width": 1})
+        fig.add_annotation(x=step, y=1, yref="paper", text="terminated", showarrow=False, font={"color": "#d62728"})
+    _layout(fig, x_title=f"step ({contract.WANDB_STEP_KEY})", y_title=panel.y_title)
+    return fig
+
+
+def ledger_figure(panel: Panel, rows: list[dict[str, Any]], *, step: int, target: int | None) -> "go.Figure":
+    """``remaining_before`` by judgement order for one step, coloured by outcome, waves marked."""
+    import plotly.graph_objects as go
+
+    xk, yk, ck, mk = panel.x_key or "order", panel.series[0].key, panel.color_key or "outcome", panel.marker_key
+    fig = go.Figure()
+    fig.add_trace(
+        go.Scatter(
+            x=[r[xk] for r in rows],
+            y=[r[yk] for r in rows],
+            mode="lines",
+            line={"color": "#c7c7c7", "shape": "hv"},
+            name="remaining",
+            hoverinfo="skip",
+        )
+    )
+    for outcome in contract.OUTCOMES:
+        part = [r for r in rows if r.get(ck) == outcome]
+        if not part:
+            continue
+        hover = [
+            "<br>".join(f"{k}: {r.get(k)}" for k in (xk, yk, mk, *panel.hover_keys) if k) for r in part
+        ]
+        fig.add_trace(
+            go.Scatter(
+                x=[r[xk] for r in part],
+                y=[r[yk] for r in part],
+                mode="markers",
+                name=outcome,
+                marker={"color": OUTCOME_COLORS[outcome], "size": 9, "line": {"width": 0.5, "color": "#333"}},
+                text=hover,
+                hovertemplate="%{text}<extra>" + outcome + "</extra>",
+            )
+        )
+    if mk:
+        previous = None
+        for r in rows:
+            if previous is not None and r.get(mk) != previous:
+                fig.add_vline(x=r[xk] - 0.5, line={"color": "#9467bd", "dash": "dot"})
+                fig.add_annotation(
+                    x=r[xk] - 0.5, y=1, yref="paper", text=f"{r.get(mk)} waves open", showarrow=False,
+                    xanchor="left", font={"color": "#9467bd"},
+                )
+            previous = r.get(mk)
+    if target is not None:
+        fig.add_hline(y=target, line={"color": "#000", "dash": "dash", "width": 1})
+        fig.add_annotation(x=0, xref="paper", y=target, text=f"target {target}", showarrow=False, yshift=8, xanchor="left")
+    _layout(fig, x_title="judgement order in the step", y_title=panel.y_title, title=f"step {step}")
+    return fig
+
+
+def _ledger_panel(panel: Panel, data: DashboardData, ledger_step: int | None) -> tuple["go.Figure", str, int | None, bool]:
+    """The ledger figure, its step picker (HTML) and the chosen step; a per-step summary without a ledger."""
+    import plotly.graph_objects as go
+
+    step = ledger_step if ledger_step is not None else data.default_ledger_step()
+    if data.ledgers is None or step is None:
+        summary = Panel(
+            id=panel.id, title=panel.title, description=panel.description, kind="line", source="steps",
+            section=panel.section, y_title="groups / waves",
+            series=tuple(Series(k, k, "bar" if k == "wave_count" else "line") for k in panel.step_summary),
+        )
+        fig = step_figure(summary, data) if data.steps else go.Figure()
+        if data.ledgers is not None:  # a ledger-capable source with no judged group yet
+            fig.add_annotation(text="no judged group yet", x=0.5, y=0.5, xref="paper", yref="paper", showarrow=False)
+        return fig, "", None, False
+    targets = {int(s["rollout_id"]): s.get(k) for s in data.steps for k in panel.knob_lines[:1]}
+    fig = ledger_figure(panel, data.ledgers[step], step=step, target=targets.get(step))
+    choices = _pickable_steps(data, step)
+    if len(choices) <= 1:
+        return fig, "", step, True
+    figures = {
+        str(s): ledger_figure(panel, data.ledgers[s], step=s, target=targets.get(s)).to_plotly_json() for s in choices
+    }
+    waves = {int(s["rollout_id"]): s.get("wave_count") for s in data.steps}
+    options = "".join(
+        f'<option value="{s}"{" selected" if s == step else ""}>step {s} ({waves.get(s)} waves)</option>' for s in choices
+    )
+    payload = json.dumps(figures, separators=(",", ":"), default=_json_default).replace("</", "<\\/")
+    picker = (
+        f'<label class="picker">step: <select id="pick-{panel.id}" data-plot="plot-{panel.id}">{options}</select></label>\n'
+        f'<script type="application/json" id="ledger-data-{panel.id}">{payload}</script>\n'
+        f"<script>{_PICKER_JS.replace('@ID@', panel.id)}</script>\n"
+    )
+    return fig, picker, step, True
+
+
+def _pickable_steps(data: DashboardData, chosen: int) -> list[int]:
+    with_rows = data.ledger_steps()
+    waves = {int(s["rollout_id"]): s.get("wave_count") or 0 for s in data.steps}
+    multi = [s for s in with_rows if waves.get(s, 0) >= 2]
+    picked = set(multi[-MAX_PICKABLE_LEDGER_STEPS // 2 :])
+    for s in reversed(with_rows):
+        if len(picked) >= MAX_PICKABLE_LEDGER_STEPS:
+            break
+        picked.add(s)
+    picked.add(chosen)
+    return sorted(picked)
+
+
+# --- page ---------------------------------------------------------------------------------------
+
+
+def _summary_html(data: DashboardData) -> str:
+    ids = data.step_ids()
+    waves = [w for w in data.column("wave_count") if w is not None]
+    multi = sum(1 for w in waves if w >= 2)
+    terminated = _terminated_steps(data)
+    items = [
+        ("source", data.source),
+        ("steps", f"{len(ids)}" + (f" ({ids[0]} to {ids[-1]})" if ids else "")),
+        ("multi-wave steps", f"{multi}" + (f" (max {max(waves)} waves)" if waves else "")),
+        ("terminated", ", ".join(map(str, terminated)) if terminated else "no"),
+        ("ledger", "present" if data.ledgers is not None else "absent (only in steps.jsonl)"),
+    ]
+    cells = "".join(f"<div><span>{_esc(k)}</span><b>{_esc(v)}</b></div>" for k, v in items)
+    return f'<div class="summary">{cells}</div>'
+
+
+def _terminated_steps(data: DashboardData) -> list[int]:
+    return [int(s["rollout_id"]) for s in data.steps if s.get("terminated")]
+
+
+def _layout(fig: "go.Figure", *, x_title: str, y_title: str, title: str | None = None) -> None:
+    fig.update_layout(
+        template="plotly_white",
+        height=360,
+        margin={"l": 55, "r": 15, "t": 35 if title else 20, "b": 45},
+        legend={"orientation": "h", "y": -0.22},
+        xaxis_title=x_title,
+        yaxis_title=y_title,
+        title={"text": title} if title else None,
+        hovermode="closest",
+    )
+
+
+def _num(v: Any) -> float | None:
+    if v is None or isinstance(v, bool):
+        return None if v is None else float(v)
+    return v
+
+
+def _json_default(obj: Any) -> Any:
+    if hasattr(obj, "tolist"):
+        return obj.tolist()
+    raise TypeError(f"cannot serialise {type(obj).__name__} for the ledger step picker")
+
+
+def _esc(text: Any) -> str:
+    return _html.escape(str(text), quote=True)
+
+
+_PICKER_JS = """
+(function () {
+  var select = document.getElementById("pick-@ID@");
+  var figures = JSON.parse(document.getElementById("ledger-data-@ID@").textContent);
+  select.addEventListener("change", function () {
+    var fig = figures[select.value];
+    var div = document.getElementById(select.dataset.plot);
+    Plotly.react(div, fig.data, fig.layout);
+    div.closest("section").dataset.ledgerStep = select.value;
+  });
+})();
+"""
+
+_CSS = """
+body { font-family: -apple-system, "Segoe UI", Roboto, sans-serif; margin: 0 24px 40px; color: #222; }
+h1 { font-size: 22px; margin: 18px 0 6px; }
+h2.section { font-size: 17px; margin: 26px 0 8px; border-bottom: 1px solid #ddd; padding-bottom: 4px; }
+.summary { display: flex; flex-wrap: wrap; gap: 18px; font-size: 13px; }
+.summary div { display: flex; flex-direction: column; } .summary span { color: #777; }
+.grid { display: grid; grid-template-columns: repeat(auto-fill, minmax(560px, 1fr)); gap: 18px; }
+.panel { border: 1px solid #e3e3e3; border-radius: 6px; padding: 8px 10px; }
+.panel.wide { grid-column: 1 / -1; }
+.panel h3 { font-size: 15px; margin: 4px 0; } .desc, .note { font-size: 12px; color: #555; margin: 2px 0 6px; }
+.note { color: #8a5a00; } .picker { font-size: 13px; }
+"""
+
+_PAGE = """<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<title>{title}</title>
+<style>{css}</style>
+<script type="text/javascript">{plotlyjs}</script>
+</head>
+<body data-panel-count="{panel_count}">
+<h1>{title}</h1>
+{summary}
+{sections}
+</body>
+</html>
+"""

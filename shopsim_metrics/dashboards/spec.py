@@ -1,0 +1,316 @@
+"""The one declarative dashboard spec: which panels exist and which contract keys each one draws.
+
+Both renderers (the offline plotly HTML and the W&B workspace / report) read this spec, so the
+dashboards can never disagree about what a panel shows. Keys are *names* from
+:mod:`shopsim_metrics.contract`: per-step panels use names of ``contract.WANDB_STEP_FIELDS``
+(the W&B key is ``contract.wandb_key(name)``), ledger panels use ``contract.LEDGER_COLUMNS``.
+
+Example:
+    >>> spec = dashboard_spec()
+    >>> spec.panel("waves").series[0].key
+    'wave_count'
+    >>> DashboardSpec.from_dict(spec.to_dict()) == spec
+    True
+    >>> "train_group_count" in spec.panel("outcomes").keys()
+    True
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from shopsim_metrics import contract
+
+PanelKind = Literal["stacked_bar", "line", "ledger_remaining"]
+PanelSource = Literal["steps", "ledger"]
+SeriesStyle = Literal["bar", "line", "threshold"]
+
+PANEL_KINDS: tuple[str, ...] = ("stacked_bar", "line", "ledger_remaining")
+PANELS_JSON_NAME = "panels.json"
+
+# One colour per outcome, shared by the stacked bars and the ledger scatter.
+OUTCOME_COLORS: dict[str, str] = {
+    contract.OUTCOME_TRAINED: "#2ca02c",
+    contract.OUTCOME_FALLBACK: "#bcbd22",
+    contract.OUTCOME_DROPPED_TECHNICAL: "#d62728",
+    contract.OUTCOME_DROPPED_ZERO_STD: "#ff7f0e",
+    contract.OUTCOME_SURPLUS: "#1f77b4",
+    contract.ABORTED: "#7f7f7f",
+}
+
+
+@dataclass(frozen=True)
+class Series:
+    """One drawn quantity of a panel.
+
+    ``key`` is a contract name; when ``minus`` is set the series is derived as ``key - minus``
+    (e.g. ``trained = train_group_count - fallback_group_count``, since the contract logs the
+    train batch and its fallback part, not ``trained`` on its own).
+    """
+
+    key: str
+    label: str
+    style: SeriesStyle = "line"
+    minus: str | None = None
+    color: str | None = None
+
+    def keys(self) -> tuple[str, ...]:
+        return (self.key,) if self.minus is None else (self.key, self.minus)
+
+
+@dataclass(frozen=True)
+class Panel:
+    """One panel: what it shows, from which record, and why a person looks at it."""
+
+    id: str  # stable id: the HTML div is ``panel-<id>``, the W&B panel id derives from it
+    title: str
+    description: str  # one or two sentences: what to read off the panel
+    kind: PanelKind
+    source: PanelSource  # "steps": per-step fields; "ledger": the per-group decision ledger
+    section: str
+    series: tuple[Series, ...]
+    y_title: str = ""
+    # Ledger panels: columns used besides the series (x axis, colour, markers, hover).
+    x_key: str | None = None
+    color_key: str | None = None
+    marker_key: str | None = None
+    hover_keys: tuple[str, ...] = ()
+    step_choice: str | None = None  # which step a ledger panel shows by default
+    # Per-step keys that summarise a ledger panel over steps (drawn where the ledger is absent, e.g. W&B).
+    step_summary: tuple[str, ...] = ()
+    # StepRecord knobs drawn as reference lines (e.g. the target rollout_batch_size).
+    knob_lines: tuple[str, ...] = ()
+
+    def keys(self) -> tuple[str, ...]:
+        """Every contract name the panel references, in first-use order."""
+        out: list[str] = []
+        for s in self.series:
+            out.extend(s.keys())
+        for k in (self.x_key, self.color_key, self.marker_key, *self.hover_keys):
+            if k is not None:
+                out.append(k)
+        return tuple(dict.fromkeys(out))
+
+    def step_keys(self) -> tuple[str, ...]:
+        """Per-step names (``contract.WANDB_STEP_FIELDS``) the panel uses."""
+        own = self.keys() if self.source == "steps" else ()
+        return tuple(dict.fromkeys((*own, *self.step_summary)))
+
+    def ledger_keys(self) -> tuple[str, ...]:
+        """Ledger column names (``contract.LEDGER_COLUMNS``) the panel uses."""
+        return self.keys() if self.source == "ledger" else ()
+
+
+@dataclass(frozen=True)
+class DashboardSpec:
+    """The whole dashboard: sections in order, and the panels inside them."""
+
+    title: str
+    x_key: str  # the W&B step key every per-step panel is drawn against
+    key_prefix: str  # W&B key = key_prefix + name
+    sections: tuple[str, ...]
+    panels: tuple[Panel, ...] = field(default_factory=tuple)
+
+    def panel(self, panel_id: str) -> Panel:
+        for p in self.panels:
+            if p.id == panel_id:
+                return p
+        raise KeyError(f"no panel {panel_id!r} in the dashboard spec; known ids: {[p.id for p in self.panels]}")
+
+    def panels_in(self, section: str) -> tuple[Panel, ...]:
+        return tuple(p for p in self.panels if p.section == section)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        for p in data["panels"]:
+            p["step_keys"] = list(self.panel(p["id"]).step_keys())
+            p["ledger_keys"] = list(self.panel(p["id"]).ledger_keys())
+        return data
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=False) + "\n"
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "DashboardSpec":
+        panels = []
+        for p in data["panels"]:
+            p = {k: v for k, v in p.items() if k not in ("step_keys", "ledger_keys")}
+            series = tuple(Series(**s) for s in p.pop("series"))
+            tuples = {k: tuple(p[k]) for k in ("hover_keys", "step_summary", "knob_lines") if k in p}
+            panels.append(Panel(**{**p, **tuples}, series=series))
+        return cls(
+            title=data["title"],
+            x_key=data["x_key"],
+            key_prefix=data["key_prefix"],
+            sections=tuple(data["sections"]),
+            panels=tuple(panels),
+        )
+
+
+def unknown_keys(spec: DashboardSpec) -> list[str]:
+    """Every ``panel:key`` of the spec that the contract does not define (empty when all is well)."""
+    bad = []
+    for p in spec.panels:
+        for k in p.step_keys():
+            if k not in contract.WANDB_STEP_FIELDS:
+                bad.append(f"{p.id}:{k}")
+        for k in p.ledger_keys():
+            if k not in contract.LEDGER_COLUMNS:
+                bad.append(f"{p.id}:{k}")
+    return bad
+
+
+def dashboard_spec() -> DashboardSpec:
+    """Build the project's dashboard spec (pure: same result on every call)."""
+    o = OUTCOME_COLORS
+    waves, signal, health = "Wave dynamics", "Learning signal", "Health and waste"
+    panels = (
+        Panel(
+            id="outcomes",
+            title="Outcome of every judged group per step",
+            description=(
+                "Stacked: trained + fallback + technical drop + zero-std drop + surplus = accepted groups; "
+                "aborted groups (still generating when the batch filled) on top make the submitted total."
+            ),
+            kind="stacked_bar",
+            source="steps",
+            section=waves,
+            y_title="groups",
+            series=(
+                Series("train_group_count", "trained", "bar", minus="fallback_group_count", color=o["trained"]),
+                Series("fallback_group_count", "fallback (zero-std let through)", "bar", color=o["fallback"]),
+                Series("technical_group_drop_count", "technical drop", "bar", color=o["dropped_technical"]),
+                Series("zero_std_group_drop_count", "zero-std drop", "bar", color=o["dropped_zero_std"]),
+                Series("surplus_group_count", "surplus", "bar", color=o["surplus"]),
+                Series("aborted_group_count", "aborted (never judged)", "bar", color=o["aborted"]),
+            ),
+        ),
+        Panel(
+            id="waves",
+            title="Over-sampling waves per step",
+            description="1 = the first wave was enough; 2 or more = drops pushed remaining below the target.",
+            kind="line",
+            source="steps",
+            section=waves,
+            y_title="waves",
+            series=(Series("wave_count", "waves submitted", "bar", color="#9467bd"),),
+        ),
+        Panel(
+            id="remaining_ledger",
+            title="remaining through one step (decision ledger)",
+            description=(
+                "remaining_batch_size before each judgement, in judgement order, coloured by outcome; "
+                "dotted lines mark where a new wave was open. At or below the target, zero-std groups "
+                "take the fallback instead of being dropped."
+            ),
+            kind="ledger_remaining",
+            source="ledger",
+            section=waves,
+            y_title="remaining before the judgement",
+            series=(Series("remaining_before", "remaining before", "line"),),
+            x_key="order",
+            color_key="outcome",
+            marker_key="waves_open",
+            hover_keys=("group_index", "reason", "failed_check", "unique_rollouts", "reward_mean"),
+            step_choice="latest_multi_wave",
+            step_summary=("remaining_min", "wave_count"),
+            knob_lines=("rollout_batch_size",),
+        ),
+        Panel(
+            id="success_rate",
+            title="Success rate: all completed generations vs the train batch",
+            description="The train batch is biased towards groups with spread; the all-generations rate is not.",
+            kind="line",
+            source="steps",
+            section=signal,
+            y_title="success rate",
+            series=(
+                Series("success_rate", "all completed generations", color="#1f77b4"),
+                Series("train_success_rate", "train batch", color="#ff7f0e"),
+            ),
+        ),
+        Panel(
+            id="reward_mean",
+            title="Reward mean: all completed generations vs the train batch",
+            description="Same contrast as the success rate, for the (possibly non-binary) reward.",
+            kind="line",
+            source="steps",
+            section=signal,
+            y_title="reward",
+            series=(
+                Series("reward_mean", "all completed generations", color="#1f77b4"),
+                Series("train_reward_mean", "train batch", color="#ff7f0e"),
+            ),
+        ),
+        Panel(
+            id="zero_advantage",
+            title="Zero-advantage fraction of the train batch",
+            description="fallback groups / train groups: the share of the batch that carries no GRPO gradient.",
+            kind="line",
+            source="steps",
+            section=signal,
+            y_title="fraction",
+            series=(Series("zero_advantage_train_fraction", "zero-advantage fraction", color=o["fallback"]),),
+        ),
+        Panel(
+            id="technical_streak",
+            title="Technical-failure streak against the limit",
+            description="The run terminates when the streak of consecutive technical groups reaches the limit.",
+            kind="line",
+            source="steps",
+            section=health,
+            y_title="consecutive technical groups",
+            series=(
+                Series("max_consecutive_technical_failures", "longest streak in the step", color="#d62728"),
+                Series("consecutive_technical_failures", "streak at step end", color="#ff9896"),
+                Series("technical_failure_limit", "limit", "threshold", color="#000000"),
+            ),
+        ),
+        Panel(
+            id="drop_rates",
+            title="Drop rates (shared denominator: accepted groups)",
+            description="technical drops / accepted and zero-std drops / accepted; each counts only its own drops.",
+            kind="line",
+            source="steps",
+            section=health,
+            y_title="rate",
+            series=(
+                Series("technical_group_drop_rate", "technical drop rate", color=o["dropped_technical"]),
+                Series("zero_std_group_drop_rate", "zero-std drop rate", color=o["dropped_zero_std"]),
+            ),
+        ),
+        Panel(
+            id="wasted_samples",
+            title="Wasted samples",
+            description="Samples of accepted groups that do not enter the trainer / samples of accepted groups.",
+            kind="line",
+            source="steps",
+            section=health,
+            y_title="fraction",
+            series=(Series("wasted_sample_fraction", "wasted sample fraction", color="#8c564b"),),
+        ),
+    )
+    return DashboardSpec(
+        title="shopsim dynamic sampling",
+        x_key=contract.WANDB_STEP_KEY,
+        key_prefix=contract.WANDB_PREFIX,
+        sections=(waves, signal, health),
+        panels=panels,
+    )
+
+
+def write_panels_json(path: str | os.PathLike, spec: DashboardSpec | None = None) -> Path:
+    """Write the spec as JSON (the committed ``dashboards/panels.json``) and return its path."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text((spec or dashboard_spec()).to_json(), encoding="utf-8")
+    return path
+
+
+def load_panels_json(path: str | os.PathLike) -> DashboardSpec:
+    """Read a spec written by :func:`write_panels_json`."""
+    return DashboardSpec.from_dict(json.loads(Path(path).read_text(encoding="utf-8")))

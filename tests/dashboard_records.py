@@ -1,0 +1,149 @@
+"""Realistic step records for the dashboard tests, built by a tiny stand-in of slime's wave loop.
+
+It follows the filter's rules (technical groups always dropped; zero-std groups dropped while
+remaining > target, else let through as fallback; a new wave when remaining < target; surplus
+judged after the batch filled; the rest aborted; termination when the technical streak reaches
+the limit), so the counts obey the contract's identities. Not the project's simulator: just
+enough to give the dashboards multi-wave steps, surplus, fallback and a terminated step.
+"""
+
+from __future__ import annotations
+
+import random
+
+from shopsim_metrics import contract
+from shopsim_metrics.records import DecisionRow, StepRecord
+
+TARGET, N, OVER, GLOBAL, LIMIT = 16, 8, 32, 64, 8
+
+
+def make_step(step: int, kinds: list[str], *, rng: random.Random, streak: int = 0, surplus_after_full: int = 2) -> tuple[StepRecord, int]:
+    """One step from the completion order of group kinds ("spread", "zero0", "zero1", "tech").
+
+    Returns the record and the technical streak carried into the next step.
+    """
+    rec = StepRecord(
+        rollout_id=step, rollout_batch_size=TARGET, n_samples_per_prompt=N, over_sampling_batch_size=OVER,
+        global_batch_size=GLOBAL, technical_failure_limit=LIMIT, loop_state_source="test-loop",
+    )
+    remaining = waves = submitted = train = 0
+    max_streak = 0
+    rewards_all: list[float] = []
+    rewards_train: list[float] = []
+    rows: list[DecisionRow] = []
+    it = iter(kinds)
+    surplus_left = surplus_after_full
+
+    def submit() -> None:
+        nonlocal remaining, waves, submitted
+        waves += 1
+        remaining += OVER
+        submitted += OVER
+
+    submit()
+    while True:
+        if train >= TARGET:
+            if surplus_left == 0:
+                break
+            surplus_left -= 1
+        if len(rows) >= submitted:
+            break
+        kind = next(it, "spread")
+        order = len(rows) + 1
+        before = remaining
+        if kind == "tech":
+            scorable = rng.randint(0, N - 2)
+            rewards = [float(rng.random() < 0.5) for _ in range(scorable)]
+            outcome, reason = contract.OUTCOME_DROPPED_TECHNICAL, contract.REASON_TECHNICAL
+            streak += 1
+        else:
+            if kind == "spread":
+                k = rng.randint(1, N - 1)
+                rewards = [1.0] * k + [0.0] * (N - k)
+            else:
+                rewards = [1.0 if kind == "zero1" else 0.0] * N
+            scorable = N
+            streak = 0
+            if train >= TARGET:
+                outcome, reason = contract.OUTCOME_SURPLUS, (None if kind == "spread" else contract.REASON_ZERO_STD)
+            elif kind == "spread":
+                outcome, reason = contract.OUTCOME_TRAINED, None
+            elif remaining > TARGET:
+                outcome, reason = contract.OUTCOME_DROPPED_ZERO_STD, contract.REASON_ZERO_STD
+            else:
+                outcome, reason = contract.OUTCOME_FALLBACK, contract.REASON_ZERO_STD
+        max_streak = max(max_streak, streak)
+        rows.append(
+            DecisionRow(
+                order=order, waves_open=waves, group_index=1000 * step + order, outcome=outcome, reason=reason,
+                remaining_before=before, unique_rollouts=N if kind != "tech" else max(scorable, 1),
+                reward_min=min(rewards) if rewards else None, reward_max=max(rewards) if rewards else None,
+                reward_mean=sum(rewards) / len(rewards) if rewards else None,
+                success_count=sum(1 for r in rewards if r >= 1.0) if rewards else None,
+                failed_check="status_failed" if kind == "tech" else None,
+                scorable_rollouts=len(rewards), reward_sum=sum(rewards),
+            )
+        )
+        rewards_all += rewards
+        if outcome in (contract.OUTCOME_DROPPED_TECHNICAL, contract.OUTCOME_DROPPED_ZERO_STD):
+            remaining -= 1
+        if outcome in (contract.OUTCOME_TRAINED, contract.OUTCOME_FALLBACK):
+            train += 1
+            rewards_train += rewards
+        if streak >= LIMIT:
+            rec.terminated = True
+            break
+        if remaining < TARGET and train < TARGET:
+            submit()
+    count = lambda o: sum(1 for r in rows if r.outcome == o)  # noqa: E731
+    rec.decisions = rows
+    rec.submitted_group_count, rec.wave_count, rec.accepted_group_count = submitted, waves, len(rows)
+    rec.fallback_group_count = count(contract.OUTCOME_FALLBACK)
+    rec.train_group_count = count(contract.OUTCOME_TRAINED) + rec.fallback_group_count
+    rec.technical_group_drop_count = count(contract.OUTCOME_DROPPED_TECHNICAL)
+    rec.zero_std_group_drop_count = count(contract.OUTCOME_DROPPED_ZERO_STD)
+    rec.surplus_group_count = count(contract.OUTCOME_SURPLUS)
+    rec.zero_std_group_count = sum(1 for r in rows if r.reason == contract.REASON_ZERO_STD)
+    rec.aborted_group_count = submitted - len(rows)
+    acc = len(rows)
+    rec.accepted_sample_count = sum(r.unique_rollouts for r in rows)
+    rec.train_sample_count = rec.train_group_count * N
+    rec.scorable_rollout_count = len(rewards_all)
+    rec.technical_group_drop_rate = rec.technical_group_drop_count / acc if acc else None
+    rec.zero_std_group_drop_rate = rec.zero_std_group_drop_count / acc if acc else None
+    rec.zero_advantage_train_fraction = rec.fallback_group_count / rec.train_group_count if rec.train_group_count else None
+    rec.wasted_sample_fraction = 1 - rec.train_sample_count / rec.accepted_sample_count if rec.accepted_sample_count else None
+    rec.success_rate = sum(r >= 1.0 for r in rewards_all) / len(rewards_all) if rewards_all else None
+    rec.reward_mean = sum(rewards_all) / len(rewards_all) if rewards_all else None
+    rec.train_success_rate = sum(r >= 1.0 for r in rewards_train) / len(rewards_train) if rewards_train else None
+    rec.train_reward_mean = sum(rewards_train) / len(rewards_train) if rewards_train else None
+    rec.consecutive_technical_failures = streak
+    rec.max_consecutive_technical_failures = max_streak
+    rec.remaining_min = min(r.remaining_before for r in rows) if rows else None
+    rec.optimizer_update_count = rec.train_sample_count / GLOBAL
+    rec.reconcile_mismatch_count = 0
+    return rec, streak
+
+
+def make_records(steps: int = 12, *, seed: int = 7, burst_step: int = 6, terminate: bool = True) -> list[StepRecord]:
+    """``steps`` records: ordinary steps, a technical burst at ``burst_step`` (3 waves), and a
+    terminated last step (8 technical groups in a row) when ``terminate``."""
+    rng = random.Random(seed)
+    records: list[StepRecord] = []
+    streak = 0
+    for step in range(steps):
+        p_zero = 0.45 - 0.02 * step
+        if terminate and step == steps - 1:
+            kinds = ["spread"] * 5 + ["tech"] * LIMIT
+        elif step == burst_step:
+            # 7 technical, zero-std drops down to the target, then one more technical: wave 2;
+            # zero-std drops down to the target again, one technical: wave 3; then the batch fills.
+            kinds = ["tech"] * 7 + ["zero0"] * 9 + ["tech"] + ["zero1"] * 31 + ["tech"] + ["spread", "zero0"] * 20
+        else:
+            kinds = [
+                "tech" if (u := rng.random()) < 0.05 else ("zero0" if u < 0.05 + p_zero * 0.7 else "zero1" if u < 0.05 + p_zero else "spread")
+                for _ in range(3 * OVER)
+            ]
+        rec, streak = make_step(step, kinds, rng=rng, streak=streak)
+        records.append(rec)
+    return records
