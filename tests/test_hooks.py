@@ -1,0 +1,200 @@
+"""The three hooks as slime calls them: contract quirks, step closing, live loop state, threads, imports."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import types
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from conftest import make_args, spread, technical, zero
+
+from shopsim_metrics.samples import SimSample
+from shopsim_metrics.sinks import MemorySink, read_steps
+from shopsimrl import slime_runtime
+from shopsimrl.slime_bridge import SlimeLoopState
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(autouse=True)
+def _fresh_runtime():
+    yield
+    slime_runtime.reset_runtime()
+
+
+def test_log_function_contract_with_empty_args(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    args = type("Args", (), {})()
+    result = slime_runtime.log_rollout_step(3, args, [SimSample(index=0)], {"reward": 1.0}, 0.5)
+    assert result is False  # slime's own logging still runs
+    assert args.logged_rollout_id == 3
+    assert not (tmp_path / "shopsim_run").exists()  # no judged step: nothing invented
+
+
+def test_all_samples_contract_with_empty_args():
+    args = type("Args", (), {})()
+    slime_runtime.record_all_samples(args, [[SimSample(index=0)]], object())
+    assert args.processed_group_count == 1
+
+
+def test_hook_signatures_match_slimes_contract():
+    import inspect
+
+    params = lambda fn: tuple(inspect.signature(fn).parameters)  # noqa: E731
+    assert params(slime_runtime.fully_scored_group_filter)[:2] == ("args", "samples")
+    assert params(slime_runtime.record_all_samples) == ("args", "all_groups", "data_source")
+    assert params(slime_runtime.log_rollout_step) == (
+        "rollout_id", "args", "samples", "rollout_extra_metrics", "rollout_time")
+
+
+def _one_wave_step(args, step):
+    """Sequential judgements as slime's loop would do them with groups finishing one at a time."""
+    for gid in range(32):
+        group = zero(gid) if gid < 16 else spread(gid)
+        slime_runtime.fully_scored_group_filter(args, group)
+        if gid == 31:
+            break
+
+
+def test_mirror_without_loop_state_counts_steps_and_waves(tmp_path):
+    args = make_args(shopsim_run_dir=str(tmp_path))
+    memory = MemorySink()
+    slime_runtime.configure(args, sinks=[memory])
+    for step in range(2):
+        _one_wave_step(args, step)
+        slime_runtime.record_all_samples(args, [zero(g) if g < 16 else spread(g) for g in range(32)], None)
+        slime_runtime.log_rollout_step(step, args, [], {}, 1.0)
+    assert [r.rollout_id for r in memory.records] == [0, 1]
+    rec = memory.records[0]
+    assert rec.loop_state_source == "mirror"
+    assert (rec.zero_std_group_drop_count, rec.train_group_count, rec.surplus_group_count) == (16, 16, 0)
+    assert rec.generation_stats_source == "all_samples_hook" and rec.all_samples_group_count == 32
+    assert rec.success_rate == pytest.approx(16 * 4 / 256)
+    assert rec.train_success_rate == 0.5
+    assert rec.reconcile_mismatch_count == 1  # no slime counters passed: 16 zero-std drops vs 0 (technical agrees at 0)
+
+
+def test_reconciliation_against_slimes_counters(tmp_path):
+    args = make_args()
+    memory = MemorySink()
+    slime_runtime.configure(args, sinks=[memory])
+    _one_wave_step(args, 0)
+    metrics = {"rollout/dynamic_filter/drop_shopsim_zero_std_group": 16}
+    slime_runtime.log_rollout_step(0, args, [], metrics, 1.0)
+    (rec,) = memory.records
+    assert rec.reconcile_mismatch_count == 0
+    assert rec.generation_stats_source == "ledger"  # the all-samples hook was not wired
+    assert rec.slime_drop_counts == {"shopsim_unscored_technical_group": 0, "shopsim_zero_std_group": 16}
+
+
+def test_slime_loop_state_is_read_live_from_slimes_modules(monkeypatch):
+    class SingletonMeta(type):
+        _instances: dict = {}
+
+    class GenerateState(metaclass=SingletonMeta):
+        pass
+
+    state = GenerateState()
+    state.remaining_batch_size = 27
+    SingletonMeta._instances[GenerateState] = state
+    rollout_mod = types.ModuleType("slime.rollout.sglang_rollout")
+    rollout_mod.GenerateState = GenerateState
+    hooks_mod = types.ModuleType("slime.rollout.sample_hooks")
+    hooks_mod._current_rollout_id = 12
+    monkeypatch.setitem(sys.modules, "slime.rollout.sglang_rollout", rollout_mod)
+    monkeypatch.setitem(sys.modules, "slime.rollout.sample_hooks", hooks_mod)
+
+    live = SlimeLoopState()
+    assert (live.rollout_step(), live.remaining_batch_size()) == (12, 27)
+    state.remaining_batch_size = 14
+    assert live.remaining_batch_size() == 14
+
+    memory = MemorySink()
+    args = make_args()
+    slime_runtime.configure(args, sinks=[memory])  # default loop state: slime's
+    out = slime_runtime.fully_scored_group_filter(args, zero(0))
+    slime_runtime.log_rollout_step(12, args, [], {}, 1.0)
+    (rec,) = memory.records
+    assert rec.rollout_id == 12 and rec.loop_state_source == "slime"
+    assert rec.decisions[0].outcome == "fallback" and rec.decisions[0].remaining_before == 14
+    assert out.keep_when_insufficient is True
+    SingletonMeta._instances.clear()  # no GenerateState: facts are unknown, never created
+    assert live.remaining_batch_size() is None
+
+
+def test_filter_and_log_function_on_different_threads(tmp_path):
+    args = make_args(over_sampling_batch_size=16, rollout_batch_size=16)
+    memory = MemorySink()
+    slime_runtime.configure(args, sinks=[memory])
+    steps = 30
+    done = threading.Event()
+    emitted: list[int] = []
+
+    def rollout_thread():
+        for step in range(steps):
+            for gid in range(16):
+                slime_runtime.fully_scored_group_filter(args, spread(gid) if gid % 3 else zero(gid))
+            slime_runtime.record_all_samples(args, [], None)
+            emitted.append(step)
+        done.set()
+
+    worker = threading.Thread(target=rollout_thread)
+    worker.start()
+    while not done.is_set() or emitted:
+        if emitted:
+            slime_runtime.log_rollout_step(emitted.pop(0), args, [], {}, 0.0)
+    worker.join()
+    assert [r.rollout_id for r in memory.records] == list(range(steps))
+    assert all(r.accepted_group_count == 16 and r.train_group_count == 16 for r in memory.records)
+
+
+def test_unclosed_step_is_emitted_when_the_next_begins(tmp_path):
+    """Without the all-samples hook and log function, no finished step is lost."""
+    args = make_args(over_sampling_batch_size=16)
+    memory = MemorySink()
+    from shopsim_metrics.loop_state import ManualLoopState
+
+    state = ManualLoopState()
+    slime_runtime.configure(args, sinks=[memory], loop_state=state)
+    for step in range(3):
+        state.step = step
+        for gid in range(16):
+            state.remaining = 16
+            slime_runtime.fully_scored_group_filter(args, spread(gid))
+    assert [r.rollout_id for r in memory.records] == [0, 1]
+    slime_runtime.reset_runtime()  # process exit / shutdown emits the open step
+    assert [r.rollout_id for r in memory.records] == [0, 1, 2]
+
+
+def test_import_is_light_and_fast():
+    code = (
+        "import sys, time; t = time.perf_counter(); import shopsimrl.slime_runtime; "
+        "dt = time.perf_counter() - t; heavy = [m for m in ('wandb', 'torch', 'slime', 'plotly', 'numpy') "
+        "if m in sys.modules]; print(dt, heavy)"
+    )
+    env = {"PYTHONPATH": f"{ROOT / 'filter'}:{ROOT}", "PATH": "/usr/bin:/bin"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    seconds, heavy = out.stdout.split(" ", 1)
+    assert heavy.strip() == "[]"
+    assert float(seconds) < 1.0
+
+
+def test_termination_record_is_on_disk_before_the_exception_leaves(tmp_path):
+    from shopsimrl.errors import TechnicalFailureLimitExceeded
+
+    args = make_args(shopsim_run_dir=str(tmp_path), shopsim_max_consecutive_failed_groups=2)
+    slime_runtime.configure(args, sinks=None)  # default sinks: JSONL in shopsim_run_dir
+    slime_runtime.fully_scored_group_filter(args, technical(0))
+    with pytest.raises(TechnicalFailureLimitExceeded):
+        slime_runtime.fully_scored_group_filter(args, technical(1))
+    lines = (tmp_path / "steps.jsonl").read_text().splitlines()
+    assert len(lines) == 1
+    record = json.loads(lines[0])
+    assert record["terminated"] is True and record["technical_group_drop_count"] == 2
+    assert [d["failed_check"] for d in record["decisions"]] == ["status_failed", "status_failed"]
+    assert read_steps(tmp_path)[0].consecutive_technical_failures == 2
