@@ -131,16 +131,37 @@ def from_wandb_offline_run(run_dir: str | os.PathLike) -> DashboardData:
         ) from exc
     run = read_offline_run(run_dir)
     steps = history_to_steps(run.history)
-    return DashboardData(
-        steps=steps,
-        ledgers=None,
-        source=f"W&B offline run {run_dir}",
-        ledger_note=(
-            "The W&B history holds the per-step keys only: the per-group decision ledger is in the run's "
-            f"{contract.STEPS_FILE_NAME} (render the dashboard from it to see remaining through a step). "
+    ledgers = ledgers_from_tables(run.tables.get(contract.wandb_key("decisions"), []))
+    where = f"the run's {contract.STEPS_FILE_NAME}"
+    if ledgers:
+        note = (
+            "From W&B, the decision ledger exists only for the steps whose table the sink logged (multi-wave, "
+            f"terminated and every N-th steps); the complete ledger is in {where}."
+        )
+    else:
+        note = (
+            "This W&B run holds no decision-ledger table: the per-group ledger is in "
+            f"{where} (render the dashboard from it to see remaining through a step). "
             "Shown instead: remaining_min and wave_count per step."
-        ),
+        )
+    return DashboardData(
+        steps=steps, ledgers=ledgers or None, source=f"W&B offline run {run_dir}", ledger_note=note
     )
+
+
+def ledgers_from_tables(tables: Iterable[Any]) -> dict[int, list[dict[str, Any]]]:
+    """Ledgers by step from the W&B sink's decision tables (``OfflineTable`` objects).
+
+    The step is the ``rollout/step`` of the history row the table was logged with.
+    """
+    out: dict[int, list[dict[str, Any]]] = {}
+    for table in tables:
+        step = table.row.get(contract.WANDB_STEP_KEY)
+        if step is None:
+            continue
+        rows = [{k: r.get(k) for k in contract.LEDGER_COLUMNS} for r in table.records()]
+        out[int(step)] = sorted(rows, key=lambda d: d["order"])
+    return out
 
 
 def history_to_steps(history: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -95,7 +95,7 @@ def _panel_html(panel: Panel, data: DashboardData, ledger_step: int | None) -> s
     if panel.kind == "ledger_remaining":
         fig, picker, step, present = _ledger_panel(panel, data, ledger_step)
         extra_attrs = f' data-ledger="{"present" if present else "absent"}" data-ledger-step="{"" if step is None else step}"'
-        if not present:
+        if data.ledger_note or not present:
             note = f'<p class="note">{_esc(data.ledger_note or "This source has no decision ledger.")}</p>'
     else:
         fig = step_figure(panel, data)

@@ -84,6 +84,8 @@ class Panel:
     step_summary: tuple[str, ...] = ()
     # StepRecord knobs drawn as reference lines (e.g. the target rollout_batch_size).
     knob_lines: tuple[str, ...] = ()
+    # Ledger panels: the record key whose W&B table (key_prefix + name) carries the ledger.
+    wandb_table: str | None = None
 
     def keys(self) -> tuple[str, ...]:
         """Every contract name the panel references, in first-use order."""
@@ -219,6 +221,7 @@ def dashboard_spec() -> DashboardSpec:
             step_choice="latest_multi_wave",
             step_summary=("remaining_min", "wave_count"),
             knob_lines=("rollout_batch_size",),
+            wandb_table="decisions",
         ),
         Panel(
             id="success_rate",

@@ -1,0 +1,89 @@
+"""``shopsim-metrics dashboard``: write the offline HTML, the W&B workspace/report, or the spec.
+
+- ``dashboard html --from <steps.jsonl | run dir | W&B run dir> --out dashboard.html``
+- ``dashboard wandb --entity E --project P`` saves the workspace and the report to W&B;
+  with ``--dry-run --out DIR`` it writes their JSON instead (no network, no API key).
+- ``dashboard spec --out dashboards/panels.json`` writes the panel spec.
+
+Example:
+    >>> import argparse
+    >>> parser = argparse.ArgumentParser(prog="shopsim-metrics")
+    >>> register(parser.add_subparsers(dest="command"))
+    >>> args = parser.parse_args(["dashboard", "wandb", "--dry-run", "--out", "tpl"])
+    >>> args.dry_run, args.func is run_wandb
+    (True, True)
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``dashboard`` subcommand (with ``html``, ``wandb`` and ``spec``) to the CLI."""
+    dash = subparsers.add_parser("dashboard", help="render the dashboards: offline HTML, W&B workspace and report")
+    sub = dash.add_subparsers(dest="dashboard_command", required=True)
+
+    html = sub.add_parser("html", help="write a self-contained HTML dashboard (plotly.js inline, no network)")
+    html.add_argument("--from", dest="source", required=True,
+                      help="steps.jsonl, the run directory holding it, or a W&B offline run directory")
+    html.add_argument("--out", required=True, help="the HTML file to write")
+    html.add_argument("--title", default=None, help="page title (default: the spec's title)")
+    html.add_argument("--ledger-step", type=int, default=None,
+                      help="step the ledger panel opens on (default: the latest multi-wave step)")
+    html.set_defaults(func=run_html)
+
+    wb = sub.add_parser("wandb", help="save the W&B workspace and report template (or write their JSON)")
+    wb.add_argument("--entity", default=None, help="W&B entity (user or team); required unless --dry-run")
+    wb.add_argument("--project", default=None, help="W&B project; required unless --dry-run")
+    wb.add_argument("--dry-run", action="store_true", help="write the JSON only: no network, no API key")
+    wb.add_argument("--out", default="dashboards", help="directory for the dry-run JSON (default: dashboards)")
+    wb.set_defaults(func=run_wandb)
+
+    spec = sub.add_parser("spec", help="write the declarative panel spec as JSON")
+    spec.add_argument("--out", default="dashboards/panels.json", help="file to write (default: dashboards/panels.json)")
+    spec.set_defaults(func=run_spec)
+
+
+def run_html(args: argparse.Namespace) -> int:
+    from shopsim_metrics.dashboards.html import write_html_dashboard
+
+    path = write_html_dashboard(args.source, args.out, title=args.title, ledger_step=args.ledger_step)
+    print(f"dashboard written: {path.resolve()}")
+    print(f"open it in a browser: file://{path.resolve()}")
+    return 0
+
+
+def run_wandb(args: argparse.Namespace) -> int:
+    from shopsim_metrics.dashboards import wandb_workspace as wbw
+
+    if args.dry_run:
+        entity = args.entity or wbw.TEMPLATE_ENTITY
+        project = args.project or wbw.TEMPLATE_PROJECT
+        ws_path, rep_path = wbw.write_wandb_templates(args.out, entity=entity, project=project)
+        print(f"workspace JSON: {ws_path}")
+        print(f"report JSON:    {rep_path}")
+        return 0
+    missing = [flag for flag, value in (("--entity", args.entity), ("--project", args.project)) if not value]
+    if missing:
+        print(
+            f"shopsim-metrics dashboard wandb: {' and '.join(missing)} required to save to W&B "
+            "(or pass --dry-run to write the JSON only)",
+            file=sys.stderr,
+        )
+        return 2
+    ws_url, report_url = wbw.save_to_wandb(args.entity, args.project)
+    print(f"workspace saved: {ws_url}")
+    print(f"report saved:    {report_url}")
+    return 0
+
+
+def run_spec(args: argparse.Namespace) -> int:
+    from shopsim_metrics.dashboards.spec import write_panels_json
+
+    path = write_panels_json(Path(args.out))
+    print(f"panel spec written: {path}")
+    return 0
