@@ -179,8 +179,6 @@ def test_wandb_missing_warns_once_and_jsonl_stays_complete(tmp_path, monkeypatch
     assert len(warnings) == 1 and "pip install wandb" in warnings[0]
     assert not sink.enabled
     assert [r.rollout_id for r in read_steps(tmp_path / "run")] == [0, 1, 2, 3]
-    assert any("streak" in r.getMessage() and r.levelno == logging.ERROR for r in caplog.records), \
-        "the alert still reaches the log when W&B is gone"
 
 
 def test_wandb_log_raising_warns_once_and_never_escapes(wandb_env, tmp_path, caplog) -> None:  # noqa: F811

@@ -217,8 +217,7 @@ class WandbSink(StepSink):
             self._guarded("log", lambda: self._log(run, record))
 
     def alert(self, alert: Alert) -> None:
-        log = logger.error if alert.level == "ERROR" else logger.warning if alert.level == "WARN" else logger.info
-        log("shopsim-metrics alert [%s] %s: %s", alert.level, alert.title, alert.text)
+        """``run.alert`` with the alert's level; the runtime writes the log line for every sink."""
         with self._lock:
             run = self.run
             if run is None:
@@ -227,6 +226,7 @@ class WandbSink(StepSink):
             def send() -> None:
                 level = getattr(self._wandb.AlertLevel, alert.level, self._wandb.AlertLevel.WARN)
                 self.timer("alert", lambda: run.alert(title=alert.title, text=alert.text, level=level))
+                logger.info("shopsim-metrics: W&B alert sent [%s] %s", alert.level, alert.title)
 
             self._guarded("alert", send)
 

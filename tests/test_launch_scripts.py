@@ -1,0 +1,107 @@
+"""The example launch scripts and YAML carry the documented defaults and the three hook paths."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import re
+import shlex
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from shopsimrl.settings import DEFAULTS
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = ROOT / "examples"
+DOCS = ROOT / "docs" / "training_monitoring.md"
+DESIGN_DOC = ROOT.parent / "shared" / "spec" / "dynamic_sampling_filter.en.md"
+
+HOOKS = {
+    "--dynamic-sampling-filter-path": "shopsimrl.slime_runtime.fully_scored_group_filter",
+    "--rollout-all-samples-process-path": "shopsimrl.slime_runtime.record_all_samples",
+    "--custom-rollout-log-function-path": "shopsimrl.slime_runtime.log_rollout_step",
+}
+KNOB_FLAGS = {
+    "rollout_batch_size": "--rollout-batch-size",
+    "n_samples_per_prompt": "--n-samples-per-prompt",
+    "over_sampling_batch_size": "--over-sampling-batch-size",
+    "global_batch_size": "--global-batch-size",
+}
+
+
+def dry_run(script: str, **env: str) -> dict[str, str | None]:
+    """The slime command a script would run, as ``{flag: value or None}`` (DRY_RUN=1, clean environment)."""
+    clean = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "DRY_RUN": "1", **env}
+    out = subprocess.run(["bash", str(EXAMPLES / script)], capture_output=True, text=True, env=clean, check=True)
+    argv = shlex.split(out.stdout)
+    assert argv[0] == "python3" and argv[1].endswith("train.py"), argv[:2]
+    flags: dict[str, str | None] = {}
+    for i, token in enumerate(argv[2:], start=2):
+        if token.startswith("--"):
+            nxt = argv[i + 1] if i + 1 < len(argv) else None
+            flags[token] = None if nxt is None or nxt.startswith("--") else nxt
+    return flags
+
+
+def knob_table(text: str) -> dict[str, int]:
+    """The ``| knob | default | meaning |`` table of a document, as ``{knob: default}``."""
+    rows = re.findall(r"^\|\s*`(\w+)`\s*\|\s*(\d+)\s*\|", text, flags=re.M)
+    return {k: int(v) for k, v in rows if k in KNOB_FLAGS}
+
+
+def test_docs_knob_table_has_every_knob() -> None:
+    assert set(knob_table(DOCS.read_text())) == set(KNOB_FLAGS)
+
+
+@pytest.mark.skipif(not DESIGN_DOC.exists(), reason="the design document lives outside this checkout")
+def test_docs_knob_table_matches_the_design_document() -> None:
+    assert knob_table(DOCS.read_text()) == knob_table(DESIGN_DOC.read_text())
+
+
+def test_run_full_train_uses_the_documented_defaults() -> None:
+    flags = dry_run("run_full_train.sh")
+    documented = knob_table(DOCS.read_text())
+    assert {knob: int(flags[flag]) for knob, flag in KNOB_FLAGS.items()} == documented
+    assert documented == {"rollout_batch_size": 16, "n_samples_per_prompt": 8, "over_sampling_batch_size": 32,
+                          "global_batch_size": 64}
+
+
+@pytest.mark.parametrize("script", ["run_full_train.sh", "run_shopsimrl_slime.sh"])
+def test_scripts_wire_the_three_hooks_and_the_yaml(script: str) -> None:
+    flags = dry_run(script)
+    for flag, path in HOOKS.items():
+        assert flags[flag] == path
+        module, _, name = path.rpartition(".")
+        assert callable(getattr(importlib.import_module(module), name)), path
+    config = Path(flags["--custom-config-path"])
+    assert config == EXAMPLES / "shopsim.yaml" and config.exists()
+    assert "--use-wandb" in flags
+
+
+def test_run_shopsimrl_slime_over_sampling_defaults_to_rollout_batch_size() -> None:
+    text = (EXAMPLES / "run_shopsimrl_slime.sh").read_text()
+    assert '--over-sampling-batch-size "${OVER_SAMPLING_BATCH_SIZE:-$ROLLOUT_BATCH_SIZE}"' in text
+    alone = dry_run("run_shopsimrl_slime.sh")
+    assert alone["--over-sampling-batch-size"] == alone["--rollout-batch-size"] == "16"
+    assert dry_run("run_shopsimrl_slime.sh", ROLLOUT_BATCH_SIZE="24")["--over-sampling-batch-size"] == "24"
+    assert dry_run("run_shopsimrl_slime.sh", OVER_SAMPLING_BATCH_SIZE="48")["--over-sampling-batch-size"] == "48"
+
+
+def test_knobs_can_be_overridden_from_the_environment() -> None:
+    flags = dry_run("run_full_train.sh", ROLLOUT_BATCH_SIZE="32", OVER_SAMPLING_BATCH_SIZE="64")
+    assert (flags["--rollout-batch-size"], flags["--over-sampling-batch-size"]) == ("32", "64")
+
+
+@pytest.mark.parametrize("script", ["run_full_train.sh", "run_shopsimrl_slime.sh"])
+def test_scripts_are_valid_bash_and_executable(script: str) -> None:
+    path = EXAMPLES / script
+    subprocess.run(["bash", "-n", str(path)], check=True)
+    assert os.access(path, os.X_OK)
+
+
+def test_example_yaml_lists_every_setting_at_its_default() -> None:
+    loaded = yaml.safe_load((EXAMPLES / "shopsim.yaml").read_text())
+    assert loaded == DEFAULTS
