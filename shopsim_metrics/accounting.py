@@ -20,7 +20,7 @@ Example:
     >>> acc = StepAccountant(target=2, over_sampling=4, limit=8)
     >>> from shopsimrl.group_judgement import GroupJudgement
     >>> zero = GroupJudgement("zero_std", None, 0, 8, 8, 0, 0.0, 0.0, 0.0)
-    >>> [acc.judge(zero, step=0, remaining=r).outcome for r in (4, 3, 2)]
+    >>> [acc.judge(zero, step=0, remaining=r) for r in (4, 3, 2)]
     ['dropped_zero_std', 'dropped_zero_std', 'fallback']
 """
 
@@ -34,18 +34,6 @@ from dataclasses import dataclass, field
 from shopsim_metrics import contract as C
 from shopsim_metrics.records import DecisionRow, StepRecord
 from shopsimrl.group_judgement import SPREAD, TECHNICAL, ZERO_STD, GroupJudgement
-
-
-@dataclass(frozen=True, slots=True)
-class Verdict:
-    """What happened to one judged group, and the streak after it."""
-
-    outcome: str
-    row: DecisionRow
-    streak: int
-    rollout_id: int
-    streak_checks: dict[str, int]  # failed checks of the current streak, by name
-    limit_reached: bool
 
 
 @dataclass
@@ -84,7 +72,7 @@ class GenerationStats:
 class _OpenStep:
     rollout_id: int
     source: str
-    rows: list[DecisionRow] = field(default_factory=list)
+    rows: list[tuple] = field(default_factory=list)  # (judgement, outcome, remaining_before, submitted)
     submitted: int = 0
     drops: int = 0
     train_len: int = 0
@@ -122,75 +110,74 @@ class StepAccountant:
         self._streak_checks: Counter[str] = Counter()
 
     # --- judging ------------------------------------------------------------------------------
-    def judge(self, judgement: GroupJudgement, *, step: int | None, remaining: int | None, source: str = "mirror") -> Verdict:
-        """Record one judged group; ``remaining`` is the loop's live value before the decision."""
+    def judge(self, judgement: GroupJudgement, *, step: int | None, remaining: int | None, source: str = "mirror") -> str:
+        """Record one judged group and return its outcome; ``remaining`` is the loop's live value before it.
+
+        Afterwards :attr:`streak` holds the technical streak and :attr:`current_rollout_id` the step.
+        Kept lean: this runs once per group on slime's rollout thread; ledger rows are built at close.
+        """
         with self._lock:
-            state = self._step_for(step, source)
+            state = self._open
+            if state is None or (step is not None and step != state.rollout_id):
+                state = self._start(step, source)
+            drops = state.drops
             if remaining is None:  # filter-side mirror: open waves as slime would between batches
-                while state.submitted - state.drops < self.target:
+                while state.submitted - drops < self.target:
                     state.submitted += self.over_sampling
-                remaining = state.submitted - state.drops
+                remaining = state.submitted - drops
             else:
-                state.submitted = remaining + state.drops
+                state.submitted = remaining + drops
             kind = judgement.kind
-            if kind == TECHNICAL:
-                outcome, reason = C.OUTCOME_DROPPED_TECHNICAL, C.REASON_TECHNICAL
+            if kind == SPREAD:
+                if state.train_len < self.target:
+                    outcome = C.OUTCOME_TRAINED
+                    state.train_len += 1
+                    state.train_stats.add(judgement)
+                else:
+                    outcome = C.OUTCOME_SURPLUS
             elif kind == ZERO_STD:
-                reason = C.REASON_ZERO_STD
                 if remaining > self.target:
                     outcome = C.OUTCOME_DROPPED_ZERO_STD
+                    state.drops = drops + 1
+                elif state.train_len < self.target:
+                    outcome = C.OUTCOME_FALLBACK
+                    state.train_len += 1
+                    state.train_stats.add(judgement)
                 else:
-                    outcome = C.OUTCOME_FALLBACK if state.train_len < self.target else C.OUTCOME_SURPLUS
+                    outcome = C.OUTCOME_SURPLUS
             else:
-                reason = None
-                outcome = C.OUTCOME_TRAINED if state.train_len < self.target else C.OUTCOME_SURPLUS
-            if outcome in (C.OUTCOME_DROPPED_TECHNICAL, C.OUTCOME_DROPPED_ZERO_STD):
-                state.drops += 1
-            elif outcome != C.OUTCOME_SURPLUS:
-                state.train_len += 1
-                state.train_stats.add(judgement)
+                outcome = C.OUTCOME_DROPPED_TECHNICAL
+                state.drops = drops + 1
             state.all_stats.add(judgement)
-
+            state.rows.append((judgement, outcome, remaining, state.submitted))
             if kind == TECHNICAL:
                 self.streak += 1
                 self._streak_checks[judgement.failed_check or "unknown"] += 1
-            else:
+                if self.streak > state.max_streak:
+                    state.max_streak = self.streak
+            elif self.streak:
                 self.streak = 0
                 self._streak_checks.clear()
-            state.max_streak = max(state.max_streak, self.streak)
+            return outcome
 
-            row = DecisionRow(
-                order=len(state.rows) + 1,
-                waves_open=-(-state.submitted // self.over_sampling),
-                group_index=judgement.group_index,
-                outcome=outcome,
-                reason=reason,
-                remaining_before=remaining,
-                unique_rollouts=judgement.unique_rollouts,
-                reward_min=judgement.reward_min,
-                reward_max=judgement.reward_max,
-                reward_mean=judgement.reward_mean,
-                success_count=judgement.success_count if judgement.scorable_rollouts else None,
-                failed_check=judgement.failed_check if kind == TECHNICAL else None,
-                scorable_rollouts=judgement.scorable_rollouts,
-                reward_sum=judgement.reward_sum,
-            )
-            state.rows.append(row)
-            return Verdict(
-                outcome=outcome,
-                row=row,
-                streak=self.streak,
-                rollout_id=state.rollout_id,
-                streak_checks=dict(self._streak_checks),
-                limit_reached=self.streak >= self.limit,
-            )
-
-    def _step_for(self, step: int | None, source: str) -> _OpenStep:
+    @property
+    def current_rollout_id(self) -> int | None:
         state = self._open
-        if state is not None and (step is None or step == state.rollout_id):
-            return state
-        if state is not None:  # a new step began without the all-samples hook closing the last one
-            self._closed.append(self._record(state, terminated=False, stats=None, all_groups=None))
+        return state.rollout_id if state is not None else self._last_rollout_id
+
+    @property
+    def judged_in_step(self) -> int:
+        state = self._open
+        return len(state.rows) if state is not None else 0
+
+    def streak_checks(self) -> dict[str, int]:
+        """The failed checks of the current technical streak, by name."""
+        with self._lock:
+            return dict(self._streak_checks)
+
+    def _start(self, step: int | None, source: str) -> _OpenStep:
+        if self._open is not None:  # a new step began without the all-samples hook closing the last one
+            self._closed.append(self._record(self._open, terminated=False, stats=None, all_groups=None))
         if step is None:
             step = 0 if self._last_rollout_id is None else self._last_rollout_id + 1
         self._open = _OpenStep(rollout_id=step, source=source)
@@ -227,10 +214,32 @@ class StepAccountant:
             closed, self._closed = self._closed, []
             return closed
 
+    def _ledger(self, state: _OpenStep) -> list[DecisionRow]:
+        rows = []
+        for order, (j, outcome, remaining, submitted) in enumerate(state.rows, start=1):
+            technical = j.kind == TECHNICAL
+            rows.append(DecisionRow(
+                order=order,
+                waves_open=-(-submitted // self.over_sampling),
+                group_index=j.group_index,
+                outcome=outcome,
+                reason=C.REASON_TECHNICAL if technical else (C.REASON_ZERO_STD if j.kind == ZERO_STD else None),
+                remaining_before=remaining,
+                unique_rollouts=j.unique_rollouts,
+                reward_min=j.reward_min,
+                reward_max=j.reward_max,
+                reward_mean=j.reward_mean,
+                success_count=j.success_count if j.scorable_rollouts else None,
+                failed_check=j.failed_check if technical else None,
+                scorable_rollouts=j.scorable_rollouts,
+                reward_sum=j.reward_sum,
+            ))
+        return rows
+
     def _record(
         self, state: _OpenStep, *, terminated: bool, stats: GenerationStats | None, all_groups: int | None
     ) -> StepRecord:
-        rows = state.rows
+        rows = self._ledger(state)
         counts = Counter(row.outcome for row in rows)
         accepted = len(rows)
         train = counts[C.OUTCOME_TRAINED] + counts[C.OUTCOME_FALLBACK]
@@ -279,7 +288,7 @@ class StepAccountant:
             generation_stats_source="all_samples_hook" if stats is not None else "ledger",
             all_samples_group_count=all_groups,
             failed_check_counts=dict(Counter(row.failed_check for row in rows if row.failed_check)),
-            decisions=list(rows),
+            decisions=rows,
         )
 
 

@@ -163,9 +163,9 @@ def test_streak_is_the_run_of_technical_groups_and_trips_exactly_at_the_limit(ki
     expected = 0
     for i, kind in enumerate(kinds):
         j = GroupJudgement(kind, "status_failed" if kind == "technical" else None, i, 2, 2, 1, 1.0, 0.0, 1.0)
-        verdict = acc.judge(j, step=i // 7, remaining=None)
+        acc.judge(j, step=i // 7, remaining=None)
         expected = expected + 1 if kind == "technical" else 0
-        assert verdict.streak == expected
-        assert verdict.limit_reached == (expected >= limit)
-        if verdict.limit_reached:
+        assert acc.streak == expected
+        assert acc.streak_checks() == ({"status_failed": expected} if expected else {})
+        if expected >= limit:
             break

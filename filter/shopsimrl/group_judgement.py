@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from operator import attrgetter, methodcaller
 from typing import Any, Sequence
 
 SPREAD = "spread"
@@ -37,7 +38,7 @@ SEGMENT_TOLERANCE = 1e-6  # segments of one rollout must agree within this
 _BAD_STATUS = {"failed": "status_failed", "aborted": "status_aborted"}
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class GroupJudgement:
     """What the filter concluded about one group, and the figures the ledger needs."""
 
@@ -104,6 +105,11 @@ def _read_scalar_object(raw: Any) -> float | None:
         return None
 
 
+_FIELDS = attrgetter("rollout_id", "status", "metadata", "reward")
+_FLOAT_ONLY = {float}
+_NORMAL_STATUS = {"completed", "truncated", "pending"}
+
+
 def judge_group(
     group: Sequence[Any],
     *,
@@ -114,6 +120,65 @@ def judge_group(
     unscored_key: str = "shopsim_unscored",
 ) -> GroupJudgement:
     """Judge one finished group (see the module docstring for the rules)."""
+    if reward_key is None:
+        fast = _judge_plain_group(group, n_samples, success_threshold, success_key, unscored_key)
+        if fast is not None:
+            return fast
+    return _judge_any_group(group, n_samples, reward_key, success_threshold, success_key, unscored_key)
+
+
+def _judge_plain_group(
+    group: Sequence[Any], n_samples: int | None, threshold: float, success_key: str, unscored_key: str
+) -> GroupJudgement | None:
+    """The common case at C speed: a flat group, float rewards, distinct rollout ids, one normal status,
+    no metadata flags. Returns None whenever anything is unusual; the general path then decides."""
+    try:
+        rows = list(map(_FIELDS, group))
+    except AttributeError:  # fanned-out segments (lists) or a sample lacking an attribute
+        return None
+    if not rows:
+        return None
+    keys, statuses, metas, rewards = zip(*rows)
+    size = len(rows)
+    if None in keys or len(set(keys)) != size or (n_samples is not None and size < n_samples):
+        return None
+    first = statuses[0]
+    if statuses.count(first) != size or getattr(first, "value", first) not in _NORMAL_STATUS:
+        return None
+    if set(map(type, rewards)) != _FLOAT_ONLY:
+        return None
+    total = sum(rewards)
+    if total - total != 0.0:  # NaN or +-inf somewhere
+        return None
+    if any(metas) and (any(map(methodcaller("get", unscored_key), metas))
+                       or any(map(methodcaller("__contains__", success_key), metas))):
+        return None
+    low = min(rewards)
+    high = max(rewards)
+    sample = group[0]
+    group_index = sample.group_index
+    return GroupJudgement(
+        kind=SPREAD if high - low > ZERO_STD_TOLERANCE else ZERO_STD,
+        failed_check=None,
+        group_index=sample.index if group_index is None else group_index,
+        unique_rollouts=size,
+        scorable_rollouts=size,
+        success_count=sum(map(threshold.__le__, rewards)),
+        reward_sum=total,
+        reward_min=low,
+        reward_max=high,
+    )
+
+
+def _judge_any_group(
+    group: Sequence[Any],
+    n_samples: int | None,
+    reward_key: str | None,
+    success_threshold: float,
+    success_key: str,
+    unscored_key: str,
+) -> GroupJudgement:
+    """Every case, one rollout at a time (fan-out, dict rewards, failures, metadata flags)."""
     failed: str | None = None
     segments_by_rollout: dict[Any, list[Any]] = {}
     group_index = None

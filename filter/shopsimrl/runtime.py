@@ -23,7 +23,7 @@ import threading
 from typing import Any
 
 from shopsim_metrics import contract as C
-from shopsim_metrics.accounting import GenerationStats, StepAccountant, Verdict
+from shopsim_metrics.accounting import GenerationStats, StepAccountant
 from shopsim_metrics.alerts import StreakAlertPolicy
 from shopsim_metrics.loop_state import LoopState
 from shopsim_metrics.records import StepRecord
@@ -60,6 +60,7 @@ class ShopsimRuntime:
             else None
         )
         self._streak_without_accounting = 0  # only used when rollout_batch_size is unknown
+        self._alerted_streak = 0  # the streak last shown to the alert policy
         self.alerts = StreakAlertPolicy(
             limit=settings.max_consecutive_failed_groups,
             warn_fraction=settings.alert_warn_fraction,
@@ -86,8 +87,8 @@ class ShopsimRuntime:
             return self._sinks
 
     # --- the filter's side --------------------------------------------------------------------
-    def judge(self, samples: Any) -> tuple[GroupJudgement, Verdict | None]:
-        """Judge a group and account for it; returns the judgement and the verdict (None if not accounted)."""
+    def judge(self, samples: Any) -> tuple[GroupJudgement, str | None]:
+        """Judge a group and account for it; returns the judgement and its outcome (None if not accounted)."""
         s = self.settings
         judgement = judge_group(
             samples,
@@ -97,10 +98,10 @@ class ShopsimRuntime:
             success_key=s.success_metadata_key,
             unscored_key=s.unscored_metadata_key,
         )
-        verdict = None
+        outcome = None
         if self.accountant is not None:
             try:
-                verdict = self._account(judgement)
+                outcome = self._account(judgement)
             except TechnicalFailureLimitExceeded:
                 raise
             except Exception as exc:  # noqa: BLE001 - never let accounting break the decision
@@ -108,22 +109,29 @@ class ShopsimRuntime:
                                 "are unaffected but this step's record may be incomplete.", type(exc).__name__, exc)
         else:
             self._track_streak_only(judgement)
-        return judgement, verdict
+        return judgement, outcome
 
-    def _account(self, judgement: GroupJudgement) -> Verdict:
-        remaining = self.loop_state.remaining_batch_size()
-        source = self.loop_state.source if remaining is not None else "mirror"
-        verdict = self.accountant.judge(
-            judgement, step=self.loop_state.rollout_step(), remaining=remaining, source=source
+    def _account(self, judgement: GroupJudgement) -> str:
+        loop = self.loop_state
+        remaining = loop.remaining_batch_size()
+        accountant = self.accountant
+        outcome = accountant.judge(
+            judgement, step=loop.rollout_step(), remaining=remaining,
+            source=loop.source if remaining is not None else "mirror",
         )
-        alert = self.alerts.observe(streak=verdict.streak, rollout_id=verdict.rollout_id, failed_checks=verdict.streak_checks)
-        if alert is not None:
-            self.send_alert(alert)
-        if verdict.limit_reached:
-            self._terminate(verdict.streak, verdict.rollout_id, verdict.streak_checks)
-        if verdict.row.order == 1 and self.accountant.has_closed():
+        streak = accountant.streak
+        if streak or self._alerted_streak:  # alerts only look at streaks (and their end)
+            self._alerted_streak = streak
+            checks = accountant.streak_checks()
+            rollout_id = accountant.current_rollout_id
+            alert = self.alerts.observe(streak=streak, rollout_id=rollout_id, failed_checks=checks)
+            if alert is not None:
+                self.send_alert(alert)
+            if streak >= self.settings.max_consecutive_failed_groups:
+                self._terminate(streak, rollout_id, checks)
+        if accountant.judged_in_step == 1 and accountant.has_closed():
             self.flush()  # earlier steps that no log function emitted: write them now, not at exit
-        return verdict
+        return outcome
 
     def _track_streak_only(self, judgement: GroupJudgement) -> None:
         if judgement.failed_check is None:

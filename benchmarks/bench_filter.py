@@ -1,0 +1,82 @@
+"""Filter + accounting per group of 8, against what slime's built-in filter does, side by side.
+
+The baseline reads each sample's reward and takes a float64 torch tensor's std per group (slime's
+``check_reward_nonzero_std``); ours is the real hook ``fully_scored_group_filter`` with the step
+accountant (live loop state, no sinks). Target: ours <= 1/3 of the baseline per group.
+
+Run: ``python benchmarks/bench_filter.py`` (needs torch for the baseline: ``pip install torch==2.13.0``).
+"""
+
+from __future__ import annotations
+
+import sys
+import timeit
+from pathlib import Path
+from types import SimpleNamespace
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT / "filter"), str(ROOT)]
+
+from shopsim_metrics.loop_state import ManualLoopState  # noqa: E402
+from shopsim_metrics.samples import SimSample  # noqa: E402
+from shopsimrl import slime_runtime  # noqa: E402
+from shopsimrl.slime_bridge import DynamicFilterOutput  # noqa: E402
+
+GROUPS = 4096
+
+
+def make_groups(n_groups: int) -> list[list[SimSample]]:
+    groups = []
+    for g in range(n_groups):
+        kind = g % 4
+        rewards = [float(i % 2) for i in range(8)] if kind else [1.0] * 8
+        groups.append([SimSample(index=g * 8 + i, group_index=g, rollout_id=g * 8 + i, reward=r,
+                                 status="completed") for i, r in enumerate(rewards)])
+    return groups
+
+
+def main() -> int:
+    try:
+        import torch
+    except ImportError:
+        print("torch is not installed: the baseline needs it (pip install torch==2.13.0)")
+        return 1
+    groups = make_groups(GROUPS)
+    args = SimpleNamespace(rollout_batch_size=16, n_samples_per_prompt=8, over_sampling_batch_size=32,
+                           global_batch_size=64, reward_key=None, shopsim_max_consecutive_failed_groups=8)
+
+    def baseline() -> None:
+        for group in groups:
+            rewards = [s.reward if not args.reward_key else s.reward[args.reward_key] for s in group]
+            keep = torch.tensor(rewards, dtype=torch.float64).std() > 1e-6
+            DynamicFilterOutput(keep=keep, reason=None if keep else f"zero_std_{round(rewards[0], 1)}")
+
+    state = ManualLoopState(source="bench")
+    slime_runtime.configure(args, sinks=[], loop_state=state)
+    fn = slime_runtime.fully_scored_group_filter
+
+    def ours() -> None:
+        state.step = None
+        for i, group in enumerate(groups):
+            state.remaining = 32 - (i % 16)
+            fn(args, group)
+
+    torch.set_num_threads(1)
+    # interleave the two, several rounds, and keep each one's best round
+    rounds = 7
+    base_t, ours_t = [], []
+    for _ in range(rounds):
+        base_t.append(timeit.timeit(baseline, number=1))
+        ours_t.append(timeit.timeit(ours, number=1))
+    slime_runtime.reset_runtime()
+    b = min(base_t) / GROUPS * 1e6
+    o = min(ours_t) / GROUPS * 1e6
+    print(f"groups of 8 per round: {GROUPS}, rounds: {rounds} (best round kept)")
+    print(f"baseline (torch float64 std, slime's built-in filter): {b:8.2f} us/group")
+    print(f"shopsim filter + accounting:                          {o:8.2f} us/group")
+    print(f"ratio ours / baseline: {o / b:.3f}  (target <= 0.333)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
