@@ -1,0 +1,91 @@
+"""The three hooks, loaded by dotted path and driven by the loop double, logging to a real offline W&B run."""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+import pytest
+
+from conftest import make_args, spread, technical, zero
+from loop_double import SlimeLoopDouble, fifo_batches
+from shopsim_metrics import contract
+from shopsim_metrics.loop_state import ManualLoopState
+from shopsim_metrics.sinks import read_steps
+from shopsim_metrics.sinks.wandb_sink import DECISIONS_KEY, record_scalars
+from shopsim_metrics.wandb_offline import find_run_dirs, read_offline_run
+from shopsimrl.errors import TechnicalFailureLimitExceeded
+from tests.wandb_helpers import wandb_env  # noqa: F401 - fixture
+
+
+def hook(path: str):
+    module, _, name = path.rpartition(".")
+    return getattr(importlib.import_module(module), name)
+
+
+def run_three_steps(args) -> None:
+    """Step 0: one wave with zero-std drops; step 1: technical drops open a second wave; step 2: termination."""
+    runtime = hook("shopsimrl.slime_runtime.configure")
+    state = ManualLoopState(source="loop_double")
+    runtime(args, sinks=None, loop_state=state)  # sinks from the settings: JSONL + W&B
+    loop = SlimeLoopDouble(args, filter_fn=hook("shopsimrl.slime_runtime.fully_scored_group_filter"),
+                           all_samples_fn=hook("shopsimrl.slime_runtime.record_all_samples"),
+                           log_fn=hook("shopsimrl.slime_runtime.log_rollout_step"), loop_state=state)
+    loop.run_step(0, lambda gid: zero(gid) if gid % 4 == 0 else spread(gid), fifo_batches(1))
+    loop.run_step(1, lambda gid: spread(gid) if gid % 3 == 2 else technical(gid), fifo_batches(1))
+    with pytest.raises(TechnicalFailureLimitExceeded):
+        loop.run_step(2, technical, fifo_batches(1))
+    hook("shopsimrl.slime_runtime.reset_runtime")()  # shuts down: the standalone run is finished
+
+
+def test_hooks_log_every_step_table_and_alert_to_a_standalone_run(wandb_env: Path, tmp_path: Path) -> None:  # noqa: F811
+    args = make_args(shopsim_run_dir=str(tmp_path / "run"), shopsim_wandb_table_every=10)  # no use_wandb: outside slime
+    run_three_steps(args)
+
+    records = read_steps(tmp_path / "run")
+    assert [(r.rollout_id, r.wave_count, r.terminated) for r in records] == [(0, 1, False), (1, 2, False), (2, 1, True)]
+    (run_dir,) = find_run_dirs(wandb_env)
+    run = read_offline_run(run_dir)
+    rows = [row for row in run.history if contract.WANDB_STEP_KEY in row]
+    assert [row[contract.WANDB_STEP_KEY] for row in rows] == [0, 1, 2]
+    for rec, row in zip(records, rows):  # W&B holds exactly the JSONL record's scalars
+        expected = record_scalars(rec)
+        assert {k: v for k, v in row.items() if k.startswith(contract.WANDB_PREFIX) and k != DECISIONS_KEY} == \
+            pytest.approx(expected)
+    assert rows[0][contract.wandb_key("reconcile_mismatch_count")] == 0
+    assert rows[1][contract.wandb_key("reconcile_mismatch_count")] == 0
+    # tables: step 0 on schedule, step 1 multi-wave, step 2 terminated
+    tables = run.tables[DECISIONS_KEY]
+    assert [t.row[contract.WANDB_STEP_KEY] for t in tables] == [0, 1, 2]
+    for table, rec in zip(tables, records):
+        assert [r["outcome"] for r in table.records()] == [d.outcome for d in rec.decisions]
+    # WARN at half the limit, ERROR at the limit, each naming streak, limit, step and checks
+    assert [a["level"] for a in run.alerts] == ["WARN", "ERROR"]
+    warn, error = run.alerts
+    assert "4 consecutive technical groups (limit 8) at rollout step 2" in warn["text"]
+    assert "status_failed=4" in warn["text"]
+    assert "8 consecutive technical groups reached the limit 8 at rollout step 2" in error["text"]
+    assert run.step_metric_of(contract.wandb_key("success_rate")) == contract.WANDB_STEP_KEY
+
+
+def test_inside_slime_the_hooks_join_slimes_run(wandb_env: Path, tmp_path: Path) -> None:  # noqa: F811
+    import wandb
+
+    slime_run = wandb.init(project="slime")  # what slime's --use-wandb does in the process
+    args = make_args(shopsim_run_dir=str(tmp_path / "run"), use_wandb=True, wandb_always_use_train_step=True)
+    run_three_steps(args)
+    assert wandb.run is slime_run, "the hooks never finish slime's run"
+    run_dir = Path(slime_run.dir).parent
+    slime_run.finish()
+    assert find_run_dirs(wandb_env) == [run_dir], "no second run inside slime"
+    run = read_offline_run(run_dir)
+    steps = [row[contract.WANDB_STEP_KEY] for row in run.history if contract.wandb_key("wave_count") in row]
+    assert steps == [0, 2, 4]  # rollout_id * 16 * 8 // 64
+    assert [a["level"] for a in run.alerts] == ["WARN", "ERROR"]
+
+
+def test_inside_slime_without_use_wandb_stays_off_wandb(wandb_env: Path, tmp_path: Path) -> None:  # noqa: F811
+    args = make_args(shopsim_run_dir=str(tmp_path / "run"), use_wandb=False)
+    run_three_steps(args)
+    assert find_run_dirs(wandb_env) == []
+    assert len(read_steps(tmp_path / "run")) == 3
