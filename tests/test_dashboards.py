@@ -1,0 +1,386 @@
+"""The dashboard spec, its two renderers (offline HTML, W&B workspace/report) and the CLI.
+
+The spec may reference only keys of the contract; the W&B dry run must need no network and its
+JSON must load back through wandb-workspaces' own models; each renderer must draw every panel.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import socket
+from pathlib import Path
+
+import pytest
+
+from dashboard_records import make_records
+from shopsim_metrics import contract
+from shopsim_metrics.cli import main as cli_main
+from shopsim_metrics.dashboards import spec as spec_mod
+from shopsim_metrics.dashboards.data import history_to_steps, load_dashboard_data
+from shopsim_metrics.dashboards.html import render_html, series_values, step_figure, write_html_dashboard
+from shopsim_metrics.dashboards.spec import DashboardSpec, Panel, Series, dashboard_spec, load_panels_json
+from shopsim_metrics.records import StepRecord
+from shopsim_metrics.sinks import JsonlSink
+from wandb_helpers import wandb_env  # noqa: F401  (fixture)
+
+ROOT = Path(__file__).resolve().parents[1]
+DASHBOARDS = ROOT / "dashboards"
+SPEC = dashboard_spec()
+
+
+@pytest.fixture(scope="module")
+def records() -> list[StepRecord]:
+    return make_records()
+
+
+# --- the spec -----------------------------------------------------------------------------------
+def test_every_key_the_spec_references_exists_in_the_contract() -> None:
+    assert spec_mod.unknown_keys(SPEC) == []
+    record_fields = {f.name for f in dataclasses.fields(StepRecord)}
+    for panel in SPEC.panels:
+        assert panel.keys(), panel.id
+        assert set(panel.step_keys()) <= set(contract.WANDB_STEP_FIELDS), panel.id
+        assert set(panel.ledger_keys()) <= set(contract.LEDGER_COLUMNS), panel.id
+        assert set(panel.knob_lines) <= record_fields, panel.id
+        if panel.wandb_table is not None:
+            from shopsim_metrics.sinks.wandb_sink import DECISIONS_KEY
+
+            assert panel.wandb_table in contract.RECORD_IDENTITY_KEYS
+            assert contract.wandb_key(panel.wandb_table) == DECISIONS_KEY
+    assert SPEC.x_key == contract.WANDB_STEP_KEY and SPEC.key_prefix == contract.WANDB_PREFIX
+
+
+def test_unknown_keys_catches_a_key_outside_the_contract() -> None:
+    bad = Panel(id="bad", title="t", description="d", kind="line", source="steps", section=SPEC.sections[0],
+                series=(Series("success_rate", "ok"), Series("succes_rate", "typo")))
+    ledger = Panel(id="led", title="t", description="d", kind="ledger_remaining", source="ledger",
+                   section=SPEC.sections[0], series=(Series("remaining", "not a column"),), x_key="order")
+    broken = dataclasses.replace(SPEC, panels=SPEC.panels + (bad, ledger))
+    assert spec_mod.unknown_keys(broken) == ["bad:succes_rate", "led:remaining"]
+
+
+def test_spec_has_the_required_panels_with_their_keys() -> None:
+    ids = [p.id for p in SPEC.panels]
+    assert len(ids) == len(set(ids)), "panel ids must be unique"
+    outcomes = SPEC.panel("outcomes")
+    assert outcomes.kind == "stacked_bar"
+    assert [s.label.split(" ")[0] for s in outcomes.series] == ["trained", "fallback", "technical", "zero-std",
+                                                                "surplus", "aborted"]
+    assert set(outcomes.keys()) == {"train_group_count", "fallback_group_count", "technical_group_drop_count",
+                                     "zero_std_group_drop_count", "surplus_group_count", "aborted_group_count"}
+    assert SPEC.panel("waves").keys() == ("wave_count",)
+    assert SPEC.panel("success_rate").keys() == ("success_rate", "train_success_rate")
+    assert SPEC.panel("reward_mean").keys() == ("reward_mean", "train_reward_mean")
+    assert SPEC.panel("zero_advantage").keys() == ("zero_advantage_train_fraction",)
+    assert set(SPEC.panel("technical_streak").keys()) == {
+        "max_consecutive_technical_failures", "consecutive_technical_failures", "technical_failure_limit"}
+    assert SPEC.panel("wasted_samples").keys() == ("wasted_sample_fraction",)
+    ledger = SPEC.panel("remaining_ledger")
+    assert ledger.source == "ledger" and ledger.step_choice == "latest_multi_wave"
+    assert {"order", "remaining_before", "outcome", "waves_open"} <= set(ledger.ledger_keys())
+    assert all(p.section in SPEC.sections for p in SPEC.panels)
+
+
+def test_spec_json_round_trips_and_the_committed_panels_json_is_current(tmp_path: Path) -> None:
+    assert DashboardSpec.from_dict(json.loads(SPEC.to_json())) == SPEC
+    written = spec_mod.write_panels_json(tmp_path / "panels.json")
+    assert load_panels_json(written) == SPEC
+    committed = DASHBOARDS / "panels.json"
+    assert committed.read_text() == written.read_text(), (
+        "dashboards/panels.json is stale: run `shopsim-metrics dashboard spec --out dashboards/panels.json`")
+    data = json.loads(committed.read_text())
+    assert data["panels"][0]["step_keys"] == list(SPEC.panels[0].step_keys())
+
+
+# --- the W&B renderer ---------------------------------------------------------------------------
+@pytest.fixture
+def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Any socket connection or W&B API construction fails the test."""
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the dry run tried to reach the network")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket, "create_connection", refuse)
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    import wandb
+
+    monkeypatch.setattr(wandb, "Api", refuse)
+
+
+def _step_names_of(metrics: list[str]) -> list[str]:
+    assert all(m.startswith(contract.WANDB_PREFIX) for m in metrics), metrics
+    return [m[len(contract.WANDB_PREFIX):] for m in metrics]
+
+
+def test_wandb_dry_run_needs_no_network_and_round_trips(tmp_path: Path, no_network: None) -> None:
+    from shopsim_metrics.dashboards import wandb_workspace as wbw
+
+    ws_path, rep_path = wbw.write_wandb_templates(tmp_path, entity="team", project="shop")
+    ws_json, rep_json = json.loads(ws_path.read_text()), json.loads(rep_path.read_text())
+    # back through the library's own model classes, and out again: the same JSON
+    workspace = wbw.load_workspace_json(ws_path.read_text())
+    report = wbw.load_report_json(rep_path.read_text())
+    assert wbw.workspace_json(workspace) == ws_json
+    assert wbw.report_json(report) == rep_json
+    assert (workspace.entity, workspace.project, report.entity, report.project) == ("team", "shop", "team", "shop")
+    assert workspace.settings.x_axis == contract.WANDB_STEP_KEY
+    assert [s.name for s in workspace.sections] == list(SPEC.sections)
+    assert ws_json["spec"]["section"]["settings"]["shouldAutoGeneratePanels"] is False
+
+
+@pytest.mark.parametrize("which", ["workspace", "report"])
+def test_wandb_renderer_draws_every_panel_with_contract_keys(tmp_path: Path, no_network: None, which: str) -> None:
+    from shopsim_metrics.dashboards import wandb_workspace as wbw
+
+    ws_path, rep_path = wbw.write_wandb_templates(tmp_path)
+    data = json.loads((ws_path if which == "workspace" else rep_path).read_text())
+    panels = list(wbw.iter_workspace_panels(data) if which == "workspace" else wbw.iter_report_panels(data))
+    by_id = {p["__id__"]: p for p in panels}
+    assert len(by_id) == len(panels), "W&B panel ids must be unique"
+    for panel in SPEC.panels:
+        drawn = by_id.get(wbw.panel_uid(panel.id))
+        assert drawn is not None, f"spec panel {panel.id} has no W&B panel"
+        cfg = drawn["config"]
+        assert drawn["viewType"] == "Run History Line Plot" and cfg["chartTitle"] == panel.title
+        assert cfg["xAxis"] == contract.WANDB_STEP_KEY
+        names = _step_names_of(cfg["metrics"])
+        assert set(names) <= set(contract.WANDB_STEP_FIELDS)
+        if panel.source == "ledger":
+            assert names == list(panel.step_summary)
+            table = by_id[wbw.panel_uid(panel.id, "table")]
+            assert table["viewType"] == "Weave" and contract.wandb_key("decisions") in json.dumps(table)
+            note = by_id[wbw.panel_uid(panel.id, wbw.LEDGER_NOTE_SUFFIX)]
+            assert contract.STEPS_FILE_NAME in note["config"]["value"]
+        elif panel.kind == "stacked_bar":
+            # W&B cannot subtract keys: the stack is the train batch, drops, surplus and aborted
+            # (disjoint, summing to submitted); the fallback part of the train batch is its own panel.
+            assert cfg["plotType"] == "stacked-area"
+            assert names == ["train_group_count", "technical_group_drop_count", "zero_std_group_drop_count",
+                             "surplus_group_count", "aborted_group_count"]
+            companion = by_id[wbw.panel_uid(panel.id, wbw.FALLBACK_SUFFIX)]
+            assert _step_names_of(companion["config"]["metrics"]) == ["train_group_count", "fallback_group_count"]
+        else:
+            assert names == [s.key for s in panel.series]
+    if which == "report":
+        grids = [b for b in data["spec"]["blocks"] if b["type"] == "panel-grid"]
+        assert len(grids) == len(SPEC.sections)
+        for grid in grids:
+            layouts = [(p["layout"]["x"], p["layout"]["y"]) for p in grid["metadata"]["panelBankSectionConfig"]["panels"]]
+            assert len(set(layouts)) == len(layouts), "report panels must not overlap"
+            assert all(rs.get("project") is None for rs in grid["metadata"]["runSets"]), "template: no project lookup"
+
+
+def test_committed_wandb_templates_are_current(tmp_path: Path, no_network: None) -> None:
+    from shopsim_metrics.dashboards import wandb_workspace as wbw
+
+    for path in wbw.write_wandb_templates(tmp_path):
+        committed = DASHBOARDS / path.name
+        assert committed.read_text() == path.read_text(), (
+            f"dashboards/{path.name} is stale: run `shopsim-metrics dashboard wandb --dry-run --out dashboards`")
+
+
+def test_wandb_save_saves_workspace_and_report_bound_to_the_project(monkeypatch: pytest.MonkeyPatch) -> None:
+    import wandb_workspaces.reports.v2 as wr
+    import wandb_workspaces.workspaces as ws
+
+    from shopsim_metrics.dashboards import wandb_workspace as wbw
+
+    saved = []
+
+    class Saved:
+        def __init__(self, obj):
+            self.url = f"https://example.invalid/{type(obj).__name__}"
+
+    def fake_save(self, *args, **kwargs):
+        saved.append(self)
+        return Saved(self)
+
+    monkeypatch.setattr(ws.Workspace, "save", fake_save)
+    monkeypatch.setattr(wr.Report, "save", fake_save)
+    urls = wbw.save_to_wandb("team", "shop")
+    assert urls == ("https://example.invalid/Workspace", "https://example.invalid/Report")
+    workspace, report = saved
+    assert (workspace.entity, workspace.project) == ("team", "shop")
+    grids = [b for b in report.blocks if isinstance(b, wr.PanelGrid)]
+    assert grids and all((rs.entity, rs.project) == ("team", "shop") for g in grids for rs in g.runsets)
+
+
+def test_missing_wandb_workspaces_gives_an_install_hint(monkeypatch: pytest.MonkeyPatch) -> None:
+    import builtins
+
+    from shopsim_metrics.dashboards import wandb_workspace as wbw
+
+    real_import = builtins.__import__
+
+    def fake_import(name, *args, **kwargs):
+        if name.startswith("wandb_workspaces"):
+            raise ImportError("No module named 'wandb_workspaces'")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", fake_import)
+    with pytest.raises(ImportError, match=r"pip install 'shopsim-metrics\[workspaces\]'"):
+        wbw.build_workspace()
+
+
+# --- the HTML renderer --------------------------------------------------------------------------
+def _sections(page: str) -> dict[str, str]:
+    return dict(re.findall(r'<section class="panel[^"]*" id="panel-([a-z_]+)"(.*?)</section>', page, re.S))
+
+
+def test_html_draws_every_panel_self_contained(tmp_path: Path, records: list[StepRecord]) -> None:
+    path = write_html_dashboard(records, tmp_path / "d.html", title="run 42")
+    page = path.read_text()
+    sections = _sections(page)
+    assert list(sections) == [p.id for s in SPEC.sections for p in SPEC.panels_in(s)]
+    for panel in SPEC.panels:
+        body = sections[panel.id]
+        assert f'data-panel-id="{panel.id}"' in body and f'data-panel-kind="{panel.kind}"' in body
+        assert f'id="plot-{panel.id}"' in body and "Plotly.newPlot" in body
+        assert f'data-keys="{" ".join(panel.keys())}"' in body
+    assert "<title>run 42</title>" in page
+    # self-contained: plotly.js inline; outside it no external script, stylesheet, CDN or URL at all
+    from plotly.offline import get_plotlyjs
+
+    assert page.count(get_plotlyjs()) == 1
+    rest = page.replace(get_plotlyjs(), "")
+    assert not re.search(r"<script[^>]+src=", rest) and "<link" not in rest
+    assert not re.search(r"https?://", rest), re.findall(r".{40}https?://.{40}", rest)[:3]
+
+
+def test_html_stacked_outcomes_add_up_to_submitted(records: list[StepRecord]) -> None:
+    data = load_dashboard_data(records)
+    fig = step_figure(SPEC.panel("outcomes"), data)
+    assert fig.layout.barmode == "stack"
+    bars = [t for t in fig.data if t.type == "bar"]
+    assert [t.name.split(" ")[0] for t in bars] == ["trained", "fallback", "technical", "zero-std", "surplus", "aborted"]
+    for i, rec in enumerate(records):
+        heights = [t.y[i] for t in bars]
+        assert sum(heights) == rec.submitted_group_count, rec.rollout_id
+        assert heights[0] == rec.train_group_count - rec.fallback_group_count
+        assert sum(heights[:5]) == rec.accepted_group_count
+    terminated = [r.rollout_id for r in records if r.terminated]
+    assert terminated and [s.x0 for s in fig.layout.shapes] == terminated
+
+
+def test_series_values_keep_missing_values_missing() -> None:
+    data = load_dashboard_data([StepRecord(rollout_id=0, train_group_count=16, fallback_group_count=3),
+                                StepRecord(rollout_id=1, success_rate=None)])
+    assert series_values(Series("train_group_count", "t", minus="fallback_group_count"), data) == [13, 0]
+    assert series_values(Series("success_rate", "s"), data) == [None, None]
+
+
+def test_html_ledger_opens_on_the_latest_multi_wave_step(tmp_path: Path, records: list[StepRecord]) -> None:
+    multi = [r.rollout_id for r in records if r.wave_count >= 2]
+    assert len(multi) >= 2 and max(r.wave_count for r in records) >= 3
+    page = write_html_dashboard(records, tmp_path / "d.html").read_text()
+    ledger = _sections(page)["remaining_ledger"]
+    assert 'data-ledger="present"' in ledger and f'data-ledger-step="{multi[-1]}"' in ledger
+    assert f'<option value="{multi[-1]}" selected>' in ledger
+    payload = json.loads(re.search(r'id="ledger-data-remaining_ledger">(.*?)</script>', ledger, re.S).group(1))
+    assert set(map(int, payload)) == {r.rollout_id for r in records}
+    # the figure of a step: remaining_before in judgement order, one trace per outcome present
+    rec = next(r for r in records if r.rollout_id == multi[-1])
+    traces = payload[str(rec.rollout_id)]["data"]
+    path = next(t for t in traces if t["name"] == "remaining")
+    assert path["y"] == [d.remaining_before for d in rec.decisions]
+    assert {t["name"] for t in traces} - {"remaining"} == {d.outcome for d in rec.decisions}
+    wave_marks = [a["text"] for a in payload[str(rec.rollout_id)]["layout"]["annotations"] if "waves open" in a["text"]]
+    assert wave_marks == [f"{k} waves open" for k in range(2, rec.wave_count + 1)]
+
+
+def test_html_ledger_step_can_be_chosen_and_a_bad_one_is_named(tmp_path: Path, records: list[StepRecord]) -> None:
+    page = write_html_dashboard(records, tmp_path / "d.html", ledger_step=3).read_text()
+    assert 'data-ledger-step="3"' in _sections(page)["remaining_ledger"]
+    with pytest.raises(ValueError, match="ledger_step=99 has no ledger rows"):
+        write_html_dashboard(records, tmp_path / "e.html", ledger_step=99)
+
+
+def test_html_from_steps_jsonl_and_its_run_directory(tmp_path: Path, records: list[StepRecord]) -> None:
+    run = tmp_path / "run"
+    sink = JsonlSink(run, fsync=False)
+    for rec in records:
+        sink.emit(rec)
+    from_file = render_html(load_dashboard_data(run / contract.STEPS_FILE_NAME))
+    from_dir = render_html(load_dashboard_data(run))
+    from_records = render_html(load_dashboard_data(records))
+    strip = lambda page: re.sub(r"<b>[^<]*steps\.jsonl</b>|<b>step records</b>", "", page)  # noqa: E731
+    assert strip(from_file) == strip(from_dir) == strip(from_records)
+    with pytest.raises(FileNotFoundError, match="neither steps.jsonl nor a W&B offline run"):
+        load_dashboard_data(tmp_path)
+
+
+def test_html_without_any_step(tmp_path: Path) -> None:
+    page = write_html_dashboard([], tmp_path / "d.html").read_text()
+    sections = _sections(page)
+    assert set(sections) == {p.id for p in SPEC.panels}
+    assert 'data-ledger="absent"' in sections["remaining_ledger"]
+
+
+def test_history_rows_merge_per_step_and_keep_nulls() -> None:
+    rows = [
+        {contract.WANDB_STEP_KEY: 1, contract.wandb_key("wave_count"): 2, contract.wandb_key("success_rate"): float("nan")},
+        {"_step": 9, "other/key": 1},
+        {contract.WANDB_STEP_KEY: 0, contract.wandb_key("terminated"): 0},
+        {contract.WANDB_STEP_KEY: 1, contract.wandb_key("terminated"): 1, contract.wandb_key("wave_count"): None},
+    ]
+    assert history_to_steps(rows) == [
+        {"rollout_id": 0, "terminated": False},
+        {"rollout_id": 1, "wave_count": 2, "success_rate": None, "terminated": True},
+    ]
+
+
+def test_html_from_a_real_wandb_offline_run(tmp_path: Path, wandb_env: Path, records: list[StepRecord]) -> None:  # noqa: F811
+    from shopsim_metrics.sinks.wandb_sink import WandbSink
+
+    sink = WandbSink(mode="standalone", table_every=0)  # tables: multi-wave and terminated steps only
+    for rec in records:
+        sink.emit(rec)
+    run_dir = Path(sink.run.dir).parent
+    sink.close()
+
+    # the run directory itself, and the wandb directory above it, are both accepted
+    for source in (run_dir, run_dir.parent):
+        data = load_dashboard_data(source)
+        assert data.step_ids() == [r.rollout_id for r in records]
+        assert data.column("wave_count") == [r.wave_count for r in records]
+        assert data.column("terminated") == [r.terminated for r in records]
+        assert data.column("success_rate") == pytest.approx([r.success_rate for r in records])
+        tabled = {r.rollout_id for r in records if r.wave_count > 1 or r.terminated}
+        assert set(data.ledger_steps()) == tabled
+        step = max(r.rollout_id for r in records if r.wave_count > 1)
+        assert data.default_ledger_step() == step
+        rec = next(r for r in records if r.rollout_id == step)
+        assert [d["remaining_before"] for d in data.ledgers[step]] == [d.remaining_before for d in rec.decisions]
+
+    page = write_html_dashboard(run_dir, tmp_path / "wb.html").read_text()
+    sections = _sections(page)
+    assert set(sections) == {p.id for p in SPEC.panels}
+    assert "W&amp;B offline run" in page and "the complete ledger is in the run&#x27;s steps.jsonl" in page
+    assert f'data-ledger-step="{step}"' in sections["remaining_ledger"]
+
+
+# --- the CLI ------------------------------------------------------------------------------------
+def test_cli_dashboard_html_wandb_dry_run_and_spec(tmp_path: Path, records: list[StepRecord], no_network: None,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    sink = JsonlSink(tmp_path / "run", fsync=False)
+    for rec in records:
+        sink.emit(rec)
+    out = tmp_path / "x.html"
+    assert cli_main(["dashboard", "html", "--from", str(tmp_path / "run"), "--out", str(out)]) == 0
+    assert set(_sections(out.read_text())) == {p.id for p in SPEC.panels}
+    assert cli_main(["dashboard", "wandb", "--dry-run", "--entity", "E", "--project", "P",
+                     "--out", str(tmp_path / "tpl")]) == 0
+    assert json.loads((tmp_path / "tpl" / "wandb_workspace.json").read_text())["entity"] == "E"
+    assert json.loads((tmp_path / "tpl" / "wandb_report.json").read_text())["project"]["name"] == "P"
+    assert cli_main(["dashboard", "spec", "--out", str(tmp_path / "p.json")]) == 0
+    assert load_panels_json(tmp_path / "p.json") == SPEC
+    printed = capsys.readouterr().out
+    assert "dashboard written" in printed and "workspace JSON" in printed
+
+
+def test_cli_dashboard_wandb_without_dry_run_needs_entity_and_project(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli_main(["dashboard", "wandb", "--project", "P"]) == 2
+    assert "--entity required to save to W&B" in capsys.readouterr().err
