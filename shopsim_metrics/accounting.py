@@ -77,8 +77,6 @@ class _OpenStep:
     drops: int = 0
     train_len: int = 0
     max_streak: int = 0
-    all_stats: GenerationStats = field(default_factory=GenerationStats)
-    train_stats: GenerationStats = field(default_factory=GenerationStats)
 
 
 class StepAccountant:
@@ -104,7 +102,7 @@ class StepAccountant:
         self.global_batch_size = global_batch_size
         self._lock = threading.Lock()
         self._open: _OpenStep | None = None
-        self._closed: list[StepRecord] = []  # closed, not yet emitted
+        self.closed: list[StepRecord] = []  # closed steps not yet emitted (read-only outside this class)
         self._last_rollout_id: int | None = None
         self.streak = 0
         self._streak_checks: Counter[str] = Counter()
@@ -132,7 +130,6 @@ class StepAccountant:
                 if state.train_len < self.target:
                     outcome = C.OUTCOME_TRAINED
                     state.train_len += 1
-                    state.train_stats.add(judgement)
                 else:
                     outcome = C.OUTCOME_SURPLUS
             elif kind == ZERO_STD:
@@ -142,13 +139,11 @@ class StepAccountant:
                 elif state.train_len < self.target:
                     outcome = C.OUTCOME_FALLBACK
                     state.train_len += 1
-                    state.train_stats.add(judgement)
                 else:
                     outcome = C.OUTCOME_SURPLUS
             else:
                 outcome = C.OUTCOME_DROPPED_TECHNICAL
                 state.drops = drops + 1
-            state.all_stats.add(judgement)
             state.rows.append((judgement, outcome, remaining, state.submitted))
             if kind == TECHNICAL:
                 self.streak += 1
@@ -165,11 +160,6 @@ class StepAccountant:
         state = self._open
         return state.rollout_id if state is not None else self._last_rollout_id
 
-    @property
-    def judged_in_step(self) -> int:
-        state = self._open
-        return len(state.rows) if state is not None else 0
-
     def streak_checks(self) -> dict[str, int]:
         """The failed checks of the current technical streak, by name."""
         with self._lock:
@@ -177,7 +167,7 @@ class StepAccountant:
 
     def _start(self, step: int | None, source: str) -> _OpenStep:
         if self._open is not None:  # a new step began without the all-samples hook closing the last one
-            self._closed.append(self._record(self._open, terminated=False, stats=None, all_groups=None))
+            self.closed.append(self._record(self._open, terminated=False, stats=None, all_groups=None))
         if step is None:
             step = 0 if self._last_rollout_id is None else self._last_rollout_id + 1
         self._open = _OpenStep(rollout_id=step, source=source)
@@ -198,20 +188,17 @@ class StepAccountant:
             if state is None:
                 return None
             record = self._record(state, terminated=terminated, stats=stats, all_groups=all_groups)
-            self._closed.append(record)
+            self.closed.append(record)
             return record
 
     def open_rollout_id(self) -> int | None:
         with self._lock:
             return self._open.rollout_id if self._open else None
 
-    def has_closed(self) -> bool:
-        return bool(self._closed)
-
     def take_closed(self) -> list[StepRecord]:
         """Hand over every closed step not yet emitted (oldest first)."""
         with self._lock:
-            closed, self._closed = self._closed, []
+            closed, self.closed = self.closed, []
             return closed
 
     def _ledger(self, state: _OpenStep) -> list[DecisionRow]:
@@ -247,7 +234,12 @@ class StepAccountant:
         train_samples = sum(
             row.unique_rollouts for row in rows if row.outcome in (C.OUTCOME_TRAINED, C.OUTCOME_FALLBACK)
         )
-        all_stats = stats if stats is not None else state.all_stats
+        ledger_stats, train_stats = GenerationStats(), GenerationStats()
+        for judgement, outcome, _, _ in state.rows:
+            ledger_stats.add(judgement)
+            if outcome == C.OUTCOME_TRAINED or outcome == C.OUTCOME_FALLBACK:
+                train_stats.add(judgement)
+        all_stats = stats if stats is not None else ledger_stats
         zero_std_seen = counts[C.OUTCOME_DROPPED_ZERO_STD] + sum(
             1 for row in rows if row.reason == C.REASON_ZERO_STD and row.outcome != C.OUTCOME_DROPPED_ZERO_STD
         )
@@ -279,8 +271,8 @@ class StepAccountant:
             wasted_sample_fraction=_ratio(accepted_samples - train_samples, accepted_samples),
             success_rate=all_stats.rate,
             reward_mean=all_stats.mean,
-            train_success_rate=state.train_stats.rate,
-            train_reward_mean=state.train_stats.mean,
+            train_success_rate=train_stats.rate,
+            train_reward_mean=train_stats.mean,
             consecutive_technical_failures=self.streak,
             max_consecutive_technical_failures=state.max_streak,
             remaining_min=min((row.remaining_before for row in rows), default=None),

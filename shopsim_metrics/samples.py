@@ -28,3 +28,7 @@ class SimSample:
     metadata: dict = field(default_factory=dict)
     response_length: int = 0
     remove_sample: bool = False
+
+    def get_reward_value(self, args: Any) -> Any:
+        """The reward slime trains on: the entry ``args.reward_key`` of a dict reward, else the reward."""
+        return self.reward if not args.reward_key else self.reward[args.reward_key]

@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from operator import attrgetter, methodcaller
+from bisect import bisect_left
+from operator import methodcaller
 from typing import Any, Sequence
 
 SPREAD = "spread"
@@ -105,8 +106,6 @@ def _read_scalar_object(raw: Any) -> float | None:
         return None
 
 
-_FIELDS = attrgetter("rollout_id", "status", "metadata", "reward")
-_FLOAT_ONLY = {float}
 _NORMAL_STATUS = {"completed", "truncated", "pending"}
 
 
@@ -121,52 +120,51 @@ def judge_group(
 ) -> GroupJudgement:
     """Judge one finished group (see the module docstring for the rules)."""
     if reward_key is None:
-        fast = _judge_plain_group(group, n_samples, success_threshold, success_key, unscored_key)
+        fast = judge_plain_group(group, n_samples, success_threshold, success_key, unscored_key)
         if fast is not None:
             return fast
     return _judge_any_group(group, n_samples, reward_key, success_threshold, success_key, unscored_key)
 
 
-def _judge_plain_group(
+def judge_plain_group(
     group: Sequence[Any], n_samples: int | None, threshold: float, success_key: str, unscored_key: str
 ) -> GroupJudgement | None:
     """The common case at C speed: a flat group, float rewards, distinct rollout ids, one normal status,
-    no metadata flags. Returns None whenever anything is unusual; the general path then decides."""
+    no metadata flags. Returns None whenever anything is unusual; :func:`judge_group` then decides."""
     try:
-        rows = list(map(_FIELDS, group))
-    except AttributeError:  # fanned-out segments (lists) or a sample lacking an attribute
+        rewards = [sample.reward for sample in group]
+        total = sum(rewards)  # TypeError for None, str, dict, list ...
+    except (AttributeError, TypeError):  # fanned-out segments (lists), odd samples or rewards
         return None
-    if not rows:
+    size = len(rewards)
+    if type(total) is not float or total - total != 0.0 or (n_samples is not None and size < n_samples):
+        return None  # non-float rewards (int, numpy, tensors), NaN / inf, too few rollouts
+    keys = [sample.rollout_id for sample in group]
+    if len(set(keys)) != size or None in keys:
         return None
-    keys, statuses, metas, rewards = zip(*rows)
-    size = len(rows)
-    if None in keys or len(set(keys)) != size or (n_samples is not None and size < n_samples):
-        return None
+    statuses = [sample.status for sample in group]
     first = statuses[0]
     if statuses.count(first) != size or getattr(first, "value", first) not in _NORMAL_STATUS:
         return None
-    if set(map(type, rewards)) != _FLOAT_ONLY:
-        return None
-    total = sum(rewards)
-    if total - total != 0.0:  # NaN or +-inf somewhere
-        return None
+    metas = [sample.metadata for sample in group]
     if any(metas) and (any(map(methodcaller("get", unscored_key), metas))
                        or any(map(methodcaller("__contains__", success_key), metas))):
         return None
-    low = min(rewards)
-    high = max(rewards)
+    ordered = sorted(rewards)
+    low = ordered[0]
+    high = ordered[-1]
     sample = group[0]
     group_index = sample.group_index
     return GroupJudgement(
-        kind=SPREAD if high - low > ZERO_STD_TOLERANCE else ZERO_STD,
-        failed_check=None,
-        group_index=sample.index if group_index is None else group_index,
-        unique_rollouts=size,
-        scorable_rollouts=size,
-        success_count=sum(map(threshold.__le__, rewards)),
-        reward_sum=total,
-        reward_min=low,
-        reward_max=high,
+        SPREAD if high - low > ZERO_STD_TOLERANCE else ZERO_STD,
+        None,
+        sample.index if group_index is None else group_index,
+        size,
+        size,
+        size - bisect_left(ordered, threshold),
+        total,
+        low,
+        high,
     )
 
 

@@ -29,7 +29,7 @@ from shopsim_metrics.loop_state import LoopState
 from shopsim_metrics.records import StepRecord
 from shopsim_metrics.sinks.base import Alert, SinkSet, StepSink
 from shopsimrl.errors import TechnicalFailureLimitExceeded
-from shopsimrl.group_judgement import GroupJudgement, judge_group
+from shopsimrl.group_judgement import GroupJudgement, judge_group, judge_plain_group
 from shopsimrl.settings import ShopsimSettings
 from shopsimrl.slime_bridge import SlimeLoopState
 
@@ -61,6 +61,17 @@ class ShopsimRuntime:
         )
         self._streak_without_accounting = 0  # only used when rollout_batch_size is unknown
         self._alerted_streak = 0  # the streak last shown to the alert policy
+        self._judge_kwargs = dict(
+            n_samples=settings.n_samples_per_prompt,
+            reward_key=settings.reward_key,
+            success_threshold=settings.success_threshold,
+            success_key=settings.success_metadata_key,
+            unscored_key=settings.unscored_metadata_key,
+        )
+        # the C-speed path for plain groups (see group_judgement), bound once
+        self._plain_judge = judge_plain_group if settings.reward_key is None else None
+        self._plain_args = (settings.n_samples_per_prompt, settings.success_threshold,
+                            settings.success_metadata_key, settings.unscored_metadata_key)
         self.alerts = StreakAlertPolicy(
             limit=settings.max_consecutive_failed_groups,
             warn_fraction=settings.alert_warn_fraction,
@@ -89,14 +100,8 @@ class ShopsimRuntime:
     # --- the filter's side --------------------------------------------------------------------
     def judge(self, samples: Any) -> tuple[GroupJudgement, str | None]:
         """Judge a group and account for it; returns the judgement and its outcome (None if not accounted)."""
-        s = self.settings
-        judgement = judge_group(
-            samples,
-            n_samples=s.n_samples_per_prompt,
-            reward_key=s.reward_key,
-            success_threshold=s.success_threshold,
-            success_key=s.success_metadata_key,
-            unscored_key=s.unscored_metadata_key,
+        judgement = (self._plain_judge(samples, *self._plain_args) if self._plain_judge else None) or judge_group(
+            samples, **self._judge_kwargs
         )
         outcome = None
         if self.accountant is not None:
@@ -129,7 +134,7 @@ class ShopsimRuntime:
                 self.send_alert(alert)
             if streak >= self.settings.max_consecutive_failed_groups:
                 self._terminate(streak, rollout_id, checks)
-        if accountant.judged_in_step == 1 and accountant.has_closed():
+        if accountant.closed:
             self.flush()  # earlier steps that no log function emitted: write them now, not at exit
         return outcome
 
@@ -161,13 +166,8 @@ class ShopsimRuntime:
         if self.accountant is None:
             return None
         stats = GenerationStats()
-        s = self.settings
         for group in all_groups:
-            stats.add(judge_group(
-                group, n_samples=s.n_samples_per_prompt, reward_key=s.reward_key,
-                success_threshold=s.success_threshold, success_key=s.success_metadata_key,
-                unscored_key=s.unscored_metadata_key,
-            ))
+            stats.add(judge_group(group, **self._judge_kwargs))
         record = self.accountant.close_step(stats=stats, all_groups=len(all_groups))
         if record is not None and record.all_samples_group_count != record.accepted_group_count:
             self._warn_once("all_groups", "shopsim-metrics: the all-samples hook received %d groups but the filter "
