@@ -384,3 +384,20 @@ def test_cli_dashboard_html_wandb_dry_run_and_spec(tmp_path: Path, records: list
 def test_cli_dashboard_wandb_without_dry_run_needs_entity_and_project(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli_main(["dashboard", "wandb", "--project", "P"]) == 2
     assert "--entity required to save to W&B" in capsys.readouterr().err
+
+
+# --- the simulator's output -----------------------------------------------------------------------
+def test_html_from_the_simulator_draws_every_panel(tmp_path: Path) -> None:
+    sim = pytest.importorskip("shopsim_metrics.simulator", reason="the simulator is not in this checkout")
+    result = sim.simulate(sim.SimConfig(steps=16, seed=5, bursts=(sim.FailureBurst(step=9, rate=0.6),)))
+    records = result.records
+    assert any(r.wave_count >= 2 for r in records), "the burst should open a second wave"
+    data = load_dashboard_data(records)
+    bars = [t for t in step_figure(SPEC.panel("outcomes"), data).data if t.type == "bar"]
+    for i, rec in enumerate(records):
+        assert sum(t.y[i] for t in bars) == rec.submitted_group_count, rec.rollout_id
+    page = write_html_dashboard(records, tmp_path / "sim.html").read_text()
+    sections = _sections(page)
+    assert set(sections) == {p.id for p in SPEC.panels}
+    latest_multi = max(r.rollout_id for r in records if r.wave_count >= 2)
+    assert f'data-ledger-step="{latest_multi}"' in sections["remaining_ledger"]
