@@ -210,6 +210,8 @@ _FULL, _FIRST, _MIDDLE, _LAST = 1, 2, 3, 4
 
 
 def _iter_chunks(buf: bytes) -> Iterator[bytes]:
+    if len(buf) < _FILE_HEADER.size:
+        raise ValueError("not a W&B transaction log: shorter than its file header")
     ident, magic, _version = _FILE_HEADER.unpack_from(buf, 0)
     if ident != b":W&B" or magic != 0xBEE1:
         raise ValueError("not a W&B transaction log: bad file header")
