@@ -15,7 +15,7 @@ Example:
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 
@@ -39,7 +39,7 @@ class DecisionRow:
     reward_sum: float = 0.0  # sum over scorable rollouts (so step means can be recomputed)
 
     def to_dict(self) -> dict[str, Any]:
-        return _clean(asdict(self))
+        return _clean({name: getattr(self, name) for name in _ROW_FIELDS})
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "DecisionRow":
@@ -97,7 +97,10 @@ class StepRecord:
     decisions: list[DecisionRow] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        out = _clean({f.name: getattr(self, f.name) for f in fields(self) if f.name != "decisions"})
+        out = _clean({name: getattr(self, name) for name in _STEP_FIELDS})
+        out["failed_check_counts"] = dict(self.failed_check_counts)
+        if self.slime_drop_counts is not None:
+            out["slime_drop_counts"] = dict(self.slime_drop_counts)
         out["decisions"] = [row.to_dict() for row in self.decisions]
         return out
 
@@ -107,6 +110,10 @@ class StepRecord:
         kwargs = {k: v for k, v in data.items() if k in known and k != "decisions"}
         rows = [DecisionRow.from_dict(r) for r in data.get("decisions", [])]
         return cls(**kwargs, decisions=rows)
+
+
+_ROW_FIELDS = tuple(f.name for f in fields(DecisionRow))
+_STEP_FIELDS = tuple(f.name for f in fields(StepRecord) if f.name != "decisions")
 
 
 def _clean(data: dict[str, Any]) -> dict[str, Any]:
