@@ -1,0 +1,160 @@
+"""The ``demo`` and ``tune`` subcommands of ``shopsim-metrics``.
+
+Example:
+    >>> import argparse
+    >>> parser = argparse.ArgumentParser(); register(parser.add_subparsers(dest="command"))
+    >>> parser.parse_args(["tune", "--zero-std-rate", "0.3"]).candidates is None
+    True
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+
+def register(subparsers: Any) -> None:
+    """Add ``demo`` and ``tune`` to the CLI's subparsers."""
+    demo = subparsers.add_parser(
+        "demo", help="simulate a slime run (with a technical-failure burst) through the real hooks: "
+                     "W&B offline run, steps.jsonl and an HTML dashboard",
+        description="Simulate a slime run through the project's real hooks. W&B logs offline (WANDB_MODE=offline "
+                    "unless WANDB_MODE is set); upload later with `wandb sync <run dir>`.")
+    demo.add_argument("--out", default="demo_out", help="output directory (default: demo_out)")
+    demo.add_argument("--steps", type=_positive_int, default=40, help="rollout steps to simulate (default: 40)")
+    demo.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
+    demo.add_argument("--no-progress", action="store_true", help="no progress bar")
+    demo.set_defaults(func=_demo)
+
+    tune = subparsers.add_parser(
+        "tune", help="compare over_sampling_batch_size candidates by simulation",
+        description="Compare over_sampling_batch_size candidates by simulating slime's loop with the real filter. "
+                    "Recommendation: the smallest candidate whose zero-advantage fraction and P(2nd wave) are "
+                    "within the targets, else the one that misses them by the smallest factor.")
+    tune.add_argument("--zero-std-rate", type=_probability, help="share of judged groups that are zero-std")
+    tune.add_argument("--technical-rate", type=_probability,
+                      help="share of judged groups that fail technically (default 0, or measured with --from)")
+    tune.add_argument("--from", dest="from_path", metavar="PATH",
+                      help="measure both rates (and the batch knobs) from a run's steps.jsonl or run directory")
+    tune.add_argument("--candidates", type=_int_list, help="comma-separated sizes (default: 1, 1.5, 2, 3, 4 x "
+                                                           "rollout_batch_size)")
+    tune.add_argument("--steps", type=_positive_int, default=2000, help="simulated steps per candidate (default 2000)")
+    tune.add_argument("--seed", type=int, default=0)
+    tune.add_argument("--rollout-batch-size", type=_positive_int)
+    tune.add_argument("--n-samples-per-prompt", type=_positive_int)
+    tune.add_argument("--global-batch-size", type=_positive_int)
+    tune.add_argument("--limit", type=_positive_int, default=8,
+                      help="shopsim_max_consecutive_failed_groups, for P(limit) (default 8)")
+    tune.add_argument("--max-zero-advantage", type=_probability, default=0.05,
+                      help="target: zero-advantage fraction of the train batch (default 0.05)")
+    tune.add_argument("--max-second-wave", type=_probability, default=0.05,
+                      help="target: probability of a second wave (default 0.05)")
+    tune.add_argument("--jobs", type=_positive_int, default=None,
+                      help="candidates simulated in parallel processes (default: one per CPU)")
+    tune.add_argument("--plot", metavar="OUT.html", help="also write a plotly HTML plot")
+    tune.add_argument("--json", action="store_true", help="print the report as JSON instead of the table")
+    tune.set_defaults(func=_tune)
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from shopsim_metrics.simulator.demo import run_demo
+
+    demo = run_demo(args.out, steps=args.steps, seed=args.seed, progress=not args.no_progress)
+    return 1 if demo.result.terminated else 0
+
+
+def _tune(args: argparse.Namespace) -> int:
+    import os
+
+    from shopsim_metrics.simulator.config import SimConfig
+    from shopsim_metrics.simulator.tune import TuneTargets, format_table, measured_rates, tune, write_plot
+
+    knobs: dict[str, int] = {}
+    source = "given rates"
+    zero, technical = args.zero_std_rate, args.technical_rate
+    if args.from_path:
+        measured = measured_rates(args.from_path)
+        source = f"measured from {args.from_path} ({measured.steps} steps, {measured.accepted_groups} judged groups)"
+        zero = measured.zero_std_rate if zero is None else zero
+        technical = measured.technical_rate if technical is None else technical
+        for name in ("rollout_batch_size", "n_samples_per_prompt", "global_batch_size"):
+            if getattr(measured, name):
+                knobs[name] = getattr(measured, name)
+    elif zero is None:
+        print("tune: give --zero-std-rate (and --technical-rate), or --from PATH to measure them from a run",
+              file=sys.stderr)
+        return 2
+    technical = technical or 0.0
+    if zero + technical > 1:
+        print(f"tune: --zero-std-rate + --technical-rate must be <= 1; got {zero} + {technical}", file=sys.stderr)
+        return 2
+    for name in ("rollout_batch_size", "n_samples_per_prompt", "global_batch_size"):
+        if getattr(args, name) is not None:
+            knobs[name] = getattr(args, name)
+    rbs = knobs.get("rollout_batch_size", SimConfig.rollout_batch_size)
+    base = SimConfig(over_sampling_batch_size=rbs, max_consecutive_failed_groups=args.limit, **knobs)
+    jobs = args.jobs or min(os.cpu_count() or 1, len(args.candidates) if args.candidates else 5)
+    try:
+        report = _run_tune(zero, technical, args, base, TuneTargets(args.max_zero_advantage, args.max_second_wave),
+                           source, jobs)
+    except ValueError as exc:
+        print(f"tune: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(report.to_dict(), indent=2))
+    else:
+        print(f"zero-std rate {zero:.4f}, technical rate {technical:.4f} ({source}); rollout_batch_size "
+              f"{base.rollout_batch_size}, {args.steps} simulated steps per candidate, seed {args.seed}")
+        print(format_table(report))
+        print(f"recommended over_sampling_batch_size: {report.recommended}  ({report.reason})")
+        print(f"rel.time = mean step rollout time / one wave of {base.rollout_batch_size} groups run to completion "
+              f"({report.reference_wave_seconds:.1f} s in the latency model); {report.wall_seconds:.1f} s")
+    if args.plot:
+        path = write_plot(report, args.plot)
+        print(f"plot: {path}", file=sys.stderr if args.json else sys.stdout)
+    return 0
+
+
+def _run_tune(zero: float, technical: float, args: argparse.Namespace, base: Any, targets: Any, source: str,
+              jobs: int) -> Any:
+    from shopsim_metrics.simulator.tune import tune
+
+    bar = None
+    if not args.json and sys.stderr.isatty():
+        from tqdm import tqdm
+
+        total = len(args.candidates) if args.candidates else None
+        bar = tqdm(total=total, unit="candidate", desc="simulating candidates", file=sys.stderr)
+    try:
+        return tune(zero_std_rate=zero, technical_rate=technical, candidates=args.candidates, steps=args.steps,
+                    seed=args.seed, base=base, targets=targets, source=source, jobs=jobs,
+                    progress=(lambda size, result: bar.update(1)) if bar is not None else None)
+    finally:
+        if bar is not None:
+            bar.close()
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer; got {text!r}")
+    return value
+
+
+def _probability(text: str) -> float:
+    value = float(text)
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"must be a probability in [0, 1]; got {text!r}")
+    return value
+
+
+def _int_list(text: str) -> list[int]:
+    try:
+        values = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be comma-separated integers such as 16,24,32; got {text!r}") from None
+    if not values:
+        raise argparse.ArgumentTypeError(f"needs at least one candidate; got {text!r}")
+    return values

@@ -1,0 +1,141 @@
+"""What a simulation runs with: slime's knobs, the latency model, the reward model, failures.
+
+One frozen :class:`SimConfig` holds every input of the simulator (seeded, so a config and a seed
+give the same run). Two reward models are available:
+
+- the **prompt model** (default): each prompt has a difficulty (normal, ``difficulty_spread``), the
+  policy a skill that follows a learning curve over steps, and a sibling succeeds with probability
+  ``sigmoid(skill(step) - difficulty)``; a failing sibling earns partial credit with probability
+  ``partial_credit_rate`` (non-binary rewards, so a group can be zero-std at an intermediate value);
+- the **rates model** (tuning): set ``zero_std_rate`` and each judged group is technical with
+  probability ``technical_rate``, zero-std with probability ``zero_std_rate``, else it has spread.
+
+Technical failures come at ``technical_rate`` per group, and at a burst's rate during its steps;
+``max_technical_streak`` caps the consecutive technical groups the source emits (a service that
+recovers briefly), which keeps a burst below the termination limit when wanted.
+
+Example:
+    >>> cfg = SimConfig(steps=5, bursts=(FailureBurst(step=2, rate=0.9),))
+    >>> (cfg.over_sampling_batch_size, cfg.technical_rate_at(2), cfg.technical_rate_at(3))
+    (32, 0.9, 0.02)
+    >>> cfg.to_args().shopsim_max_consecutive_failed_groups
+    8
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from types import SimpleNamespace
+from typing import Any
+
+
+@dataclass(frozen=True)
+class FailureBurst:
+    """A scheduled burst of technical failures: ``rate`` per group during ``steps`` steps from ``step``."""
+
+    step: int
+    rate: float = 0.9
+    steps: int = 1
+
+    def covers(self, step: int) -> bool:
+        return self.step <= step < self.step + self.steps
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    """Every input of a simulated run (see the module docstring)."""
+
+    # slime's knobs
+    rollout_batch_size: int = 16
+    n_samples_per_prompt: int = 8
+    over_sampling_batch_size: int = 32
+    global_batch_size: int = 64
+    steps: int = 40
+    seed: int = 0
+    # latency: one group (all siblings generated and scored) takes a lognormal time
+    latency_median: float = 30.0  # seconds
+    latency_sigma: float = 0.5  # lognormal shape
+    latency_tick: float = 1.0  # completions within one tick come back in one batch (asyncio.wait)
+    max_concurrent_groups: int | None = 48  # groups generating at once (None: no limit); others queue
+    # prompt reward model
+    skill_start: float = -0.5
+    skill_end: float = 1.5
+    learning_steps: float = 40.0  # time constant of the learning curve, in steps
+    difficulty_spread: float = 1.5
+    partial_credit_rate: float = 0.3  # a failing sibling earns partial credit with this probability
+    partial_credit_levels: tuple[float, ...] = (0.25, 0.5, 0.75)
+    success_reward: float = 1.0
+    # rates reward model (tuning): when set, replaces the prompt model
+    zero_std_rate: float | None = None
+    # technical failures
+    technical_rate: float = 0.02
+    bursts: tuple[FailureBurst, ...] = field(default_factory=tuple)
+    max_technical_streak: int | None = None
+    max_consecutive_failed_groups: int = 8  # shopsim_max_consecutive_failed_groups
+
+    def __post_init__(self) -> None:
+        for name in ("rollout_batch_size", "n_samples_per_prompt", "over_sampling_batch_size", "global_batch_size"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"SimConfig.{name} must be a positive integer; got {value!r}")
+        if self.over_sampling_batch_size < self.rollout_batch_size:
+            raise ValueError(f"SimConfig.over_sampling_batch_size must be >= rollout_batch_size "
+                             f"({self.rollout_batch_size}); got {self.over_sampling_batch_size}")
+        if self.steps < 0:
+            raise ValueError(f"SimConfig.steps must be >= 0; got {self.steps}")
+        for name in ("latency_median", "latency_tick"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"SimConfig.{name} must be > 0; got {getattr(self, name)!r}")
+        if self.max_concurrent_groups is not None and self.max_concurrent_groups < 1:
+            raise ValueError(f"SimConfig.max_concurrent_groups must be >= 1 or None; got {self.max_concurrent_groups!r}")
+        rates = [("technical_rate", self.technical_rate), ("partial_credit_rate", self.partial_credit_rate)]
+        rates += [(f"bursts[{i}].rate", b.rate) for i, b in enumerate(self.bursts)]
+        if self.zero_std_rate is not None:
+            rates.append(("zero_std_rate", self.zero_std_rate))
+        for name, rate in rates:
+            if not (isinstance(rate, (int, float)) and 0.0 <= rate <= 1.0):
+                raise ValueError(f"SimConfig.{name} must be a probability in [0, 1]; got {rate!r}")
+        if self.zero_std_rate is not None and self.zero_std_rate + self.technical_rate > 1.0 + 1e-12:
+            raise ValueError(f"SimConfig.zero_std_rate + technical_rate must be <= 1; got "
+                             f"{self.zero_std_rate} + {self.technical_rate}")
+        if any(not level < self.success_reward for level in self.partial_credit_levels):
+            raise ValueError(f"SimConfig.partial_credit_levels must all be below success_reward "
+                             f"({self.success_reward}); got {self.partial_credit_levels}")
+        if self.max_technical_streak is not None and self.max_technical_streak < 1:
+            raise ValueError(f"SimConfig.max_technical_streak must be >= 1 or None; got {self.max_technical_streak!r}")
+        if self.max_consecutive_failed_groups < 1:
+            raise ValueError("SimConfig.max_consecutive_failed_groups must be >= 1; got "
+                             f"{self.max_consecutive_failed_groups!r}")
+
+    # --- derived ---------------------------------------------------------------------------------
+    def technical_rate_at(self, step: int) -> float:
+        """The technical-failure probability per group at ``step`` (the highest burst covering it wins)."""
+        rate = self.technical_rate
+        for burst in self.bursts:
+            if burst.covers(step):
+                rate = max(rate, burst.rate)
+        return rate
+
+    def skill_at(self, step: int) -> float:
+        """The policy's skill at ``step``: from ``skill_start`` towards ``skill_end`` (exponential approach)."""
+        progress = 1.0 - math.exp(-step / self.learning_steps) if self.learning_steps > 0 else 1.0
+        return self.skill_start + (self.skill_end - self.skill_start) * progress
+
+    def with_(self, **changes: Any) -> "SimConfig":
+        """A copy with some fields changed (validated again)."""
+        return replace(self, **changes)
+
+    def to_args(self, **extra: Any) -> SimpleNamespace:
+        """slime-like ``args`` for the hooks: slime's knobs plus the ``shopsim_*`` settings, plus ``extra``."""
+        args = SimpleNamespace(
+            rollout_batch_size=self.rollout_batch_size,
+            n_samples_per_prompt=self.n_samples_per_prompt,
+            over_sampling_batch_size=self.over_sampling_batch_size,
+            global_batch_size=self.global_batch_size,
+            reward_key=None,
+            shopsim_max_consecutive_failed_groups=self.max_consecutive_failed_groups,
+        )
+        for key, value in extra.items():
+            setattr(args, key, value)
+        return args

@@ -1,0 +1,258 @@
+"""``shopsim-metrics demo``: a simulated slime run through the real hooks, W&B offline, JSONL, dashboard.
+
+A few dozen rollout steps at slime's defaults (16 groups kept of 32 submitted, 8 siblings) with a
+policy that learns, prompts of mixed difficulty, partial-credit rewards, a background rate of
+technical failures, and one **burst**: during step ``3 * steps // 8`` the environment fails 90% of
+groups. The burst drops enough groups to open extra over-sampling waves and builds a streak of
+technical failures that raises the WARN alert (at half the limit of 8); the simulated service
+recovers after at most 6 failures in a row, so the run is not terminated.
+
+Records go where the runtime sends them in slime: ``build_sinks`` from the settings, i.e.
+``<out>/run/steps.jsonl`` and a standalone W&B run, offline (``WANDB_MODE=offline`` is set for the
+demo unless you set ``WANDB_MODE`` yourself; ``wandb sync <run dir>`` uploads it later). The HTML
+dashboard is written to ``<out>/dashboard.html``.
+
+Example:
+    >>> cfg = demo_config(steps=40, seed=0)
+    >>> (cfg.bursts[0].step, cfg.max_technical_streak, cfg.max_consecutive_failed_groups)
+    (15, 6, 8)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator, TextIO
+
+from shopsim_metrics import contract
+from shopsim_metrics.records import StepRecord
+from shopsim_metrics.simulator.config import FailureBurst, SimConfig
+from shopsim_metrics.simulator.loop import SimulationResult, Simulator, StepOutcome
+
+logger = logging.getLogger("shopsim_metrics")
+
+BURST_RATE = 0.9
+"""Share of groups that fail technically during the demo's burst step."""
+
+SERVICE_RECOVERS_AFTER = 6
+"""The demo's environment recovers after at most this many technical groups in a row (limit 8: no termination)."""
+
+WANDB_PROJECT = "shopsim-metrics-demo"
+
+
+@dataclass
+class DemoResult:
+    """What the demo produced: the paths, and the simulated run itself."""
+
+    out_dir: Path
+    run_dir: Path  # holds steps.jsonl
+    steps_path: Path
+    wandb_run_dir: Path | None  # the offline W&B run (None when W&B was unavailable)
+    dashboard_path: Path | None  # None when the dashboard could not be written
+    burst_step: int
+    result: SimulationResult
+
+
+def demo_config(*, steps: int = 40, seed: int = 0) -> SimConfig:
+    """The demo's simulated run: slime's defaults, a learning policy, one burst of technical failures."""
+    burst_step = (3 * steps) // 8
+    return SimConfig(
+        steps=steps,
+        seed=seed,
+        technical_rate=0.02,
+        bursts=(FailureBurst(step=burst_step, rate=BURST_RATE),),
+        max_technical_streak=SERVICE_RECOVERS_AFTER,
+        max_consecutive_failed_groups=8,
+    )
+
+
+def run_demo(
+    out_dir: str | os.PathLike = "demo_out",
+    *,
+    steps: int = 40,
+    seed: int = 0,
+    progress: bool = True,
+    stream: TextIO | None = None,
+) -> DemoResult:
+    """Run the demo into ``out_dir`` and print the summary to ``stream`` (default stdout)."""
+    stream = stream or sys.stdout
+    out = Path(out_dir)
+    run_dir = out / "run"
+    steps_path = run_dir / contract.STEPS_FILE_NAME
+    if steps_path.exists():
+        steps_path.unlink()  # a fresh record: the previous demo's steps would mix with these
+        print(f"removed the previous demo's {steps_path}", file=stream)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    config = demo_config(steps=steps, seed=seed)
+
+    from shopsimrl.settings import ShopsimSettings
+    from shopsim_metrics.sinks.factory import build_sinks
+
+    extra = {"shopsim_run_dir": str(run_dir), "shopsim_wandb": "standalone",
+             "shopsim_wandb_project": WANDB_PROJECT}
+    with _demo_environment(stream) as notes, _progress_logging(progress):
+        sinks = build_sinks(ShopsimSettings.from_args(config.to_args(**extra)))
+        wandb_sink = next((s for s in sinks if s.name == "wandb"), None)
+        found: dict[str, Path] = {}
+        bar = _progress_bar(steps, progress)
+
+        def on_step(outcome: StepOutcome) -> None:
+            if "wandb" not in found and wandb_sink is not None:
+                run = wandb_sink.run  # resolved by the first record already
+                if run is not None:
+                    found["wandb"] = Path(run.dir).parent
+            if bar is not None:
+                bar.set_postfix(waves=outcome.waves, judged=len(outcome.judged_ids), refresh=False)
+                bar.update(1)
+
+        try:
+            result = Simulator(config, sinks=sinks, extra_args=extra).run(progress=on_step)
+        finally:
+            if bar is not None:
+                bar.close()
+    dashboard = _write_dashboard(run_dir, out / "dashboard.html", stream)
+    demo = DemoResult(out_dir=out, run_dir=run_dir, steps_path=steps_path, wandb_run_dir=found.get("wandb"),
+                      dashboard_path=dashboard, burst_step=config.bursts[0].step, result=result)
+    print_summary(demo, stream, notes=notes)
+    return demo
+
+
+@contextlib.contextmanager
+def _demo_environment(stream: TextIO) -> Iterator[list[str]]:
+    """Offline and quiet W&B for the demo, unless the user chose otherwise; restored afterwards."""
+    notes: list[str] = []
+    chosen = {"WANDB_MODE": "offline", "WANDB_SILENT": "true"}
+    saved = {key: os.environ.get(key) for key in chosen}
+    for key, value in chosen.items():
+        if saved[key] is None:
+            os.environ[key] = value
+            notes.append(f"{key}={value}")
+    try:
+        yield notes
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+
+
+class _TqdmHandler(logging.Handler):
+    def emit(self, record: logging.LogRecord) -> None:
+        from tqdm import tqdm
+
+        tqdm.write(self.format(record), file=sys.stderr)
+
+
+@contextlib.contextmanager
+def _progress_logging(enabled: bool) -> Iterator[None]:
+    """The project's warnings (alerts) printed above the progress bar instead of through it."""
+    if not enabled:
+        yield
+        return
+    handler = _TqdmHandler(logging.WARNING)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(message)s"))
+    propagate = logger.propagate
+    logger.addHandler(handler)
+    logger.propagate = False
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.propagate = propagate
+
+
+def _progress_bar(total: int, enabled: bool):  # -> tqdm | None
+    if not enabled:
+        return None
+    from tqdm import tqdm
+
+    return tqdm(total=total, unit="step", desc="simulated rollout steps", file=sys.stderr, dynamic_ncols=True)
+
+
+def _write_dashboard(source: Path, out_path: Path, stream: TextIO) -> Path | None:
+    try:
+        from shopsim_metrics.dashboards.html import write_html_dashboard
+    except ImportError as exc:
+        print(f"dashboard skipped: the HTML renderer is not available ({exc})", file=stream)
+        return None
+    try:
+        return write_html_dashboard(source, out_path, title="shopsim-metrics demo: simulated slime run")
+    except Exception as exc:  # noqa: BLE001 - the run's records are written; say what failed and go on
+        print(f"dashboard skipped: rendering failed ({type(exc).__name__}: {exc}); render it later with "
+              f"`shopsim-metrics dashboard html {source}`", file=stream)
+        return None
+
+
+def _note(record: StepRecord, burst_step: int, alert_steps: dict[int, list[str]]) -> str:
+    notes = []
+    if record.rollout_id == burst_step:
+        notes.append("failure burst")
+    if record.wave_count > 1:
+        notes.append(f"{record.wave_count} waves")
+    notes.extend(alert_steps.get(record.rollout_id, []))
+    if record.terminated:
+        notes.append("TERMINATED")
+    return ", ".join(notes)
+
+
+def format_steps_table(records: list[StepRecord], *, burst_step: int = -1, alert_steps: dict | None = None) -> str:
+    """One line per step: waves and the fate of every judged group, success rates, streak, notes.
+
+    Example:
+        >>> rec = StepRecord(rollout_id=0, wave_count=2, accepted_group_count=40, train_group_count=16)
+        >>> "2 waves" in format_steps_table([rec])
+        True
+    """
+    alert_steps = alert_steps or {}
+    header = (f"{'step':>4} {'waves':>5} {'judged':>6} {'train':>5} {'fallbk':>6} {'tech':>4} {'zero':>4} "
+              f"{'surpl':>5} {'abort':>5} {'success':>7} {'train.s':>7} {'streak':>6}  note")
+    lines = [header]
+    for r in records:
+        rate = "-" if r.success_rate is None else f"{r.success_rate:.3f}"
+        train_rate = "-" if r.train_success_rate is None else f"{r.train_success_rate:.3f}"
+        lines.append(
+            f"{r.rollout_id:>4} {r.wave_count:>5} {r.accepted_group_count:>6} {r.train_group_count:>5} "
+            f"{r.fallback_group_count:>6} {r.technical_group_drop_count:>4} {r.zero_std_group_drop_count:>4} "
+            f"{r.surplus_group_count:>5} {r.aborted_group_count:>5} {rate:>7} {train_rate:>7} "
+            f"{r.max_consecutive_technical_failures:>6}  {_note(r, burst_step, alert_steps)}".rstrip())
+    return "\n".join(lines)
+
+
+def print_summary(demo: DemoResult, stream: TextIO, *, notes: list[str] | None = None) -> None:
+    """The table of steps, the wave / alert / termination highlights, and where everything is."""
+    result = demo.result
+    records = sorted(result.records, key=lambda r: r.rollout_id)
+    alert_steps: dict[int, list[str]] = {}
+    for alert in result.alerts:
+        alert_steps.setdefault(alert.rollout_id, []).append(f"{alert.level} alert")
+    print("", file=stream)
+    print(format_steps_table(records, burst_step=demo.burst_step, alert_steps=alert_steps), file=stream)
+    print("", file=stream)
+    multi = [r for r in records if r.wave_count > 1]
+    limit = records[0].technical_failure_limit if records else None
+    print(f"steps: {len(records)} in {result.wall_seconds:.1f} s;  steps with more than one wave: "
+          + (", ".join(f"{r.rollout_id} ({r.wave_count} waves)" for r in multi) or "none"), file=stream)
+    if records:
+        worst = max(records, key=lambda r: r.max_consecutive_technical_failures)
+        print(f"longest technical-failure streak: {worst.max_consecutive_technical_failures} at step "
+              f"{worst.rollout_id} (limit {limit})", file=stream)
+    for alert in result.alerts:
+        print(f"alert [{alert.level}] step {alert.rollout_id}: {alert.title}", file=stream)
+    if result.termination is not None:
+        print(f"TERMINATED: {result.termination}", file=stream)
+    else:
+        print("not terminated: the streak stayed below the limit", file=stream)
+    print("", file=stream)
+    print(f"JSONL record:   {demo.steps_path}", file=stream)
+    if demo.wandb_run_dir is not None:
+        print(f"W&B run:        {demo.wandb_run_dir}  (offline)", file=stream)
+        print(f"upload it with: wandb sync {demo.wandb_run_dir}", file=stream)
+    else:
+        print("W&B run:        none (W&B was unavailable; the JSONL record is complete)", file=stream)
+    if demo.dashboard_path is not None:
+        print(f"dashboard:      {demo.dashboard_path}", file=stream)
+    if notes:
+        print(f"(set for the demo: {', '.join(notes)})", file=stream)

@@ -1,0 +1,229 @@
+"""What finished groups hold: the group sources the simulated loop asks when it judges a group.
+
+A group source has two calls: ``submit(gids, step)`` when a wave is submitted (prompt properties
+are drawn then) and ``group(gid, slot)`` when the group has finished and is about to be judged
+(contents are drawn then, in judgement order, which is what lets ``max_technical_streak`` cap the
+streak the filter sees). ``slot`` is the group's judgement index within the step: sources reuse
+the :class:`~shopsim_metrics.samples.SimSample` objects of a slot from step to step, so building
+a group costs a few attribute writes. A slot's group stays valid until the next step begins (the
+all-samples hook reads every group of the step at its end).
+
+- :class:`PromptGroupSource`: the prompt model (difficulty, learning curve, partial credit);
+- :class:`RatesGroupSource`: fixed zero-std / technical rates (tuning);
+- :class:`FactoryGroupSource`: explicit contents, ``make_group(gid) -> group`` (the loop double's
+  factories).
+
+Technical groups break one sibling in one of three ways (``status_failed``, ``reward_missing``,
+``metadata_unscored``), so the ledger's ``failed_check`` column varies; their other siblings keep
+their rewards and count as completed generations.
+
+Example:
+    >>> import numpy as np
+    >>> from shopsim_metrics.simulator.config import SimConfig
+    >>> src = RatesGroupSource(SimConfig(zero_std_rate=1.0, technical_rate=0.0), np.random.default_rng(0))
+    >>> src.submit(range(2), step=0)
+    >>> group = src.group(0, slot=0)
+    >>> len(group), len({s.reward for s in group})
+    (8, 1)
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Protocol
+
+import numpy as np
+
+from shopsim_metrics.samples import SimSample
+from shopsim_metrics.simulator.config import SimConfig
+
+TECHNICAL_KINDS = ("status_failed", "reward_missing", "metadata_unscored")
+"""How a simulated technical group is broken (each maps to the filter's failed check of that name)."""
+
+_UNSCORED_METADATA = {"shopsim_unscored": True}  # shared and never mutated
+_NO_METADATA: dict = {}
+
+
+class GroupSource(Protocol):
+    """Contents of finished groups (see the module docstring)."""
+
+    def submit(self, gids: range, step: int) -> None: ...
+
+    def group(self, gid: int, slot: int) -> list: ...
+
+
+class FactoryGroupSource:
+    """Explicit contents: ``make_group(gid)`` builds the finished group of ``gid``.
+
+    Example:
+        >>> src = FactoryGroupSource(lambda gid: [SimSample(index=gid, reward=1.0)])
+        >>> src.submit(range(1), step=0); src.group(0, slot=0)[0].index
+        0
+    """
+
+    def __init__(self, make_group: Callable[[int], list]) -> None:
+        self.make_group = make_group
+
+    def submit(self, gids: range, step: int) -> None:
+        pass
+
+    def group(self, gid: int, slot: int) -> list:
+        return self.make_group(gid)
+
+
+class _SlotSource:
+    """Reusable sample slots plus the technical-streak cap shared by the drawn sources."""
+
+    def __init__(self, config: SimConfig, rng: np.random.Generator) -> None:
+        self.config = config
+        self.rng = rng
+        self.n = config.n_samples_per_prompt
+        self._slots: list[list[SimSample]] = []
+        self._broken: list[SimSample | None] = []  # per slot: the sibling a technical group broke
+        self._draws: dict[int, list[float]] = {}  # gid -> uniforms drawn at submission
+        self._step: int | None = None
+        self._streak = 0  # technical groups emitted in a row (judgement order, across steps)
+        self._technical_rate = config.technical_rate
+
+    def submit(self, gids: range, step: int) -> None:
+        if step != self._step:
+            self._draws.clear()  # groups of earlier steps were aborted: forget them
+            self._forget()
+        self._step = step
+        self._technical_rate = self.config.technical_rate_at(step)
+        self._prepare(gids, step)
+        rows = self.rng.random((len(gids), 2 + 2 * self.n)).tolist()
+        self._draws.update(zip(gids, rows))
+
+    def _prepare(self, gids: range, step: int) -> None:
+        """Per-prompt properties drawn at submission (none by default)."""
+
+    def _forget(self) -> None:
+        """Drop per-prompt properties of aborted groups (a new step began)."""
+
+    def _slot(self, gid: int, slot: int) -> list[SimSample]:
+        slots = self._slots
+        while len(slots) <= slot:
+            slots.append([SimSample(status="completed", metadata=_NO_METADATA) for _ in range(self.n)])
+            self._broken.append(None)
+        group = slots[slot]
+        broken = self._broken[slot]
+        if broken is not None:  # repair the sibling broken when the slot last held a technical group
+            broken.status, broken.metadata = "completed", _NO_METADATA
+            self._broken[slot] = None
+        index = gid * self.n
+        for sample in group:
+            sample.index = sample.rollout_id = index
+            sample.group_index = gid
+            index += 1
+        return group
+
+    def group(self, gid: int, slot: int) -> list[SimSample]:
+        u = self._draws.pop(gid)
+        group = self._slot(gid, slot)
+        rate = self._technical_rate
+        cap = self.config.max_technical_streak
+        technical = u[0] < rate and (cap is None or self._streak < cap)
+        self._fill(group, gid, u)
+        if technical:
+            self._streak += 1
+            kind = TECHNICAL_KINDS[min(int(u[0] / rate * len(TECHNICAL_KINDS)), len(TECHNICAL_KINDS) - 1)]
+            broken = group[int(u[1] * self.n) % self.n]
+            self._broken[slot] = broken
+            if kind == "status_failed":
+                broken.status = "failed"
+            elif kind == "reward_missing":
+                broken.reward = None
+            else:
+                broken.metadata = _UNSCORED_METADATA
+        else:
+            self._streak = 0
+        return group
+
+    def _fill(self, group: list[SimSample], gid: int, u: list[float]) -> None:
+        raise NotImplementedError
+
+
+class PromptGroupSource(_SlotSource):
+    """The prompt model: per-prompt difficulty, a learning curve over steps, partial credit.
+
+    A sibling succeeds (reward ``success_reward``) with probability ``sigmoid(skill(step) - d)``;
+    a failing sibling earns one of ``partial_credit_levels`` with probability ``partial_credit_rate``,
+    else 0.
+    """
+
+    def __init__(self, config: SimConfig, rng: np.random.Generator) -> None:
+        super().__init__(config, rng)
+        self._p_success: dict[int, float] = {}
+
+    def _forget(self) -> None:
+        self._p_success.clear()
+
+    def _prepare(self, gids: range, step: int) -> None:
+        skill = self.config.skill_at(step)
+        difficulty = self.rng.normal(0.0, self.config.difficulty_spread, len(gids))
+        p = (1.0 / (1.0 + np.exp(difficulty - skill))).tolist()
+        self._p_success.update(zip(gids, p))
+
+    def _fill(self, group: list[SimSample], gid: int, u: list[float]) -> None:
+        cfg = self.config
+        p = self._p_success.pop(gid)
+        n = self.n
+        partial_rate = cfg.partial_credit_rate
+        levels = cfg.partial_credit_levels
+        win = cfg.success_reward
+        for i, sample in enumerate(group):
+            if u[2 + i] < p:
+                sample.reward = win
+            else:
+                v = u[2 + n + i]
+                if v < partial_rate and levels:
+                    sample.reward = levels[min(int(v / partial_rate * len(levels)), len(levels) - 1)]
+                else:
+                    sample.reward = 0.0
+
+
+class RatesGroupSource(_SlotSource):
+    """Fixed rates: a non-technical group is zero-std with probability ``zero_std_rate / (1 - technical_rate)``.
+
+    So over all judged groups, technical ones come at ``technical_rate`` and zero-std ones at
+    ``zero_std_rate`` (when no streak cap or burst intervenes). A zero-std group is all-0 or all-1;
+    a group with spread holds at least one 0 and one 1.
+    """
+
+    def __init__(self, config: SimConfig, rng: np.random.Generator) -> None:
+        super().__init__(config, rng)
+        if config.zero_std_rate is None:
+            raise ValueError("RatesGroupSource needs SimConfig.zero_std_rate (a probability); got None")
+
+    def _fill(self, group: list[SimSample], gid: int, u: list[float]) -> None:
+        cfg = self.config
+        healthy = 1.0 - self._technical_rate
+        n = self.n
+        zero_std = healthy > 0 and u[2 + n] * healthy < cfg.zero_std_rate
+        win = cfg.success_reward
+        if zero_std:
+            value = win if u[3 + n] < 0.5 else 0.0
+            for sample in group:
+                sample.reward = value
+            return
+        for i, sample in enumerate(group):
+            sample.reward = win if u[2 + i] < 0.5 else 0.0
+        group[0].reward, group[1].reward = win, 0.0  # spread for sure
+
+
+def make_group_source(config: SimConfig, rng: np.random.Generator) -> GroupSource:
+    """The drawn source the config asks for: rates model when ``zero_std_rate`` is set, else prompts."""
+    if config.zero_std_rate is not None:
+        return RatesGroupSource(config, rng)
+    return PromptGroupSource(config, rng)
+
+
+def flatten(group: list) -> list[Any]:
+    """The samples of a group, fan-out segments included (``list[Sample]`` or ``list[list[Sample]]``)."""
+    out: list[Any] = []
+    for item in group:
+        if isinstance(item, (list, tuple)):
+            out.extend(item)
+        else:
+            out.append(item)
+    return out

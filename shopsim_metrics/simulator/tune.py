@@ -1,0 +1,344 @@
+"""Choose ``over_sampling_batch_size`` by simulation: what each candidate costs and buys.
+
+For a zero-std rate and a technical-failure rate (given, or measured from a run's ``steps.jsonl``
+with :func:`measured_rates`), every candidate runs the simulated loop in tuning mode (the real
+filter and accounting; records kept in memory only) on the fixed-rates reward model, from the same
+seed (common random numbers, so candidates differ by their knob, not by luck). The termination limit
+is lifted during tuning, so long runs are not cut short; ``P(limit)`` reports how often a step's
+technical streak reached the real limit instead.
+
+Figures per candidate (over the simulated steps):
+
+- ``mean_waves``, ``p_second_wave`` (P(waves >= 2)), ``p_third_wave`` (P(waves >= 3));
+- ``zero_advantage_fraction``: fallback groups / train groups (zero-advantage share of the train batch);
+- ``wasted_sample_fraction``: samples of judged groups that do not train / samples of judged groups;
+- ``aborted_per_step``: groups whose generation was discarded at the end of a step;
+- ``relative_rollout_time``: mean step rollout time / the time of one wave of ``rollout_batch_size``
+  groups run to completion (same latency model), so 1.0 means "as slow as no over-sampling".
+
+**Recommendation rule**: the smallest candidate whose zero-advantage fraction is at most
+``max_zero_advantage`` (default 0.05) and whose P(second wave) is at most ``max_second_wave``
+(default 0.05). When none meets both, the candidate that misses them by the smallest factor,
+``max(zero_adv / max_zero_advantage, p_second / max_second_wave)``; ties go to the smaller one.
+
+Example:
+    >>> report = tune(zero_std_rate=0.4, technical_rate=0.0, candidates=[16, 32], steps=50)
+    >>> [c.over_sampling_batch_size for c in report.candidates], report.recommended
+    ([16, 32], 32)
+    >>> report.by_size(16).zero_advantage_fraction > report.by_size(32).zero_advantage_fraction
+    True
+"""
+
+from __future__ import annotations
+
+import html
+import math
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable, Sequence
+
+from shopsim_metrics.records import StepRecord
+from shopsim_metrics.simulator.config import SimConfig
+from shopsim_metrics.simulator.latency import reference_wave_time
+from shopsim_metrics.simulator.loop import SimulationResult, Simulator, latency_model, rng_streams
+
+TUNING_LIMIT = 10**9
+"""The termination limit while tuning: effectively none (``p_limit`` reports the real one)."""
+
+DEFAULT_MULTIPLIERS = (1.0, 1.5, 2.0, 3.0, 4.0)
+"""Default candidates: these multiples of ``rollout_batch_size`` (16 -> 16, 24, 32, 48, 64)."""
+
+
+@dataclass(frozen=True)
+class TuneTargets:
+    """What "good enough" means for the recommendation rule (see the module docstring)."""
+
+    max_zero_advantage: float = 0.05
+    max_second_wave: float = 0.05
+
+
+@dataclass
+class CandidateResult:
+    """The simulated figures of one ``over_sampling_batch_size`` candidate."""
+
+    over_sampling_batch_size: int
+    steps: int
+    mean_waves: float
+    p_second_wave: float
+    p_third_wave: float
+    zero_advantage_fraction: float
+    wasted_sample_fraction: float
+    aborted_per_step: float
+    submitted_per_step: float
+    relative_rollout_time: float
+    mean_rollout_seconds: float
+    p_limit: float  # share of steps whose technical streak reached the real limit
+    meets_targets: bool = False
+
+
+@dataclass
+class TuneReport:
+    """Every candidate's figures, the inputs, and the recommendation."""
+
+    zero_std_rate: float
+    technical_rate: float
+    base: SimConfig
+    targets: TuneTargets
+    candidates: list[CandidateResult]
+    recommended: int
+    reason: str
+    reference_wave_seconds: float
+    source: str = "given rates"
+    wall_seconds: float = 0.0
+    extra: dict = field(default_factory=dict)
+
+    def by_size(self, size: int) -> CandidateResult:
+        for candidate in self.candidates:
+            if candidate.over_sampling_batch_size == size:
+                return candidate
+        raise KeyError(f"no candidate with over_sampling_batch_size={size}; have "
+                       f"{[c.over_sampling_batch_size for c in self.candidates]}")
+
+    def to_dict(self) -> dict:
+        return {
+            "zero_std_rate": self.zero_std_rate, "technical_rate": self.technical_rate, "source": self.source,
+            "rollout_batch_size": self.base.rollout_batch_size, "steps": self.base.steps, "seed": self.base.seed,
+            "targets": asdict(self.targets), "recommended": self.recommended, "reason": self.reason,
+            "reference_wave_seconds": self.reference_wave_seconds,
+            "candidates": [asdict(c) for c in self.candidates],
+        }
+
+
+@dataclass(frozen=True)
+class MeasuredRates:
+    """Rates measured from step records: shares of judged groups."""
+
+    zero_std_rate: float
+    technical_rate: float
+    accepted_groups: int
+    steps: int
+    rollout_batch_size: int | None
+    n_samples_per_prompt: int | None
+    global_batch_size: int | None
+    over_sampling_batch_size: int | None
+
+
+def default_candidates(rollout_batch_size: int) -> list[int]:
+    """``DEFAULT_MULTIPLIERS`` times ``rollout_batch_size``, rounded, unique, ascending.
+
+    Example:
+        >>> default_candidates(16), default_candidates(5)
+        ([16, 24, 32, 48, 64], [5, 8, 10, 15, 20])
+    """
+    return sorted({max(rollout_batch_size, math.ceil(rollout_batch_size * m)) for m in DEFAULT_MULTIPLIERS})
+
+
+def measured_rates(path: str | os.PathLike) -> MeasuredRates:
+    """Zero-std and technical rates of a run: ``sum(zero_std_group_count) / sum(accepted)`` and likewise.
+
+    ``path`` is a ``steps.jsonl`` or the run directory holding it. The knobs in force are taken from
+    the last record (so ``tune --from`` simulates the run's own batch sizes unless told otherwise).
+    """
+    from shopsim_metrics.sinks.jsonl import read_steps
+
+    records = read_steps(path)
+    return rates_of(records, source=str(path))
+
+
+def rates_of(records: Sequence[StepRecord], *, source: str = "records") -> MeasuredRates:
+    """:func:`measured_rates` over records already in memory."""
+    accepted = sum(r.accepted_group_count for r in records)
+    if not accepted:
+        raise ValueError(f"{source}: no judged group in {len(records)} step record(s); cannot measure rates")
+    last = records[-1]
+    return MeasuredRates(
+        zero_std_rate=sum(r.zero_std_group_count for r in records) / accepted,
+        technical_rate=sum(r.technical_group_drop_count for r in records) / accepted,
+        accepted_groups=accepted,
+        steps=len(records),
+        rollout_batch_size=last.rollout_batch_size,
+        n_samples_per_prompt=last.n_samples_per_prompt,
+        global_batch_size=last.global_batch_size,
+        over_sampling_batch_size=last.over_sampling_batch_size,
+    )
+
+
+def summarize(size: int, result: SimulationResult, *, reference_seconds: float, limit: int) -> CandidateResult:
+    """A candidate's figures from its simulated run (records and the loop's own timing)."""
+    records = [r for r in result.records if not r.terminated]
+    n = len(records) or 1
+    train = sum(r.train_group_count for r in records)
+    accepted_samples = sum(r.accepted_sample_count for r in records)
+    train_samples = sum(r.train_sample_count for r in records)
+    seconds = sum(o.rollout_time for o in result.outcomes) / (len(result.outcomes) or 1)
+    return CandidateResult(
+        over_sampling_batch_size=size,
+        steps=len(records),
+        mean_waves=sum(r.wave_count for r in records) / n,
+        p_second_wave=sum(r.wave_count >= 2 for r in records) / n,
+        p_third_wave=sum(r.wave_count >= 3 for r in records) / n,
+        zero_advantage_fraction=sum(r.fallback_group_count for r in records) / train if train else 0.0,
+        wasted_sample_fraction=(accepted_samples - train_samples) / accepted_samples if accepted_samples else 0.0,
+        aborted_per_step=sum(r.aborted_group_count for r in records) / n,
+        submitted_per_step=sum(r.submitted_group_count for r in records) / n,
+        relative_rollout_time=seconds / reference_seconds if reference_seconds else float("nan"),
+        mean_rollout_seconds=seconds,
+        p_limit=sum(r.max_consecutive_technical_failures >= limit for r in records) / n,
+    )
+
+
+def recommend(candidates: Sequence[CandidateResult], targets: TuneTargets) -> tuple[int, str]:
+    """The recommendation rule of the module docstring: ``(size, reason)``; marks ``meets_targets``.
+
+    Example:
+        >>> mk = lambda size, z, p2: CandidateResult(size, 1, 1, p2, 0, z, 0, 0, 0, 1, 1, 0)
+        >>> recommend([mk(16, 0.2, 0.0), mk(32, 0.01, 0.0), mk(48, 0.0, 0.0)], TuneTargets())[0]
+        32
+        >>> recommend([mk(16, 0.5, 0.0), mk(32, 0.2, 0.0)], TuneTargets())[0]
+        32
+    """
+    if not candidates:
+        raise ValueError("recommend() needs at least one candidate")
+    ordered = sorted(candidates, key=lambda c: c.over_sampling_batch_size)
+    for c in ordered:
+        c.meets_targets = (c.zero_advantage_fraction <= targets.max_zero_advantage
+                           and c.p_second_wave <= targets.max_second_wave)
+    for c in ordered:
+        if c.meets_targets:
+            return c.over_sampling_batch_size, (
+                f"smallest candidate with zero-advantage fraction {c.zero_advantage_fraction:.3f} <= "
+                f"{targets.max_zero_advantage} and P(2nd wave) {c.p_second_wave:.3f} <= {targets.max_second_wave}")
+
+    def miss(c: CandidateResult) -> float:
+        return max(c.zero_advantage_fraction / max(targets.max_zero_advantage, 1e-12),
+                   c.p_second_wave / max(targets.max_second_wave, 1e-12))
+
+    best = min(ordered, key=miss)  # min() keeps the first (smallest) on ties
+    return best.over_sampling_batch_size, (
+        f"no candidate meets both targets (zero-advantage <= {targets.max_zero_advantage}, P(2nd wave) <= "
+        f"{targets.max_second_wave}); best trade-off: misses them by a factor {miss(best):.2f}")
+
+
+def tune(
+    *,
+    zero_std_rate: float,
+    technical_rate: float,
+    candidates: Iterable[int] | None = None,
+    steps: int = 2000,
+    seed: int = 0,
+    base: SimConfig | None = None,
+    targets: TuneTargets | None = None,
+    source: str = "given rates",
+    progress: Callable[[int, CandidateResult], None] | None = None,
+    jobs: int = 1,
+) -> TuneReport:
+    """Simulate every candidate at the given rates and recommend one (see the module docstring).
+
+    ``base`` holds the other knobs and the latency model (default :class:`SimConfig` defaults).
+    ``jobs > 1`` simulates candidates in that many processes (same figures: each candidate has its
+    own simulation from the same seed).
+    """
+    import time
+
+    started = time.perf_counter()
+    base = (base or SimConfig()).with_(steps=steps, seed=seed, zero_std_rate=zero_std_rate,
+                                       technical_rate=technical_rate, bursts=(), max_technical_streak=None)
+    targets = targets or TuneTargets()
+    sizes = sorted(set(candidates)) if candidates is not None else default_candidates(base.rollout_batch_size)
+    too_small = [s for s in sizes if s < base.rollout_batch_size]
+    if too_small or not sizes:
+        raise ValueError(f"candidates must be >= rollout_batch_size ({base.rollout_batch_size}); got {sizes}")
+    _, _, reference_rng = rng_streams(seed)
+    reference = reference_wave_time(latency_model(base, reference_rng), groups=base.rollout_batch_size,
+                                    concurrency=base.max_concurrent_groups)
+    work = [(base.with_(over_sampling_batch_size=size, max_consecutive_failed_groups=TUNING_LIMIT), reference,
+             base.max_consecutive_failed_groups) for size in sizes]
+    results: list[CandidateResult] = []
+    if jobs > 1 and len(work) > 1:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        context = multiprocessing.get_context("spawn")  # a fresh interpreter: no runtime or threads inherited
+        with ProcessPoolExecutor(max_workers=min(jobs, len(work)), mp_context=context) as pool:
+            for candidate in pool.map(_simulate_candidate, work):
+                results.append(candidate)
+                if progress is not None:
+                    progress(candidate.over_sampling_batch_size, candidate)
+    else:
+        for item in work:
+            candidate = _simulate_candidate(item)
+            results.append(candidate)
+            if progress is not None:
+                progress(candidate.over_sampling_batch_size, candidate)
+    recommended, reason = recommend(results, targets)
+    return TuneReport(
+        zero_std_rate=zero_std_rate, technical_rate=technical_rate, base=base, targets=targets, candidates=results,
+        recommended=recommended, reason=reason, reference_wave_seconds=reference, source=source,
+        wall_seconds=time.perf_counter() - started,
+    )
+
+
+def _simulate_candidate(item: tuple[SimConfig, float, int]) -> CandidateResult:
+    """One candidate's simulation in tuning mode (a module-level function, so worker processes can run it)."""
+    config, reference, limit = item
+    result = Simulator(config, sinks=[]).run()
+    return summarize(config.over_sampling_batch_size, result, reference_seconds=reference, limit=limit)
+
+
+_COLUMNS = (
+    ("over", "over_sampling_batch_size", "{:d}"),
+    ("waves", "mean_waves", "{:.3f}"),
+    ("P(2nd)", "p_second_wave", "{:.3f}"),
+    ("P(3rd)", "p_third_wave", "{:.3f}"),
+    ("zero-adv", "zero_advantage_fraction", "{:.3f}"),
+    ("wasted", "wasted_sample_fraction", "{:.3f}"),
+    ("aborted", "aborted_per_step", "{:.1f}"),
+    ("rel.time", "relative_rollout_time", "{:.2f}"),
+    ("P(limit)", "p_limit", "{:.4f}"),
+)
+
+
+def format_table(report: TuneReport) -> str:
+    """The terminal table: one row per candidate, the recommended one marked ``*``."""
+    header = "  ".join(f"{name:>9}" for name, _, _ in _COLUMNS) + "  ok"
+    lines = [header, "-" * len(header)]
+    for c in report.candidates:
+        cells = "  ".join(f"{fmt.format(getattr(c, attr)):>9}" for _, attr, fmt in _COLUMNS)
+        mark = "*" if c.over_sampling_batch_size == report.recommended else " "
+        lines.append(f"{cells}  {'yes' if c.meets_targets else 'no ':>3}{mark}")
+    return "\n".join(lines)
+
+
+def write_plot(report: TuneReport, out_path: str | os.PathLike) -> Path:
+    """A self-contained plotly HTML (plotly.js inline): the figures of every candidate against its size."""
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    sizes = [c.over_sampling_batch_size for c in report.candidates]
+    fig = make_subplots(rows=2, cols=2, subplot_titles=(
+        "waves per step", "zero-advantage fraction of the train batch", "wasted samples / aborted groups",
+        "relative rollout time"), specs=[[{}, {}], [{"secondary_y": True}, {}]])
+    fig.add_trace(go.Scatter(x=sizes, y=[c.mean_waves for c in report.candidates], name="mean waves"), 1, 1)
+    fig.add_trace(go.Scatter(x=sizes, y=[c.p_second_wave for c in report.candidates], name="P(2nd wave)"), 1, 1)
+    fig.add_trace(go.Scatter(x=sizes, y=[c.p_third_wave for c in report.candidates], name="P(3rd wave)"), 1, 1)
+    fig.add_trace(go.Scatter(x=sizes, y=[c.zero_advantage_fraction for c in report.candidates],
+                             name="zero-advantage fraction"), 1, 2)
+    fig.add_hline(y=report.targets.max_zero_advantage, line_dash="dot", row=1, col=2)
+    fig.add_trace(go.Scatter(x=sizes, y=[c.wasted_sample_fraction for c in report.candidates],
+                             name="wasted sample fraction"), 2, 1)
+    fig.add_trace(go.Bar(x=sizes, y=[c.aborted_per_step for c in report.candidates], name="aborted groups / step",
+                         opacity=0.4), 2, 1, secondary_y=True)
+    fig.add_trace(go.Scatter(x=sizes, y=[c.relative_rollout_time for c in report.candidates],
+                             name="relative rollout time"), 2, 2)
+    fig.add_vline(x=report.recommended, line_dash="dash", line_color="green")
+    fig.update_xaxes(title_text="over_sampling_batch_size", tickvals=sizes)
+    fig.update_layout(
+        title=html.escape(f"over_sampling_batch_size by simulation: zero-std rate {report.zero_std_rate:.3f}, "
+                          f"technical rate {report.technical_rate:.3f} ({report.source}); "
+                          f"recommended {report.recommended}"),
+        height=800)
+    out = Path(out_path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.write_html(str(out), include_plotlyjs=True, full_html=True)
+    return out
