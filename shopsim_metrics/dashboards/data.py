@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -32,8 +32,7 @@ class DashboardData:
     steps: list[dict[str, Any]]
     ledgers: dict[int, list[dict[str, Any]]] | None  # None: the source has no ledger
     source: str  # a human-readable description of where the data came from
-    ledger_note: str | None = None  # why the ledger is absent, and where it is
-    extra: dict[str, Any] = field(default_factory=dict)
+    ledger_note: str | None = None  # why the ledger is absent or partial, and where the full one is
 
     def step_ids(self) -> list[int]:
         return [int(s["rollout_id"]) for s in self.steps]

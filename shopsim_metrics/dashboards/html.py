@@ -213,12 +213,15 @@ def _ledger_panel(panel: Panel, data: DashboardData, ledger_step: int | None) ->
     choices = _pickable_steps(data, step)
     if len(choices) <= 1:
         return fig, "", step, True
-    figures = {
-        str(s): ledger_figure(panel, data.ledgers[s], step=s, target=targets.get(s)).to_plotly_json() for s in choices
-    }
+    figures = {}
+    for s in choices:
+        fig_json = ledger_figure(panel, data.ledgers[s], step=s, target=targets.get(s)).to_plotly_json()
+        fig_json["layout"].pop("template", None)  # the same for every step: taken from the drawn plot
+        figures[str(s)] = fig_json
     waves = {int(s["rollout_id"]): s.get("wave_count") for s in data.steps}
     options = "".join(
-        f'<option value="{s}"{" selected" if s == step else ""}>step {s} ({waves.get(s)} waves)</option>' for s in choices
+        f'<option value="{s}"{" selected" if s == step else ""}>step {s} ({_waves_text(waves.get(s))})</option>'
+        for s in choices
     )
     payload = json.dumps(figures, separators=(",", ":"), default=_json_default).replace("</", "<\\/")
     picker = (
@@ -261,6 +264,10 @@ def _summary_html(data: DashboardData) -> str:
     return f'<div class="summary">{cells}</div>'
 
 
+def _waves_text(count: int | None) -> str:
+    return "? waves" if count is None else f"{count} wave{'' if count == 1 else 's'}"
+
+
 def _terminated_steps(data: DashboardData) -> list[int]:
     return [int(s["rollout_id"]) for s in data.steps if s.get("terminated")]
 
@@ -301,7 +308,8 @@ _PICKER_JS = """
   select.addEventListener("change", function () {
     var fig = figures[select.value];
     var div = document.getElementById(select.dataset.plot);
-    Plotly.react(div, fig.data, fig.layout);
+    var layout = Object.assign({}, fig.layout, {template: div.layout.template});
+    Plotly.react(div, fig.data, layout);
     div.closest("section").dataset.ledgerStep = select.value;
   });
 })();
