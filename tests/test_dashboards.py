@@ -381,6 +381,18 @@ def test_cli_dashboard_html_wandb_dry_run_and_spec(tmp_path: Path, records: list
     assert "dashboard written" in printed and "workspace JSON" in printed
 
 
+def test_cli_dashboard_html_takes_the_source_once(tmp_path: Path, records: list[StepRecord],
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    sink = JsonlSink(tmp_path / "run", fsync=False)
+    for rec in records:
+        sink.emit(rec)
+    out = tmp_path / "y.html"
+    assert cli_main(["dashboard", "html", str(tmp_path / "run"), "--out", str(out)]) == 0 and out.is_file()
+    assert cli_main(["dashboard", "html", "--out", str(out)]) == 2
+    assert cli_main(["dashboard", "html", "a", "--from", "b"]) == 2
+    assert "give the source once" in capsys.readouterr().err
+
+
 def test_cli_dashboard_wandb_without_dry_run_needs_entity_and_project(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli_main(["dashboard", "wandb", "--project", "P"]) == 2
     assert "--entity required to save to W&B" in capsys.readouterr().err

@@ -1,6 +1,7 @@
 """``shopsim-metrics dashboard``: write the offline HTML, the W&B workspace/report, or the spec.
 
-- ``dashboard html --from <steps.jsonl | run dir | W&B run dir> --out dashboard.html``
+- ``dashboard html --from <steps.jsonl | run dir | W&B run dir> --out dashboard.html`` (the source may
+  also be given without ``--from``)
 - ``dashboard wandb --entity E --project P`` saves the workspace and the report to W&B;
   with ``--dry-run --out DIR`` it writes their JSON instead (no network, no API key).
 - ``dashboard spec --out dashboards/panels.json`` writes the panel spec.
@@ -28,9 +29,10 @@ def register(subparsers: Any) -> None:
     sub = dash.add_subparsers(dest="dashboard_command", required=True)
 
     html = sub.add_parser("html", help="write a self-contained HTML dashboard (plotly.js inline, no network)")
-    html.add_argument("--from", dest="source", required=True,
+    html.add_argument("source_arg", nargs="?", metavar="SOURCE", help="same as --from")
+    html.add_argument("--from", dest="source", default=None,
                       help="steps.jsonl, the run directory holding it, or a W&B offline run directory")
-    html.add_argument("--out", required=True, help="the HTML file to write")
+    html.add_argument("--out", default="dashboard.html", help="the HTML file to write (default: dashboard.html)")
     html.add_argument("--title", default=None, help="page title (default: the spec's title)")
     html.add_argument("--ledger-step", type=int, default=None,
                       help="step the ledger panel opens on (default: the latest multi-wave step)")
@@ -51,7 +53,12 @@ def register(subparsers: Any) -> None:
 def run_html(args: argparse.Namespace) -> int:
     from shopsim_metrics.dashboards.html import write_html_dashboard
 
-    path = write_html_dashboard(args.source, args.out, title=args.title, ledger_step=args.ledger_step)
+    if (args.source is None) == (args.source_arg is None):
+        print("shopsim-metrics dashboard html: give the source once, as --from SOURCE or as SOURCE "
+              "(a steps.jsonl, its run directory, or a W&B offline run directory)", file=sys.stderr)
+        return 2
+    source = args.source or args.source_arg
+    path = write_html_dashboard(source, args.out, title=args.title, ledger_step=args.ledger_step)
     print(f"dashboard written: {path.resolve()}")
     print(f"open it in a browser: file://{path.resolve()}")
     return 0
