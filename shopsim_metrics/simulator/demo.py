@@ -225,9 +225,13 @@ def print_summary(demo: DemoResult, stream: TextIO, *, notes: list[str] | None =
     """The table of steps, the wave / alert / termination highlights, and where everything is."""
     result = demo.result
     records = sorted(result.records, key=lambda r: r.rollout_id)
-    alert_steps: dict[int, list[str]] = {}
+    grouped: dict[tuple, int] = {}
     for alert in result.alerts:
-        alert_steps.setdefault(alert.rollout_id, []).append(f"{alert.level} alert")
+        key = (alert.rollout_id, alert.level, alert.title)
+        grouped[key] = grouped.get(key, 0) + 1
+    alert_steps: dict[int, list[str]] = {}
+    for (step, level, _), count in grouped.items():
+        alert_steps.setdefault(step, []).append(f"{level} alert" + (f" x{count}" if count > 1 else ""))
     print("", file=stream)
     print(format_steps_table(records, burst_step=demo.burst_step, alert_steps=alert_steps), file=stream)
     print("", file=stream)
@@ -239,8 +243,9 @@ def print_summary(demo: DemoResult, stream: TextIO, *, notes: list[str] | None =
         worst = max(records, key=lambda r: r.max_consecutive_technical_failures)
         print(f"longest technical-failure streak: {worst.max_consecutive_technical_failures} at step "
               f"{worst.rollout_id} (limit {limit})", file=stream)
-    for alert in result.alerts:
-        print(f"alert [{alert.level}] step {alert.rollout_id}: {alert.title}", file=stream)
+    for (step, level, title), count in grouped.items():
+        times = f" ({count} streaks)" if count > 1 else ""
+        print(f"alert [{level}] step {step}: {title}{times}", file=stream)
     if result.termination is not None:
         print(f"TERMINATED: {result.termination}", file=stream)
     else:

@@ -91,7 +91,7 @@ class _SlotSource:
         self._step = step
         self._technical_rate = self.config.technical_rate_at(step)
         self._prepare(gids, step)
-        rows = self.rng.random((len(gids), 2 + 2 * self.n)).tolist()
+        rows = self.rng.random((len(gids), 3 + 2 * self.n)).tolist()
         self._draws.update(zip(gids, rows))
 
     def _prepare(self, gids: range, step: int) -> None:
@@ -187,7 +187,7 @@ class RatesGroupSource(_SlotSource):
 
     So over all judged groups, technical ones come at ``technical_rate`` and zero-std ones at
     ``zero_std_rate`` (when no streak cap or burst intervenes). A zero-std group is all-0 or all-1;
-    a group with spread holds at least one 0 and one 1.
+    a group with spread holds at least one 0 and one 1 (with one sibling per prompt every group is zero-std).
     """
 
     def __init__(self, config: SimConfig, rng: np.random.Generator) -> None:
@@ -202,13 +202,14 @@ class RatesGroupSource(_SlotSource):
         zero_std = healthy > 0 and u[2 + n] * healthy < cfg.zero_std_rate
         win = cfg.success_reward
         if zero_std:
-            value = win if u[3 + n] < 0.5 else 0.0
+            value = win if u[2 + 2 * n] < 0.5 else 0.0
             for sample in group:
                 sample.reward = value
             return
         for i, sample in enumerate(group):
             sample.reward = win if u[2 + i] < 0.5 else 0.0
-        group[0].reward, group[1].reward = win, 0.0  # spread for sure
+        if n > 1:  # spread for sure (a single rollout never has spread)
+            group[0].reward, group[1].reward = win, 0.0
 
 
 def make_group_source(config: SimConfig, rng: np.random.Generator) -> GroupSource:
