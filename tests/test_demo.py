@@ -1,0 +1,127 @@
+"""``shopsim-metrics demo`` end to end in a temp dir: the W&B offline run read back from disk holds the
+contract's keys at every step and the WARN alert of the burst; the JSONL record and the HTML dashboard."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from shopsim_metrics import contract
+from shopsim_metrics.cli import main
+from shopsim_metrics.dashboards.spec import dashboard_spec
+from shopsim_metrics.simulator.demo import _demo_environment, demo_config
+from shopsim_metrics.sinks import read_steps
+from shopsim_metrics.wandb_offline import find_run_dirs, read_offline_run
+from shopsimrl import runtime as runtime_module
+
+STEPS = 16
+BURST = demo_config(steps=STEPS).bursts[0].step
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    """Run the demo once for the module, in an isolated offline W&B environment (no network, no API key)."""
+    mp = pytest.MonkeyPatch()
+    tmp = tmp_path_factory.mktemp("demo")
+    root = tmp / "wb"
+    for var, sub in (("WANDB_DIR", "dir"), ("WANDB_DATA_DIR", "data"), ("WANDB_CACHE_DIR", "cache"),
+                     ("WANDB_CONFIG_DIR", "config"), ("WANDB_ARTIFACT_DIR", "artifacts")):
+        (root / sub).mkdir(parents=True)
+        mp.setenv(var, str(root / sub))
+    for var, value in (("WANDB_MODE", "offline"), ("WANDB_SILENT", "true"), ("WANDB_CONSOLE", "off"),
+                       ("WANDB_DISABLE_GIT", "true"), ("WANDB_BASE_URL", "http://127.0.0.1:9"),
+                       ("NETRC", str(root / "no-netrc"))):
+        mp.setenv(var, value)
+    mp.delenv("WANDB_API_KEY", raising=False)
+    import io
+    from contextlib import redirect_stdout
+
+    out_dir = tmp / "out"
+    buffer = io.StringIO()
+    try:
+        with redirect_stdout(buffer):
+            code = main(["demo", "--out", str(out_dir), "--steps", str(STEPS), "--seed", "0", "--no-progress"])
+        yield {"code": code, "stdout": buffer.getvalue(), "out": out_dir, "wandb_root": root / "dir"}
+    finally:
+        import wandb
+
+        if wandb.run is not None:
+            wandb.run.finish()
+        wandb.teardown()
+        mp.undo()
+
+
+def test_demo_exits_cleanly_and_resets_the_runtime(demo):
+    assert demo["code"] == 0
+    assert runtime_module._runtime is None
+
+
+def test_jsonl_record_holds_every_step_with_the_burst_opening_extra_waves(demo):
+    records = read_steps(demo["out"] / "run" / "steps.jsonl")
+    assert [r.rollout_id for r in records] == list(range(STEPS))
+    assert not any(r.terminated for r in records)
+    burst = records[BURST]
+    assert burst.wave_count >= 2
+    assert 4 <= burst.max_consecutive_technical_failures < burst.technical_failure_limit == 8
+    for r in records:
+        assert r.accepted_group_count == (r.train_group_count + r.technical_group_drop_count
+                                          + r.zero_std_group_drop_count + r.surplus_group_count)
+        assert r.train_group_count == 16 and r.submitted_group_count == 32 * r.wave_count
+
+
+def _run_dir(demo) -> Path:
+    match = re.search(r"^W&B run:\s+(\S+)", demo["stdout"], re.MULTILINE)
+    assert match, demo["stdout"]
+    return Path(match.group(1))
+
+
+def test_wandb_offline_run_holds_the_contract_keys_at_every_step(demo):
+    run_dir = _run_dir(demo)
+    assert run_dir in find_run_dirs(demo["wandb_root"])
+    assert f"wandb sync {run_dir}" in demo["stdout"]
+    run = read_offline_run(run_dir)
+    rows = [row for row in run.history if contract.WANDB_STEP_KEY in row]
+    assert [row[contract.WANDB_STEP_KEY] for row in rows] == list(range(STEPS))
+    records = read_steps(demo["out"] / "run")
+    for row, record in zip(rows, records):
+        missing = [name for name in contract.STEP_FIELDS if contract.wandb_key(name) not in row]
+        assert not missing, f"step {row[contract.WANDB_STEP_KEY]} lacks {missing}"
+        for name in contract.COUNT_FIELDS:
+            assert row[contract.wandb_key(name)] == getattr(record, name)
+    assert run.step_metric_of(contract.wandb_key("wave_count")) == contract.WANDB_STEP_KEY
+
+
+def test_wandb_offline_run_holds_the_warn_alert_of_the_burst_and_no_error(demo):
+    run = read_offline_run(_run_dir(demo))
+    levels = {a["level"] for a in run.alerts}
+    assert "WARN" in levels and "ERROR" not in levels
+    assert all(f"rollout step {BURST}" in a["text"] for a in run.alerts if a["level"] == "WARN")
+
+
+def test_html_dashboard_holds_every_panel_of_the_spec(demo):
+    page = (demo["out"] / "dashboard.html").read_text()
+    for panel in dashboard_spec().panels:
+        assert f'data-panel-id="{panel.id}"' in page, panel.id
+    assert re.search(r"<script[^>]*\bsrc=", page) is None  # self-contained
+
+
+def test_summary_names_the_burst_its_waves_and_the_paths(demo):
+    out = demo["stdout"]
+    burst_line = next(line for line in out.splitlines() if line.split()[:1] == [str(BURST)])
+    assert "failure burst" in burst_line and "waves" in burst_line and "WARN alert" in burst_line
+    assert "not terminated" in out
+    assert str(demo["out"] / "run" / "steps.jsonl") in out and str(demo["out"] / "dashboard.html") in out
+
+
+def test_demo_environment_sets_offline_only_when_unset_and_restores_it(monkeypatch):
+    import io
+
+    monkeypatch.delenv("WANDB_MODE", raising=False)
+    monkeypatch.setenv("WANDB_SILENT", "false")
+    with _demo_environment(io.StringIO()) as notes:
+        assert os.environ["WANDB_MODE"] == "offline" and os.environ["WANDB_SILENT"] == "false"
+    assert notes == ["WANDB_MODE=offline"]
+    assert "WANDB_MODE" not in os.environ and os.environ["WANDB_SILENT"] == "false"
