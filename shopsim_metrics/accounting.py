@@ -108,7 +108,7 @@ class StepAccountant:
         self._streak_checks: Counter[str] = Counter()
 
     # --- judging ------------------------------------------------------------------------------
-    def judge(self, judgement: GroupJudgement, *, step: int | None, remaining: int | None, source: str = "mirror") -> str:
+    def judge(self, judgement: GroupJudgement, step: int | None, remaining: int | None, source: str = "mirror") -> str:
         """Record one judged group and return its outcome; ``remaining`` is the loop's live value before it.
 
         Afterwards :attr:`streak` holds the technical streak and :attr:`current_rollout_id` the step.

@@ -48,6 +48,8 @@ class ShopsimRuntime:
     ) -> None:
         self.settings = settings
         self.loop_state: LoopState = loop_state or SlimeLoopState()
+        self._live_remaining = self.loop_state.remaining_batch_size
+        self._live_step = self.loop_state.rollout_step
         self.accountant = (
             StepAccountant(
                 target=settings.target,
@@ -98,45 +100,40 @@ class ShopsimRuntime:
             return self._sinks
 
     # --- the filter's side --------------------------------------------------------------------
-    def judge(self, samples: Any) -> tuple[GroupJudgement, str | None]:
-        """Judge a group and account for it; returns the judgement and its outcome (None if not accounted)."""
-        judgement = (self._plain_judge(samples, *self._plain_args) if self._plain_judge else None) or judge_group(
+    def judge(self, samples: Any) -> GroupJudgement:
+        """Judge a group and account for it (the filter's hot path: kept flat on purpose)."""
+        judgement = (self._plain_judge and self._plain_judge(samples, *self._plain_args)) or judge_group(
             samples, **self._judge_kwargs
         )
-        outcome = None
-        if self.accountant is not None:
-            try:
-                outcome = self._account(judgement)
-            except TechnicalFailureLimitExceeded:
-                raise
-            except Exception as exc:  # noqa: BLE001 - never let accounting break the decision
-                self._warn_once("accounting", "shopsim-metrics: accounting failed (%s: %s); the filter's decisions "
-                                "are unaffected but this step's record may be incomplete.", type(exc).__name__, exc)
-        else:
-            self._track_streak_only(judgement)
-        return judgement, outcome
-
-    def _account(self, judgement: GroupJudgement) -> str:
-        loop = self.loop_state
-        remaining = loop.remaining_batch_size()
         accountant = self.accountant
-        outcome = accountant.judge(
-            judgement, step=loop.rollout_step(), remaining=remaining,
-            source=loop.source if remaining is not None else "mirror",
-        )
-        streak = accountant.streak
-        if streak or self._alerted_streak:  # alerts only look at streaks (and their end)
-            self._alerted_streak = streak
-            checks = accountant.streak_checks()
-            rollout_id = accountant.current_rollout_id
-            alert = self.alerts.observe(streak=streak, rollout_id=rollout_id, failed_checks=checks)
-            if alert is not None:
-                self.send_alert(alert)
-            if streak >= self.settings.max_consecutive_failed_groups:
-                self._terminate(streak, rollout_id, checks)
-        if accountant.closed:
-            self.flush()  # earlier steps that no log function emitted: write them now, not at exit
-        return outcome
+        if accountant is None:
+            self._track_streak_only(judgement)
+            return judgement
+        try:
+            remaining = self._live_remaining()
+            accountant.judge(judgement, self._live_step(), remaining,
+                             self.loop_state.source if remaining is not None else "mirror")
+            streak = accountant.streak
+            if streak or self._alerted_streak:  # alerts only look at streaks (and their end)
+                self._on_streak(streak)
+            if accountant.closed:
+                self.flush()  # earlier steps that no log function emitted: write them now, not at exit
+        except TechnicalFailureLimitExceeded:
+            raise
+        except Exception as exc:  # noqa: BLE001 - never let accounting break the decision
+            self._warn_once("accounting", "shopsim-metrics: accounting failed (%s: %s); the filter's decisions "
+                            "are unaffected but this step's record may be incomplete.", type(exc).__name__, exc)
+        return judgement
+
+    def _on_streak(self, streak: int) -> None:
+        self._alerted_streak = streak
+        checks = self.accountant.streak_checks()
+        rollout_id = self.accountant.current_rollout_id
+        alert = self.alerts.observe(streak=streak, rollout_id=rollout_id, failed_checks=checks)
+        if alert is not None:
+            self.send_alert(alert)
+        if streak >= self.settings.max_consecutive_failed_groups:
+            self._terminate(streak, rollout_id, checks)
 
     def _track_streak_only(self, judgement: GroupJudgement) -> None:
         if judgement.failed_check is None:
@@ -233,6 +230,11 @@ def reconcile(record: StepRecord, rollout_extra_metrics: dict) -> None:
 _runtime: ShopsimRuntime | None = None
 _runtime_lock = threading.Lock()
 _atexit_registered = False
+
+
+def current() -> ShopsimRuntime | None:
+    """The process's runtime if one exists (no creation, no lock: the filter's fast lookup)."""
+    return _runtime
 
 
 def get_runtime(args: Any) -> ShopsimRuntime:

@@ -24,6 +24,7 @@ from typing import Any
 from shopsim_metrics.contract import REASON_TECHNICAL, REASON_ZERO_STD
 from shopsimrl.errors import TechnicalFailureLimitExceeded
 from shopsimrl.group_judgement import SPREAD, TECHNICAL
+from shopsimrl import runtime as _runtime
 from shopsimrl.runtime import configure, get_runtime, reset_runtime
 from shopsimrl.slime_bridge import DynamicFilterOutput
 
@@ -45,10 +46,10 @@ def fully_scored_group_filter(args: Any, samples: list, **kwargs: Any) -> Dynami
     Raises :class:`TechnicalFailureLimitExceeded` when ``shopsim_max_consecutive_failed_groups``
     technical groups came in a row (after writing the step's record, marked terminated).
     """
-    judgement, _ = get_runtime(args).judge(samples)
-    if judgement.kind == SPREAD:
+    kind = (_runtime.current() or get_runtime(args)).judge(samples).kind
+    if kind == SPREAD:
         return DynamicFilterOutput(keep=True)
-    if judgement.kind == TECHNICAL:
+    if kind == TECHNICAL:
         return DynamicFilterOutput(keep=False, reason=REASON_TECHNICAL)
     return DynamicFilterOutput(keep=False, reason=REASON_ZERO_STD, keep_when_insufficient=True)
 
