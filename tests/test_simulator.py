@@ -158,6 +158,9 @@ def test_a_seed_gives_the_same_run_and_another_seed_a_different_one():
     assert [o.batch_sizes for o in first.outcomes] == [o.batch_sizes for o in second.outcomes]
     assert [o.rollout_time for o in first.outcomes] == [o.rollout_time for o in second.outcomes]
     assert [r.to_dict() for r in first.records] != [r.to_dict() for r in other.records]
+    simulator = Simulator(config, sinks=[])
+    again = [simulator.run(), simulator.run()]
+    assert all([r.to_dict() for r in run.records] == [r.to_dict() for r in first.records] for run in again)
 
 
 def test_the_runtime_is_reset_after_a_run_even_when_it_terminates():

@@ -221,10 +221,8 @@ class Simulator:
     ) -> None:
         self.config = config
         self.args = config.to_args(**(extra_args or {}))
-        latency_rng, reward_rng, _ = rng_streams(config.seed)
-        self.source = source or make_group_source(config, reward_rng)
-        self.completions = completions or LatencyCompletions(latency_model(config, latency_rng),
-                                                             config.max_concurrent_groups)
+        self.source = source
+        self.completions = completions
         self.sinks = sinks
         self.all_samples_hook = all_samples_hook
 
@@ -244,10 +242,14 @@ class Simulator:
             from shopsim_metrics.sinks.factory import build_sinks
 
             sinks = build_sinks(ShopsimSettings.from_args(self.args))
+        latency_rng, reward_rng, _ = rng_streams(self.config.seed)  # fresh streams: every run is the same
+        source = self.source or make_group_source(self.config, reward_rng)
+        completions = self.completions or LatencyCompletions(latency_model(self.config, latency_rng),
+                                                             self.config.max_concurrent_groups)
         state = ManualLoopState(source="simulator")
         slime_runtime.configure(self.args, sinks=[*sinks, memory], loop_state=state)
         loop = SimulatedSlimeLoop(
-            self.args, source=self.source, completions=self.completions, loop_state=state,
+            self.args, source=source, completions=completions, loop_state=state,
             all_samples_fn=slime_runtime.record_all_samples if self.all_samples_hook else None,
         )
         result = SimulationResult(config=self.config, records=memory.records, alerts=memory.alerts)
