@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from bisect import bisect_left
-from operator import methodcaller
+from operator import attrgetter, methodcaller
 from typing import Any, Sequence
 
 SPREAD = "spread"
@@ -107,6 +107,9 @@ def _read_scalar_object(raw: Any) -> float | None:
 
 
 _NORMAL_STATUS = {"completed", "truncated", "pending"}
+_ROLLOUT_ID = attrgetter("rollout_id")
+_STATUS = attrgetter("status")
+_METADATA = attrgetter("metadata")
 
 
 def judge_group(
@@ -139,17 +142,17 @@ def judge_plain_group(
     size = len(rewards)
     if type(total) is not float or total - total != 0.0 or (n_samples is not None and size < n_samples):
         return None  # non-float rewards (int, numpy, tensors), NaN / inf, too few rollouts
-    keys = [sample.rollout_id for sample in group]
-    if len(set(keys)) != size or None in keys:
+    keys = set(map(_ROLLOUT_ID, group))
+    if len(keys) != size or None in keys:
         return None
-    statuses = [sample.status for sample in group]
+    statuses = list(map(_STATUS, group))
     first = statuses[0]
     if statuses.count(first) != size or getattr(first, "value", first) not in _NORMAL_STATUS:
         return None
-    metas = [sample.metadata for sample in group]
-    if any(metas) and (any(map(methodcaller("get", unscored_key), metas))
-                       or any(map(methodcaller("__contains__", success_key), metas))):
-        return None
+    if any(map(_METADATA, group)):
+        metas = list(map(_METADATA, group))
+        if any(map(methodcaller("get", unscored_key), metas)) or any(map(methodcaller("__contains__", success_key), metas)):
+            return None
     ordered = sorted(rewards)
     low = ordered[0]
     high = ordered[-1]
