@@ -9,6 +9,8 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from conftest import group_of
 
 from shopsim_metrics.contract import FAILED_CHECKS, REASON_TECHNICAL, REASON_ZERO_STD
@@ -213,3 +215,45 @@ def test_invalid_limit_is_a_clear_error(value):
     args = SimpleNamespace(n_samples_per_prompt=2, shopsim_max_consecutive_failed_groups=value)
     with pytest.raises(ShopsimConfigError, match="shopsim_max_consecutive_failed_groups must be an integer >= 1"):
         slime_runtime.fully_scored_group_filter(args, group_of(1, [0.0, 1.0]))
+
+
+_rewards = st.one_of(
+    st.floats(allow_nan=True, allow_infinity=True, width=64),
+    st.sampled_from([0.0, 1.0, 0.5, 1.0 + 1e-7, 1.0 - 1e-6]),
+    st.none(),
+    st.integers(-2, 2),
+    st.booleans(),
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    rewards=st.lists(_rewards, min_size=0, max_size=10),
+    ids=st.lists(st.one_of(st.none(), st.integers(0, 12)), min_size=10, max_size=10),
+    statuses=st.lists(st.sampled_from(["completed", "truncated", "pending", "failed", "aborted"]), min_size=10, max_size=10),
+    flags=st.lists(st.sampled_from([{}, {"x": 1}, {"shopsim_unscored": True}, {"shopsim_success": False}]),
+                   min_size=10, max_size=10),
+    n=st.one_of(st.none(), st.integers(1, 10)),
+    threshold=st.sampled_from([0.5, 1.0]),
+)
+def test_fast_path_agrees_with_the_general_path(rewards, ids, statuses, flags, n, threshold):
+    from shopsimrl.group_judgement import _judge_any_group, judge_plain_group
+
+    group = [SimSample(index=100 + i, group_index=3, rollout_id=ids[i], reward=r, status=statuses[i],
+                       metadata=dict(flags[i])) for i, r in enumerate(rewards)]
+    general = _judge_any_group(group, n, None, threshold, "shopsim_success", "shopsim_unscored")
+    fast = judge_plain_group(group, n, threshold, "shopsim_success", "shopsim_unscored")
+    assert fast is None or fast == general
+    assert judge_group(group, n_samples=n, success_threshold=threshold) == general
+
+
+def test_fast_path_takes_plain_groups_and_declines_unusual_ones():
+    from shopsimrl.group_judgement import judge_plain_group
+
+    plain = group_of(1, [0.0, 1.0, 1.0, 0.5])
+    fast = judge_plain_group(plain, 4, 1.0, "shopsim_success", "shopsim_unscored")
+    assert fast == judge_group(plain, n_samples=4) and fast.success_count == 2
+    plain[2].reward = 1  # an int reward: the general path decides
+    assert judge_plain_group(plain, 4, 1.0, "shopsim_success", "shopsim_unscored") is None
+    fanned = [[s] for s in group_of(2, [0.0, 1.0])]
+    assert judge_plain_group(fanned, 2, 1.0, "shopsim_success", "shopsim_unscored") is None
