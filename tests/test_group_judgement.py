@@ -244,6 +244,8 @@ def test_fast_path_agrees_with_the_general_path(rewards, ids, statuses, flags, n
     general = _judge_any_group(group, n, None, threshold, "shopsim_success", "shopsim_unscored")
     fast = judge_plain_group(group, n, threshold, "shopsim_success", "shopsim_unscored")
     assert fast is None or fast == general
+    for value in (general.reward_min, general.reward_max):
+        assert value is None or type(value) is float
     assert judge_group(group, n_samples=n, success_threshold=threshold) == general
 
 
@@ -253,7 +255,10 @@ def test_fast_path_takes_plain_groups_and_declines_unusual_ones():
     plain = group_of(1, [0.0, 1.0, 1.0, 0.5])
     fast = judge_plain_group(plain, 4, 1.0, "shopsim_success", "shopsim_unscored")
     assert fast == judge_group(plain, n_samples=4) and fast.success_count == 2
-    plain[2].reward = 1  # an int reward: the general path decides
+    plain[1].reward = 1  # an int beside floats: still plain, read as a float
+    mixed = judge_plain_group(plain, 4, 1.0, "shopsim_success", "shopsim_unscored")
+    assert type(mixed.reward_max) is float and mixed == judge_group(plain, n_samples=4)
+    plain[2].reward = np.float64(1.0)  # numpy scalars: the general path decides
     assert judge_plain_group(plain, 4, 1.0, "shopsim_success", "shopsim_unscored") is None
     fanned = [[s] for s in group_of(2, [0.0, 1.0])]
     assert judge_plain_group(fanned, 2, 1.0, "shopsim_success", "shopsim_unscored") is None

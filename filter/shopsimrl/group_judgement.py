@@ -154,8 +154,8 @@ def judge_plain_group(
         if any(map(methodcaller("get", unscored_key), metas)) or any(map(methodcaller("__contains__", success_key), metas)):
             return None
     ordered = sorted(rewards)
-    low = ordered[0]
-    high = ordered[-1]
+    low = float(ordered[0])  # an int or bool beside floats reads as a float, as read_reward does
+    high = float(ordered[-1])
     sample = group[0]
     group_index = sample.group_index
     return GroupJudgement(
