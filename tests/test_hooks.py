@@ -198,3 +198,27 @@ def test_termination_record_is_on_disk_before_the_exception_leaves(tmp_path):
     assert record["terminated"] is True and record["technical_group_drop_count"] == 2
     assert [d["failed_check"] for d in record["decisions"]] == ["status_failed", "status_failed"]
     assert read_steps(tmp_path)[0].consecutive_technical_failures == 2
+
+
+def test_filter_works_with_slime_torch_wandb_numpy_unimportable():
+    code = """
+import sys, time
+class Block:
+    def find_spec(self, name, path=None, target=None):
+        if name.split('.')[0] in {'slime', 'torch', 'wandb', 'numpy', 'sglang', 'plotly'}:
+            raise ImportError('blocked for the test: ' + name)
+sys.meta_path.insert(0, Block())
+t = time.perf_counter()
+from shopsimrl import slime_runtime
+from shopsim_metrics.samples import SimSample
+from types import SimpleNamespace
+args = SimpleNamespace(n_samples_per_prompt=2, reward_key=None)
+out = slime_runtime.fully_scored_group_filter(args, [SimSample(index=0, reward=0.0), SimSample(index=1, reward=1.0)])
+print(type(out).__module__, out.keep, round(time.perf_counter() - t, 3))
+"""
+    env = {"PYTHONPATH": f"{ROOT / 'filter'}:{ROOT}", "PATH": "/usr/bin:/bin"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert out.returncode == 0, out.stderr
+    module, keep, seconds = out.stdout.split()
+    assert module == "shopsimrl.slime_bridge" and keep == "True"  # the stand-in output class
+    assert float(seconds) < 1.0
