@@ -104,6 +104,8 @@ def test_default_candidates_and_bad_candidates():
     assert default_candidates(16) == CANDIDATES
     with pytest.raises(ValueError, match="candidates must be >= rollout_batch_size \\(16\\)"):
         tune(zero_std_rate=0.1, technical_rate=0.0, candidates=[8, 16], steps=10)
+    with pytest.raises(ValueError, match="technical_rate must be below 1"):
+        tune(zero_std_rate=0.0, technical_rate=1.0, candidates=[16], steps=10)
 
 
 def test_cli_prints_the_table_and_recommendation_and_writes_a_self_contained_plot(tmp_path, capsys):
@@ -132,6 +134,10 @@ def test_cli_from_a_run_measures_rates_and_prints_json(tmp_path, capsys):
     assert report["recommended"] == 48
 
 
-def test_cli_needs_rates_or_a_run(capsys):
+def test_cli_needs_rates_or_a_run(tmp_path, capsys):
     assert main(["tune", "--steps", "10"]) == 2
     assert "--zero-std-rate" in capsys.readouterr().err
+    assert main(["tune", "--from", str(tmp_path / "missing"), "--steps", "10"]) == 2
+    assert "cannot measure rates" in capsys.readouterr().err
+    assert main(["tune", "--zero-std-rate", "0", "--technical-rate", "1", "--steps", "10"]) == 2
+    assert "technical_rate must be below 1" in capsys.readouterr().err

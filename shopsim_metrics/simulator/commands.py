@@ -75,7 +75,11 @@ def _tune(args: argparse.Namespace) -> int:
     source = "given rates"
     zero, technical = args.zero_std_rate, args.technical_rate
     if args.from_path:
-        measured = measured_rates(args.from_path)
+        try:
+            measured = measured_rates(args.from_path)
+        except (OSError, ValueError) as exc:
+            print(f"tune: cannot measure rates from {args.from_path}: {exc}", file=sys.stderr)
+            return 2
         source = f"measured from {args.from_path} ({measured.steps} steps, {measured.accepted_groups} judged groups)"
         zero = measured.zero_std_rate if zero is None else zero
         technical = measured.technical_rate if technical is None else technical

@@ -246,6 +246,9 @@ def tune(
                                        technical_rate=technical_rate, bursts=(), max_technical_streak=None)
     targets = targets or TuneTargets()
     sizes = sorted(set(candidates)) if candidates is not None else default_candidates(base.rollout_batch_size)
+    if not technical_rate < 1.0:
+        raise ValueError(f"technical_rate must be below 1 to tune (every group failing never fills a train batch; "
+                         f"the run would terminate at the limit); got {technical_rate}")
     too_small = [s for s in sizes if s < base.rollout_batch_size]
     if too_small or not sizes:
         raise ValueError(f"candidates must be >= rollout_batch_size ({base.rollout_batch_size}); got {sizes}")
