@@ -401,7 +401,9 @@ def test_cli_dashboard_wandb_without_dry_run_needs_entity_and_project(capsys: py
 # --- the simulator's output -----------------------------------------------------------------------
 def test_html_from_the_simulator_draws_every_panel(tmp_path: Path) -> None:
     sim = pytest.importorskip("shopsim_metrics.simulator", reason="the simulator is not in this checkout")
-    result = sim.simulate(sim.SimConfig(steps=16, seed=5, bursts=(sim.FailureBurst(step=9, rate=0.6),)))
+    from shopsim_metrics.simulator.demo import demo_config
+
+    result = sim.simulate(demo_config(steps=16, seed=5))  # the demo's burst: opens extra waves, never terminates
     records = result.records
     assert any(r.wave_count >= 2 for r in records), "the burst should open a second wave"
     data = load_dashboard_data(records)
