@@ -63,6 +63,7 @@ class ShopsimRuntime:
         )
         self._streak_without_accounting = 0  # only used when rollout_batch_size is unknown
         self._alerted_streak = 0  # the streak last shown to the alert policy
+        self._judged_groups: dict[int, tuple[Any, GroupJudgement]] = {}  # this step's groups, for the all-samples hook
         self._judge_kwargs = dict(
             n_samples=settings.n_samples_per_prompt,
             reward_key=settings.reward_key,
@@ -109,6 +110,10 @@ class ShopsimRuntime:
         if accountant is None:
             self._track_streak_only(judgement)
             return judgement
+        judged = self._judged_groups
+        if len(judged) >= _JUDGED_CACHE_LIMIT:  # no all-samples hook wired: don't grow without bound
+            judged.clear()
+        judged[id(samples)] = (samples, judgement)
         try:
             remaining = self._live_remaining()
             accountant.judge(judgement, self._live_step(), remaining,
@@ -163,8 +168,10 @@ class ShopsimRuntime:
         if self.accountant is None:
             return None
         stats = GenerationStats()
+        judged, self._judged_groups = self._judged_groups, {}
         for group in all_groups:
-            stats.add(judge_group(group, **self._judge_kwargs))
+            seen = judged.get(id(group))  # the filter's own judgement of this very group object
+            stats.add(seen[1] if seen is not None and seen[0] is group else judge_group(group, **self._judge_kwargs))
         record = self.accountant.close_step(stats=stats, all_groups=len(all_groups))
         if record is not None and record.all_samples_group_count != record.accepted_group_count:
             self._warn_once("all_groups", "shopsim-metrics: the all-samples hook received %d groups but the filter "
@@ -224,6 +231,9 @@ def reconcile(record: StepRecord, rollout_extra_metrics: dict) -> None:
     theirs = {reason: int(rollout_extra_metrics.get(C.slime_drop_metric(reason), 0) or 0) for reason in ours}
     record.slime_drop_counts = theirs
     record.reconcile_mismatch_count = sum(1 for reason in ours if ours[reason] != theirs[reason])
+
+
+_JUDGED_CACHE_LIMIT = 1 << 16
 
 
 # --- the process-wide runtime ---------------------------------------------------------------------
