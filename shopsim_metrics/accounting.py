@@ -30,6 +30,7 @@ import math
 import threading
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any
 
 from shopsim_metrics import contract as C
 from shopsim_metrics.records import DecisionRow, StepRecord
@@ -72,7 +73,7 @@ class GenerationStats:
 class _OpenStep:
     rollout_id: int
     source: str
-    rows: list[tuple] = field(default_factory=list)  # (judgement, outcome, remaining_before, submitted)
+    rows: list[tuple] = field(default_factory=list)  # (judgement, outcome, remaining_before, submitted, group)
     submitted: int = 0
     drops: int = 0
     train_len: int = 0
@@ -108,7 +109,9 @@ class StepAccountant:
         self._streak_checks: Counter[str] = Counter()
 
     # --- judging ------------------------------------------------------------------------------
-    def judge(self, judgement: GroupJudgement, step: int | None, remaining: int | None, source: str = "mirror") -> str:
+    def judge(
+        self, judgement: GroupJudgement, step: int | None, remaining: int | None, source: str = "mirror", group: Any = None
+    ) -> str:
         """Record one judged group and return its outcome; ``remaining`` is the loop's live value before it.
 
         Afterwards :attr:`streak` holds the technical streak and :attr:`current_rollout_id` the step.
@@ -144,7 +147,7 @@ class StepAccountant:
             else:
                 outcome = C.OUTCOME_DROPPED_TECHNICAL
                 state.drops = drops + 1
-            state.rows.append((judgement, outcome, remaining, state.submitted))
+            state.rows.append((judgement, outcome, remaining, state.submitted, group))
             if kind == TECHNICAL:
                 self.streak += 1
                 self._streak_checks[judgement.failed_check or "unknown"] += 1
@@ -159,6 +162,12 @@ class StepAccountant:
     def current_rollout_id(self) -> int | None:
         state = self._open
         return state.rollout_id if state is not None else self._last_rollout_id
+
+    def open_groups(self) -> list[tuple[Any, GroupJudgement]]:
+        """(group, judgement) of every group judged in the open step, in judgement order."""
+        with self._lock:
+            state = self._open
+            return [(row[4], row[0]) for row in state.rows] if state is not None else []
 
     def streak_checks(self) -> dict[str, int]:
         """The failed checks of the current technical streak, by name."""
@@ -203,7 +212,7 @@ class StepAccountant:
 
     def _ledger(self, state: _OpenStep) -> list[DecisionRow]:
         rows = []
-        for order, (j, outcome, remaining, submitted) in enumerate(state.rows, start=1):
+        for order, (j, outcome, remaining, submitted, _) in enumerate(state.rows, start=1):
             technical = j.kind == TECHNICAL
             rows.append(DecisionRow(
                 order=order,
@@ -235,7 +244,7 @@ class StepAccountant:
             row.unique_rollouts for row in rows if row.outcome in (C.OUTCOME_TRAINED, C.OUTCOME_FALLBACK)
         )
         ledger_stats, train_stats = GenerationStats(), GenerationStats()
-        for judgement, outcome, _, _ in state.rows:
+        for judgement, outcome, _, _, _ in state.rows:
             ledger_stats.add(judgement)
             if outcome == C.OUTCOME_TRAINED or outcome == C.OUTCOME_FALLBACK:
                 train_stats.add(judgement)

@@ -63,7 +63,6 @@ class ShopsimRuntime:
         )
         self._streak_without_accounting = 0  # only used when rollout_batch_size is unknown
         self._alerted_streak = 0  # the streak last shown to the alert policy
-        self._judged_groups: dict[int, tuple[Any, GroupJudgement]] = {}  # this step's groups, for the all-samples hook
         self._judge_kwargs = dict(
             n_samples=settings.n_samples_per_prompt,
             reward_key=settings.reward_key,
@@ -110,14 +109,10 @@ class ShopsimRuntime:
         if accountant is None:
             self._track_streak_only(judgement)
             return judgement
-        judged = self._judged_groups
-        if len(judged) >= _JUDGED_CACHE_LIMIT:  # no all-samples hook wired: don't grow without bound
-            judged.clear()
-        judged[id(samples)] = (samples, judgement)
         try:
             remaining = self._live_remaining()
             accountant.judge(judgement, self._live_step(), remaining,
-                             self.loop_state.source if remaining is not None else "mirror")
+                             self.loop_state.source if remaining is not None else "mirror", samples)
             streak = accountant.streak
             if streak or self._alerted_streak:  # alerts only look at streaks (and their end)
                 self._on_streak(streak)
@@ -168,7 +163,7 @@ class ShopsimRuntime:
         if self.accountant is None:
             return None
         stats = GenerationStats()
-        judged, self._judged_groups = self._judged_groups, {}
+        judged = {id(group): (group, judgement) for group, judgement in self.accountant.open_groups()}
         for group in all_groups:
             seen = judged.get(id(group))  # the filter's own judgement of this very group object
             stats.add(seen[1] if seen is not None and seen[0] is group else judge_group(group, **self._judge_kwargs))
@@ -231,9 +226,6 @@ def reconcile(record: StepRecord, rollout_extra_metrics: dict) -> None:
     theirs = {reason: int(rollout_extra_metrics.get(C.slime_drop_metric(reason), 0) or 0) for reason in ours}
     record.slime_drop_counts = theirs
     record.reconcile_mismatch_count = sum(1 for reason in ours if ours[reason] != theirs[reason])
-
-
-_JUDGED_CACHE_LIMIT = 1 << 16
 
 
 # --- the process-wide runtime ---------------------------------------------------------------------
