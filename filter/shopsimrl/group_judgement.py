@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from bisect import bisect_left
-from operator import attrgetter, methodcaller
+from operator import methodcaller
 from typing import Any, Sequence
 
 SPREAD = "spread"
@@ -107,9 +107,7 @@ def _read_scalar_object(raw: Any) -> float | None:
 
 
 _NORMAL_STATUS = {"completed", "truncated", "pending"}
-_ROLLOUT_ID = attrgetter("rollout_id")
-_STATUS = attrgetter("status")
-_METADATA = attrgetter("metadata")
+
 
 
 def judge_group(
@@ -142,26 +140,33 @@ def judge_plain_group(
     size = len(rewards)
     if type(total) is not float or total - total != 0.0 or (n_samples is not None and size < n_samples):
         return None  # non-float rewards (int, numpy, tensors), NaN / inf, too few rollouts
-    keys = set(map(_ROLLOUT_ID, group))
+    keys = {sample.rollout_id for sample in group}  # comprehensions beat map(attrgetter) here
     if len(keys) != size or None in keys:
         return None
-    statuses = list(map(_STATUS, group))
+    statuses = [sample.status for sample in group]
     first = statuses[0]
     if statuses.count(first) != size or getattr(first, "value", first) not in _NORMAL_STATUS:
         return None
-    if any(map(_METADATA, group)):
-        metas = list(map(_METADATA, group))
-        if any(map(methodcaller("get", unscored_key), metas)) or any(map(methodcaller("__contains__", success_key), metas)):
-            return None
+    metas = [sample.metadata for sample in group]
+    if any(metas) and (any(map(methodcaller("get", unscored_key), metas))
+                       or any(map(methodcaller("__contains__", success_key), metas))):
+        return None
+    sample = group[0]
+    group_index = sample.group_index
+    if group_index is None:
+        group_index = sample.index
+    first_reward = rewards[0]
+    if rewards.count(first_reward) == size:  # all equal: the common zero-std case, no sort needed
+        value = float(first_reward)
+        return GroupJudgement(ZERO_STD, None, group_index, size, size, size if value >= threshold else 0,
+                              total, value, value)
     ordered = sorted(rewards)
     low = float(ordered[0])  # an int or bool beside floats reads as a float, as read_reward does
     high = float(ordered[-1])
-    sample = group[0]
-    group_index = sample.group_index
     return GroupJudgement(
         SPREAD if high - low > ZERO_STD_TOLERANCE else ZERO_STD,
         None,
-        sample.index if group_index is None else group_index,
+        group_index,
         size,
         size,
         size - bisect_left(ordered, threshold),

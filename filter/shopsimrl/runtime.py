@@ -234,11 +234,6 @@ _runtime_lock = threading.Lock()
 _atexit_registered = False
 
 
-def current() -> ShopsimRuntime | None:
-    """The process's runtime if one exists (no creation, no lock: the filter's fast lookup)."""
-    return _runtime
-
-
 def get_runtime(args: Any) -> ShopsimRuntime:
     """The process's runtime, created from ``args`` on first use (the first ``args`` seen wins)."""
     global _runtime

@@ -46,7 +46,7 @@ def fully_scored_group_filter(args: Any, samples: list, **kwargs: Any) -> Dynami
     Raises :class:`TechnicalFailureLimitExceeded` when ``shopsim_max_consecutive_failed_groups``
     technical groups came in a row (after writing the step's record, marked terminated).
     """
-    kind = (_runtime.current() or get_runtime(args)).judge(samples).kind
+    kind = (_runtime._runtime or get_runtime(args)).judge(samples).kind  # no lock once the runtime exists
     if kind == SPREAD:
         return DynamicFilterOutput(keep=True)
     if kind == TECHNICAL:
