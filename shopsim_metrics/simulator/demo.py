@@ -58,11 +58,17 @@ class DemoResult:
 
 
 def demo_config(*, steps: int = 40, seed: int = 0) -> SimConfig:
-    """The demo's simulated run: slime's defaults, a learning policy, one burst of technical failures."""
+    """The demo's simulated run: slime's defaults, one burst of technical failures, and a policy that
+    starts weak on hard prompts (many all-fail groups: zero-std drops and fallback early) and learns."""
     burst_step = (3 * steps) // 8
     return SimConfig(
         steps=steps,
         seed=seed,
+        skill_start=-3.5,
+        skill_end=1.0,
+        learning_steps=30.0,
+        difficulty_spread=3.0,
+        partial_credit_rate=0.0,
         technical_rate=0.02,
         bursts=(FailureBurst(step=burst_step, rate=BURST_RATE),),
         max_technical_streak=SERVICE_RECOVERS_AFTER,
