@@ -30,7 +30,8 @@ def make_groups(n_groups: int) -> list[list[SimSample]]:
     for g in range(n_groups):
         kind = g % 4
         rewards = [float(i % 2) for i in range(8)] if kind else [1.0] * 8
-        groups.append([SimSample(index=g * 8 + i, group_index=g, rollout_id=g * 8 + i, reward=r,
+        # as slime's default generate path leaves them: rollout_id None (the index identifies the rollout)
+        groups.append([SimSample(index=g * 8 + i, group_index=g, rollout_id=None, reward=r,
                                  status="completed") for i, r in enumerate(rewards)])
     return groups
 

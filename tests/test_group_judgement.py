@@ -260,5 +260,7 @@ def test_fast_path_takes_plain_groups_and_declines_unusual_ones():
     assert type(mixed.reward_max) is float and mixed == judge_group(plain, n_samples=4)
     plain[2].reward = np.float64(1.0)  # numpy scalars: the general path decides
     assert judge_plain_group(plain, 4, 1.0, "shopsim_success", "shopsim_unscored") is None
+    default_path = [SimSample(index=i, reward=float(i % 2)) for i in range(4)]  # rollout_id None, as in slime
+    assert judge_plain_group(default_path, 4, 1.0, "shopsim_success", "shopsim_unscored") is not None
     fanned = [[s] for s in group_of(2, [0.0, 1.0])]
     assert judge_plain_group(fanned, 2, 1.0, "shopsim_success", "shopsim_unscored") is None

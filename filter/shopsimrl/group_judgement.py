@@ -140,7 +140,9 @@ def judge_plain_group(
     size = len(rewards)
     if type(total) is not float or total - total != 0.0 or (n_samples is not None and size < n_samples):
         return None  # non-float rewards (int, numpy, tensors), NaN / inf, too few rollouts
-    keys = {sample.rollout_id for sample in group}  # comprehensions beat map(attrgetter) here
+    # the rollout's key as the general path reads it: rollout_id, else index (slime's default path
+    # leaves rollout_id None); comprehensions beat map(attrgetter) here
+    keys = {sample.index if sample.rollout_id is None else sample.rollout_id for sample in group}
     if len(keys) != size or None in keys:
         return None
     statuses = [sample.status for sample in group]
