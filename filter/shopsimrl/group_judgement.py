@@ -147,7 +147,9 @@ def judge_plain_group(
         return None
     statuses = [sample.status for sample in group]
     first = statuses[0]
-    if statuses.count(first) != size or getattr(first, "value", first) not in _NORMAL_STATUS:
+    if statuses.count(first) != size or (
+        first if type(first) is str else getattr(first, "value", first)  # slime's Status enum has .value
+    ) not in _NORMAL_STATUS:
         return None
     metas = [sample.metadata for sample in group]
     if any(metas) and (any(map(methodcaller("get", unscored_key), metas))

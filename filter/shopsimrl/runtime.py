@@ -29,9 +29,9 @@ from shopsim_metrics.loop_state import LoopState
 from shopsim_metrics.records import StepRecord
 from shopsim_metrics.sinks.base import Alert, SinkSet, StepSink
 from shopsimrl.errors import TechnicalFailureLimitExceeded
-from shopsimrl.group_judgement import GroupJudgement, judge_group, judge_plain_group
+from shopsimrl.group_judgement import SPREAD, TECHNICAL, GroupJudgement, judge_group, judge_plain_group
 from shopsimrl.settings import ShopsimSettings
-from shopsimrl.slime_bridge import SlimeLoopState
+from shopsimrl.slime_bridge import DynamicFilterOutput, SlimeLoopState
 
 logger = logging.getLogger("shopsim_metrics")
 
@@ -50,6 +50,7 @@ class ShopsimRuntime:
         self.loop_state: LoopState = loop_state or SlimeLoopState()
         self._live_remaining = self.loop_state.remaining_batch_size
         self._live_step = self.loop_state.rollout_step
+        self._loop_source = self.loop_state.source
         self.accountant = (
             StepAccountant(
                 target=settings.target,
@@ -100,30 +101,40 @@ class ShopsimRuntime:
             return self._sinks
 
     # --- the filter's side --------------------------------------------------------------------
-    def judge(self, samples: Any) -> GroupJudgement:
-        """Judge a group and account for it (the filter's hot path: kept flat on purpose)."""
+    def filter(self, samples: Any) -> DynamicFilterOutput:
+        """Judge one group, account for it, and give slime the filter's answer (the hot path).
+
+        Kept flat on purpose: it runs once per group on slime's rollout thread. Outputs are built
+        positionally, ``(keep, reason, keep_when_insufficient)`` in slime's field order.
+        """
         judgement = (self._plain_judge and self._plain_judge(samples, *self._plain_args)) or judge_group(
             samples, **self._judge_kwargs
         )
         accountant = self.accountant
         if accountant is None:
             self._track_streak_only(judgement)
-            return judgement
-        try:
-            remaining = self._live_remaining()
-            accountant.judge(judgement, self._live_step(), remaining,
-                             self.loop_state.source if remaining is not None else "mirror", samples)
-            streak = accountant.streak
-            if streak or self._alerted_streak:  # alerts only look at streaks (and their end)
-                self._on_streak(streak)
-            if accountant.closed:
-                self.flush()  # earlier steps that no log function emitted: write them now, not at exit
-        except TechnicalFailureLimitExceeded:
-            raise
-        except Exception as exc:  # noqa: BLE001 - never let accounting break the decision
-            self._warn_once("accounting", "shopsim-metrics: accounting failed (%s: %s); the filter's decisions "
-                            "are unaffected but this step's record may be incomplete.", type(exc).__name__, exc)
-        return judgement
+        else:
+            try:
+                remaining = self._live_remaining()
+                accountant.judge(judgement, self._live_step(), remaining,
+                                 self._loop_source if remaining is not None else "mirror", samples)
+                streak = accountant.streak
+                if streak or self._alerted_streak:  # alerts only look at streaks (and their end)
+                    self._on_streak(streak)
+                if accountant.closed:
+                    self.flush()  # earlier steps that no log function emitted: write them now, not at exit
+            except TechnicalFailureLimitExceeded:
+                raise
+            except Exception as exc:  # noqa: BLE001 - never let accounting break the decision
+                self._warn_once("accounting", "shopsim-metrics: accounting failed (%s: %s); the filter's "
+                                "decisions are unaffected but this step's record may be incomplete.",
+                                type(exc).__name__, exc)
+        kind = judgement.kind
+        if kind == SPREAD:
+            return DynamicFilterOutput(True)
+        if kind == TECHNICAL:
+            return DynamicFilterOutput(False, C.REASON_TECHNICAL)
+        return DynamicFilterOutput(False, C.REASON_ZERO_STD, True)
 
     def _on_streak(self, streak: int) -> None:
         self._alerted_streak = streak

@@ -21,9 +21,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from shopsim_metrics.contract import REASON_TECHNICAL, REASON_ZERO_STD
 from shopsimrl.errors import TechnicalFailureLimitExceeded
-from shopsimrl.group_judgement import SPREAD, TECHNICAL
 from shopsimrl import runtime as _runtime
 from shopsimrl.runtime import configure, get_runtime, reset_runtime
 from shopsimrl.slime_bridge import DynamicFilterOutput
@@ -46,12 +44,7 @@ def fully_scored_group_filter(args: Any, samples: list, **kwargs: Any) -> Dynami
     Raises :class:`TechnicalFailureLimitExceeded` when ``shopsim_max_consecutive_failed_groups``
     technical groups came in a row (after writing the step's record, marked terminated).
     """
-    kind = (_runtime._runtime or get_runtime(args)).judge(samples).kind  # no lock once the runtime exists
-    if kind == SPREAD:
-        return DynamicFilterOutput(keep=True)
-    if kind == TECHNICAL:
-        return DynamicFilterOutput(keep=False, reason=REASON_TECHNICAL)
-    return DynamicFilterOutput(keep=False, reason=REASON_ZERO_STD, keep_when_insufficient=True)
+    return (_runtime._runtime or get_runtime(args)).filter(samples)  # no lock once the runtime exists
 
 
 def record_all_samples(args: Any, all_groups: list, data_source: Any) -> None:
