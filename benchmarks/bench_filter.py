@@ -9,6 +9,7 @@ Run: ``python benchmarks/bench_filter.py`` (needs torch for the baseline: ``pip 
 
 from __future__ import annotations
 
+import os
 import sys
 import timeit
 from pathlib import Path
@@ -81,7 +82,7 @@ def main() -> int:
 
     torch.set_num_threads(1)
     # interleave the two, several rounds, and keep each one's best round
-    rounds = 7
+    rounds = int(os.environ.get("BENCH_ROUNDS", "15"))
     base_t, ours_t = [], []
     for _ in range(rounds):
         base_t.append(timeit.timeit(baseline, number=1))

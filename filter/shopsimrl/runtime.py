@@ -20,7 +20,7 @@ from __future__ import annotations
 import atexit
 import logging
 import threading
-from typing import Any
+from typing import Any, Callable
 
 from shopsim_metrics import contract as C
 from shopsim_metrics.accounting import GenerationStats, StepAccountant
@@ -75,6 +75,8 @@ class ShopsimRuntime:
         self._plain_judge = judge_plain_group if settings.reward_key is None else None
         self._plain_args = (settings.n_samples_per_prompt, settings.success_threshold,
                             settings.success_metadata_key, settings.unscored_metadata_key)
+        self.filter: Callable[[Any], DynamicFilterOutput] = _compile_filter(self)
+        """Judge one group, account for it, and give slime the filter's answer (the hot path)."""
         self.alerts = StreakAlertPolicy(
             limit=settings.max_consecutive_failed_groups,
             warn_fraction=settings.alert_warn_fraction,
@@ -101,41 +103,6 @@ class ShopsimRuntime:
             return self._sinks
 
     # --- the filter's side --------------------------------------------------------------------
-    def filter(self, samples: Any) -> DynamicFilterOutput:
-        """Judge one group, account for it, and give slime the filter's answer (the hot path).
-
-        Kept flat on purpose: it runs once per group on slime's rollout thread. Outputs are built
-        positionally, ``(keep, reason, keep_when_insufficient)`` in slime's field order.
-        """
-        judgement = (self._plain_judge and self._plain_judge(samples, *self._plain_args)) or judge_group(
-            samples, **self._judge_kwargs
-        )
-        accountant = self.accountant
-        if accountant is None:
-            self._track_streak_only(judgement)
-        else:
-            try:
-                remaining = self._live_remaining()
-                accountant.judge(judgement, self._live_step(), remaining,
-                                 self._loop_source if remaining is not None else "mirror", samples)
-                streak = accountant.streak
-                if streak or self._alerted_streak:  # alerts only look at streaks (and their end)
-                    self._on_streak(streak)
-                if accountant.closed:
-                    self.flush()  # earlier steps that no log function emitted: write them now, not at exit
-            except TechnicalFailureLimitExceeded:
-                raise
-            except Exception as exc:  # noqa: BLE001 - never let accounting break the decision
-                self._warn_once("accounting", "shopsim-metrics: accounting failed (%s: %s); the filter's "
-                                "decisions are unaffected but this step's record may be incomplete.",
-                                type(exc).__name__, exc)
-        kind = judgement.kind
-        if kind == SPREAD:
-            return DynamicFilterOutput(True)
-        if kind == TECHNICAL:
-            return DynamicFilterOutput(False, C.REASON_TECHNICAL)
-        return DynamicFilterOutput(False, C.REASON_ZERO_STD, True)
-
     def _on_streak(self, streak: int) -> None:
         self._alerted_streak = streak
         checks = self.accountant.streak_checks()
@@ -222,6 +189,56 @@ class ShopsimRuntime:
         if key not in self._warned:
             self._warned.add(key)
             logger.warning(message, *args)
+
+
+def _compile_filter(rt: ShopsimRuntime) -> Callable[[Any], DynamicFilterOutput]:
+    """Build the runtime's hot path as a closure over its fixed parts.
+
+    It runs once per group on slime's rollout thread, so everything constant is bound once (cell
+    reads instead of attribute look-ups) and outputs are built positionally, in slime's field order
+    ``(keep, reason, keep_when_insufficient)``. Behaviour: judge (fast path for plain groups, else the
+    general one), account with the loop's live facts, raise the alerts / termination of a streak.
+    """
+    s = rt.settings
+    plain = judge_plain_group if s.reward_key is None else None
+    n, threshold, success_key, unscored_key = rt._plain_args
+    judge_kwargs = rt._judge_kwargs
+    accountant = rt.accountant
+    account = accountant.judge if accountant is not None else None
+    live_remaining = rt.loop_state.remaining_batch_size
+    live_step = rt.loop_state.rollout_step
+    source = rt.loop_state.source
+    output = DynamicFilterOutput
+    technical, zero_std = C.REASON_TECHNICAL, C.REASON_ZERO_STD
+
+    def filter_group(samples: Any) -> DynamicFilterOutput:
+        judgement = (plain and plain(samples, n, threshold, success_key, unscored_key)) or judge_group(
+            samples, **judge_kwargs
+        )
+        if account is None:
+            rt._track_streak_only(judgement)
+        else:
+            try:
+                remaining = live_remaining()
+                account(judgement, live_step(), remaining, source if remaining is not None else "mirror", samples)
+                streak = accountant.streak
+                if streak or rt._alerted_streak:  # alerts only look at streaks (and their end)
+                    rt._on_streak(streak)
+                if accountant.closed:
+                    rt.flush()  # earlier steps that no log function emitted: write them now, not at exit
+            except TechnicalFailureLimitExceeded:
+                raise
+            except Exception as exc:  # noqa: BLE001 - never let accounting break the decision
+                rt._warn_once("accounting", "shopsim-metrics: accounting failed (%s: %s); the filter's decisions "
+                              "are unaffected but this step's record may be incomplete.", type(exc).__name__, exc)
+        kind = judgement.kind
+        if kind == SPREAD:
+            return output(True)
+        if kind == TECHNICAL:
+            return output(False, technical)
+        return output(False, zero_std, True)
+
+    return filter_group
 
 
 def reconcile(record: StepRecord, rollout_extra_metrics: dict) -> None:
