@@ -71,10 +71,6 @@ class ShopsimRuntime:
             success_key=settings.success_metadata_key,
             unscored_key=settings.unscored_metadata_key,
         )
-        # the C-speed path for plain groups (see group_judgement), bound once
-        self._plain_judge = judge_plain_group if settings.reward_key is None else None
-        self._plain_args = (settings.n_samples_per_prompt, settings.success_threshold,
-                            settings.success_metadata_key, settings.unscored_metadata_key)
         self.filter: Callable[[Any], DynamicFilterOutput] = _compile_filter(self)
         """Judge one group, account for it, and give slime the filter's answer (the hot path)."""
         self.alerts = StreakAlertPolicy(
@@ -200,8 +196,9 @@ def _compile_filter(rt: ShopsimRuntime) -> Callable[[Any], DynamicFilterOutput]:
     general one), account with the loop's live facts, raise the alerts / termination of a streak.
     """
     s = rt.settings
-    plain = judge_plain_group if s.reward_key is None else None
-    n, threshold, success_key, unscored_key = rt._plain_args
+    plain = judge_plain_group if s.reward_key is None else None  # the C-speed path for plain groups
+    n, threshold = s.n_samples_per_prompt, s.success_threshold
+    success_key, unscored_key = s.success_metadata_key, s.unscored_metadata_key
     judge_kwargs = rt._judge_kwargs
     accountant = rt.accountant
     account = accountant.judge if accountant is not None else None
