@@ -61,9 +61,14 @@ def _inspect(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one subcommand; a bad input (missing file, bad value) is one line on stderr and exit code 2."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    return int(args.func(args) or 0)
+    try:
+        return int(args.func(args) or 0)
+    except (FileNotFoundError, NotADirectoryError, ValueError) as exc:  # ShopsimConfigError is a ValueError
+        print(f"shopsim-metrics {args.command}: error: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -222,3 +222,27 @@ print(type(out).__module__, out.keep, round(time.perf_counter() - t, 3))
     module, keep, seconds = out.stdout.split()
     assert module == "shopsimrl.slime_bridge" and keep == "True"  # the stand-in output class
     assert float(seconds) < 1.0
+
+
+def test_cli_reports_bad_inputs_in_one_line(tmp_path, capsys):
+    from shopsim_metrics.cli import main
+
+    assert main(["inspect", str(tmp_path / "missing")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("shopsim-metrics inspect: error: no step records at") and err.count("\n") == 1
+    (tmp_path / "steps.jsonl").write_text('{"rollout_id": 0}\nnot json\n{"rollout_id": 1}\n')
+    assert main(["inspect", str(tmp_path)]) == 2
+    assert "only the last line may be torn" in capsys.readouterr().err
+
+
+def test_cli_inspect_prints_one_row_per_step(tmp_path, capsys):
+    from shopsim_metrics.cli import main
+    from shopsim_metrics.records import StepRecord
+    from shopsim_metrics.sinks import JsonlSink
+
+    sink = JsonlSink(tmp_path, fsync=False)
+    sink.emit(StepRecord(rollout_id=0, wave_count=1, success_rate=0.25))
+    sink.emit(StepRecord(rollout_id=1, wave_count=3, terminated=True))
+    assert main(["inspect", str(tmp_path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 3 and "0.250" in lines[1] and lines[2].endswith("TERMINATED")
