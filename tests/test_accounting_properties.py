@@ -169,3 +169,37 @@ def test_streak_is_the_run_of_technical_groups_and_trips_exactly_at_the_limit(ki
         assert acc.streak_checks() == ({"status_failed": expected} if expected else {})
         if expected >= limit:
             break
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    target=st.integers(1, 8),
+    extra=st.integers(0, 10),
+    zero_flags=st.lists(st.booleans(), min_size=200, max_size=200),
+    max_batch=st.integers(1, 8),
+    seed=st.integers(0, 2**16),
+)
+def test_without_technical_failures_there_is_never_a_second_wave(target, extra, zero_flags, max_batch, seed):
+    """§5 of the design document: zero-std groups switch to the fallback at remaining == target,
+    so on their own they never cause re-sampling, whatever the completion order."""
+    args = SimpleNamespace(rollout_batch_size=target, over_sampling_batch_size=target + extra,
+                           n_samples_per_prompt=2, global_batch_size=2, reward_key=None)
+    state = ManualLoopState(source="loop_double")
+    memory = MemorySink()
+    slime_runtime.configure(args, sinks=[memory], loop_state=state)
+    loop = SlimeLoopDouble(args, filter_fn=slime_runtime.fully_scored_group_filter,
+                           all_samples_fn=slime_runtime.record_all_samples,
+                           log_fn=slime_runtime.log_rollout_step, loop_state=state)
+
+    def make(gid):
+        rewards = [1.0, 1.0] if zero_flags[gid % 200] else [0.0, 1.0]
+        return [SimSample(index=gid * 2 + i, group_index=gid, reward=r) for i, r in enumerate(rewards)]
+
+    try:
+        result = loop.run_step(0, make, random_batches(seed, max_batch))
+    finally:
+        slime_runtime.reset_runtime()
+    (record,) = memory.records
+    assert result.waves == record.wave_count == 1
+    assert record.remaining_min >= target
+    assert record.zero_std_group_drop_count <= extra  # only the over-sampled slots can be given up
