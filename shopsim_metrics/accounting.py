@@ -249,9 +249,7 @@ class StepAccountant:
             if outcome == C.OUTCOME_TRAINED or outcome == C.OUTCOME_FALLBACK:
                 train_stats.add(judgement)
         all_stats = stats if stats is not None else ledger_stats
-        zero_std_seen = counts[C.OUTCOME_DROPPED_ZERO_STD] + sum(
-            1 for row in rows if row.reason == C.REASON_ZERO_STD and row.outcome != C.OUTCOME_DROPPED_ZERO_STD
-        )
+        zero_std_seen = sum(1 for row in rows if row.reason == C.REASON_ZERO_STD)  # dropped, fallback or surplus
         return StepRecord(
             rollout_id=state.rollout_id,
             terminated=terminated,
