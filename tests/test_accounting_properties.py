@@ -142,6 +142,8 @@ def test_records_match_the_loop_and_every_identity_holds(tmp_path_factory, k):
         assert [row.order for row in rec.decisions] == list(range(1, rec.accepted_group_count + 1))
         # success_rate over all completed generations = direct computation over every judged group
         judged = [judge_group(make(g), n_samples=args.n_samples_per_prompt) for g in res.all_ids]
+        assert rec.zero_std_group_count == sum(j.kind == "zero_std" for j in judged)
+        assert rec.fallback_group_count <= rec.zero_std_group_count - rec.zero_std_group_drop_count
         scorable = sum(j.scorable_rollouts for j in judged)
         if scorable:
             assert rec.success_rate == sum(j.success_count for j in judged) / scorable
