@@ -48,9 +48,6 @@ class ShopsimRuntime:
     ) -> None:
         self.settings = settings
         self.loop_state: LoopState = loop_state or SlimeLoopState()
-        self._live_remaining = self.loop_state.remaining_batch_size
-        self._live_step = self.loop_state.rollout_step
-        self._loop_source = self.loop_state.source
         self.accountant = (
             StepAccountant(
                 target=settings.target,
