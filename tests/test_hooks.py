@@ -8,7 +8,6 @@ import sys
 import threading
 import types
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 from conftest import make_args, spread, technical, zero

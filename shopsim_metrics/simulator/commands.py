@@ -69,7 +69,7 @@ def _tune(args: argparse.Namespace) -> int:
     import os
 
     from shopsim_metrics.simulator.config import SimConfig
-    from shopsim_metrics.simulator.tune import TuneTargets, format_table, measured_rates, tune, write_plot
+    from shopsim_metrics.simulator.tune import TuneTargets, format_table, measured_rates, write_plot
 
     knobs: dict[str, int] = {}
     source = "given rates"
