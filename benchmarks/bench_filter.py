@@ -12,16 +12,12 @@ from __future__ import annotations
 import os
 import sys
 import timeit
-from pathlib import Path
 from types import SimpleNamespace
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT / "filter"), str(ROOT)]
-
-from shopsim_metrics.loop_state import ManualLoopState  # noqa: E402
-from shopsim_metrics.samples import SimSample  # noqa: E402
-from shopsimrl import slime_runtime  # noqa: E402
-from shopsimrl.slime_bridge import DynamicFilterOutput  # noqa: E402
+from shopsim_metrics.loop_state import ManualLoopState
+from shopsim_metrics.samples import SimSample
+from shopsimrl import slime_runtime
+from shopsimrl.slime_bridge import DynamicFilterOutput
 
 GROUPS = 4096
 

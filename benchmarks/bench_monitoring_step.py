@@ -21,15 +21,13 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT / "filter"), str(ROOT)]
 
-from shopsim_metrics import contract  # noqa: E402
-from shopsim_metrics.loop_state import ManualLoopState  # noqa: E402
-from shopsim_metrics.samples import SimSample  # noqa: E402
-from shopsim_metrics.sinks.jsonl import JsonlSink  # noqa: E402
-from shopsim_metrics.sinks.wandb_sink import WandbSink  # noqa: E402
-from shopsimrl import slime_runtime  # noqa: E402
+from shopsim_metrics import contract
+from shopsim_metrics.loop_state import ManualLoopState
+from shopsim_metrics.samples import SimSample
+from shopsim_metrics.sinks.jsonl import JsonlSink
+from shopsim_metrics.sinks.wandb_sink import WandbSink
+from shopsimrl import slime_runtime
 
 
 class Timer:

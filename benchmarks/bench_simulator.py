@@ -16,17 +16,14 @@ from __future__ import annotations
 import os
 import sys
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT / "filter"), str(ROOT)]
 
-from shopsim_metrics.loop_state import ManualLoopState  # noqa: E402
-from shopsim_metrics.simulator import SimConfig, SimulatedSlimeLoop, simulate  # noqa: E402
-from shopsim_metrics.simulator.latency import LatencyCompletions  # noqa: E402
-from shopsim_metrics.simulator.loop import latency_model, rng_streams  # noqa: E402
-from shopsim_metrics.simulator.rewards import make_group_source  # noqa: E402
-from shopsim_metrics.simulator.tune import tune  # noqa: E402
+from shopsim_metrics.loop_state import ManualLoopState
+from shopsim_metrics.simulator import SimConfig, SimulatedSlimeLoop, simulate
+from shopsim_metrics.simulator.latency import LatencyCompletions
+from shopsim_metrics.simulator.loop import latency_model, rng_streams
+from shopsim_metrics.simulator.rewards import make_group_source
+from shopsim_metrics.simulator.tune import tune
 
 STEPS = 3000
 REPEATS = 3

@@ -18,7 +18,7 @@ Thread-safe: the filter (rollout thread) and the log function (manager thread) s
 
 Example:
     >>> acc = StepAccountant(target=2, over_sampling=4, limit=8)
-    >>> from shopsimrl.group_judgement import GroupJudgement
+    >>> from shopsim_metrics.group_judgement import GroupJudgement
     >>> zero = GroupJudgement("zero_std", None, 0, 8, 8, 0, 0.0, 0.0, 0.0)
     >>> [acc.judge(zero, step=0, remaining=r) for r in (4, 3, 2)]
     ['dropped_zero_std', 'dropped_zero_std', 'fallback']
@@ -34,7 +34,7 @@ from typing import Any
 
 from shopsim_metrics import contract as C
 from shopsim_metrics.records import DecisionRow, StepRecord
-from shopsimrl.group_judgement import SPREAD, TECHNICAL, ZERO_STD, GroupJudgement
+from shopsim_metrics.group_judgement import SPREAD, TECHNICAL, ZERO_STD, GroupJudgement
 
 
 @dataclass

@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-
-from loop_double import SlimeLoopDouble  # noqa: E402
-from shopsim_metrics.loop_state import ManualLoopState  # noqa: E402
-from shopsim_metrics.samples import SimSample  # noqa: E402
-from shopsim_metrics.sinks import JsonlSink, MemorySink  # noqa: E402
-from shopsimrl import slime_runtime  # noqa: E402
+from loop_double import SlimeLoopDouble
+from shopsim_metrics.loop_state import ManualLoopState
+from shopsim_metrics.samples import SimSample
+from shopsim_metrics.sinks import JsonlSink, MemorySink
+from shopsimrl import slime_runtime
 
 
 def make_args(**overrides) -> SimpleNamespace:

@@ -16,7 +16,7 @@ from shopsim_metrics.loop_state import ManualLoopState
 from shopsim_metrics.samples import SimSample
 from shopsim_metrics.sinks import JsonlSink, MemorySink, read_steps
 from shopsimrl import slime_runtime
-from shopsimrl.group_judgement import judge_group
+from shopsim_metrics.group_judgement import judge_group
 
 knobs = st.fixed_dictionaries(
     {
@@ -159,7 +159,7 @@ def test_records_match_the_loop_and_every_identity_holds(tmp_path_factory, k):
 @given(kinds=st.lists(st.sampled_from(["technical", "spread", "zero_std"]), min_size=1, max_size=60),
        limit=st.integers(1, 10))
 def test_streak_is_the_run_of_technical_groups_and_trips_exactly_at_the_limit(kinds, limit):
-    from shopsimrl.group_judgement import GroupJudgement
+    from shopsim_metrics.group_judgement import GroupJudgement
 
     acc = StepAccountant(target=4, over_sampling=4, limit=limit)
     expected = 0

@@ -7,7 +7,7 @@ from conftest import spread, technical, zero
 from loop_double import fifo_batches
 
 from shopsim_metrics.sinks import read_steps
-from shopsimrl.errors import TechnicalFailureLimitExceeded
+from shopsim_metrics.errors import TechnicalFailureLimitExceeded
 
 
 @pytest.mark.parametrize("batch", [1, 3, 7])

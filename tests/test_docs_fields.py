@@ -10,7 +10,7 @@ import yaml
 from shopsim_metrics import contract
 from shopsim_metrics.sinks.wandb_sink import DECISIONS_KEY, WandbSink, record_scalars
 from shopsimrl import slime_runtime
-from shopsimrl.settings import DEFAULTS
+from shopsim_metrics.settings import DEFAULTS
 from tests.wandb_helpers import make_record
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "training_monitoring.md"

@@ -16,7 +16,7 @@ from conftest import group_of
 from shopsim_metrics.contract import FAILED_CHECKS, REASON_TECHNICAL, REASON_ZERO_STD
 from shopsim_metrics.samples import SimSample
 from shopsimrl import slime_runtime
-from shopsimrl.group_judgement import judge_group, read_reward
+from shopsim_metrics.group_judgement import judge_group, read_reward
 from shopsimrl.slime_bridge import DynamicFilterOutput
 
 
@@ -199,7 +199,7 @@ def test_bare_args_like_slimes_contract_test():
 
 
 def test_bare_args_still_terminate_at_the_limit():
-    from shopsimrl.errors import TechnicalFailureLimitExceeded
+    from shopsim_metrics.errors import TechnicalFailureLimitExceeded
 
     args = SimpleNamespace(n_samples_per_prompt=2, shopsim_max_consecutive_failed_groups=3)
     for _ in range(2):
@@ -210,7 +210,7 @@ def test_bare_args_still_terminate_at_the_limit():
 
 @pytest.mark.parametrize("value", [0, -1, 2.5, "8", True])
 def test_invalid_limit_is_a_clear_error(value):
-    from shopsimrl.settings import ShopsimConfigError
+    from shopsim_metrics.settings import ShopsimConfigError
 
     args = SimpleNamespace(n_samples_per_prompt=2, shopsim_max_consecutive_failed_groups=value)
     with pytest.raises(ShopsimConfigError, match="shopsim_max_consecutive_failed_groups must be an integer >= 1"):
@@ -237,7 +237,7 @@ _rewards = st.one_of(
     threshold=st.sampled_from([0.5, 1.0]),
 )
 def test_fast_path_agrees_with_the_general_path(rewards, ids, statuses, flags, n, threshold):
-    from shopsimrl.group_judgement import _judge_any_group, judge_plain_group
+    from shopsim_metrics.group_judgement import _judge_any_group, judge_plain_group
 
     group = [SimSample(index=100 + i, group_index=3, rollout_id=ids[i], reward=r, status=statuses[i],
                        metadata=dict(flags[i])) for i, r in enumerate(rewards)]
@@ -250,7 +250,7 @@ def test_fast_path_agrees_with_the_general_path(rewards, ids, statuses, flags, n
 
 
 def test_fast_path_takes_plain_groups_and_declines_unusual_ones():
-    from shopsimrl.group_judgement import judge_plain_group
+    from shopsim_metrics.group_judgement import judge_plain_group
 
     plain = group_of(1, [0.0, 1.0, 1.0, 0.5])
     fast = judge_plain_group(plain, 4, 1.0, "shopsim_success", "shopsim_unscored")

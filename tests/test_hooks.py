@@ -176,7 +176,7 @@ def test_import_is_light_and_fast():
         "dt = time.perf_counter() - t; heavy = [m for m in ('wandb', 'torch', 'slime', 'plotly', 'numpy') "
         "if m in sys.modules]; print(dt, heavy)"
     )
-    env = {"PYTHONPATH": f"{ROOT / 'filter'}:{ROOT}", "PATH": "/usr/bin:/bin"}
+    env = {"PATH": "/usr/bin:/bin"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
     seconds, heavy = out.stdout.split(" ", 1)
     assert heavy.strip() == "[]"
@@ -184,7 +184,7 @@ def test_import_is_light_and_fast():
 
 
 def test_termination_record_is_on_disk_before_the_exception_leaves(tmp_path):
-    from shopsimrl.errors import TechnicalFailureLimitExceeded
+    from shopsim_metrics.errors import TechnicalFailureLimitExceeded
 
     args = make_args(shopsim_run_dir=str(tmp_path), shopsim_max_consecutive_failed_groups=2)
     slime_runtime.configure(args, sinks=None)  # default sinks: JSONL in shopsim_run_dir
@@ -215,7 +215,7 @@ args = SimpleNamespace(n_samples_per_prompt=2, reward_key=None)
 out = slime_runtime.fully_scored_group_filter(args, [SimSample(index=0, reward=0.0), SimSample(index=1, reward=1.0)])
 print(type(out).__module__, out.keep, round(time.perf_counter() - t, 3))
 """
-    env = {"PYTHONPATH": f"{ROOT / 'filter'}:{ROOT}", "PATH": "/usr/bin:/bin"}
+    env = {"PATH": "/usr/bin:/bin"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     assert out.returncode == 0, out.stderr
     module, keep, seconds = out.stdout.split()

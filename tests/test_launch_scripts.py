@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from shopsimrl.settings import DEFAULTS
+from shopsim_metrics.settings import DEFAULTS
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"

@@ -20,7 +20,7 @@ from shopsim_metrics.simulator.rewards import FactoryGroupSource
 from shopsim_metrics.sinks import MemorySink
 from shopsimrl import runtime as runtime_module
 from shopsimrl import slime_runtime
-from shopsimrl.errors import TechnicalFailureLimitExceeded
+from shopsim_metrics.errors import TechnicalFailureLimitExceeded
 
 TECH = "shopsim_unscored_technical_group"
 ZERO = "shopsim_zero_std_group"

@@ -14,7 +14,7 @@ from shopsim_metrics.loop_state import ManualLoopState
 from shopsim_metrics.sinks import read_steps
 from shopsim_metrics.sinks.wandb_sink import DECISIONS_KEY, record_scalars
 from shopsim_metrics.wandb_offline import find_run_dirs, read_offline_run
-from shopsimrl.errors import TechnicalFailureLimitExceeded
+from shopsim_metrics.errors import TechnicalFailureLimitExceeded
 from tests.wandb_helpers import wandb_env  # noqa: F401 - fixture
 
 

@@ -26,7 +26,7 @@ from shopsim_metrics.sinks.wandb_sink import (
     wandb_step,
 )
 from shopsim_metrics.wandb_offline import find_run_dirs, read_offline_run
-from shopsimrl.settings import ShopsimSettings
+from shopsim_metrics.settings import ShopsimSettings
 from tests.wandb_helpers import make_record, wandb_env  # noqa: F401 - fixture
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -42,13 +42,13 @@ def _run_dir(sink: WandbSink) -> Path:
 
 # --- lazy import ---------------------------------------------------------------------------------
 def test_importing_the_hooks_does_not_import_wandb() -> None:
-    modules = ["shopsimrl", "shopsimrl.settings", "shopsim_metrics.sinks", "shopsim_metrics.sinks.factory",
+    modules = ["shopsimrl", "shopsim_metrics.settings", "shopsim_metrics.sinks", "shopsim_metrics.sinks.factory",
                "shopsim_metrics.sinks.wandb_sink", "shopsim_metrics.wandb_offline"]
     if importlib.util.find_spec("shopsimrl.slime_runtime") is not None:
         modules.insert(0, "shopsimrl.slime_runtime")
     code = "import sys\n" + "".join(f"import {m}\n" for m in modules) + "print('wandb' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
-                         env={"PYTHONPATH": f"{ROOT / 'filter'}:{ROOT}", "PATH": "/usr/bin:/bin"}, check=True)
+                         env={"PATH": "/usr/bin:/bin"}, check=True)
     assert out.stdout.strip() == "False", out.stderr
 
 

@@ -28,9 +28,9 @@ from shopsim_metrics.alerts import StreakAlertPolicy
 from shopsim_metrics.loop_state import LoopState
 from shopsim_metrics.records import StepRecord
 from shopsim_metrics.sinks.base import Alert, SinkSet, StepSink
-from shopsimrl.errors import TechnicalFailureLimitExceeded
-from shopsimrl.group_judgement import SPREAD, TECHNICAL, GroupJudgement, judge_group, judge_plain_group
-from shopsimrl.settings import ShopsimSettings
+from shopsim_metrics.errors import TechnicalFailureLimitExceeded
+from shopsim_metrics.group_judgement import SPREAD, TECHNICAL, GroupJudgement, judge_group, judge_plain_group
+from shopsim_metrics.settings import ShopsimSettings
 from shopsimrl.slime_bridge import DynamicFilterOutput, SlimeLoopState
 
 logger = logging.getLogger("shopsim_metrics")

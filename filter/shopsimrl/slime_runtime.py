@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from shopsimrl.errors import TechnicalFailureLimitExceeded
+from shopsim_metrics.errors import TechnicalFailureLimitExceeded
 from shopsimrl import runtime as _runtime
 from shopsimrl.runtime import configure, get_runtime, reset_runtime
 from shopsimrl.slime_bridge import DynamicFilterOutput

@@ -95,7 +95,7 @@ def run_demo(
     run_dir.mkdir(parents=True, exist_ok=True)
     config = demo_config(steps=steps, seed=seed)
 
-    from shopsimrl.settings import ShopsimSettings
+    from shopsim_metrics.settings import ShopsimSettings
     from shopsim_metrics.sinks.factory import build_sinks
 
     extra = {"shopsim_run_dir": str(run_dir), "shopsim_wandb": "standalone",

@@ -11,7 +11,7 @@ function. The live facts reach the accountant through a
 
 :class:`Simulator` wires a loop to a fresh runtime (``configure``), runs the steps of a
 :class:`~shopsim_metrics.simulator.config.SimConfig`, and always resets the runtime at the end.
-When the filter raises :class:`~shopsimrl.errors.TechnicalFailureLimitExceeded` the run ends there,
+When the filter raises :class:`~shopsim_metrics.errors.TechnicalFailureLimitExceeded` the run ends there,
 as slime's would: the step's record is already written (``terminated``), and the error is kept in
 :attr:`SimulationResult.termination` (or re-raised with ``raise_on_termination=True``).
 
@@ -26,6 +26,7 @@ Example:
 
 from __future__ import annotations
 
+import importlib
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -39,11 +40,25 @@ from shopsim_metrics.simulator.config import SimConfig
 from shopsim_metrics.simulator.latency import CompletionOrder, LatencyCompletions, LatencyModel
 from shopsim_metrics.simulator.rewards import GroupSource, flatten, make_group_source
 from shopsim_metrics.sinks.base import Alert, MemorySink, StepSink
-from shopsimrl import slime_runtime
-from shopsimrl.errors import TechnicalFailureLimitExceeded
-from shopsimrl.slime_bridge import DynamicFilterOutput
+from shopsim_metrics.errors import TechnicalFailureLimitExceeded
 
 Hook = Callable[..., Any]
+
+HOOKS_MODULE = "shopsimrl.slime_runtime"
+FILTER_PATH = f"{HOOKS_MODULE}.fully_scored_group_filter"
+ALL_SAMPLES_PATH = f"{HOOKS_MODULE}.record_all_samples"
+LOG_PATH = f"{HOOKS_MODULE}.log_rollout_step"
+
+
+def load_hook(path: str) -> Hook:
+    """Load ``module.function`` by dotted path, as slime loads its hooks.
+
+    Example:
+        >>> load_hook("math.sqrt")(4.0)
+        2.0
+    """
+    module_name, _, name = path.rpartition(".")
+    return getattr(importlib.import_module(module_name), name)
 
 
 @dataclass
@@ -90,9 +105,9 @@ class SimulatedSlimeLoop:
         *,
         source: GroupSource,
         completions: CompletionOrder,
-        filter_fn: Hook = slime_runtime.fully_scored_group_filter,
-        all_samples_fn: Hook | None = slime_runtime.record_all_samples,
-        log_fn: Hook | None = slime_runtime.log_rollout_step,
+        filter_fn: Hook | None = None,
+        all_samples_fn: Hook | None | str = ALL_SAMPLES_PATH,
+        log_fn: Hook | None | str = LOG_PATH,
         loop_state: ManualLoopState | None = None,
     ) -> None:
         self.args = args
@@ -100,9 +115,9 @@ class SimulatedSlimeLoop:
         self.over: int = getattr(args, "over_sampling_batch_size", None) or self.target
         self.source = source
         self.completions = completions
-        self.filter_fn = filter_fn
-        self.all_samples_fn = all_samples_fn
-        self.log_fn = log_fn
+        self.filter_fn = filter_fn or load_hook(FILTER_PATH)
+        self.all_samples_fn = load_hook(all_samples_fn) if isinstance(all_samples_fn, str) else all_samples_fn
+        self.log_fn = load_hook(log_fn) if isinstance(log_fn, str) else log_fn
         self.loop_state = loop_state or ManualLoopState(source="simulator")
         self._next_id = 0  # group ids run on across steps, as a data source's would
 
@@ -140,19 +155,21 @@ class SimulatedSlimeLoop:
                 state.remaining = remaining
                 remaining_before.append(remaining)
                 output = filter_fn(args, group)
-                if not isinstance(output, DynamicFilterOutput):
-                    output = DynamicFilterOutput(keep=bool(output))
-                if output.keep or (output.keep_when_insufficient and remaining <= target):
+                if isinstance(output, bool):  # slime wraps a plain bool as DynamicFilterOutput(keep=b)
+                    keep, keep_when_insufficient, reason = output, False, None
+                else:
+                    keep, keep_when_insufficient, reason = output.keep, output.keep_when_insufficient, output.reason
+                if keep or (keep_when_insufficient and remaining <= target):
                     if len(data) < target:
                         data.append(gid)
                         train_groups.append(group)
                     else:
                         surplus.append(gid)
                     continue
-                if output.reason:
-                    key = slime_drop_metric(output.reason)
+                if reason:
+                    key = slime_drop_metric(reason)
                     drop_metrics[key] = drop_metrics.get(key, 0) + 1
-                dropped[gid] = output.reason
+                dropped[gid] = reason
                 remaining -= 1
         aborted = completions.abort()  # step 2
         state.remaining = None
@@ -238,7 +255,7 @@ class Simulator:
         memory = MemorySink()
         sinks = self.sinks
         if sinks is None:
-            from shopsimrl.settings import ShopsimSettings
+            from shopsim_metrics.settings import ShopsimSettings
             from shopsim_metrics.sinks.factory import build_sinks
 
             sinks = build_sinks(ShopsimSettings.from_args(self.args))
@@ -247,10 +264,10 @@ class Simulator:
         completions = self.completions or LatencyCompletions(latency_model(self.config, latency_rng),
                                                              self.config.max_concurrent_groups)
         state = ManualLoopState(source="simulator")
-        slime_runtime.configure(self.args, sinks=[*sinks, memory], loop_state=state)
+        load_hook(f"{HOOKS_MODULE}.configure")(self.args, sinks=[*sinks, memory], loop_state=state)
         loop = SimulatedSlimeLoop(
             self.args, source=source, completions=completions, loop_state=state,
-            all_samples_fn=slime_runtime.record_all_samples if self.all_samples_hook else None,
+            all_samples_fn=ALL_SAMPLES_PATH if self.all_samples_hook else None,
         )
         result = SimulationResult(config=self.config, records=memory.records, alerts=memory.alerts)
         started = time.perf_counter()
@@ -265,7 +282,7 @@ class Simulator:
             if raise_on_termination:
                 raise
         finally:
-            slime_runtime.reset_runtime()  # emits anything pending and closes the sinks
+            load_hook(f"{HOOKS_MODULE}.reset_runtime")()  # emits anything pending and closes the sinks
             result.wall_seconds = time.perf_counter() - started
         return result
 

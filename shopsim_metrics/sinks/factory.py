@@ -9,7 +9,7 @@ added by :func:`build_sinks` according to ``shopsim_wandb``:
 
 Example:
     >>> from types import SimpleNamespace
-    >>> from shopsimrl.settings import ShopsimSettings
+    >>> from shopsim_metrics.settings import ShopsimSettings
     >>> s = ShopsimSettings.from_args(SimpleNamespace(use_wandb=False, shopsim_run_dir="/tmp/x"))
     >>> [sink.name for sink in build_sinks(s)]
     ['jsonl']
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import os
 
-from shopsimrl.settings import DEFAULT_RUN_DIR, ShopsimSettings
+from shopsim_metrics.settings import DEFAULT_RUN_DIR, ShopsimSettings
 from shopsim_metrics.sinks.base import StepSink
 from shopsim_metrics.sinks.jsonl import JsonlSink
 from shopsim_metrics.sinks.wandb_sink import WandbSink

@@ -42,7 +42,7 @@ from shopsim_metrics.records import StepRecord
 from shopsim_metrics.sinks.base import Alert, StepSink
 
 if TYPE_CHECKING:  # pragma: no cover - types only
-    from shopsimrl.settings import ShopsimSettings
+    from shopsim_metrics.settings import ShopsimSettings
 
 logger = logging.getLogger("shopsim_metrics")
 
