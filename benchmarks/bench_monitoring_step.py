@@ -7,7 +7,7 @@ write (with fsync) is timed too, so the project's own work is ``hooks − wandb`
 part, ``− JSONL I/O``). Groups: 60 % spread, 30 % zero-std, 10 % technical (never 8 in a row).
 
 Targets (project's own work): < 2 ms per step at the defaults (16 kept of 32 x 8), < 100 ms at scale
-(1024 kept, n 16, over-sampling 2048), growing linearly with the groups judged.
+(1024 kept, n 16, over_sampling_batch_size 2048), growing linearly with the groups judged.
 
 Run: ``python benchmarks/bench_monitoring_step.py`` (W&B offline in a temp dir; no network).
 """
@@ -78,8 +78,10 @@ def make_group(gid: int, n: int) -> list[SimSample]:
     return group
 
 
-def run_config(label: str, *, target: int, n: int, over: int, gbs: int, steps: int, wandb_dir: Path) -> dict:
-    args = SimpleNamespace(rollout_batch_size=target, n_samples_per_prompt=n, over_sampling_batch_size=over,
+def run_config(label: str, *, rollout_batch_size: int, n: int, over_sampling_batch_size: int, gbs: int, steps: int,
+               wandb_dir: Path) -> dict:
+    args = SimpleNamespace(rollout_batch_size=rollout_batch_size, n_samples_per_prompt=n,
+                           over_sampling_batch_size=over_sampling_batch_size,
                            global_batch_size=gbs, reward_key=None, shopsim_max_consecutive_failed_groups=8,
                            shopsim_wandb_table_every=10)
     timer = Timer()
@@ -90,7 +92,7 @@ def run_config(label: str, *, target: int, n: int, over: int, gbs: int, steps: i
     slime_runtime.configure(args, sinks=[TimedJsonl(run_dir, timer), wandb_sink], loop_state=state)
     filt, all_hook, log_fn = (slime_runtime.fully_scored_group_filter, slime_runtime.record_all_samples,
                               slime_runtime.log_rollout_step)
-    pool = [make_group(g, n) for g in range(3 * over)]
+    pool = [make_group(g, n) for g in range(3 * over_sampling_batch_size)]
     per_step, judged_counts = [], []
     # step 0 warms up (wandb.init, define_metric, the first table) and is not timed
     for rid in range(steps + 1):
@@ -99,22 +101,22 @@ def run_config(label: str, *, target: int, n: int, over: int, gbs: int, steps: i
         hooks = 0.0
         state.step = rid
         remaining, data, judged, drops, next_gid, wave = 0, [], [], {}, 0, []
-        while len(data) < target:
-            while remaining < target:  # a new wave, as slime's loop opens one
-                remaining += over
-                wave.extend(range(next_gid, next_gid + over))
-                next_gid += over
+        while len(data) < rollout_batch_size:
+            while remaining < rollout_batch_size:  # a new wave, as slime's loop opens one
+                remaining += over_sampling_batch_size
+                wave.extend(range(next_gid, next_gid + over_sampling_batch_size))
+                next_gid += over_sampling_batch_size
             group = pool[wave.pop(0) % len(pool)]
             state.remaining = remaining
             t0 = time.perf_counter()
             out = filt(args, group)
             hooks += time.perf_counter() - t0
             judged.append(group)
-            if not out.keep and not (out.keep_when_insufficient and remaining <= target):
+            if not out.keep and not (out.keep_when_insufficient and remaining <= rollout_batch_size):
                 key = contract.slime_drop_metric(out.reason)
                 drops[key] = drops.get(key, 0) + 1
                 remaining -= 1
-            elif len(data) < target:
+            elif len(data) < rollout_batch_size:
                 data.append(group)
         state.remaining = None
         train = [s for g in data for s in g]
@@ -150,9 +152,9 @@ def main() -> int:
         os.environ.setdefault("WANDB_MODE", "offline")
         os.environ.setdefault("WANDB_SILENT", "true")
         configs = [
-            dict(label="defaults", target=16, n=8, over=32, gbs=64, steps=50, target_ms=2.0),
-            dict(label="middle", target=256, n=16, over=512, gbs=1024, steps=20, target_ms=None),
-            dict(label="scale", target=1024, n=16, over=2048, gbs=4096, steps=20, target_ms=100.0),
+            dict(label="defaults", rollout_batch_size=16, n=8, over_sampling_batch_size=32, gbs=64, steps=50, target_ms=2.0),
+            dict(label="middle", rollout_batch_size=256, n=16, over_sampling_batch_size=512, gbs=1024, steps=20, target_ms=None),
+            dict(label="scale", rollout_batch_size=1024, n=16, over_sampling_batch_size=2048, gbs=4096, steps=20, target_ms=100.0),
         ]
         results = []
         for cfg in configs:

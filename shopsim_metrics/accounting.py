@@ -7,8 +7,8 @@ the waves open at that moment. ``remaining`` comes live from the loop (see
 (exact when groups finish one at a time, it drifts when several finish in one batch).
 
 The verdict applies slime's drop rule: a zero-std group is let through (``keep_when_insufficient``)
-when ``remaining <= target``; a dropped group lowers ``remaining`` by one; a kept group enters the
-train batch while it holds fewer than ``target`` groups, otherwise it is surplus.
+when ``remaining <= rollout_batch_size``; a dropped group lowers ``remaining`` by one; a kept group enters the
+train batch while it holds fewer than ``rollout_batch_size`` groups, otherwise it is surplus.
 
 Submitted groups are derived the same way for every loop: ``submitted = remaining + drops so far``
 (slime's ``remaining`` is "submitted minus dropped"), so waves follow as
@@ -17,7 +17,7 @@ Submitted groups are derived the same way for every loop: ``submitted = remainin
 Thread-safe: the filter (rollout thread) and the log function (manager thread) share it.
 
 Example:
-    >>> acc = StepAccountant(target=2, over_sampling=4, limit=8)
+    >>> acc = StepAccountant(rollout_batch_size=2, over_sampling_batch_size=4)
     >>> from shopsim_metrics.group_judgement import GroupJudgement
     >>> zero = GroupJudgement("zero_std", None, 0, 8, 8, 0, 0.0, 0.0, 0.0)
     >>> [acc.judge(zero, step=0, remaining=r) for r in (4, 3, 2)]
@@ -86,19 +86,16 @@ class StepAccountant:
     def __init__(
         self,
         *,
-        target: int,
-        over_sampling: int | None = None,
-        limit: int = 8,
+        rollout_batch_size: int,
+        over_sampling_batch_size: int,
+        max_consecutive_failed_groups: int = 8,
         n_samples: int | None = None,
         global_batch_size: int | None = None,
     ) -> None:
-        if target < 1:
-            raise ValueError(f"target (rollout_batch_size) must be >= 1; got {target}")
-        self.target = target
-        self.over_sampling = over_sampling or target
-        if self.over_sampling < target:
-            raise ValueError(f"over_sampling_batch_size must be >= rollout_batch_size ({target}); got {over_sampling}")
-        self.limit = limit
+        # the knobs come validated from ShopsimSettings (over_sampling_batch_size >= rollout_batch_size >= 1)
+        self.rollout_batch_size = rollout_batch_size
+        self.over_sampling_batch_size = over_sampling_batch_size
+        self.max_consecutive_failed_groups = max_consecutive_failed_groups
         self.n_samples = n_samples
         self.global_batch_size = global_batch_size
         self._lock = threading.Lock()
@@ -123,23 +120,23 @@ class StepAccountant:
                 state = self._start(step, source)
             drops = state.drops
             if remaining is None:  # filter-side mirror: open waves as slime would between batches
-                while state.submitted - drops < self.target:
-                    state.submitted += self.over_sampling
+                while state.submitted - drops < self.rollout_batch_size:
+                    state.submitted += self.over_sampling_batch_size
                 remaining = state.submitted - drops
             else:
                 state.submitted = remaining + drops
             kind = judgement.kind
             if kind == SPREAD:
-                if state.train_len < self.target:
+                if state.train_len < self.rollout_batch_size:
                     outcome = C.OUTCOME_TRAINED
                     state.train_len += 1
                 else:
                     outcome = C.OUTCOME_SURPLUS
             elif kind == ZERO_STD:
-                if remaining > self.target:
+                if remaining > self.rollout_batch_size:
                     outcome = C.OUTCOME_DROPPED_ZERO_STD
                     state.drops = drops + 1
-                elif state.train_len < self.target:
+                elif state.train_len < self.rollout_batch_size:
                     outcome = C.OUTCOME_FALLBACK
                     state.train_len += 1
                 else:
@@ -216,7 +213,7 @@ class StepAccountant:
             technical = j.kind == TECHNICAL
             rows.append(DecisionRow(
                 order=order,
-                waves_open=-(-submitted // self.over_sampling),
+                waves_open=-(-submitted // self.over_sampling_batch_size),
                 group_index=j.group_index,
                 outcome=outcome,
                 reason=C.REASON_TECHNICAL if technical else (C.REASON_ZERO_STD if j.kind == ZERO_STD else None),
@@ -253,14 +250,14 @@ class StepAccountant:
         return StepRecord(
             rollout_id=state.rollout_id,
             terminated=terminated,
-            rollout_batch_size=self.target,
+            rollout_batch_size=self.rollout_batch_size,
             n_samples_per_prompt=self.n_samples,
-            over_sampling_batch_size=self.over_sampling,
+            over_sampling_batch_size=self.over_sampling_batch_size,
             global_batch_size=self.global_batch_size,
-            technical_failure_limit=self.limit,
+            technical_failure_limit=self.max_consecutive_failed_groups,
             loop_state_source=state.source,
             submitted_group_count=state.submitted,
-            wave_count=math.ceil(state.submitted / self.over_sampling),
+            wave_count=math.ceil(state.submitted / self.over_sampling_batch_size),
             accepted_group_count=accepted,
             train_group_count=train,
             fallback_group_count=counts[C.OUTCOME_FALLBACK],

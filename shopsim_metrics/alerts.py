@@ -2,7 +2,7 @@
 ERROR just before termination at the limit.
 
 Example:
-    >>> policy = StreakAlertPolicy(limit=8)
+    >>> policy = StreakAlertPolicy(max_consecutive_failed_groups=8)
     >>> [policy.observe(streak=s, rollout_id=0, failed_checks={"status_failed": s}) is not None
     ...  for s in (1, 3, 4, 5, 8)]
     [False, False, True, False, True]
@@ -21,14 +21,14 @@ class StreakAlertPolicy:
     def __init__(
         self,
         *,
-        limit: int,
+        max_consecutive_failed_groups: int,
         warn_fraction: float = 0.5,
         warn_level: str = "WARN",
         error_level: str = "ERROR",
         enabled: bool = True,
     ) -> None:
-        self.limit = limit
-        self.warn_at = max(1, math.ceil(limit * warn_fraction))
+        self.max_consecutive_failed_groups = max_consecutive_failed_groups
+        self.warn_at = max(1, math.ceil(max_consecutive_failed_groups * warn_fraction))
         self.warn_level = warn_level
         self.error_level = error_level
         self.enabled = enabled
@@ -42,20 +42,20 @@ class StreakAlertPolicy:
         if not self.enabled:
             return None
         checks = ", ".join(f"{k}={v}" for k, v in sorted(failed_checks.items())) or "none recorded"
-        if streak >= self.limit:
+        if streak >= self.max_consecutive_failed_groups:
             return Alert(
                 title="shopsim: technical-failure limit reached, terminating",
-                text=(f"{streak} consecutive technical groups reached the limit {self.limit} at rollout step "
+                text=(f"{streak} consecutive technical groups reached the limit {self.max_consecutive_failed_groups} at rollout step "
                       f"{rollout_id}; failing checks: {checks}. The run is being terminated."),
                 level=self.error_level,
                 rollout_id=rollout_id,
             )
-        if streak >= self.warn_at and not self._warned_this_streak and self.warn_at < self.limit:
+        if streak >= self.warn_at and not self._warned_this_streak and self.warn_at < self.max_consecutive_failed_groups:
             self._warned_this_streak = True
             return Alert(
                 title="shopsim: technical failures piling up",
-                text=(f"{streak} consecutive technical groups (limit {self.limit}) at rollout step {rollout_id}; "
-                      f"failing checks: {checks}. The run terminates at {self.limit}."),
+                text=(f"{streak} consecutive technical groups (limit {self.max_consecutive_failed_groups}) at rollout step {rollout_id}; "
+                      f"failing checks: {checks}. The run terminates at {self.max_consecutive_failed_groups}."),
                 level=self.warn_level,
                 rollout_id=rollout_id,
             )

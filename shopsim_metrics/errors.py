@@ -1,7 +1,7 @@
 """The exception that ends a run when technical failures pile up.
 
 Example:
-    >>> err = TechnicalFailureLimitExceeded(streak=8, limit=8, rollout_id=3,
+    >>> err = TechnicalFailureLimitExceeded(streak=8, max_consecutive_failed_groups=8, rollout_id=3,
     ...                                     failed_checks={"status_failed": 8})
     >>> "8 consecutive technical groups" in str(err)
     True
@@ -19,15 +19,17 @@ class TechnicalFailureLimitExceeded(RuntimeError):
     in the ``--custom-config-path`` YAML.
     """
 
-    def __init__(self, *, streak: int, limit: int, rollout_id: int | None, failed_checks: dict[str, int]) -> None:
+    def __init__(
+        self, *, streak: int, max_consecutive_failed_groups: int, rollout_id: int | None, failed_checks: dict[str, int]
+    ) -> None:
         self.streak = streak
-        self.limit = limit
+        self.max_consecutive_failed_groups = max_consecutive_failed_groups
         self.rollout_id = rollout_id
         self.failed_checks = dict(failed_checks)
         checks = ", ".join(f"{name}={count}" for name, count in sorted(failed_checks.items())) or "none recorded"
         super().__init__(
             f"shopsim: {streak} consecutive technical groups reached shopsim_max_consecutive_failed_groups="
-            f"{limit} at rollout step {rollout_id}; failing checks in the streak: {checks}. The step's record "
+            f"{max_consecutive_failed_groups} at rollout step {rollout_id}; failing checks in the streak: {checks}. The step's record "
             "was written (terminated=true). Fix the environment / reward service, or raise the limit in the "
             "--custom-config-path YAML."
         )

@@ -8,7 +8,7 @@ lacks most of them, which is allowed: they are then ``None``.
 Example:
     >>> from types import SimpleNamespace
     >>> s = ShopsimSettings.from_args(SimpleNamespace(rollout_batch_size=16, n_samples_per_prompt=8))
-    >>> (s.target, s.over_sampling_batch_size, s.max_consecutive_failed_groups)
+    >>> (s.rollout_batch_size, s.over_sampling_batch_size, s.max_consecutive_failed_groups)
     (16, 16, 8)
 """
 
@@ -50,7 +50,7 @@ class ShopsimConfigError(ValueError):
 class ShopsimSettings:
     """The project's settings and the slime knobs it reads, validated once."""
 
-    target: int | None  # args.rollout_batch_size
+    rollout_batch_size: int | None
     n_samples_per_prompt: int | None
     over_sampling_batch_size: int | None  # defaults to rollout_batch_size, as in slime
     global_batch_size: int | None
@@ -77,19 +77,22 @@ class ShopsimSettings:
             value = getattr(args, key, None)
             return DEFAULTS[key] if value is None else value
 
-        target = _optional_positive_int(args, "rollout_batch_size")
-        over = _optional_positive_int(args, "over_sampling_batch_size")
-        if over is None:
-            over = target
-        if target is not None and over is not None and over < target:
+        rollout_batch_size = _optional_positive_int(args, "rollout_batch_size")
+        over_sampling_batch_size = _optional_positive_int(args, "over_sampling_batch_size") or rollout_batch_size
+        # the one check of over_sampling_batch_size >= rollout_batch_size (the accountant and the
+        # simulator take their knobs from validated settings)
+        if (rollout_batch_size is not None and over_sampling_batch_size is not None
+                and over_sampling_batch_size < rollout_batch_size):
             raise ShopsimConfigError(
-                f"over_sampling_batch_size must be >= rollout_batch_size ({target}); got {over}"
+                f"over_sampling_batch_size must be >= rollout_batch_size ({rollout_batch_size}); "
+                f"got {over_sampling_batch_size}"
             )
-        limit = get("shopsim_max_consecutive_failed_groups")
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        max_consecutive_failed_groups = get("shopsim_max_consecutive_failed_groups")
+        if (isinstance(max_consecutive_failed_groups, bool) or not isinstance(max_consecutive_failed_groups, int)
+                or max_consecutive_failed_groups < 1):
             raise ShopsimConfigError(
                 "shopsim_max_consecutive_failed_groups must be an integer >= 1 "
-                f"(set it in the --custom-config-path YAML); got {limit!r}"
+                f"(set it in the --custom-config-path YAML); got {max_consecutive_failed_groups!r}"
             )
         threshold = get("shopsim_success_threshold")
         if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not math.isfinite(threshold):
@@ -114,12 +117,12 @@ class ShopsimSettings:
             raise ShopsimConfigError(f"shopsim_alerts must be true or false; got {alerts!r}")
         reward_key = getattr(args, "reward_key", None)
         return cls(
-            target=target,
+            rollout_batch_size=rollout_batch_size,
             n_samples_per_prompt=_optional_positive_int(args, "n_samples_per_prompt"),
-            over_sampling_batch_size=over,
+            over_sampling_batch_size=over_sampling_batch_size,
             global_batch_size=_optional_positive_int(args, "global_batch_size"),
             reward_key=reward_key or None,
-            max_consecutive_failed_groups=limit,
+            max_consecutive_failed_groups=max_consecutive_failed_groups,
             success_threshold=float(threshold),
             success_metadata_key=str(get("shopsim_success_metadata_key")),
             unscored_metadata_key=str(get("shopsim_unscored_metadata_key")),

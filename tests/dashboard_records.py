@@ -1,7 +1,8 @@
 """Realistic step records for the dashboard tests, built by a tiny stand-in of slime's wave loop.
 
 It follows the filter's rules (technical groups always dropped; zero-std groups dropped while
-remaining > target, else let through as fallback; a new wave when remaining < target; surplus
+remaining > rollout_batch_size, else let through as fallback; a new wave when remaining <
+rollout_batch_size; surplus
 judged after the batch filled; the rest aborted; termination when the technical streak reaches
 the limit), so the counts obey the contract's identities. Not the project's simulator: just
 enough to give the dashboards multi-wave steps, surplus, fallback and a terminated step.
@@ -14,7 +15,7 @@ import random
 from shopsim_metrics import contract
 from shopsim_metrics.records import DecisionRow, StepRecord
 
-TARGET, N, OVER, GLOBAL, LIMIT = 16, 8, 32, 64, 8
+ROLLOUT_BATCH_SIZE, N, OVER_SAMPLING_BATCH_SIZE, GLOBAL, MAX_CONSECUTIVE_FAILED_GROUPS = 16, 8, 32, 64, 8
 
 
 def make_step(step: int, kinds: list[str], *, rng: random.Random, streak: int = 0, surplus_after_full: int = 2) -> tuple[StepRecord, int]:
@@ -23,8 +24,8 @@ def make_step(step: int, kinds: list[str], *, rng: random.Random, streak: int = 
     Returns the record and the technical streak carried into the next step.
     """
     rec = StepRecord(
-        rollout_id=step, rollout_batch_size=TARGET, n_samples_per_prompt=N, over_sampling_batch_size=OVER,
-        global_batch_size=GLOBAL, technical_failure_limit=LIMIT, loop_state_source="test-loop",
+        rollout_id=step, rollout_batch_size=ROLLOUT_BATCH_SIZE, n_samples_per_prompt=N, over_sampling_batch_size=OVER_SAMPLING_BATCH_SIZE,
+        global_batch_size=GLOBAL, technical_failure_limit=MAX_CONSECUTIVE_FAILED_GROUPS, loop_state_source="test-loop",
     )
     remaining = waves = submitted = train = 0
     max_streak = 0
@@ -37,12 +38,12 @@ def make_step(step: int, kinds: list[str], *, rng: random.Random, streak: int = 
     def submit() -> None:
         nonlocal remaining, waves, submitted
         waves += 1
-        remaining += OVER
-        submitted += OVER
+        remaining += OVER_SAMPLING_BATCH_SIZE
+        submitted += OVER_SAMPLING_BATCH_SIZE
 
     submit()
     while True:
-        if train >= TARGET:
+        if train >= ROLLOUT_BATCH_SIZE:
             if surplus_left == 0:
                 break
             surplus_left -= 1
@@ -64,11 +65,11 @@ def make_step(step: int, kinds: list[str], *, rng: random.Random, streak: int = 
                 rewards = [1.0 if kind == "zero1" else 0.0] * N
             scorable = N
             streak = 0
-            if train >= TARGET:
+            if train >= ROLLOUT_BATCH_SIZE:
                 outcome, reason = contract.OUTCOME_SURPLUS, (None if kind == "spread" else contract.REASON_ZERO_STD)
             elif kind == "spread":
                 outcome, reason = contract.OUTCOME_TRAINED, None
-            elif remaining > TARGET:
+            elif remaining > ROLLOUT_BATCH_SIZE:
                 outcome, reason = contract.OUTCOME_DROPPED_ZERO_STD, contract.REASON_ZERO_STD
             else:
                 outcome, reason = contract.OUTCOME_FALLBACK, contract.REASON_ZERO_STD
@@ -90,10 +91,10 @@ def make_step(step: int, kinds: list[str], *, rng: random.Random, streak: int = 
         if outcome in (contract.OUTCOME_TRAINED, contract.OUTCOME_FALLBACK):
             train += 1
             rewards_train += rewards
-        if streak >= LIMIT:
+        if streak >= MAX_CONSECUTIVE_FAILED_GROUPS:
             rec.terminated = True
             break
-        if remaining < TARGET and train < TARGET:
+        if remaining < ROLLOUT_BATCH_SIZE and train < ROLLOUT_BATCH_SIZE:
             submit()
     count = lambda o: sum(1 for r in rows if r.outcome == o)  # noqa: E731
     rec.decisions = rows
@@ -134,15 +135,15 @@ def make_records(steps: int = 12, *, seed: int = 7, burst_step: int = 6, termina
     for step in range(steps):
         p_zero = 0.45 - 0.02 * step
         if terminate and step == steps - 1:
-            kinds = ["spread"] * 5 + ["tech"] * LIMIT
+            kinds = ["spread"] * 5 + ["tech"] * MAX_CONSECUTIVE_FAILED_GROUPS
         elif step == burst_step:
-            # 7 technical, zero-std drops down to the target, then one more technical: wave 2;
-            # zero-std drops down to the target again, one technical: wave 3; then the batch fills.
+            # 7 technical, zero-std drops down to rollout_batch_size, then one more technical: wave 2;
+            # zero-std drops down to rollout_batch_size again, one technical: wave 3; then the batch fills.
             kinds = ["tech"] * 7 + ["zero0"] * 9 + ["tech"] + ["zero1"] * 31 + ["tech"] + ["spread", "zero0"] * 20
         else:
             kinds = [
                 "tech" if (u := rng.random()) < 0.05 else ("zero0" if u < 0.05 + p_zero * 0.7 else "zero1" if u < 0.05 + p_zero else "spread")
-                for _ in range(3 * OVER)
+                for _ in range(3 * OVER_SAMPLING_BATCH_SIZE)
             ]
         rec, streak = make_step(step, kinds, rng=rng, streak=streak)
         records.append(rec)

@@ -31,11 +31,11 @@ def fifo_batches(*sizes: int) -> NextBatch:
     return next_batch
 
 
-def slime_should_drop(output: Any, *, remaining: int, target: int) -> bool:
+def slime_should_drop(output: Any, *, remaining: int, rollout_batch_size: int) -> bool:
     """slime's drop rule, as slime_integration.md states it."""
     if output.keep:
         return False
-    if output.keep_when_insufficient and remaining <= target:
+    if output.keep_when_insufficient and remaining <= rollout_batch_size:
         return False
     return True
 
@@ -70,8 +70,8 @@ class SlimeLoopDouble:
 
     def run_step(self, rollout_id: int, make_group: GroupFactory, next_batch: NextBatch) -> StepResult:
         args = self.args
-        target = args.rollout_batch_size
-        over = args.over_sampling_batch_size or target
+        rollout_batch_size = args.rollout_batch_size
+        over_sampling_batch_size = args.over_sampling_batch_size or rollout_batch_size
         remaining = 0
         pending: list[int] = []
         groups: dict[int, list] = {}
@@ -83,14 +83,14 @@ class SlimeLoopDouble:
         remaining_before: list[int] = []
         submitted = waves = 0
         self.loop_state.step = rollout_id
-        while len(data) < target:
-            while remaining < target:
-                for _ in range(over):
+        while len(data) < rollout_batch_size:
+            while remaining < rollout_batch_size:
+                for _ in range(over_sampling_batch_size):
                     gid = self._next_id
                     self._next_id += 1
                     pending.append(gid)
-                remaining += over
-                submitted += over
+                remaining += over_sampling_batch_size
+                submitted += over_sampling_batch_size
                 waves += 1
             batch = next_batch(list(pending))
             assert batch, "the completion script must finish at least one group per wait"
@@ -105,14 +105,14 @@ class SlimeLoopDouble:
                 output = self.filter_fn(args, group)
                 if not isinstance(output, DynamicFilterOutput):
                     output = DynamicFilterOutput(keep=output)
-                if slime_should_drop(output, remaining=remaining, target=target):
+                if slime_should_drop(output, remaining=remaining, rollout_batch_size=rollout_batch_size):
                     if output.reason:
                         key = f"rollout/dynamic_filter/drop_{output.reason}"
                         drop_metrics[key] = drop_metrics.get(key, 0) + 1
                     dropped[gid] = output.reason
                     remaining -= 1
                     continue
-                if len(data) < target:
+                if len(data) < rollout_batch_size:
                     data.append(gid)
                 else:
                     surplus.append(gid)

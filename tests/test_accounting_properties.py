@@ -21,7 +21,7 @@ from shopsim_metrics.group_judgement import judge_group
 knobs = st.fixed_dictionaries(
     {
         "rollout_batch_size": st.integers(1, 6),
-        "extra_over_sampling": st.integers(0, 8),
+        "extra_over_sampling_batch_size": st.integers(0, 8),
         "n_samples_per_prompt": st.integers(1, 4),
         "global_batch_size": st.integers(1, 8),
         "p_technical": st.floats(0.0, 0.45),
@@ -91,10 +91,10 @@ def random_batches(seed, max_batch):
 @given(k=knobs)
 def test_records_match_the_loop_and_every_identity_holds(tmp_path_factory, k):
     run_dir = Path(tmp_path_factory.mktemp("run"))
-    target = k["rollout_batch_size"]
+    rollout_batch_size = k["rollout_batch_size"]
     args = SimpleNamespace(
-        rollout_batch_size=target,
-        over_sampling_batch_size=target + k["extra_over_sampling"],
+        rollout_batch_size=rollout_batch_size,
+        over_sampling_batch_size=rollout_batch_size + k["extra_over_sampling_batch_size"],
         n_samples_per_prompt=k["n_samples_per_prompt"],
         global_batch_size=k["global_batch_size"],
         reward_key=None,
@@ -128,7 +128,7 @@ def test_records_match_the_loop_and_every_identity_holds(tmp_path_factory, k):
         # the contract's identities
         assert rec.accepted_group_count == (rec.train_group_count + rec.technical_group_drop_count
                                             + rec.zero_std_group_drop_count + rec.surplus_group_count)
-        assert rec.train_group_count == target
+        assert rec.train_group_count == rollout_batch_size
         assert rec.submitted_group_count == rec.wave_count * args.over_sampling_batch_size == res.submitted
         assert rec.wave_count == res.waves
         assert rec.aborted_group_count == rec.submitted_group_count - rec.accepted_group_count == len(res.aborted_ids)
@@ -157,11 +157,12 @@ def test_records_match_the_loop_and_every_identity_holds(tmp_path_factory, k):
 
 @settings(max_examples=200, deadline=None)
 @given(kinds=st.lists(st.sampled_from(["technical", "spread", "zero_std"]), min_size=1, max_size=60),
-       limit=st.integers(1, 10))
-def test_streak_is_the_run_of_technical_groups_and_trips_exactly_at_the_limit(kinds, limit):
+       max_consecutive_failed_groups=st.integers(1, 10))
+def test_streak_is_the_run_of_technical_groups_and_trips_exactly_at_the_limit(kinds, max_consecutive_failed_groups):
     from shopsim_metrics.group_judgement import GroupJudgement
 
-    acc = StepAccountant(target=4, over_sampling=4, limit=limit)
+    acc = StepAccountant(rollout_batch_size=4, over_sampling_batch_size=4,
+                         max_consecutive_failed_groups=max_consecutive_failed_groups)
     expected = 0
     for i, kind in enumerate(kinds):
         j = GroupJudgement(kind, "status_failed" if kind == "technical" else None, i, 2, 2, 1, 1.0, 0.0, 1.0)
@@ -169,22 +170,24 @@ def test_streak_is_the_run_of_technical_groups_and_trips_exactly_at_the_limit(ki
         expected = expected + 1 if kind == "technical" else 0
         assert acc.streak == expected
         assert acc.streak_checks() == ({"status_failed": expected} if expected else {})
-        if expected >= limit:
+        if expected >= max_consecutive_failed_groups:
             break
 
 
 @settings(max_examples=200, deadline=None)
 @given(
-    target=st.integers(1, 8),
+    rollout_batch_size=st.integers(1, 8),
     extra=st.integers(0, 10),
     zero_flags=st.lists(st.booleans(), min_size=200, max_size=200),
     max_batch=st.integers(1, 8),
     seed=st.integers(0, 2**16),
 )
-def test_without_technical_failures_there_is_never_a_second_wave(target, extra, zero_flags, max_batch, seed):
-    """§5 of the design document: zero-std groups switch to the fallback at remaining == target,
+def test_without_technical_failures_there_is_never_a_second_wave(rollout_batch_size, extra, zero_flags, max_batch,
+                                                                  seed):
+    """§5 of the design document: zero-std groups switch to the fallback at remaining == rollout_batch_size,
     so on their own they never cause re-sampling, whatever the completion order."""
-    args = SimpleNamespace(rollout_batch_size=target, over_sampling_batch_size=target + extra,
+    args = SimpleNamespace(rollout_batch_size=rollout_batch_size,
+                           over_sampling_batch_size=rollout_batch_size + extra,
                            n_samples_per_prompt=2, global_batch_size=2, reward_key=None)
     state = ManualLoopState(source="loop_double")
     memory = MemorySink()
@@ -203,5 +206,5 @@ def test_without_technical_failures_there_is_never_a_second_wave(target, extra, 
         slime_runtime.reset_runtime()
     (record,) = memory.records
     assert result.waves == record.wave_count == 1
-    assert record.remaining_min >= target
+    assert record.remaining_min >= rollout_batch_size
     assert record.zero_std_group_drop_count <= extra  # only the over-sampled slots can be given up

@@ -112,7 +112,7 @@ def test_termination_at_exactly_the_limit_across_a_step_boundary(wired):
     with pytest.raises(TechnicalFailureLimitExceeded) as info:
         _streak_steps(loop, technical_in_step_1=5)  # 3 + 5 = 8
     err = info.value
-    assert (err.streak, err.limit, err.rollout_id) == (8, 8, 1)
+    assert (err.streak, err.max_consecutive_failed_groups, err.rollout_id) == (8, 8, 1)
     assert err.failed_checks == {"status_failed": 8}
     for text in ("8 consecutive", "=8", "rollout step 1", "status_failed=8"):
         assert text in str(err)

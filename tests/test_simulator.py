@@ -129,20 +129,21 @@ def test_same_verdicts_as_the_loop_double_on_the_design_documents_burst():
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     kinds=st.lists(st.sampled_from(["spread", "zero", "technical", "fanout"]), min_size=1, max_size=40),
-    target=st.integers(1, 6),
+    rollout_batch_size=st.integers(1, 6),
     extra=st.integers(0, 8),
     n=st.integers(1, 4),
     max_batch=st.integers(1, 8),
     seed=st.integers(0, 2**31),
     steps=st.integers(1, 3),
-    limit=st.sampled_from([3, 8, 10_000]),
+    max_consecutive_failed_groups=st.sampled_from([3, 8, 10_000]),
 )
-def test_same_verdicts_as_the_loop_double_for_the_same_completion_order(kinds, target, extra, n, max_batch, seed,
-                                                                         steps, limit):
-    if "technical" in kinds and all(k == "technical" for k in kinds) and limit == 10_000:
-        limit = 50  # an all-technical source would open waves forever: let the limit end it
-    args = make_args(rollout_batch_size=target, over_sampling_batch_size=target + extra, n_samples_per_prompt=n,
-                     global_batch_size=max(1, target), shopsim_max_consecutive_failed_groups=limit)
+def test_same_verdicts_as_the_loop_double_for_the_same_completion_order(kinds, rollout_batch_size, extra, n, max_batch,
+                                                                         seed, steps, max_consecutive_failed_groups):
+    if "technical" in kinds and all(k == "technical" for k in kinds) and max_consecutive_failed_groups == 10_000:
+        max_consecutive_failed_groups = 50  # an all-technical source would open waves forever: let the limit end it
+    args = make_args(rollout_batch_size=rollout_batch_size, over_sampling_batch_size=rollout_batch_size + extra,
+                     n_samples_per_prompt=n, global_batch_size=max(1, rollout_batch_size),
+                     shopsim_max_consecutive_failed_groups=max_consecutive_failed_groups)
     make = make_factory(kinds, n)
     double = run_double(args, make, random_order(seed, max_batch), steps)
     simulated = run_simulated(args, make, random_order(seed, max_batch), steps)
@@ -189,12 +190,12 @@ def test_every_record_satisfies_the_contract_identities_and_matches_the_loop(con
     result = simulate(config)
     assert not result.terminated
     assert len(result.records) == len(result.outcomes) == config.steps
-    over = config.over_sampling_batch_size
+    over_sampling_batch_size = config.over_sampling_batch_size
     for rec, out in zip(result.records, result.outcomes):
         assert rec.accepted_group_count == (rec.train_group_count + rec.technical_group_drop_count
                                             + rec.zero_std_group_drop_count + rec.surplus_group_count)
         assert rec.train_group_count == config.rollout_batch_size == len(out.train_ids)
-        assert rec.submitted_group_count == rec.wave_count * over == out.submitted
+        assert rec.submitted_group_count == rec.wave_count * over_sampling_batch_size == out.submitted
         assert rec.aborted_group_count == rec.submitted_group_count - rec.accepted_group_count == len(out.aborted_ids)
         assert rec.wave_count == out.waves
         assert [row.group_index for row in rec.decisions] == out.judged_ids

@@ -116,15 +116,17 @@ def test_standalone_run_logs_every_key_table_and_alert(wandb_env: Path) -> None:
 
 
 def test_train_step_axis_follows_slime(wandb_env: Path) -> None:  # noqa: F811
-    sink = WandbSink(mode="standalone", table_every=0, always_use_train_step=True,
-                     rollout_batch_size=16, n_samples_per_prompt=8, global_batch_size=64)
+    sink = WandbSink(mode="standalone", table_every=0, always_use_train_step=True)
+    knobs = dict(rollout_batch_size=16, n_samples_per_prompt=8, global_batch_size=64)
     for rid in range(3):
-        sink.emit(make_record(rid))
+        sink.emit(make_record(rid, **knobs))
+    # the knobs are read from each record: a record with other knobs gets its own train step
+    sink.emit(make_record(3, **dict(knobs, global_batch_size=32)))
     run_dir = _run_dir(sink)
     sink.close()
     run = read_offline_run(run_dir)
     steps = [row[contract.WANDB_STEP_KEY] for row in run.history if contract.WANDB_STEP_KEY in row]
-    assert steps == [0, 2, 4]
+    assert steps == [0, 2, 4, 12]
     assert DECISIONS_KEY not in run.tables, "table_every=0 and single-wave steps: no table"
 
 
@@ -235,12 +237,12 @@ def test_factory_builds_jsonl_first_then_wandb(tmp_path, args, expected) -> None
     assert sinks[0].run_dir == tmp_path
 
 
-def test_sink_from_settings_carries_the_knobs() -> None:
+def test_sink_from_settings_carries_the_settings() -> None:
     args = SimpleNamespace(rollout_batch_size=16, n_samples_per_prompt=8, global_batch_size=64, use_wandb=True,
                            wandb_always_use_train_step=True, shopsim_wandb_table_every=5)
     sink = WandbSink.from_settings(ShopsimSettings.from_args(args))
     assert (sink.mode, sink.inside_slime, sink.use_wandb, sink.table_every) == ("auto", True, True, 5)
-    assert sink.always_use_train_step and sink.knobs == (16, 8, 64)
+    assert sink.always_use_train_step
     assert sink.config["shopsim"]["max_consecutive_failed_groups"] == 8
 
 

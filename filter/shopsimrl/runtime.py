@@ -10,7 +10,7 @@ Example:
     >>> from shopsim_metrics.sinks import MemorySink
     >>> mem = MemorySink()
     >>> rt = configure(SimpleNamespace(rollout_batch_size=16, n_samples_per_prompt=8), sinks=[mem])
-    >>> rt.settings.target
+    >>> rt.settings.rollout_batch_size
     16
     >>> reset_runtime()
 """
@@ -50,13 +50,13 @@ class ShopsimRuntime:
         self.loop_state: LoopState = loop_state or SlimeLoopState()
         self.accountant = (
             StepAccountant(
-                target=settings.target,
-                over_sampling=settings.over_sampling_batch_size,
-                limit=settings.max_consecutive_failed_groups,
+                rollout_batch_size=settings.rollout_batch_size,
+                over_sampling_batch_size=settings.over_sampling_batch_size,
+                max_consecutive_failed_groups=settings.max_consecutive_failed_groups,
                 n_samples=settings.n_samples_per_prompt,
                 global_batch_size=settings.global_batch_size,
             )
-            if settings.target is not None
+            if settings.rollout_batch_size is not None
             else None
         )
         self._streak_without_accounting = 0  # only used when rollout_batch_size is unknown
@@ -71,7 +71,7 @@ class ShopsimRuntime:
         self.filter: Callable[[Any], DynamicFilterOutput] = _compile_filter(self)
         """Judge one group, account for it, and give slime the filter's answer (the hot path)."""
         self.alerts = StreakAlertPolicy(
-            limit=settings.max_consecutive_failed_groups,
+            max_consecutive_failed_groups=settings.max_consecutive_failed_groups,
             warn_fraction=settings.alert_warn_fraction,
             warn_level=settings.alert_warn_level,
             error_level=settings.alert_error_level,
@@ -120,7 +120,7 @@ class ShopsimRuntime:
             self.accountant.close_step(terminated=True)
             self.flush()
         raise TechnicalFailureLimitExceeded(
-            streak=streak, limit=self.settings.max_consecutive_failed_groups, rollout_id=rollout_id, failed_checks=checks
+            streak=streak, max_consecutive_failed_groups=self.settings.max_consecutive_failed_groups, rollout_id=rollout_id, failed_checks=checks
         )
 
     def send_alert(self, alert: Alert) -> None:

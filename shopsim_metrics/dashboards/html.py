@@ -142,7 +142,7 @@ def step_figure(panel: Panel, data: DashboardData) -> "go.Figure":
     return fig
 
 
-def ledger_figure(panel: Panel, rows: list[dict[str, Any]], *, step: int, target: int | None) -> "go.Figure":
+def ledger_figure(panel: Panel, rows: list[dict[str, Any]], *, step: int, rollout_batch_size: int | None) -> "go.Figure":
     """``remaining_before`` by judgement order for one step, coloured by outcome, waves marked."""
     import plotly.graph_objects as go
 
@@ -186,9 +186,10 @@ def ledger_figure(panel: Panel, rows: list[dict[str, Any]], *, step: int, target
                     xanchor="left", font={"color": "#9467bd"},
                 )
             previous = r.get(mk)
-    if target is not None:
-        fig.add_hline(y=target, line={"color": "#000", "dash": "dash", "width": 1})
-        fig.add_annotation(x=0, xref="paper", y=target, text=f"target {target}", showarrow=False, yshift=8, xanchor="left")
+    if rollout_batch_size is not None:
+        fig.add_hline(y=rollout_batch_size, line={"color": "#000", "dash": "dash", "width": 1})
+        fig.add_annotation(x=0, xref="paper", y=rollout_batch_size, text=f"rollout_batch_size {rollout_batch_size}",
+                           showarrow=False, yshift=8, xanchor="left")
     _layout(fig, x_title="judgement order in the step", y_title=panel.y_title, title=f"step {step}")
     return fig
 
@@ -208,14 +209,14 @@ def _ledger_panel(panel: Panel, data: DashboardData, ledger_step: int | None) ->
         if data.ledgers is not None:  # a ledger-capable source with no judged group yet
             fig.add_annotation(text="no judged group yet", x=0.5, y=0.5, xref="paper", yref="paper", showarrow=False)
         return fig, "", None, False
-    targets = {int(s["rollout_id"]): s.get(k) for s in data.steps for k in panel.knob_lines[:1]}
-    fig = ledger_figure(panel, data.ledgers[step], step=step, target=targets.get(step))
+    batch_sizes = {int(s["rollout_id"]): s.get(k) for s in data.steps for k in panel.knob_lines[:1]}
+    fig = ledger_figure(panel, data.ledgers[step], step=step, rollout_batch_size=batch_sizes.get(step))
     choices = _pickable_steps(data, step)
     if len(choices) <= 1:
         return fig, "", step, True
     figures = {}
     for s in choices:
-        fig_json = ledger_figure(panel, data.ledgers[s], step=s, target=targets.get(s)).to_plotly_json()
+        fig_json = ledger_figure(panel, data.ledgers[s], step=s, rollout_batch_size=batch_sizes.get(s)).to_plotly_json()
         fig_json["layout"].pop("template", None)  # the same for every step: taken from the drawn plot
         figures[str(s)] = fig_json
     waves = {int(s["rollout_id"]): s.get("wave_count") for s in data.steps}

@@ -82,7 +82,7 @@ class Panel:
     step_choice: str | None = None  # which step a ledger panel shows by default
     # Per-step keys that summarise a ledger panel over steps (drawn where the ledger is absent, e.g. W&B).
     step_summary: tuple[str, ...] = ()
-    # StepRecord knobs drawn as reference lines (e.g. the target rollout_batch_size).
+    # StepRecord knobs drawn as reference lines (e.g. rollout_batch_size).
     knob_lines: tuple[str, ...] = ()
     # Ledger panels: the record key whose W&B table (key_prefix + name) carries the ledger.
     wandb_table: str | None = None
@@ -194,7 +194,7 @@ def dashboard_spec() -> DashboardSpec:
         Panel(
             id="waves",
             title="Over-sampling waves per step",
-            description="1 = the first wave was enough; 2 or more = drops pushed remaining below the target.",
+            description="1 = the first wave was enough; 2 or more = drops pushed remaining below rollout_batch_size.",
             kind="line",
             source="steps",
             section=waves,
@@ -206,7 +206,7 @@ def dashboard_spec() -> DashboardSpec:
             title="remaining through one step (decision ledger)",
             description=(
                 "remaining_batch_size before each judgement, in judgement order, coloured by outcome; "
-                "dotted lines mark where a new wave was open. At or below the target, zero-std groups "
+                "dotted lines mark where a new wave was open. At or below rollout_batch_size, zero-std groups "
                 "take the fallback instead of being dropped."
             ),
             kind="ledger_remaining",

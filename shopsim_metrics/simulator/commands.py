@@ -45,7 +45,7 @@ def register(subparsers: Any) -> None:
     tune.add_argument("--rollout-batch-size", type=_positive_int)
     tune.add_argument("--n-samples-per-prompt", type=_positive_int)
     tune.add_argument("--global-batch-size", type=_positive_int)
-    tune.add_argument("--limit", type=_positive_int, default=8,
+    tune.add_argument("--max-consecutive-failed-groups", type=_positive_int, default=8,
                       help="shopsim_max_consecutive_failed_groups, for P(limit) (default 8)")
     tune.add_argument("--max-zero-advantage", type=_probability, default=0.05,
                       help="target: zero-advantage fraction of the train batch (default 0.05)")
@@ -98,7 +98,7 @@ def _tune(args: argparse.Namespace) -> int:
         if getattr(args, name) is not None:
             knobs[name] = getattr(args, name)
     rbs = knobs.get("rollout_batch_size", SimConfig.rollout_batch_size)
-    base = SimConfig(over_sampling_batch_size=rbs, max_consecutive_failed_groups=args.limit, **knobs)
+    base = SimConfig(over_sampling_batch_size=rbs, max_consecutive_failed_groups=args.max_consecutive_failed_groups, **knobs)
     jobs = args.jobs or min(os.cpu_count() or 1, len(args.candidates) if args.candidates else 5)
     try:
         report = _run_tune(zero, technical, args, base, TuneTargets(args.max_zero_advantage, args.max_second_wave),

@@ -29,6 +29,8 @@ from dataclasses import dataclass, field, replace
 from types import SimpleNamespace
 from typing import Any
 
+from shopsim_metrics.settings import ShopsimSettings
+
 
 @dataclass(frozen=True)
 class FailureBurst:
@@ -79,9 +81,6 @@ class SimConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"SimConfig.{name} must be a positive integer; got {value!r}")
-        if self.over_sampling_batch_size < self.rollout_batch_size:
-            raise ValueError(f"SimConfig.over_sampling_batch_size must be >= rollout_batch_size "
-                             f"({self.rollout_batch_size}); got {self.over_sampling_batch_size}")
         if self.steps < 0:
             raise ValueError(f"SimConfig.steps must be >= 0; got {self.steps}")
         for name in ("latency_median", "latency_tick"):
@@ -104,9 +103,7 @@ class SimConfig:
                              f"({self.success_reward}); got {self.partial_credit_levels}")
         if self.max_technical_streak is not None and self.max_technical_streak < 1:
             raise ValueError(f"SimConfig.max_technical_streak must be >= 1 or None; got {self.max_technical_streak!r}")
-        if self.max_consecutive_failed_groups < 1:
-            raise ValueError("SimConfig.max_consecutive_failed_groups must be >= 1; got "
-                             f"{self.max_consecutive_failed_groups!r}")
+        ShopsimSettings.from_args(self.to_args())  # the knobs are checked where the hooks check them
 
     # --- derived ---------------------------------------------------------------------------------
     def technical_rate_at(self, step: int) -> float:

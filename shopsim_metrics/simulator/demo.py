@@ -242,13 +242,13 @@ def print_summary(demo: DemoResult, stream: TextIO, *, notes: list[str] | None =
     print(format_steps_table(records, burst_step=demo.burst_step, alert_steps=alert_steps), file=stream)
     print("", file=stream)
     multi = [r for r in records if r.wave_count > 1]
-    limit = records[0].technical_failure_limit if records else None
+    max_consecutive_failed_groups = records[0].technical_failure_limit if records else None
     print(f"steps: {len(records)} in {result.wall_seconds:.1f} s;  steps with more than one wave: "
           + (", ".join(f"{r.rollout_id} ({r.wave_count} waves)" for r in multi) or "none"), file=stream)
     if records:
         worst = max(records, key=lambda r: r.max_consecutive_technical_failures)
         print(f"longest technical-failure streak: {worst.max_consecutive_technical_failures} at step "
-              f"{worst.rollout_id} (limit {limit})", file=stream)
+              f"{worst.rollout_id} (limit {max_consecutive_failed_groups})", file=stream)
     for (step, level, title), count in grouped.items():
         times = f" ({count} streaks)" if count > 1 else ""
         print(f"alert [{level}] step {step}: {title}{times}", file=stream)

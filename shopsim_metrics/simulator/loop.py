@@ -111,8 +111,8 @@ class SimulatedSlimeLoop:
         loop_state: ManualLoopState | None = None,
     ) -> None:
         self.args = args
-        self.target: int = args.rollout_batch_size
-        self.over: int = getattr(args, "over_sampling_batch_size", None) or self.target
+        self.rollout_batch_size: int = args.rollout_batch_size
+        self.over_sampling_batch_size: int = getattr(args, "over_sampling_batch_size", None) or self.rollout_batch_size
         self.source = source
         self.completions = completions
         self.filter_fn = filter_fn or load_hook(FILTER_PATH)
@@ -123,7 +123,8 @@ class SimulatedSlimeLoop:
 
     def run_step(self, rollout_id: int) -> StepOutcome:
         """Run one rollout step; TechnicalFailureLimitExceeded from the filter propagates."""
-        args, target, over = self.args, self.target, self.over
+        args, rollout_batch_size, over_sampling_batch_size = (
+            self.args, self.rollout_batch_size, self.over_sampling_batch_size)
         source, completions, filter_fn, state = self.source, self.completions, self.filter_fn, self.loop_state
         remaining = submitted = waves = 0
         data: list[int] = []
@@ -137,14 +138,14 @@ class SimulatedSlimeLoop:
         batch_sizes: list[int] = []
         state.step = rollout_id
         completions.begin_step()
-        while len(data) < target:
-            while remaining < target:  # step 1a: open a wave
-                gids = range(self._next_id, self._next_id + over)
-                self._next_id += over
+        while len(data) < rollout_batch_size:
+            while remaining < rollout_batch_size:  # step 1a: open a wave
+                gids = range(self._next_id, self._next_id + over_sampling_batch_size)
+                self._next_id += over_sampling_batch_size
                 source.submit(gids, rollout_id)
                 completions.submit(gids)
-                remaining += over
-                submitted += over
+                remaining += over_sampling_batch_size
+                submitted += over_sampling_batch_size
                 waves += 1
             batch = completions.next_batch()  # step 1b: at least one group finishes
             batch_sizes.append(len(batch))
@@ -159,8 +160,8 @@ class SimulatedSlimeLoop:
                     keep, keep_when_insufficient, reason = output, False, None
                 else:
                     keep, keep_when_insufficient, reason = output.keep, output.keep_when_insufficient, output.reason
-                if keep or (keep_when_insufficient and remaining <= target):
-                    if len(data) < target:
+                if keep or (keep_when_insufficient and remaining <= rollout_batch_size):
+                    if len(data) < rollout_batch_size:
                         data.append(gid)
                         train_groups.append(group)
                     else:

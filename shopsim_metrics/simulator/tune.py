@@ -164,7 +164,8 @@ def rates_of(records: Sequence[StepRecord], *, source: str = "records") -> Measu
     )
 
 
-def summarize(size: int, result: SimulationResult, *, reference_seconds: float, limit: int) -> CandidateResult:
+def summarize(size: int, result: SimulationResult, *, reference_seconds: float,
+              max_consecutive_failed_groups: int) -> CandidateResult:
     """A candidate's figures from its simulated run (records and the loop's own timing)."""
     records = [r for r in result.records if not r.terminated]
     n = len(records) or 1
@@ -184,7 +185,7 @@ def summarize(size: int, result: SimulationResult, *, reference_seconds: float, 
         submitted_per_step=sum(r.submitted_group_count for r in records) / n,
         relative_rollout_time=seconds / reference_seconds if reference_seconds else float("nan"),
         mean_rollout_seconds=seconds,
-        p_limit=sum(r.max_consecutive_technical_failures >= limit for r in records) / n,
+        p_limit=sum(r.max_consecutive_technical_failures >= max_consecutive_failed_groups for r in records) / n,
     )
 
 
@@ -249,14 +250,14 @@ def tune(
     if not technical_rate < 1.0:
         raise ValueError(f"technical_rate must be below 1 to tune (every group failing never fills a train batch; "
                          f"the run would terminate at the limit); got {technical_rate}")
-    too_small = [s for s in sizes if s < base.rollout_batch_size]
-    if too_small or not sizes:
-        raise ValueError(f"candidates must be >= rollout_batch_size ({base.rollout_batch_size}); got {sizes}")
+    if not sizes:
+        raise ValueError("candidates must hold at least one over_sampling_batch_size")
+    # each candidate's config is validated as it is built (a size below rollout_batch_size is refused)
+    configs = [base.with_(over_sampling_batch_size=size, max_consecutive_failed_groups=TUNING_LIMIT) for size in sizes]
     _, _, reference_rng = rng_streams(seed)
     reference = reference_wave_time(latency_model(base, reference_rng), groups=base.rollout_batch_size,
                                     concurrency=base.max_concurrent_groups)
-    work = [(base.with_(over_sampling_batch_size=size, max_consecutive_failed_groups=TUNING_LIMIT), reference,
-             base.max_consecutive_failed_groups) for size in sizes]
+    work = [(config, reference, base.max_consecutive_failed_groups) for config in configs]
     results: list[CandidateResult] = []
     if jobs > 1 and len(work) > 1:
         import multiprocessing
@@ -284,9 +285,10 @@ def tune(
 
 def _simulate_candidate(item: tuple[SimConfig, float, int]) -> CandidateResult:
     """One candidate's simulation in tuning mode (a module-level function, so worker processes can run it)."""
-    config, reference, limit = item
+    config, reference, max_consecutive_failed_groups = item
     result = Simulator(config, sinks=[]).run()
-    return summarize(config.over_sampling_batch_size, result, reference_seconds=reference, limit=limit)
+    return summarize(config.over_sampling_batch_size, result, reference_seconds=reference,
+                     max_consecutive_failed_groups=max_consecutive_failed_groups)
 
 
 _COLUMNS = (

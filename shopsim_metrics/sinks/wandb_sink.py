@@ -149,9 +149,6 @@ class WandbSink(StepSink):
         project: str = "shopsim-metrics",
         table_every: int = 10,
         always_use_train_step: bool = False,
-        rollout_batch_size: int | None = None,
-        n_samples_per_prompt: int | None = None,
-        global_batch_size: int | None = None,
         run_dir: str | os.PathLike | None = None,
         config: dict[str, Any] | None = None,
     ) -> None:
@@ -163,7 +160,6 @@ class WandbSink(StepSink):
         self.project = project
         self.table_every = table_every
         self.always_use_train_step = always_use_train_step
-        self.knobs = (rollout_batch_size, n_samples_per_prompt, global_batch_size)
         self.run_dir = Path(run_dir) if run_dir is not None else None
         self.config = dict(config or {})
         self.enabled = mode != "off"
@@ -186,9 +182,6 @@ class WandbSink(StepSink):
             project=settings.wandb_project,
             table_every=settings.wandb_table_every,
             always_use_train_step=settings.wandb_always_use_train_step,
-            rollout_batch_size=settings.target,
-            n_samples_per_prompt=settings.n_samples_per_prompt,
-            global_batch_size=settings.global_batch_size,
             run_dir=run_dir,
             config={"shopsim": config},
         )
@@ -246,10 +239,11 @@ class WandbSink(StepSink):
 
     # --- internals --------------------------------------------------------------------------
     def _log(self, run: Any, record: StepRecord) -> None:
+        # the knobs in force come with the record itself
         step = wandb_step(record.rollout_id, always_use_train_step=self.always_use_train_step,
-                          rollout_batch_size=self.knobs[0] or record.rollout_batch_size,
-                          n_samples_per_prompt=self.knobs[1] or record.n_samples_per_prompt,
-                          global_batch_size=self.knobs[2] or record.global_batch_size)
+                          rollout_batch_size=record.rollout_batch_size,
+                          n_samples_per_prompt=record.n_samples_per_prompt,
+                          global_batch_size=record.global_batch_size)
         data: dict[str, Any] = record_scalars(record)
         data[contract.WANDB_STEP_KEY] = step
         if table_due(record, self.table_every):
