@@ -1,5 +1,5 @@
 """Alerts on consecutive technical failures: WARN once per streak at a fraction of the limit,
-ERROR just before termination at the limit.
+ERROR just before termination at the limit. Sinks deliver the :class:`Alert` values decided here.
 
 Example:
     >>> policy = StreakAlertPolicy(max_consecutive_failed_groups=8)
@@ -11,8 +11,17 @@ Example:
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
-from shopsim_metrics.sinks.base import Alert
+
+@dataclass(frozen=True)
+class Alert:
+    """An alert raised by the monitor (for example a technical-failure streak)."""
+
+    title: str
+    text: str
+    level: str  # "INFO", "WARN" or "ERROR" (W&B's AlertLevel names)
+    rollout_id: int | None = None
 
 
 class StreakAlertPolicy:

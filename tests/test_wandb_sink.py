@@ -13,8 +13,9 @@ import pytest
 from hypothesis import given, settings as hsettings, strategies as st
 
 from shopsim_metrics import contract
+from shopsim_metrics.alerts import Alert
 from shopsim_metrics.records import StepRecord
-from shopsim_metrics.sinks import Alert, JsonlSink, SinkSet, read_steps
+from shopsim_metrics.sinks import JsonlSink, SinkSet, read_steps
 from shopsim_metrics.sinks.factory import build_sinks
 from shopsim_metrics.sinks.wandb_sink import (
     DECISIONS_KEY,

@@ -24,10 +24,10 @@ from typing import Any, Callable
 
 from shopsim_metrics import contract as C
 from shopsim_metrics.accounting import GenerationStats, StepAccountant
-from shopsim_metrics.alerts import StreakAlertPolicy
+from shopsim_metrics.alerts import Alert, StreakAlertPolicy
 from shopsim_metrics.loop_state import LoopState
 from shopsim_metrics.records import StepRecord
-from shopsim_metrics.sinks.base import Alert, SinkSet, StepSink
+from shopsim_metrics.sinks.base import SinkSet, StepSink
 from shopsim_metrics.errors import TechnicalFailureLimitExceeded
 from shopsim_metrics.group_judgement import SPREAD, TECHNICAL, GroupJudgement, judge_group, judge_plain_group
 from shopsim_metrics.settings import ShopsimSettings

@@ -33,13 +33,14 @@ from typing import Any, Callable
 
 import numpy as np
 
+from shopsim_metrics.alerts import Alert
 from shopsim_metrics.contract import slime_drop_metric
 from shopsim_metrics.loop_state import ManualLoopState
 from shopsim_metrics.records import StepRecord
 from shopsim_metrics.simulator.config import SimConfig
 from shopsim_metrics.simulator.latency import CompletionOrder, LatencyCompletions, LatencyModel
 from shopsim_metrics.simulator.rewards import GroupSource, flatten, make_group_source
-from shopsim_metrics.sinks.base import Alert, MemorySink, StepSink
+from shopsim_metrics.sinks.base import MemorySink, StepSink
 from shopsim_metrics.errors import TechnicalFailureLimitExceeded
 
 Hook = Callable[..., Any]

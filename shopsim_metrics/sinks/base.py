@@ -16,21 +16,10 @@ from __future__ import annotations
 
 import logging
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
-
+from shopsim_metrics.alerts import Alert
 from shopsim_metrics.records import StepRecord
 
 logger = logging.getLogger("shopsim_metrics")
-
-
-@dataclass(frozen=True)
-class Alert:
-    """An alert raised by the monitor (for example a technical-failure streak)."""
-
-    title: str
-    text: str
-    level: str  # "INFO", "WARN" or "ERROR" (W&B's AlertLevel names)
-    rollout_id: int | None = None
 
 
 class StepSink(ABC):

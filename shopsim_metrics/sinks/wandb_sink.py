@@ -38,8 +38,9 @@ from typing import TYPE_CHECKING, Any, Callable
 from urllib.parse import urlsplit
 
 from shopsim_metrics import contract
+from shopsim_metrics.alerts import Alert
 from shopsim_metrics.records import StepRecord
-from shopsim_metrics.sinks.base import Alert, StepSink
+from shopsim_metrics.sinks.base import StepSink
 
 if TYPE_CHECKING:  # pragma: no cover - types only
     from shopsim_metrics.settings import ShopsimSettings
