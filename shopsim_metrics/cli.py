@@ -1,4 +1,4 @@
-"""The ``shopsim-metrics`` command: ``demo``, ``tune``, ``dashboard`` and ``inspect``.
+"""The ``shopsim-metrics`` command: ``demo``, ``tune``, ``dashboard``, ``inspect`` and ``check-config``.
 
 Each subcommand lives in the module that owns it and adds itself through ``register(subparsers)``.
 
@@ -19,6 +19,7 @@ import sys
 _COMMAND_MODULES = (
     "shopsim_metrics.simulator.commands",
     "shopsim_metrics.dashboards.commands",
+    "shopsim_metrics.config_check",
 )
 
 

@@ -1,49 +1,311 @@
-"""The ``shopsim_*`` settings, read from slime's ``args`` (set through ``--custom-config-path`` YAML).
+"""The ``shopsim_*`` settings: one declarative table, from which validation, docs and check-config derive.
 
-Every attribute the project reads from ``args`` is listed in :data:`DEFAULTS` with its default, and
-validated with an error that names the key, what is allowed and what was received. slime's own
-knobs (``rollout_batch_size`` ...) are read as they are; a bare ``args`` (slime's contract tests)
-lacks most of them, which is allowed: they are then ``None``.
+slime applies the ``--custom-config-path`` YAML with ``setattr`` and no checks, so every setting is
+validated here, the same way for ``shopsim-metrics check-config`` (before launch) and for slime's
+``args`` (at the first hook call). A problem is reported as one line naming the key, the allowed
+values and the value received; an unknown ``shopsim_*`` key (a typo) is a problem too, named with the
+closest known key.
+
+YAML 1.1 (PyYAML, slime's loader) reads unquoted ``off``/``on``/``no``/``yes`` as booleans and ``5e-1``
+as a string; the validators take both: ``shopsim_wandb: off`` means ``off`` (``on``/``yes``/``true`` mean
+``auto``) and a numeric string is read as a number for a number setting.
+
+slime's own knobs (``rollout_batch_size`` ...) are read as they are; a bare ``args`` (slime's contract
+tests) lacks most of them, which is allowed: they are then ``None``.
 
 Example:
     >>> from types import SimpleNamespace
-    >>> s = ShopsimSettings.from_args(SimpleNamespace(rollout_batch_size=16, n_samples_per_prompt=8))
-    >>> (s.rollout_batch_size, s.over_sampling_batch_size, s.max_consecutive_failed_groups)
-    (16, 16, 8)
+    >>> s = ShopsimSettings.from_args(SimpleNamespace(rollout_batch_size=16, n_samples_per_prompt=8,
+    ...                                               shopsim_wandb=False, shopsim_success_threshold="5e-1"))
+    >>> (s.rollout_batch_size, s.over_sampling_batch_size, s.max_consecutive_failed_groups, s.wandb, s.success_threshold)
+    (16, 16, 8, 'off', 0.5)
+    >>> validate_settings({"shopsim_max_consecutive_failed_group": 4})[1]
+    ["shopsim_max_consecutive_failed_group: unknown key; did you mean 'shopsim_max_consecutive_failed_groups'?"]
 """
 
 from __future__ import annotations
 
+import difflib
 import math
+import os
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable, Mapping
 
-DEFAULTS: dict[str, Any] = {
-    # filter
-    "shopsim_max_consecutive_failed_groups": 8,  # terminate when this many technical groups come in a row
-    "shopsim_success_threshold": 1.0,  # reward >= this is a success (when no metadata flag)
-    "shopsim_success_metadata_key": "shopsim_success",  # metadata flag set by the environment
-    "shopsim_unscored_metadata_key": "shopsim_unscored",  # metadata flag: the episode could not be scored
-    # local record
-    "shopsim_run_dir": None,  # None: $SHOPSIM_RUN_DIR, else ./shopsim_run
-    # W&B
-    "shopsim_wandb": "auto",  # auto | join | standalone | off
-    "shopsim_wandb_project": "shopsim-metrics",  # for a standalone run
-    "shopsim_wandb_table_every": 10,  # decision-ledger table every N steps (0: only special steps)
-    # alerts
-    "shopsim_alerts": True,
-    "shopsim_alert_warn_fraction": 0.5,  # WARN when the streak reaches this fraction of the limit
-    "shopsim_alert_warn_level": "WARN",
-    "shopsim_alert_error_level": "ERROR",
-}
-
+PREFIX = "shopsim_"
 DEFAULT_RUN_DIR = "shopsim_run"
+SAVE_SUBDIR = "shopsim"
 WANDB_MODES = ("auto", "join", "standalone", "off")
 ALERT_LEVELS = ("INFO", "WARN", "ERROR")
+SLIME_KNOBS = ("rollout_batch_size", "n_samples_per_prompt", "over_sampling_batch_size", "global_batch_size")
+"""slime's knobs the accounting reads (positive integers; ``over_sampling_batch_size`` defaults to
+``rollout_batch_size`` and must be >= it)."""
+
+_YAML_BOOL_HINT = " (YAML reads unquoted on/off/yes/no/true/false as a boolean: quote the value)"
 
 
 class ShopsimConfigError(ValueError):
     """A ``shopsim_*`` setting (or a slime knob the project needs) has a value that cannot work."""
+
+
+class _Invalid(ValueError):
+    """Raised by a parser: the value is not allowed (the setting's ``allowed`` text says what is)."""
+
+
+# --- parsers: each returns the normalised value or raises _Invalid ---------------------------------
+def integer(minimum: int) -> Callable[[Any], int]:
+    """An ``int`` (never a bool) >= ``minimum``."""
+
+    def parse(value: Any) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            raise _Invalid
+        return value
+
+    return parse
+
+
+def number(low: float | None = None, high: float | None = None, *, low_open: bool = False) -> Callable[[Any], float]:
+    """A finite number (int, float or a numeric string such as YAML's ``"5e-1"``) within the bounds."""
+
+    def parse(value: Any) -> float:
+        if isinstance(value, bool):
+            raise _Invalid
+        if isinstance(value, str):
+            try:
+                value = float(value.strip())
+            except ValueError:
+                raise _Invalid from None
+        try:
+            value = float(value)
+        except (TypeError, ValueError, OverflowError):
+            raise _Invalid from None
+        if not math.isfinite(value) or (high is not None and value > high):
+            raise _Invalid
+        if low is not None and (value <= low if low_open else value < low):
+            raise _Invalid
+        return value
+
+    return parse
+
+
+def choice(options: tuple[str, ...], *, upper: bool = False, booleans: Mapping[bool, str] | None = None
+           ) -> Callable[[Any], str]:
+    """One of ``options`` (case-insensitive); ``booleans`` maps YAML's booleans to an option."""
+
+    def parse(value: Any) -> str:
+        if isinstance(value, bool):
+            if booleans is None or value not in booleans:
+                raise _Invalid
+            return booleans[value]
+        if not isinstance(value, str):
+            raise _Invalid
+        text = value.strip().upper() if upper else value.strip().lower()
+        if text not in options:
+            raise _Invalid
+        return text
+
+    return parse
+
+
+_FLAG_WORDS = {"true": True, "on": True, "yes": True, "1": True, "false": False, "off": False, "no": False, "0": False}
+
+
+def flag(value: Any) -> bool:
+    """A boolean; the words true/false/on/off/yes/no (any case, as a quoted string) and 0/1 too."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str) and value.strip().lower() in _FLAG_WORDS:
+        return _FLAG_WORDS[value.strip().lower()]
+    raise _Invalid
+
+
+def text(value: Any) -> str:
+    """A non-empty string."""
+    if not isinstance(value, str) or not value.strip():
+        raise _Invalid
+    return value
+
+
+def optional_path(value: Any) -> str | None:
+    """None, or a non-empty path."""
+    if value is None:
+        return None
+    if isinstance(value, os.PathLike):
+        value = os.fspath(value)
+    return text(value)
+
+
+# --- the table -------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Setting:
+    """One ``shopsim_*`` setting: its default, how its value is read, and its docs line."""
+
+    name: str
+    default: Any
+    parse: Callable[[Any], Any]
+    allowed: str  # what the error message says is allowed
+    doc: str  # the meaning column of docs/training_monitoring.md §2.2 (markdown)
+
+    def read(self, value: Any) -> Any:
+        """The normalised value (None means the default); raises :class:`ShopsimConfigError`.
+
+        Example:
+            >>> SETTINGS_BY_NAME["shopsim_alert_warn_level"].read("warn")
+            'WARN'
+        """
+        if value is None:  # YAML's null, or a key slime's args do not carry
+            return self.default
+        try:
+            return self.parse(value)
+        except _Invalid:
+            hint = _YAML_BOOL_HINT if isinstance(value, bool) else ""
+            raise ShopsimConfigError(f"{self.name}: expected {self.allowed}; got {value!r}{hint}") from None
+
+
+SETTINGS: tuple[Setting, ...] = (
+    # filter
+    Setting("shopsim_max_consecutive_failed_groups", 8, integer(1), "an integer >= 1",
+            "technical groups in a row (across steps) that terminate the run with "
+            "`shopsim_metrics.errors.TechnicalFailureLimitExceeded`"),
+    Setting("shopsim_success_threshold", 1.0, number(), "a finite number",
+            "a rollout is a success when reward ≥ this, unless its metadata carries the success flag"),
+    Setting("shopsim_success_metadata_key", "shopsim_success", text, "a non-empty string",
+            "metadata flag set by the environment; when present it decides success"),
+    Setting("shopsim_unscored_metadata_key", "shopsim_unscored", text, "a non-empty string",
+            "metadata flag: the episode could not be scored (the group is technical, check `metadata_unscored`)"),
+    # local record
+    Setting("shopsim_run_dir", None, optional_path, "null or a directory path",
+            "directory of `steps.jsonl`; `null` means `$SHOPSIM_RUN_DIR`, else `<--save>/shopsim` when "
+            "slime's `--save` is set, else `./shopsim_run` (made absolute when the runtime starts, §1.3)"),
+    # W&B
+    Setting("shopsim_wandb", "auto", choice(WANDB_MODES, booleans={False: "off", True: "auto"}),
+            "one of auto, join, standalone, off",
+            "`auto`, `join`, `standalone` or `off` (§1.3); YAML's unquoted `off`/`no`/`false` mean `off`, "
+            "`on`/`yes`/`true` mean `auto`"),
+    Setting("shopsim_wandb_project", "shopsim-metrics", text, "a non-empty string",
+            "project of a run the project starts itself"),
+    Setting("shopsim_wandb_table_every", 10, integer(0), "an integer >= 0",
+            "decision-ledger table every N rollout steps (`rollout_id % N == 0`); `0` = only the special "
+            "steps (more than one wave, termination)"),
+    # alerts
+    Setting("shopsim_alerts", True, flag, "true or false", "send the technical-streak alerts (W&B and log)"),
+    Setting("shopsim_alert_warn_fraction", 0.5, number(0.0, 1.0, low_open=True), "a number in (0, 1]",
+            "WARN once per streak when it reaches this fraction of the limit (4 of 8)"),
+    Setting("shopsim_alert_warn_level", "WARN", choice(ALERT_LEVELS, upper=True), "one of INFO, WARN, ERROR",
+            "W&B alert level of the early warning (`INFO`, `WARN`, `ERROR`)"),
+    Setting("shopsim_alert_error_level", "ERROR", choice(ALERT_LEVELS, upper=True), "one of INFO, WARN, ERROR",
+            "W&B alert level sent just before termination"),
+)
+SETTINGS_BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
+DEFAULTS: dict[str, Any] = {s.name: s.default for s in SETTINGS}
+"""Every ``shopsim_*`` key at its default (``examples/shopsim.yaml`` lists exactly these)."""
+
+
+def closest_key(key: str) -> str | None:
+    """The known setting a misspelled key most likely meant (difflib), or None.
+
+    Example:
+        >>> closest_key("shopsim_wandb_proj")
+        'shopsim_wandb_project'
+    """
+    suffixes = [name[len(PREFIX):] for name in SETTINGS_BY_NAME]  # the shared prefix would match anything
+    match = difflib.get_close_matches(key[len(PREFIX):] if key.startswith(PREFIX) else key, suffixes, n=1, cutoff=0.6)
+    return PREFIX + match[0] if match else None
+
+
+def unknown_key_problem(key: str) -> str:
+    """The one-line problem of an unknown ``shopsim_*`` key."""
+    near = closest_key(key)
+    hint = f"did you mean {near!r}?" if near else f"known keys: {', '.join(SETTINGS_BY_NAME)}"
+    return f"{key}: unknown key; {hint}"
+
+
+def validate_settings(values: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """Read every ``shopsim_*`` key of ``values``: (every setting's value, defaults filled in; problems).
+
+    Keys without the ``shopsim_`` prefix are not looked at. Each problem is one line.
+
+    Example:
+        >>> settings, problems = validate_settings({"shopsim_wandb": "loud", "rollout_batch_size": 16})
+        >>> settings["shopsim_alerts"], problems
+        (True, ["shopsim_wandb: expected one of auto, join, standalone, off; got 'loud'"])
+    """
+    problems: list[str] = []
+    for key in values:
+        if isinstance(key, str) and key.startswith(PREFIX) and key not in SETTINGS_BY_NAME:
+            problems.append(unknown_key_problem(key))
+    result: dict[str, Any] = {}
+    for setting in SETTINGS:
+        try:
+            result[setting.name] = setting.read(values.get(setting.name))
+        except ShopsimConfigError as exc:
+            problems.append(str(exc))
+            result[setting.name] = setting.default
+    return result, problems
+
+
+def validate_slime_knobs(values: Mapping[str, Any]) -> tuple[dict[str, int | None], list[str]]:
+    """Read slime's knobs the accounting needs (absent or None: None), with one line per problem.
+
+    The one check of ``over_sampling_batch_size >= rollout_batch_size`` (the accountant and the
+    simulator take their knobs from validated settings).
+
+    Example:
+        >>> validate_slime_knobs({"rollout_batch_size": 16, "over_sampling_batch_size": 8})[1]
+        ['over_sampling_batch_size: expected an integer >= rollout_batch_size (16); got 8']
+    """
+    knobs: dict[str, int | None] = {}
+    problems: list[str] = []
+    for key in SLIME_KNOBS:
+        value = values.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            problems.append(f"{key}: expected a positive integer; got {value!r}")
+            value = None
+        knobs[key] = value
+    target, over = knobs["rollout_batch_size"], knobs["over_sampling_batch_size"]
+    if target is not None and over is not None and over < target:
+        problems.append(f"over_sampling_batch_size: expected an integer >= rollout_batch_size ({target}); got {over}")
+    return knobs, problems
+
+
+def resolve_run_dir(run_dir: str | None, save: Any = None, environ: Mapping[str, str] | None = None) -> str:
+    """The absolute directory of ``steps.jsonl``: ``shopsim_run_dir``, else ``$SHOPSIM_RUN_DIR``, else
+    ``<save>/shopsim`` (slime's checkpoint directory, normally on shared storage), else ``./shopsim_run``.
+
+    Relative paths resolve against the current directory of the process that resolves them.
+
+    Example:
+        >>> resolve_run_dir(None, save="/ckpt/run1", environ={})
+        '/ckpt/run1/shopsim'
+        >>> resolve_run_dir("/data/x", save="/ckpt/run1", environ={})
+        '/data/x'
+    """
+    environ = os.environ if environ is None else environ
+    if run_dir:
+        chosen = run_dir
+    elif environ.get("SHOPSIM_RUN_DIR"):
+        chosen = environ["SHOPSIM_RUN_DIR"]
+    elif isinstance(save, (str, os.PathLike)) and os.fspath(save):
+        chosen = os.path.join(os.fspath(save), SAVE_SUBDIR)
+    else:
+        chosen = DEFAULT_RUN_DIR
+    return os.path.abspath(os.path.expanduser(chosen))
+
+
+def shopsim_attributes(args: Any) -> dict[str, Any]:
+    """Every ``shopsim_*`` attribute of ``args`` (slime's namespace, or any object)."""
+    names = [n for n in dir(args) if n.startswith(PREFIX)]
+    return {n: getattr(args, n, None) for n in names}
+
+
+def missing_knobs(args: Any) -> list[str]:
+    """The accounting knobs ``args`` lacks (None or absent), besides ``over_sampling_batch_size``.
+
+    Without ``rollout_batch_size`` nothing is accounted; without ``n_samples_per_prompt`` short groups
+    are not caught; without ``global_batch_size`` ``optimizer_update_count`` is not computed.
+    """
+    return [k for k in SLIME_KNOBS if k != "over_sampling_batch_size" and getattr(args, k, None) is None]
 
 
 @dataclass(frozen=True)
@@ -59,7 +321,7 @@ class ShopsimSettings:
     success_threshold: float
     success_metadata_key: str
     unscored_metadata_key: str
-    run_dir: str | None
+    run_dir: str  # resolved and absolute (resolve_run_dir), fixed when the settings are read
     wandb: str
     wandb_project: str
     wandb_table_every: int
@@ -73,77 +335,39 @@ class ShopsimSettings:
 
     @classmethod
     def from_args(cls, args: Any) -> "ShopsimSettings":
-        def get(key: str) -> Any:
-            value = getattr(args, key, None)
-            return DEFAULTS[key] if value is None else value
+        """Read and check ``args``; every problem (unknown ``shopsim_*`` key included) in one error.
 
-        rollout_batch_size = _optional_positive_int(args, "rollout_batch_size")
-        over_sampling_batch_size = _optional_positive_int(args, "over_sampling_batch_size") or rollout_batch_size
-        # the one check of over_sampling_batch_size >= rollout_batch_size (the accountant and the
-        # simulator take their knobs from validated settings)
-        if (rollout_batch_size is not None and over_sampling_batch_size is not None
-                and over_sampling_batch_size < rollout_batch_size):
+        Raises :class:`ShopsimConfigError` with one line per problem.
+        """
+        values, problems = validate_settings(shopsim_attributes(args))
+        knobs, knob_problems = validate_slime_knobs({k: getattr(args, k, None) for k in SLIME_KNOBS})
+        problems += knob_problems
+        if problems:
             raise ShopsimConfigError(
-                f"over_sampling_batch_size must be >= rollout_batch_size ({rollout_batch_size}); "
-                f"got {over_sampling_batch_size}"
+                "invalid shopsim settings (check the --custom-config-path YAML before launch with "
+                "`shopsim-metrics check-config <yaml>`):\n  " + "\n  ".join(problems)
             )
-        max_consecutive_failed_groups = get("shopsim_max_consecutive_failed_groups")
-        if (isinstance(max_consecutive_failed_groups, bool) or not isinstance(max_consecutive_failed_groups, int)
-                or max_consecutive_failed_groups < 1):
-            raise ShopsimConfigError(
-                "shopsim_max_consecutive_failed_groups must be an integer >= 1 "
-                f"(set it in the --custom-config-path YAML); got {max_consecutive_failed_groups!r}"
-            )
-        threshold = get("shopsim_success_threshold")
-        if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not math.isfinite(threshold):
-            raise ShopsimConfigError(f"shopsim_success_threshold must be a finite number; got {threshold!r}")
-        mode = str(get("shopsim_wandb")).lower()
-        if mode not in WANDB_MODES:
-            raise ShopsimConfigError(f"shopsim_wandb must be one of {WANDB_MODES}; got {mode!r}")
-        every = get("shopsim_wandb_table_every")
-        if isinstance(every, bool) or not isinstance(every, int) or every < 0:
-            raise ShopsimConfigError(f"shopsim_wandb_table_every must be an integer >= 0; got {every!r}")
-        fraction = get("shopsim_alert_warn_fraction")
-        if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 < fraction <= 1:
-            raise ShopsimConfigError(f"shopsim_alert_warn_fraction must be in (0, 1]; got {fraction!r}")
-        levels = {}
-        for key in ("shopsim_alert_warn_level", "shopsim_alert_error_level"):
-            level = str(get(key)).upper()
-            if level not in ALERT_LEVELS:
-                raise ShopsimConfigError(f"{key} must be one of {ALERT_LEVELS}; got {get(key)!r}")
-            levels[key] = level
-        alerts = get("shopsim_alerts")
-        if not isinstance(alerts, bool):
-            raise ShopsimConfigError(f"shopsim_alerts must be true or false; got {alerts!r}")
+        rollout_batch_size = knobs["rollout_batch_size"]
         reward_key = getattr(args, "reward_key", None)
         return cls(
             rollout_batch_size=rollout_batch_size,
-            n_samples_per_prompt=_optional_positive_int(args, "n_samples_per_prompt"),
-            over_sampling_batch_size=over_sampling_batch_size,
-            global_batch_size=_optional_positive_int(args, "global_batch_size"),
+            n_samples_per_prompt=knobs["n_samples_per_prompt"],
+            over_sampling_batch_size=knobs["over_sampling_batch_size"] or rollout_batch_size,
+            global_batch_size=knobs["global_batch_size"],
             reward_key=reward_key or None,
-            max_consecutive_failed_groups=max_consecutive_failed_groups,
-            success_threshold=float(threshold),
-            success_metadata_key=str(get("shopsim_success_metadata_key")),
-            unscored_metadata_key=str(get("shopsim_unscored_metadata_key")),
-            run_dir=getattr(args, "shopsim_run_dir", None),
-            wandb=mode,
-            wandb_project=str(get("shopsim_wandb_project")),
-            wandb_table_every=every,
-            alerts=alerts,
-            alert_warn_fraction=float(fraction),
-            alert_warn_level=levels["shopsim_alert_warn_level"],
-            alert_error_level=levels["shopsim_alert_error_level"],
+            max_consecutive_failed_groups=values["shopsim_max_consecutive_failed_groups"],
+            success_threshold=values["shopsim_success_threshold"],
+            success_metadata_key=values["shopsim_success_metadata_key"],
+            unscored_metadata_key=values["shopsim_unscored_metadata_key"],
+            run_dir=resolve_run_dir(values["shopsim_run_dir"], getattr(args, "save", None)),
+            wandb=values["shopsim_wandb"],
+            wandb_project=values["shopsim_wandb_project"],
+            wandb_table_every=values["shopsim_wandb_table_every"],
+            alerts=values["shopsim_alerts"],
+            alert_warn_fraction=values["shopsim_alert_warn_fraction"],
+            alert_warn_level=values["shopsim_alert_warn_level"],
+            alert_error_level=values["shopsim_alert_error_level"],
             wandb_always_use_train_step=bool(getattr(args, "wandb_always_use_train_step", False)),
             inside_slime=hasattr(args, "use_wandb"),
             use_wandb=getattr(args, "use_wandb", None),
         )
-
-
-def _optional_positive_int(args: Any, key: str) -> int | None:
-    value = getattr(args, key, None)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ShopsimConfigError(f"{key} must be a positive integer; got {value!r}")
-    return value

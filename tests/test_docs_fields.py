@@ -10,7 +10,7 @@ import yaml
 from shopsim_metrics import contract
 from shopsim_metrics.sinks.wandb_sink import DECISIONS_KEY, WandbSink, record_scalars
 from shopsimrl import slime_runtime
-from shopsim_metrics.settings import DEFAULTS
+from shopsim_metrics.settings import DEFAULTS, SETTINGS
 from tests.wandb_helpers import make_record
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "training_monitoring.md"
@@ -76,6 +76,13 @@ def test_settings_table_lists_every_default() -> None:
         documented[key.strip("`")] = yaml.safe_load(default.strip("`"))
         assert meaning
     assert documented == DEFAULTS
+
+
+def test_settings_table_is_the_settings_table_row_by_row() -> None:
+    """§2.2 is derived from ``shopsim_metrics.settings.SETTINGS``: same keys, order, defaults and doc lines."""
+    _, rows = table(section("2.2 `shopsim_*` keys of the custom-config YAML"))
+    documented = [(key.strip("`"), yaml.safe_load(default.strip("`")), meaning) for key, default, meaning in rows]
+    assert documented == [(s.name, s.default, s.doc) for s in SETTINGS]
 
 
 def test_docs_name_the_three_hooks_that_exist() -> None:

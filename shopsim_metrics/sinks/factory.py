@@ -17,17 +17,15 @@ Example:
 
 from __future__ import annotations
 
-import os
-
-from shopsim_metrics.settings import DEFAULT_RUN_DIR, ShopsimSettings
+from shopsim_metrics.settings import ShopsimSettings
 from shopsim_metrics.sinks.base import StepSink
 from shopsim_metrics.sinks.jsonl import JsonlSink
 from shopsim_metrics.sinks.wandb_sink import WandbSink
 
 
 def resolve_run_dir(settings: ShopsimSettings) -> str:
-    """``shopsim_run_dir``, else ``$SHOPSIM_RUN_DIR``, else ``./shopsim_run``."""
-    return settings.run_dir or os.environ.get("SHOPSIM_RUN_DIR") or DEFAULT_RUN_DIR
+    """The absolute run directory, resolved when the settings were read (``settings.resolve_run_dir``)."""
+    return settings.run_dir
 
 
 def wants_wandb(settings: ShopsimSettings) -> bool:

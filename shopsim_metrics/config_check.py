@@ -1,0 +1,75 @@
+"""``shopsim-metrics check-config shopsim.yaml``: the settings checked before any GPU starts.
+
+slime applies the ``--custom-config-path`` YAML blindly and loads the hooks only at the first
+rollout, so a typo or a bad value would surface after the engines started. This reads the file
+with slime's own loader (``yaml.safe_load``, YAML 1.1) and checks every ``shopsim_*`` key against
+:data:`shopsim_metrics.settings.SETTINGS`, plus slime's knobs the accounting needs when the file sets
+them. Other keys (slime's own) are not looked at. One line per problem; exit code 2 on problems, 0
+when clean.
+
+Example:
+    >>> check_mapping({"shopsim_wandb": False, "shopsim_alert_warn_fraction": "5e-1", "lr": 1e-6})
+    []
+    >>> check_mapping({"shopsim_max_consecutive_failed_group": 8})
+    ["shopsim_max_consecutive_failed_group: unknown key; did you mean 'shopsim_max_consecutive_failed_groups'?"]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any, Mapping
+
+import yaml
+
+from shopsim_metrics.settings import validate_settings, validate_slime_knobs
+
+
+def check_mapping(values: Mapping[Any, Any]) -> list[str]:
+    """Every problem of a loaded config mapping, one line each (empty when clean)."""
+    problems = validate_settings(values)[1]
+    problems += validate_slime_knobs({k: v for k, v in values.items() if isinstance(k, str)})[1]
+    return problems
+
+
+def check_file(path: str | os.PathLike) -> list[str]:
+    """Every problem of a YAML config file, one line each; an unreadable file is one problem.
+
+    Example:
+        >>> check_file("/nonexistent/shopsim.yaml")
+        ['cannot read the file (No such file or directory)']
+    """
+    try:
+        with open(path, encoding="utf-8") as fh:
+            loaded = yaml.safe_load(fh)
+    except OSError as exc:
+        return [f"cannot read the file ({exc.strerror or exc})"]
+    except yaml.YAMLError as exc:
+        where = getattr(exc, "problem_mark", None)
+        line = f" at line {where.line + 1}" if where is not None else ""
+        return [f"not valid YAML{line} ({getattr(exc, 'problem', None) or exc})"]
+    if loaded is None:  # an empty file: slime applies nothing, every setting keeps its default
+        return []
+    if not isinstance(loaded, dict):
+        return [f"expected a mapping of key: value at the top level; got a {type(loaded).__name__}"]
+    return check_mapping(loaded)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print one line per problem (stderr) and return 2, or a one-line OK (stdout) and return 0."""
+    problems = [f"{path}: {line}" for path in args.paths for line in check_file(path)]
+    for line in problems:
+        print(f"shopsim-metrics check-config: {line}", file=sys.stderr)
+    if problems:
+        return 2
+    print(f"shopsim-metrics check-config: {', '.join(map(str, args.paths))}: OK")
+    return 0
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``check-config`` subcommand."""
+    parser = subparsers.add_parser(
+        "check-config", help="check the shopsim_* settings of a --custom-config-path YAML before launch")
+    parser.add_argument("paths", nargs="+", metavar="shopsim.yaml")
+    parser.set_defaults(func=run)

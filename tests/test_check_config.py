@@ -1,0 +1,99 @@
+"""``shopsim-metrics check-config``: one line per problem, exit 2 on problems, 0 when clean."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from shopsim_metrics.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+PREFIX = "shopsim-metrics check-config: "
+
+
+def check(tmp_path: Path, capsys: pytest.CaptureFixture, text: str) -> tuple[int, list[str], str]:
+    path = tmp_path / "shopsim.yaml"
+    path.write_text(text, encoding="utf-8")
+    code = main(["check-config", str(path)])
+    out, err = capsys.readouterr()
+    lines = [line.removeprefix(f"{PREFIX}{path}: ") for line in err.splitlines()]
+    assert all(line.startswith(PREFIX) for line in err.splitlines())
+    return code, lines, out
+
+
+def test_the_example_config_is_clean(capsys: pytest.CaptureFixture) -> None:
+    assert main(["check-config", str(ROOT / "examples" / "shopsim.yaml")]) == 0
+    out, err = capsys.readouterr()
+    assert err == "" and out.strip().endswith("shopsim.yaml: OK")
+
+
+# --- the three YAML traps -----------------------------------------------------------------------------
+@pytest.mark.parametrize("word", ["off", "no", "false", "on", "yes"])
+def test_trap_wandb_off_is_a_boolean_and_is_accepted(tmp_path, capsys, word: str) -> None:
+    assert check(tmp_path, capsys, f"shopsim_wandb: {word}\n")[:2] == (0, [])
+
+
+@pytest.mark.parametrize("key", ["shopsim_alert_warn_fraction", "shopsim_success_threshold"])
+def test_trap_scientific_notation_is_a_string_and_is_accepted(tmp_path, capsys, key: str) -> None:
+    assert check(tmp_path, capsys, f"{key}: 5e-1\n")[:2] == (0, [])
+
+
+def test_trap_a_misspelled_key_is_named_with_the_closest_known_one(tmp_path, capsys) -> None:
+    code, lines, out = check(tmp_path, capsys, "shopsim_max_consecutive_failed_group: 4\n")
+    assert code == 2 and out == ""
+    assert lines == ["shopsim_max_consecutive_failed_group: unknown key; "
+                     "did you mean 'shopsim_max_consecutive_failed_groups'?"]
+
+
+def test_every_problem_gets_one_line_and_slimes_keys_are_left_alone(tmp_path, capsys) -> None:
+    code, lines, _ = check(tmp_path, capsys, "\n".join([
+        "shopsim_wandb: loud",
+        "shopsim_alert_warn_fraction: 2",
+        "shopsim_success_metadata_key: no",
+        "shopsim_wandb_tabel_every: 5",
+        "rollout_batch_size: 16",
+        "over_sampling_batch_size: 8",
+        "lr: 1e-6",
+        "use_wandb: off",
+        "",
+    ]))
+    assert code == 2
+    assert sorted(lines) == sorted([
+        "shopsim_wandb: expected one of auto, join, standalone, off; got 'loud'",
+        "shopsim_alert_warn_fraction: expected a number in (0, 1]; got 2",
+        "shopsim_success_metadata_key: expected a non-empty string; got False "
+        "(YAML reads unquoted on/off/yes/no/true/false as a boolean: quote the value)",
+        "shopsim_wandb_tabel_every: unknown key; did you mean 'shopsim_wandb_table_every'?",
+        "over_sampling_batch_size: expected an integer >= rollout_batch_size (16); got 8",
+    ])
+
+
+@pytest.mark.parametrize("text, problem", [
+    ("shopsim_wandb: [off\n", "not valid YAML"),
+    ("- shopsim_wandb\n", "expected a mapping of key: value at the top level; got a list"),
+])
+def test_an_unreadable_config_is_one_line(tmp_path, capsys, text: str, problem: str) -> None:
+    code, lines, _ = check(tmp_path, capsys, text)
+    assert code == 2 and len(lines) == 1 and lines[0].startswith(problem)
+
+
+def test_an_empty_config_is_clean(tmp_path, capsys) -> None:
+    assert check(tmp_path, capsys, "# nothing set\n")[:2] == (0, [])
+
+
+def test_a_missing_file_is_one_line(tmp_path, capsys) -> None:
+    assert main(["check-config", str(tmp_path / "nope.yaml")]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line == f"{PREFIX}{tmp_path / 'nope.yaml'}: cannot read the file (No such file or directory)"
+
+
+def test_the_command_line_exits_2_on_problems(tmp_path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("shopsim_alerts: maybe\n")
+    result = subprocess.run([sys.executable, "-m", "shopsim_metrics.cli", "check-config", str(bad)],
+                            capture_output=True, text=True)
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.strip() == f"{PREFIX}{bad}: shopsim_alerts: expected true or false; got 'maybe'"
