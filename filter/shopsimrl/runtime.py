@@ -32,6 +32,7 @@ from shopsim_metrics.errors import TechnicalFailureLimitExceeded
 from shopsim_metrics.group_judgement import SPREAD, TECHNICAL, GroupJudgement, judge_group, judge_plain_group
 from shopsim_metrics.settings import ShopsimSettings
 from shopsimrl.slime_bridge import DynamicFilterOutput, SlimeLoopState
+from shopsimrl.wiring import missing_knobs_warning
 
 logger = logging.getLogger("shopsim_metrics")
 
@@ -257,14 +258,19 @@ _atexit_registered = False
 
 
 def get_runtime(args: Any) -> ShopsimRuntime:
-    """The process's runtime, created from ``args`` on first use (the first ``args`` seen wins)."""
+    """The process's runtime, created from ``args`` on first use (the first ``args`` seen wins).
+
+    Creating it checks the settings: a bad value or an unknown ``shopsim_*`` key raises
+    :class:`~shopsim_metrics.settings.ShopsimConfigError` from this first hook call; a missing
+    accounting knob (``rollout_batch_size`` ...) is one warning.
+    """
     global _runtime
     runtime = _runtime
     if runtime is not None:
         return runtime
     with _runtime_lock:
         if _runtime is None:
-            _install(ShopsimRuntime(ShopsimSettings.from_args(args)))
+            _install(_create(args))
         return _runtime
 
 
@@ -272,7 +278,7 @@ def configure(args: Any, *, sinks: list[StepSink] | None = None, loop_state: Loo
     """Replace the process's runtime (simulator, tests, notebooks); ``sinks=[]`` records nowhere."""
     with _runtime_lock:
         _shutdown_current()
-        return _install(ShopsimRuntime(ShopsimSettings.from_args(args), sinks=sinks, loop_state=loop_state))
+        return _install(_create(args, sinks=sinks, loop_state=loop_state))
 
 
 def reset_runtime() -> None:
@@ -281,6 +287,14 @@ def reset_runtime() -> None:
     with _runtime_lock:
         _shutdown_current()
         _runtime = None
+
+
+def _create(args: Any, **kwargs: Any) -> ShopsimRuntime:
+    runtime = ShopsimRuntime(ShopsimSettings.from_args(args), **kwargs)
+    warning = missing_knobs_warning(args)
+    if warning:
+        logger.warning(warning)
+    return runtime
 
 
 def _install(runtime: ShopsimRuntime) -> ShopsimRuntime:

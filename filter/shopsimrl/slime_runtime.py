@@ -25,6 +25,7 @@ from shopsim_metrics.errors import TechnicalFailureLimitExceeded
 from shopsimrl import runtime as _runtime
 from shopsimrl.runtime import configure, get_runtime, reset_runtime
 from shopsimrl.slime_bridge import DynamicFilterOutput
+from shopsimrl.wiring import no_judgement_warning
 
 logger = logging.getLogger("shopsim_metrics")
 
@@ -63,12 +64,16 @@ def record_all_samples(args: Any, all_groups: list, data_source: Any) -> None:
 def log_rollout_step(rollout_id: int, args: Any, samples: list, rollout_extra_metrics: dict, rollout_time: float) -> bool:
     """slime's rollout log function: emits the step record (JSONL, W&B) and returns False.
 
-    False lets slime's own rollout logging run as well. Sets ``args.logged_rollout_id``.
+    False lets slime's own rollout logging run as well. Sets ``args.logged_rollout_id``. A step that
+    ended with no group judged by the filter gets one warning naming the likely cause (once per run).
     """
     args.logged_rollout_id = rollout_id
     runtime = get_runtime(args)
     try:
-        runtime.emit_step(rollout_id, rollout_extra_metrics)
+        records = runtime.emit_step(rollout_id, rollout_extra_metrics)
+        accountant = runtime.accountant
+        if not records and accountant is not None and accountant.open_rollout_id() is None:
+            runtime._warn_once("no_judgement", no_judgement_warning(args, rollout_id))
     except Exception:  # noqa: BLE001 - monitoring never stops training
         logger.exception("shopsim-metrics: emitting step %s failed; training goes on", rollout_id)
     return False
