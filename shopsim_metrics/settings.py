@@ -263,9 +263,9 @@ def validate_slime_knobs(values: Mapping[str, Any]) -> tuple[dict[str, int | Non
             problems.append(f"{key}: expected a positive integer; got {value!r}")
             value = None
         knobs[key] = value
-    target, over = knobs["rollout_batch_size"], knobs["over_sampling_batch_size"]
-    if target is not None and over is not None and over < target:
-        problems.append(f"over_sampling_batch_size: expected an integer >= rollout_batch_size ({target}); got {over}")
+    rollout_batch_size, over = knobs["rollout_batch_size"], knobs["over_sampling_batch_size"]
+    if rollout_batch_size is not None and over is not None and over < rollout_batch_size:
+        problems.append(f"over_sampling_batch_size: expected an integer >= rollout_batch_size ({rollout_batch_size}); got {over}")
     return knobs, problems
 
 

@@ -213,7 +213,7 @@ def test_invalid_limit_is_a_clear_error(value):
     from shopsim_metrics.settings import ShopsimConfigError
 
     args = SimpleNamespace(n_samples_per_prompt=2, shopsim_max_consecutive_failed_groups=value)
-    with pytest.raises(ShopsimConfigError, match="shopsim_max_consecutive_failed_groups must be an integer >= 1"):
+    with pytest.raises(ShopsimConfigError, match="shopsim_max_consecutive_failed_groups: expected an integer >= 1"):
         slime_runtime.fully_scored_group_filter(args, group_of(1, [0.0, 1.0]))
 
 

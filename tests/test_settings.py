@@ -135,7 +135,7 @@ def test_any_value_is_read_to_an_accepted_value_or_named_in_the_error(setting, v
         assert setting.read(read) == read  # what was read is itself a valid, normalised value
 
 
-def test_slime_knobs_are_positive_integers_and_over_is_at_least_the_target() -> None:
+def test_slime_knobs_are_positive_integers_and_over_is_at_least_rollout_batch_size() -> None:
     assert validate_slime_knobs({"rollout_batch_size": 16, "over_sampling_batch_size": 16})[1] == []
     assert validate_slime_knobs({})[0] == dict.fromkeys(validate_slime_knobs({})[0])
     assert validate_slime_knobs({"rollout_batch_size": 0})[1] == ["rollout_batch_size: expected a positive integer; got 0"]
@@ -167,7 +167,7 @@ def test_from_args_raises_for_an_unknown_key_with_every_problem() -> None:
 
 def test_from_args_of_a_bare_args_uses_the_defaults() -> None:
     s = ShopsimSettings.from_args(SimpleNamespace())
-    assert (s.target, s.over_sampling_batch_size, s.max_consecutive_failed_groups, s.wandb) == (None, None, 8, "auto")
+    assert (s.rollout_batch_size, s.over_sampling_batch_size, s.max_consecutive_failed_groups, s.wandb) == (None, None, 8, "auto")
     assert os.path.isabs(s.run_dir)
 
 

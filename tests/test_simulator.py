@@ -310,7 +310,7 @@ def test_explicit_group_contents_with_the_latency_model():
 
 
 def test_config_errors_name_the_field_and_the_value():
-    with pytest.raises(ValueError, match="over_sampling_batch_size must be >= rollout_batch_size \\(16\\); got 8"):
+    with pytest.raises(ValueError, match="over_sampling_batch_size: expected an integer >= rollout_batch_size \\(16\\); got 8"):
         SimConfig(over_sampling_batch_size=8)
     with pytest.raises(ValueError, match="zero_std_rate \\+ technical_rate must be <= 1"):
         SimConfig(zero_std_rate=0.8, technical_rate=0.3)

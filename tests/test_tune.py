@@ -102,7 +102,7 @@ def test_recommendation_rule_on_both_sides_of_the_targets():
 
 def test_default_candidates_and_bad_candidates():
     assert default_candidates(16) == CANDIDATES
-    with pytest.raises(ValueError, match="over_sampling_batch_size must be >= rollout_batch_size \\(16\\); got 8"):
+    with pytest.raises(ValueError, match="over_sampling_batch_size: expected an integer >= rollout_batch_size \\(16\\); got 8"):
         tune(zero_std_rate=0.1, technical_rate=0.0, candidates=[8, 16], steps=10)
     with pytest.raises(ValueError, match="technical_rate must be below 1"):
         tune(zero_std_rate=0.0, technical_rate=1.0, candidates=[16], steps=10)
