@@ -8,6 +8,8 @@
 #   SLIME_DIR=/path/to/slime HF_CHECKPOINT=... bash examples/run_shopsimrl_slime.sh
 #   DRY_RUN=1 bash examples/run_shopsimrl_slime.sh     # print the command instead of running it
 #
+# Before anything starts it runs `shopsim-metrics check-config` on the YAML and stops on a problem.
+#
 # Settings of the filter and the monitoring: examples/shopsim.yaml (docs/training_monitoring.md §2).
 set -euo pipefail
 
@@ -30,6 +32,11 @@ NUM_ROLLOUT=${NUM_ROLLOUT:-1000}
 # the shopsim hooks and their settings
 SHOPSIM_CONFIG=${SHOPSIM_CONFIG:-$HERE/shopsim.yaml}
 WANDB_PROJECT=${WANDB_PROJECT:-shopsim-grpo}
+
+# Check the shopsim_* settings before anything starts (also under DRY_RUN): slime applies the YAML
+# unchecked and loads the hooks only at the first rollout, after the engines started. One line per
+# problem on stderr, and the script stops with exit code 2. SHOPSIM_PYTHON: a Python with the package.
+"${SHOPSIM_PYTHON:-python3}" -m shopsim_metrics check-config "$SHOPSIM_CONFIG" >&2
 
 CMD=(
   python3 "$SLIME_DIR/train.py"

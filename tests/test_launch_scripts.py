@@ -7,6 +7,7 @@ import os
 import re
 import shlex
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -32,10 +33,15 @@ KNOB_FLAGS = {
 }
 
 
+def script_env(**env: str) -> dict[str, str]:
+    """A clean environment for a launch script; its config check runs with this test's Python."""
+    return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "SHOPSIM_PYTHON": sys.executable, **env}
+
+
 def dry_run(script: str, **env: str) -> dict[str, str | None]:
     """The slime command a script would run, as ``{flag: value or None}`` (DRY_RUN=1, clean environment)."""
-    clean = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "DRY_RUN": "1", **env}
-    out = subprocess.run(["bash", str(EXAMPLES / script)], capture_output=True, text=True, env=clean, check=True)
+    out = subprocess.run(["bash", str(EXAMPLES / script)], capture_output=True, text=True,
+                         env=script_env(DRY_RUN="1", **env), check=True)
     argv = shlex.split(out.stdout)
     assert argv[0] == "python3" and argv[1].endswith("train.py"), argv[:2]
     flags: dict[str, str | None] = {}
@@ -105,3 +111,47 @@ def test_scripts_are_valid_bash_and_executable(script: str) -> None:
 def test_example_yaml_lists_every_setting_at_its_default() -> None:
     loaded = yaml.safe_load((EXAMPLES / "shopsim.yaml").read_text())
     assert loaded == DEFAULTS
+
+
+# --- the scripts check the config before anything starts -------------------------------------------------
+BAD_CONFIG = "shopsim_wandb: loud\nshopsim_max_consecutive_failed_group: 4\n"
+
+
+def fake_slime(tmp_path: Path) -> Path:
+    """A slime checkout whose train.py only leaves a mark that it ran."""
+    slime = tmp_path / "slime"
+    slime.mkdir()
+    (slime / "train.py").write_text(f"open({str(tmp_path / 'trained')!r}, 'w').close()\n")
+    return slime
+
+
+@pytest.mark.parametrize("script", ["run_full_train.sh", "run_shopsimrl_slime.sh"])
+@pytest.mark.parametrize("dry", ["1", "0"])
+def test_a_bad_config_stops_the_script_before_anything_starts(tmp_path: Path, script: str, dry: str) -> None:
+    config = tmp_path / "shopsim.yaml"
+    config.write_text(BAD_CONFIG)
+    result = subprocess.run(["bash", str(EXAMPLES / script)], capture_output=True, text=True, env=script_env(
+        DRY_RUN=dry, SHOPSIM_CONFIG=str(config), SLIME_DIR=str(fake_slime(tmp_path))))
+    assert result.returncode == 2
+    assert result.stdout == ""  # no command printed under DRY_RUN
+    assert not (tmp_path / "trained").exists()  # and none run without it
+    problems = result.stderr.splitlines()
+    assert len(problems) == 2 and all(p.startswith(f"shopsim-metrics check-config: {config}: ") for p in problems)
+    assert any("did you mean 'shopsim_max_consecutive_failed_groups'?" in p for p in problems)
+
+
+@pytest.mark.parametrize("script", ["run_full_train.sh", "run_shopsimrl_slime.sh"])
+def test_a_clean_config_is_checked_then_the_run_starts(tmp_path: Path, script: str) -> None:
+    config = tmp_path / "shopsim.yaml"
+    config.write_text("shopsim_wandb: off\nshopsim_alert_warn_fraction: 5e-1\n")  # YAML 1.1 traps, both fine
+    result = subprocess.run(["bash", str(EXAMPLES / script)], capture_output=True, text=True, env=script_env(
+        DRY_RUN="0", SHOPSIM_CONFIG=str(config), SLIME_DIR=str(fake_slime(tmp_path))))
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.strip() == f"shopsim-metrics check-config: {config}: OK"
+    assert (tmp_path / "trained").exists()
+
+
+def test_the_dry_run_checks_the_example_config_first() -> None:
+    result = subprocess.run(["bash", str(EXAMPLES / "run_full_train.sh")], capture_output=True, text=True,
+                            env=script_env(DRY_RUN="1"), check=True)
+    assert result.stderr.strip() == f"shopsim-metrics check-config: {EXAMPLES / 'shopsim.yaml'}: OK"
