@@ -2,7 +2,9 @@
 
 A :class:`StepRecord` is what one rollout step leaves behind: every per-step field of the metrics
 contract, the identity keys, the knobs in force and the decision ledger. Values that do not exist
-(a ratio over zero groups) are ``None``, never NaN.
+(a ratio over zero groups) are ``None``, never NaN. ``to_dict`` gives JSON-native data whatever the
+fields hold (numpy / torch scalars unwrapped, non-finite numbers ``None``, odd values stringified;
+see :mod:`shopsim_metrics.json_values`).
 
 Example:
     >>> row = DecisionRow(order=1, waves_open=1, group_index=0, outcome="trained",
@@ -14,9 +16,10 @@ Example:
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field, fields
 from typing import Any
+
+from shopsim_metrics.json_values import json_native
 
 
 @dataclass
@@ -98,10 +101,7 @@ class StepRecord:
 
     def to_dict(self) -> dict[str, Any]:
         out = _clean({name: getattr(self, name) for name in _STEP_FIELDS})
-        out["failed_check_counts"] = dict(self.failed_check_counts)
-        if self.slime_drop_counts is not None:
-            out["slime_drop_counts"] = dict(self.slime_drop_counts)
-        out["decisions"] = [row.to_dict() for row in self.decisions]
+        out["decisions"] = [_row_dict(row) for row in _rows(self.decisions)]
         return out
 
     @classmethod
@@ -117,5 +117,17 @@ _STEP_FIELDS = tuple(f.name for f in fields(StepRecord) if f.name != "decisions"
 
 
 def _clean(data: dict[str, Any]) -> dict[str, Any]:
-    """Replace non-finite floats by None so the JSON holds null, never NaN."""
-    return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in data.items()}
+    """JSON-native copies of the values: non-finite numbers become None (null, never NaN)."""
+    return json_native(data)
+
+
+def _rows(decisions: Any) -> list[Any]:
+    """The ledger rows as a list, whatever container (or non-container) the field holds."""
+    try:
+        return list(decisions)
+    except Exception:  # noqa: BLE001 - an unreadable ledger still leaves the step its record
+        return [] if decisions is None else [decisions]
+
+
+def _row_dict(row: Any) -> Any:
+    return row.to_dict() if isinstance(row, DecisionRow) else json_native(row)
