@@ -130,7 +130,7 @@ _records = st.fixed_dictionaries({f.name: _field_strategy(f) for f in fields(Ste
 
 
 @hsettings(max_examples=100, deadline=None)
-@given(records=st.lists(_records, min_size=1, max_size=4))
+@given(records=st.lists(_records, min_size=1, max_size=4, unique_by=lambda r: r.rollout_id))
 def test_round_trip_of_every_field(tmp_path_factory, records: list[StepRecord]) -> None:
     run_dir = tmp_path_factory.mktemp("rt")
     sink = JsonlSink(run_dir, fsync=False)

@@ -68,8 +68,8 @@ def load_dashboard_data(source: Any) -> DashboardData:
         if path.is_file():
             return _from_steps_file(path)
         if path.is_dir():
-            if (path / contract.STEPS_FILE_NAME).is_file():
-                return _from_steps_file(path / contract.STEPS_FILE_NAME)
+            if _has_steps_files(path):
+                return _from_steps_file(path)  # every records file of the run directory
             run_dir = find_wandb_offline_run(path)
             if run_dir is not None:
                 return from_wandb_offline_run(run_dir)
@@ -97,9 +97,19 @@ def from_records(records: Iterable[StepRecord], *, source: str) -> DashboardData
     return DashboardData(steps=steps, ledgers=ledgers, source=source)
 
 
-def _from_steps_file(path: Path) -> DashboardData:
-    from shopsim_metrics.sinks.jsonl import read_steps
+def _has_steps_files(run_dir: Path) -> bool:
+    from shopsim_metrics.sinks.jsonl import steps_files
 
+    return bool(steps_files(run_dir))
+
+
+def _from_steps_file(path: Path) -> DashboardData:
+    from shopsim_metrics.sinks.jsonl import read_steps, steps_files
+
+    if path.is_dir():  # named by its one records file, or by the pattern when a second writer left one
+        files = steps_files(path)
+        source = str(files[0]) if len(files) == 1 else str(path / "steps*.jsonl")
+        return from_records(read_steps(path), source=source)
     return from_records(read_steps(path), source=str(path))
 
 

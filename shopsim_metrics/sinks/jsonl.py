@@ -1,7 +1,18 @@
 """The local record: ``<run_dir>/steps.jsonl``, one JSON object per finished step.
 
-Appended and flushed (and fsync'ed) when a step is emitted, so a finished step's line survives a
-crash. :func:`read_steps` tolerates a torn last line (a crash mid-write) with one warning.
+Each record is one line, appended and flushed (and fsync'ed) when the step is emitted, so a finished
+step's line survives a crash. The rules of the file (see docs/training_monitoring.md, section 1.4):
+
+- every value is JSON-native (:mod:`shopsim_metrics.json_values`): numpy / torch scalars unwrapped,
+  non-finite numbers ``null``, anything odd stringified; one odd value never costs a step its record;
+- lines are whole, one live writer per file, no symlinks followed (:mod:`.line_file`);
+- records that cannot be written (disk full, I/O error) are **held back** in memory, in order, and
+  written as soon as writing works again. At most ``held_back_limit`` (1,000) are held: beyond that
+  the oldest held-back record is dropped and counted. One warning when writing starts failing, one
+  when it recovers (with the number of steps held back and written late); :meth:`JsonlSink.close`
+  gives held-back records a last try and logs an error naming any that are lost.
+
+:func:`read_steps` tolerates a torn last line (a crash mid-write) with one warning.
 
 Example:
     >>> import tempfile, pathlib
@@ -19,48 +30,193 @@ import json
 import logging
 import os
 import threading
+from collections import deque
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from shopsim_metrics.contract import STEPS_FILE_NAME
+from shopsim_metrics.json_values import json_native
 from shopsim_metrics.records import StepRecord
 from shopsim_metrics.sinks.base import StepSink
+from shopsim_metrics.sinks.line_file import LineFile
 
 logger = logging.getLogger("shopsim_metrics")
 
+HELD_BACK_LIMIT = 1000  # records kept in memory while writing fails (the most recent ones)
+
+
+def record_line(record: StepRecord) -> bytes:
+    """One record as one line of strict JSON (no NaN/Infinity), never raising for odd values.
+
+    >>> record_line(StepRecord(rollout_id=3, reward_mean=float("nan")))[:40]
+    b'{"rollout_id":3,"terminated":false,"roll'
+    """
+    try:
+        data: Any = record.to_dict()
+    except Exception:  # noqa: BLE001 - an unreadable field still leaves the step a record
+        data = json_native(getattr(record, "__dict__", {"rollout_id": getattr(record, "rollout_id", None)}))
+    return (json.dumps(data, allow_nan=False, separators=(",", ":")) + "\n").encode("utf-8")
+
 
 class JsonlSink(StepSink):
-    """Appends each step record as one line of ``steps.jsonl`` in ``run_dir``."""
+    """Appends each step record as one line of ``steps.jsonl`` in ``run_dir`` (see the module doc).
+
+    ``write`` is the system call used for writing (``os.write``): a seam for tests of a full disk.
+    Counters: ``held_back_count`` (records waiting now), ``written_late_count`` and ``dropped_count``
+    (over the sink's life).
+    """
 
     name = "jsonl"
 
-    def __init__(self, run_dir: str | os.PathLike, *, fsync: bool = True) -> None:
+    def __init__(self, run_dir: str | os.PathLike, *, fsync: bool = True, held_back_limit: int = HELD_BACK_LIMIT,
+                 write: Callable[[int, bytes], int] = os.write) -> None:
+        if held_back_limit < 1:
+            raise ValueError(f"held_back_limit must be at least 1, got {held_back_limit!r}")
         self.run_dir = Path(run_dir)
-        self.path = self.run_dir / STEPS_FILE_NAME
-        self.fsync = fsync
+        self.held_back_limit = held_back_limit
+        self._file = LineFile(self.run_dir / STEPS_FILE_NAME, fsync=fsync, write=write)
         self._lock = threading.Lock()
+        self._held: deque[tuple[Any, bytes]] = deque()  # (rollout_id, line), oldest first
+        self.written_late_count = 0
+        self.dropped_count = 0
+        self._failing = False  # a failing spell: writing failed and the held-back records wait
+        self._spell_held = 0
+        self._spell_dropped = 0
+
+    @property
+    def path(self) -> Path:
+        """The file this sink writes: ``steps.jsonl``, or its sibling when that one was refused."""
+        return self._file.path
+
+    @property
+    def fsync(self) -> bool:
+        return self._file.fsync
+
+    @property
+    def held_back_count(self) -> int:
+        return len(self._held)
 
     def emit(self, record: StepRecord) -> None:
-        line = json.dumps(record.to_dict(), allow_nan=False, separators=(",", ":")) + "\n"
+        line = record_line(record)
         with self._lock:
-            self.run_dir.mkdir(parents=True, exist_ok=True)
-            with open(self.path, "a", encoding="utf-8") as fh:
-                fh.write(line)
-                fh.flush()
-                if self.fsync:
-                    os.fsync(fh.fileno())
+            self._write_held()  # records held back earlier go first (and make room if writing works again)
+            self._hold(getattr(record, "rollout_id", None), line)
+            self._write_held(just_emitted=True)
+
+    def close(self) -> None:
+        """Last try for held-back records (an error names any that stay lost), then release the file."""
+        with self._lock:
+            self._write_held()
+            if self._held:
+                ids = [rid for rid, _ in self._held]
+                logger.error(
+                    "shopsim-metrics: %d step record(s) could not be written to %s and are lost "
+                    "(rollout_id %s to %s, held back since writing started failing; %d older ones "
+                    "were dropped beyond the %d held back).",
+                    len(ids), self.path, ids[0], ids[-1], self._spell_dropped, self.held_back_limit)
+                self._held.clear()
+                self._failing = False
+            self._file.close()
+
+    # --- internals -----------------------------------------------------------------------------
+    def _hold(self, rollout_id: Any, line: bytes) -> None:
+        if len(self._held) >= self.held_back_limit:
+            self._held.popleft()
+            self.dropped_count += 1
+            self._spell_dropped += 1
+            if self._spell_dropped == 1:
+                logger.warning(
+                    "shopsim-metrics: more than %d step records are held back because %s cannot be "
+                    "written; the oldest held-back records are dropped from now on (counted, reported "
+                    "when writing works again).", self.held_back_limit, self.path)
+        self._held.append((rollout_id, line))
+
+    def _write_held(self, just_emitted: bool = False) -> None:
+        """Write the held-back records, oldest first; ``just_emitted``: the newest was never tried."""
+        if not self._held:
+            return
+        written, error = self._file.write_lines([line for _, line in self._held])
+        for _ in range(written):
+            self._held.popleft()
+        if error is not None:
+            if self._failing:
+                self._spell_held += int(just_emitted)  # the new record joins those already waiting
+            else:
+                self._failing = True
+                self._spell_held, self._spell_dropped = len(self._held), 0
+                logger.warning(
+                    "shopsim-metrics: could not write the step record of rollout_id %s to %s (%s: %s). "
+                    "Training goes on; records are held back in memory (up to %d steps) and written in "
+                    "order as soon as writing works again.",
+                    self._held[0][0], self.path, type(error).__name__, error, self.held_back_limit)
+            return
+        if self._failing:
+            late = self._spell_held - self._spell_dropped
+            self.written_late_count += late
+            logger.warning(
+                "shopsim-metrics: writing to %s works again: %d step record(s) held back were written "
+                "late%s.", self.path, late,
+                f"; {self._spell_dropped} older one(s) were dropped beyond the {self.held_back_limit} "
+                "held back" if self._spell_dropped else "")
+            self._failing = False
+
+
+def steps_files(run_dir: str | os.PathLike) -> list[Path]:
+    """Every records file of a run directory: ``steps.jsonl`` and the ``steps.<suffix>.jsonl`` files a
+    second writer leaves beside it, oldest modification first (so later files win in :func:`read_steps`).
+    Symbolic links are left out, as the writer never follows them.
+
+    >>> import tempfile, pathlib
+    >>> d = pathlib.Path(tempfile.mkdtemp())
+    >>> _ = (d / "steps.jsonl").write_text(""); _ = (d / "other.jsonl").write_text("")
+    >>> [p.name for p in steps_files(d)]
+    ['steps.jsonl']
+    """
+    run_dir = Path(run_dir)
+    stem, suffix = os.path.splitext(STEPS_FILE_NAME)
+    found = [p for p in run_dir.glob(f"{stem}*{suffix}")
+             if p.is_file() and not p.is_symlink() and (p.name == STEPS_FILE_NAME or p.name.startswith(f"{stem}."))]
+    return sorted(found, key=lambda p: (p.stat().st_mtime_ns, p.name != STEPS_FILE_NAME, p.name))
 
 
 def read_steps(path: str | os.PathLike) -> list[StepRecord]:
-    """Read every complete step of a ``steps.jsonl`` file (or of the run directory holding it).
+    """Read every complete step of a ``steps.jsonl`` file, or of every records file of a run directory.
 
-    A last line that is not valid JSON (torn by a crash) is skipped with a warning; a bad line in
-    the middle of the file is an error, because that is not what a crash leaves.
+    The latest record of each ``rollout_id`` wins (a resumed run writes its steps again; one warning
+    says how many earlier records were superseded); records come in the order of their latest line.
+    Given a directory, every file of :func:`steps_files` is read, oldest first. A last line that is
+    not valid JSON (torn by a crash) is skipped with a warning; a bad line in the middle of a file is
+    an error, because that is not what a crash leaves.
     """
     path = Path(path)
-    if path.is_dir():
-        path = path / STEPS_FILE_NAME
-    if not path.exists():
-        raise FileNotFoundError(f"no step records at {path}: expected a {STEPS_FILE_NAME} written by the JSONL sink")
+    files = steps_files(path) if path.is_dir() else [path]
+    if not files or not files[0].exists():
+        where = path / STEPS_FILE_NAME if path.is_dir() else path
+        raise FileNotFoundError(f"no step records at {where}: expected a {STEPS_FILE_NAME} written by the JSONL sink")
+    latest: dict[Any, StepRecord] = {}
+    superseded = 0
+    for file in files:
+        for record in _read_file(file):
+            key = _rollout_key(record.rollout_id)
+            if latest.pop(key, None) is not None:
+                superseded += 1
+            latest[key] = record
+    if superseded:
+        logger.warning("shopsim-metrics: %d earlier step record(s) in %s were superseded by later records "
+                       "of the same rollout_id (a resumed run); the latest of each is kept.", superseded, path)
+    return list(latest.values())
+
+
+def _rollout_key(rollout_id: Any) -> Any:
+    try:
+        hash(rollout_id)
+        return rollout_id
+    except TypeError:
+        return repr(rollout_id)
+
+
+def _read_file(path: Path) -> list[StepRecord]:
     lines = path.read_text(encoding="utf-8").splitlines()
     records: list[StepRecord] = []
     for number, line in enumerate(lines, start=1):
