@@ -28,13 +28,15 @@ from __future__ import annotations
 
 import math
 import threading
+import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from shopsim_metrics import contract as C
 from shopsim_metrics.records import DecisionRow, StepRecord
 from shopsim_metrics.group_judgement import SPREAD, TECHNICAL, ZERO_STD, GroupJudgement
+from shopsim_metrics.tokens import group_tokens
 
 
 @dataclass
@@ -73,11 +75,14 @@ class GenerationStats:
 class _OpenStep:
     rollout_id: int
     source: str
-    rows: list[tuple] = field(default_factory=list)  # (judgement, outcome, remaining_before, submitted, group)
+    # (judgement, outcome, remaining_before, submitted, group, response_tokens, clock reading)
+    rows: list[tuple] = field(default_factory=list)
     submitted: int = 0
     drops: int = 0
     train_len: int = 0
     max_streak: int = 0
+    filled_at: int | None = None  # index of the row whose judgement filled the train batch
+    hook_seconds: float = 0.0  # the project's own time inside the hooks for this step
 
 
 class StepAccountant:
@@ -91,6 +96,7 @@ class StepAccountant:
         max_consecutive_failed_groups: int = 8,
         n_samples: int | None = None,
         global_batch_size: int | None = None,
+        clock: Callable[[], float] | None = None,
     ) -> None:
         # the knobs come validated from ShopsimSettings (over_sampling_batch_size >= rollout_batch_size >= 1)
         self.rollout_batch_size = rollout_batch_size
@@ -98,6 +104,8 @@ class StepAccountant:
         self.max_consecutive_failed_groups = max_consecutive_failed_groups
         self.n_samples = n_samples
         self.global_batch_size = global_batch_size
+        self.clock: Callable[[], float] = clock or time.monotonic
+        """Seconds on a monotonic clock: ``judged_at`` and the wave timings read it."""
         self._lock = threading.Lock()
         self._open: _OpenStep | None = None
         self.closed: list[StepRecord] = []  # closed steps not yet emitted (read-only outside this class)
@@ -130,6 +138,8 @@ class StepAccountant:
                 if state.train_len < self.rollout_batch_size:
                     outcome = C.OUTCOME_TRAINED
                     state.train_len += 1
+                    if state.train_len == self.rollout_batch_size:
+                        state.filled_at = len(state.rows)
                 else:
                     outcome = C.OUTCOME_SURPLUS
             elif kind == ZERO_STD:
@@ -139,12 +149,14 @@ class StepAccountant:
                 elif state.train_len < self.rollout_batch_size:
                     outcome = C.OUTCOME_FALLBACK
                     state.train_len += 1
+                    if state.train_len == self.rollout_batch_size:
+                        state.filled_at = len(state.rows)
                 else:
                     outcome = C.OUTCOME_SURPLUS
             else:
                 outcome = C.OUTCOME_DROPPED_TECHNICAL
                 state.drops = drops + 1
-            state.rows.append((judgement, outcome, remaining, state.submitted, group))
+            state.rows.append((judgement, outcome, remaining, state.submitted, group, group_tokens(group), self.clock()))
             if kind == TECHNICAL:
                 self.streak += 1
                 self._streak_checks[judgement.failed_check or "unknown"] += 1
@@ -165,6 +177,14 @@ class StepAccountant:
         with self._lock:
             state = self._open
             return [(row[4], row[0]) for row in state.rows] if state is not None else []
+
+    def add_hook_seconds(self, seconds: float) -> None:
+        """Add the project's own time in a hook to the open step, else to the last closed, unemitted one."""
+        with self._lock:
+            if self._open is not None:
+                self._open.hook_seconds += seconds
+            elif self.closed:
+                self.closed[-1].filter_seconds += seconds
 
     def streak_checks(self) -> dict[str, int]:
         """The failed checks of the current technical streak, by name."""
@@ -209,7 +229,8 @@ class StepAccountant:
 
     def _ledger(self, state: _OpenStep) -> list[DecisionRow]:
         rows = []
-        for order, (j, outcome, remaining, submitted, _) in enumerate(state.rows, start=1):
+        start = state.rows[0][6] if state.rows else 0.0
+        for order, (j, outcome, remaining, submitted, _, tokens, clock) in enumerate(state.rows, start=1):
             technical = j.kind == TECHNICAL
             rows.append(DecisionRow(
                 order=order,
@@ -226,6 +247,8 @@ class StepAccountant:
                 failed_check=j.failed_check if technical else None,
                 scorable_rollouts=j.scorable_rollouts,
                 reward_sum=j.reward_sum,
+                response_tokens=tokens,
+                judged_at=clock - start,
             ))
         return rows
 
@@ -241,12 +264,19 @@ class StepAccountant:
             row.unique_rollouts for row in rows if row.outcome in (C.OUTCOME_TRAINED, C.OUTCOME_FALLBACK)
         )
         ledger_stats, train_stats = GenerationStats(), GenerationStats()
-        for judgement, outcome, _, _, _ in state.rows:
+        for judgement, outcome, *_ in state.rows:
             ledger_stats.add(judgement)
             if outcome == C.OUTCOME_TRAINED or outcome == C.OUTCOME_FALLBACK:
                 train_stats.add(judgement)
         all_stats = stats if stats is not None else ledger_stats
         zero_std_seen = sum(1 for row in rows if row.reason == C.REASON_ZERO_STD)  # dropped, fallback or surplus
+        wave_count = math.ceil(state.submitted / self.over_sampling_batch_size)
+        tokens = Counter()
+        for row in rows:
+            tokens[row.outcome] += row.response_tokens
+        generated = sum(tokens.values())
+        train_tokens = tokens[C.OUTCOME_TRAINED] + tokens[C.OUTCOME_FALLBACK]
+        fill, extra = self._wave_seconds(rows, state.filled_at, wave_count)
         return StepRecord(
             rollout_id=state.rollout_id,
             terminated=terminated,
@@ -257,7 +287,7 @@ class StepAccountant:
             technical_failure_limit=self.max_consecutive_failed_groups,
             loop_state_source=state.source,
             submitted_group_count=state.submitted,
-            wave_count=math.ceil(state.submitted / self.over_sampling_batch_size),
+            wave_count=wave_count,
             accepted_group_count=accepted,
             train_group_count=train,
             fallback_group_count=counts[C.OUTCOME_FALLBACK],
@@ -284,8 +314,49 @@ class StepAccountant:
             generation_stats_source="all_samples_hook" if stats is not None else "ledger",
             all_samples_group_count=all_groups,
             failed_check_counts=dict(Counter(row.failed_check for row in rows if row.failed_check)),
+            generated_token_count=generated,
+            train_token_count=train_tokens,
+            trained_token_count=tokens[C.OUTCOME_TRAINED],
+            fallback_token_count=tokens[C.OUTCOME_FALLBACK],
+            dropped_technical_token_count=tokens[C.OUTCOME_DROPPED_TECHNICAL],
+            dropped_zero_std_token_count=tokens[C.OUTCOME_DROPPED_ZERO_STD],
+            surplus_token_count=tokens[C.OUTCOME_SURPLUS],
+            wasted_token_fraction=1.0 - train_tokens / generated if generated else None,
+            filter_seconds=state.hook_seconds,
+            first_wave_fill_seconds=fill,
+            extra_wave_seconds=extra,
             decisions=rows,
         )
+
+    def _wave_seconds(
+        self, rows: list[DecisionRow], filled_at: int | None, wave_count: int
+    ) -> tuple[float | None, float]:
+        """``first_wave_fill_seconds`` and ``extra_wave_seconds`` from the ledger's clock readings.
+
+        Wave 1 ends at the judgement that filled the train batch when only wave 1 was open, else at
+        the last judgement made while only wave 1 was open. Wave 2 was triggered by the first drop
+        that took ``remaining`` below ``rollout_batch_size`` while only wave 1 was open (slime
+        opens the next wave at the following wait); the extra waves last from it to the step's last
+        judgement.
+        """
+        if not rows:
+            return None, 0.0
+        first_wave = [row for row in rows if row.waves_open <= 1]
+        if filled_at is not None and rows[filled_at].waves_open <= 1:
+            fill = rows[filled_at].judged_at
+        else:
+            fill = first_wave[-1].judged_at if first_wave else 0.0
+        if wave_count <= 1:
+            return fill, 0.0
+        trigger = next(
+            (row for row in first_wave if row.outcome in _DROPS and row.remaining_before is not None
+             and row.remaining_before - 1 < self.rollout_batch_size),
+            first_wave[-1] if first_wave else rows[0],
+        )
+        return fill, rows[-1].judged_at - trigger.judged_at
+
+
+_DROPS = (C.OUTCOME_DROPPED_TECHNICAL, C.OUTCOME_DROPPED_ZERO_STD)
 
 
 def _ratio(numerator: float, denominator: float) -> float | None:

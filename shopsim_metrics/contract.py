@@ -96,10 +96,25 @@ EXTRA_FIELDS: Final = (
 STEP_FIELDS: Final = COUNT_FIELDS + RATIO_FIELDS + STREAK_FIELDS
 """The per-step table of the contract, in its order."""
 
+# --- what dynamic sampling costs: tokens and time per step --------------------------------------
+OUTCOME_TOKEN_FIELDS: Final = tuple(f"{outcome}_token_count" for outcome in OUTCOMES)
+"""Response tokens of the groups of each outcome (``trained_token_count``, ...)."""
+COST_FIELDS: Final = (
+    "generated_token_count",  # tokens of every unique rollout of every judged group
+    "train_token_count",  # the same over trained + fallback groups
+    *OUTCOME_TOKEN_FIELDS,
+    "wasted_token_fraction",  # 1 - train / generated (None when nothing was generated)
+    "rollout_seconds",  # slime's rollout_time handed to the log function (None when unknown)
+    "filter_seconds",  # the project's own time inside the three hooks during the step
+    "first_wave_fill_seconds",  # first judgement -> the one that filled the batch (or wave 1's last)
+    "extra_wave_seconds",  # judgement that triggered wave 2 -> the step's last judgement (0 with one wave)
+)
+"""The cost table of the contract ("What dynamic sampling costs"), in its order."""
+
 RECONCILE_FIELD: Final = "reconcile_mismatch_count"
 """Logged by the log function: drop counts that disagree with slime's own counters (0 = agree)."""
 
-WANDB_STEP_FIELDS: Final = STEP_FIELDS + EXTRA_FIELDS + (RECONCILE_FIELD,)
+WANDB_STEP_FIELDS: Final = STEP_FIELDS + EXTRA_FIELDS + (RECONCILE_FIELD,) + COST_FIELDS
 """Every per-step scalar the W&B sink logs under WANDB_PREFIX."""
 
 # --- the per-group decision ledger --------------------------------------------------------------
@@ -116,6 +131,9 @@ LEDGER_COLUMNS: Final = (
     "reward_mean",
     "success_count",
     "failed_check",
+    # cost
+    "response_tokens",  # the group's response tokens (every segment of every unique rollout)
+    "judged_at",  # seconds since the step's first judgement (monotonic clock)
 )
 
 # --- the local record (one JSON object per step in steps.jsonl) ---------------------------------

@@ -17,7 +17,7 @@ Example:
 
 from __future__ import annotations
 
-from typing import Protocol, runtime_checkable
+from typing import Callable, Protocol, runtime_checkable
 
 
 @runtime_checkable
@@ -38,6 +38,8 @@ class ManualLoopState:
         self.source = source
         self.step: int | None = None
         self.remaining: int | None = None
+        self.clock: Callable[[], float] | None = None
+        """The loop's own clock in seconds (a simulated loop's); None: the accountant's monotonic clock."""
 
     def rollout_step(self) -> int | None:
         return self.step

@@ -40,6 +40,9 @@ class DecisionRow:
     failed_check: str | None = None  # one of contract.FAILED_CHECKS for technical groups
     scorable_rollouts: int = 0  # unique rollouts whose reward is a finite number
     reward_sum: float = 0.0  # sum over scorable rollouts (so step means can be recomputed)
+    # cost
+    response_tokens: int = 0  # response tokens of the group (every segment of every unique rollout)
+    judged_at: float | None = None  # seconds since the step's first judgement (monotonic clock)
 
     def to_dict(self) -> dict[str, Any]:
         return _clean({name: getattr(self, name) for name in _ROW_FIELDS})
@@ -97,6 +100,19 @@ class StepRecord:
     reconcile_mismatch_count: int | None = None  # set by the log function (None: not reconciled)
     slime_drop_counts: dict[str, int] | None = None  # slime's own drop_<reason> counters
     failed_check_counts: dict[str, int] = field(default_factory=dict)
+    # cost: tokens (response_length) per outcome, and time (see contract.COST_FIELDS)
+    generated_token_count: int = 0
+    train_token_count: int = 0
+    trained_token_count: int = 0
+    fallback_token_count: int = 0
+    dropped_technical_token_count: int = 0
+    dropped_zero_std_token_count: int = 0
+    surplus_token_count: int = 0
+    wasted_token_fraction: float | None = None
+    rollout_seconds: float | None = None
+    filter_seconds: float = 0.0
+    first_wave_fill_seconds: float | None = None
+    extra_wave_seconds: float | None = None
     decisions: list[DecisionRow] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:

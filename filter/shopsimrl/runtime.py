@@ -20,6 +20,7 @@ from __future__ import annotations
 import atexit
 import logging
 import threading
+import time
 from typing import Any, Callable
 
 from shopsim_metrics import contract as C
@@ -56,6 +57,7 @@ class ShopsimRuntime:
                 max_consecutive_failed_groups=settings.max_consecutive_failed_groups,
                 n_samples=settings.n_samples_per_prompt,
                 global_batch_size=settings.global_batch_size,
+                clock=getattr(self.loop_state, "clock", None),  # a simulated loop's own clock, else monotonic
             )
             if settings.rollout_batch_size is not None
             else None
@@ -147,14 +149,25 @@ class ShopsimRuntime:
         return record
 
     # --- the log function's side --------------------------------------------------------------
-    def emit_step(self, rollout_id: int, rollout_extra_metrics: dict | None) -> list[StepRecord]:
-        """Emit every closed step (closing ``rollout_id`` from the ledger if the all-samples hook did not)."""
+    def emit_step(
+        self, rollout_id: int, rollout_extra_metrics: dict | None, rollout_time: Any = None,
+        started: float | None = None,
+    ) -> list[StepRecord]:
+        """Emit every closed step (closing ``rollout_id`` from the ledger if the all-samples hook did not).
+
+        ``rollout_time`` is slime's own (``rollout_seconds``); ``started`` the ``perf_counter`` reading
+        at the log function's entry: its time up to the sinks counts in ``filter_seconds``.
+        """
         if self.accountant is None:
             return []
         if self.accountant.open_rollout_id() == rollout_id:
             self.accountant.close_step()
         records = self.accountant.take_closed()
         for record in records:
+            if record.rollout_id == rollout_id:
+                record.rollout_seconds = read_seconds(rollout_time)
+                if started is not None:
+                    record.filter_seconds += time.perf_counter() - started
             if record.rollout_id == rollout_id and rollout_extra_metrics is not None:
                 reconcile(record, rollout_extra_metrics)
                 if record.reconcile_mismatch_count:
@@ -234,6 +247,22 @@ def _compile_filter(rt: ShopsimRuntime) -> Callable[[Any], DynamicFilterOutput]:
         return output(False, zero_std, True)
 
     return filter_group
+
+
+def read_seconds(value: Any) -> float | None:
+    """A duration handed over by slime as a finite, non-negative float, else None (never raises).
+
+    Example:
+        >>> read_seconds(1.5), read_seconds(None), read_seconds(float("nan")), read_seconds("x")
+        (1.5, None, None, None)
+    """
+    if value is None or isinstance(value, (bool, str, bytes)):
+        return None
+    try:
+        seconds = float(value)
+    except Exception:  # noqa: BLE001 - an odd value is "unknown"
+        return None
+    return seconds if seconds - seconds == 0.0 and seconds >= 0.0 else None
 
 
 def reconcile(record: StepRecord, rollout_extra_metrics: dict) -> None:

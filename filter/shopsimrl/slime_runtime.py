@@ -19,6 +19,7 @@ Example:
 from __future__ import annotations
 
 import logging
+from time import perf_counter
 from typing import Any
 
 from shopsim_metrics.errors import TechnicalFailureLimitExceeded
@@ -45,7 +46,11 @@ def fully_scored_group_filter(args: Any, samples: list, **kwargs: Any) -> Dynami
     Raises :class:`TechnicalFailureLimitExceeded` when ``shopsim_max_consecutive_failed_groups``
     technical groups came in a row (after writing the step's record, marked terminated).
     """
-    return (_runtime._runtime or get_runtime(args)).filter(samples)  # no lock once the runtime exists
+    started = perf_counter()
+    runtime = _runtime._runtime or get_runtime(args)  # no lock once the runtime exists
+    output = runtime.filter(samples)
+    _count_own_time(runtime, started)
+    return output
 
 
 def record_all_samples(args: Any, all_groups: list, data_source: Any) -> None:
@@ -53,12 +58,14 @@ def record_all_samples(args: Any, all_groups: list, data_source: Any) -> None:
 
     Sets ``args.processed_group_count`` to the number of groups it saw.
     """
+    started = perf_counter()
     args.processed_group_count = len(all_groups)
     runtime = get_runtime(args)
     try:
         runtime.close_step(all_groups)
     except Exception:  # noqa: BLE001 - monitoring never stops training
         logger.exception("shopsim-metrics: closing the step failed; training goes on")
+    _count_own_time(runtime, started)
 
 
 def log_rollout_step(rollout_id: int, args: Any, samples: list, rollout_extra_metrics: dict, rollout_time: float) -> bool:
@@ -67,13 +74,24 @@ def log_rollout_step(rollout_id: int, args: Any, samples: list, rollout_extra_me
     False lets slime's own rollout logging run as well. Sets ``args.logged_rollout_id``. A step that
     ended with no group judged by the filter gets one warning naming the likely cause (once per run).
     """
+    started = perf_counter()
     args.logged_rollout_id = rollout_id
     runtime = get_runtime(args)
     try:
-        records = runtime.emit_step(rollout_id, rollout_extra_metrics)
+        records = runtime.emit_step(rollout_id, rollout_extra_metrics, rollout_time, started=started)
         accountant = runtime.accountant
         if not records and accountant is not None and accountant.open_rollout_id() is None:
             runtime._warn_once("no_judgement", no_judgement_warning(args, rollout_id))
     except Exception:  # noqa: BLE001 - monitoring never stops training
         logger.exception("shopsim-metrics: emitting step %s failed; training goes on", rollout_id)
     return False
+
+
+def _count_own_time(runtime: Any, started: float) -> None:
+    """Add the time since ``started`` to the step's ``filter_seconds`` (the project's own time)."""
+    accountant = runtime.accountant
+    if accountant is not None:
+        try:
+            accountant.add_hook_seconds(perf_counter() - started)
+        except Exception:  # noqa: BLE001 - monitoring never stops training
+            pass

@@ -266,6 +266,7 @@ class Simulator:
         completions = self.completions or LatencyCompletions(latency_model(self.config, latency_rng),
                                                              self.config.max_concurrent_groups)
         state = ManualLoopState(source="simulator")
+        state.clock = lambda: completions.elapsed  # judged_at and the wave timings in simulated seconds
         load_hook(f"{HOOKS_MODULE}.configure")(self.args, sinks=[*sinks, memory], loop_state=state)
         loop = SimulatedSlimeLoop(
             self.args, source=source, completions=completions, loop_state=state,

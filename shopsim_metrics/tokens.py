@@ -1,0 +1,80 @@
+"""Response tokens of a judged group: ``response_length`` summed over its rollouts' segments.
+
+A group is ``list[Sample]`` or, with fan-out, ``list[list[Sample]]``. Every segment of a rollout
+counts its own tokens (segments of one fanned-out rollout are separate generations), and a sample
+object listed twice counts once. Scorable or not, every rollout of a judged group counts: its
+tokens were generated.
+
+``response_length`` is read defensively and never raises: ints, integral floats, numpy integers
+and 0-dim arrays / tensors (through ``.item()``) count; anything else (missing, None, negative,
+non-finite, fractional, text, an object whose ``.item()`` fails) counts 0.
+
+Example:
+    >>> from shopsim_metrics.samples import SimSample as S
+    >>> group_tokens([S(index=0, response_length=100), S(index=1, response_length=50)])
+    150
+    >>> group_tokens([[S(rollout_id=0, response_length=10), S(rollout_id=0, response_length=5)]])
+    15
+    >>> group_tokens([S(index=0, response_length=None), S(index=1, response_length=-3), "odd"])
+    0
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def read_response_length(sample: Any) -> int:
+    """``sample.response_length`` as a non-negative int, or 0 when it cannot be read as one.
+
+    Example:
+        >>> from types import SimpleNamespace as N
+        >>> [read_response_length(N(response_length=v)) for v in (7, 7.0, 7.5, "7", True, float("inf"))]
+        [7, 7, 0, 0, 0, 0]
+    """
+    try:
+        value = getattr(sample, "response_length", None)
+    except Exception:  # noqa: BLE001 - a property that raises reads as unknown
+        return 0
+    if type(value) is int:  # the common case first
+        return value if value > 0 else 0
+    if value is None or isinstance(value, (bool, str, bytes)):
+        return 0
+    try:
+        item = getattr(value, "item", None)
+        if callable(item) and tuple(getattr(value, "shape", ())) == ():
+            value = item()
+        if isinstance(value, bool):
+            return 0
+        as_float = float(value)
+    except Exception:  # noqa: BLE001 - unreadable lengths count 0, never raise
+        return 0
+    if not as_float == as_float or as_float in (float("inf"), float("-inf")) or as_float < 0:
+        return 0
+    if as_float != int(as_float):
+        return 0
+    return int(as_float)
+
+
+def group_tokens(group: Any) -> int:
+    """Response tokens of every segment of every rollout of ``group`` (0 for an unreadable group)."""
+    try:
+        items = list(group)
+    except Exception:  # noqa: BLE001 - not iterable: nothing readable was generated
+        return 0
+    try:  # the common case: a flat list of distinct samples with int lengths
+        lengths = [sample.response_length for sample in items]
+        if all(type(length) is int and length >= 0 for length in lengths) and len({id(s) for s in items}) == len(items):
+            return sum(lengths)
+    except Exception:  # noqa: BLE001 - fan-out, odd samples: the careful path below
+        pass
+    seen: set[int] = set()
+    total = 0
+    for item in items:
+        parts = item if isinstance(item, (list, tuple)) else (item,)
+        for sample in parts:
+            if id(sample) in seen:
+                continue
+            seen.add(id(sample))
+            total += read_response_length(sample)
+    return total
