@@ -485,3 +485,65 @@ def test_kill_9_of_a_live_writer_releases_its_file_to_the_next_run(tmp_path: Pat
     records = read_steps(run)
     assert [r.rollout_id for r in records] == list(range(last + 5))
     assert [r.wave_count for r in records[last:]] == [2] * 5
+
+
+_HOOKS_ON_A_FILLING_DISK = """
+import resource, signal, sys
+from pathlib import Path
+from types import SimpleNamespace
+import numpy as np
+from shopsim_metrics.loop_state import ManualLoopState
+from shopsim_metrics.samples import SimSample
+from shopsimrl import slime_runtime
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+args = SimpleNamespace(rollout_batch_size=2, n_samples_per_prompt=2, over_sampling_batch_size=2, global_batch_size=4,
+                       reward_key=None, shopsim_run_dir=sys.argv[1], shopsim_wandb="off")
+loop = ManualLoopState()
+slime_runtime.configure(args, sinks=None, loop_state=loop)  # the default sinks: steps.jsonl in the run dir
+for step in range(6):
+    loop.step = step
+    if step == 2:  # the disk fills up: nothing more fits
+        resource.setrlimit(resource.RLIMIT_FSIZE, ((Path(sys.argv[1]) / "steps.jsonl").stat().st_size, hard))
+    for gid in (10 * step, 10 * step + 1):
+        group = [SimSample(index=2 * gid + k, group_index=np.int64(gid), reward=np.float32(k)) for k in range(2)]
+        slime_runtime.fully_scored_group_filter(args, group)
+    slime_runtime.log_rollout_step(step, args, [], {}, 0.1)
+resource.setrlimit(resource.RLIMIT_FSIZE, (hard, hard))  # freed; the process exits without closing anything
+"""
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGXFSZ"), reason="needs RLIMIT_FSIZE")
+def test_through_the_hooks_numpy_values_and_a_full_disk_lose_no_step_and_exit_writes_the_held_ones(
+        tmp_path: Path) -> None:
+    out = subprocess.run([sys.executable, "-c", _HOOKS_ON_A_FILLING_DISK, str(tmp_path)], capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    records = read_steps(tmp_path)
+    assert [r.rollout_id for r in records] == list(range(6))
+    assert [[row.group_index for row in r.decisions] for r in records] == [[10 * s, 10 * s + 1] for s in range(6)]
+    assert all(r.train_group_count == 2 for r in records)
+    assert out.stderr.count("could not write the step record of rollout_id 2") == 1
+    assert out.stderr.count("works again: 4 step record(s) held back were written late") == 1
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_forked_child_writes_its_own_file_never_the_parents(tmp_path: Path) -> None:
+    sink = JsonlSink(tmp_path, fsync=False)
+    sink.emit(make_record(0, wave_count=1))
+    pid = os.fork()
+    if pid == 0:  # the child inherits the open file and its lock, which stay the parent's
+        code = 1
+        try:
+            sink.emit(make_record(1, wave_count=2))
+            code = 0 if sink.path == sibling_path(tmp_path / MAIN) else 3
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    sink.emit(make_record(2, wave_count=1))
+    sink.close()
+    child_file = tmp_path / f"{sibling_path(tmp_path / MAIN).name.rsplit('-', 1)[0]}-{pid}.jsonl"
+    assert [(line["rollout_id"], line["wave_count"]) for line in _strict_lines(tmp_path / MAIN)] == [(0, 1), (2, 1)]
+    assert [(line["rollout_id"], line["wave_count"]) for line in _strict_lines(child_file)] == [(1, 2)]
+    assert set(steps_files(tmp_path)) == {tmp_path / MAIN, child_file}

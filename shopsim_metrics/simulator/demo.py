@@ -89,9 +89,11 @@ def run_demo(
     out = Path(out_dir)
     run_dir = out / "run"
     steps_path = run_dir / contract.STEPS_FILE_NAME
-    if steps_path.exists():
-        steps_path.unlink()  # a fresh record: the previous demo's steps would mix with these
-        print(f"removed the previous demo's {steps_path}", file=stream)
+    from shopsim_metrics.sinks.jsonl import steps_files
+
+    for old_path in steps_files(run_dir) if run_dir.is_dir() else []:
+        old_path.unlink()  # a fresh record: the previous demo's steps would mix with these
+        print(f"removed the previous demo's {old_path}", file=stream)
     run_dir.mkdir(parents=True, exist_ok=True)
     config = demo_config(steps=steps, seed=seed)
 
