@@ -225,11 +225,11 @@ def test_misconfigured_init_is_isolated(wandb_env, monkeypatch, caplog) -> None:
 
 # --- settings, factory and pure helpers ---------------------------------------------------------------
 @pytest.mark.parametrize("args,expected", [
-    (dict(shopsim_wandb="off"), ["jsonl"]),
-    (dict(use_wandb=False), ["jsonl"]),  # inside slime without --use-wandb
-    (dict(use_wandb=True), ["jsonl", "wandb"]),  # inside slime with --use-wandb: join
-    (dict(), ["jsonl", "wandb"]),  # outside slime: standalone or join
-    (dict(use_wandb=False, shopsim_wandb="standalone"), ["jsonl", "wandb"]),
+    (dict(shopsim_wandb="off"), ["jsonl", "announce"]),
+    (dict(use_wandb=False), ["jsonl", "announce"]),  # inside slime without --use-wandb
+    (dict(use_wandb=True), ["jsonl", "announce", "wandb"]),  # inside slime with --use-wandb: join
+    (dict(), ["jsonl", "announce", "wandb"]),  # outside slime: standalone or join
+    (dict(use_wandb=False, shopsim_wandb="standalone"), ["jsonl", "announce", "wandb"]),
 ])
 def test_factory_builds_jsonl_first_then_wandb(tmp_path, args, expected) -> None:
     settings = ShopsimSettings.from_args(SimpleNamespace(shopsim_run_dir=str(tmp_path), **args))

@@ -12,15 +12,25 @@ Example:
     >>> from shopsim_metrics.settings import ShopsimSettings
     >>> s = ShopsimSettings.from_args(SimpleNamespace(use_wandb=False, shopsim_run_dir="/tmp/x"))
     >>> [sink.name for sink in build_sinks(s)]
-    ['jsonl']
+    ['jsonl', 'announce']
 """
 
 from __future__ import annotations
 
+import logging
+import socket
+
+from shopsim_metrics.records import StepRecord
 from shopsim_metrics.settings import ShopsimSettings
 from shopsim_metrics.sinks.base import StepSink
 from shopsim_metrics.sinks.jsonl import JsonlSink
 from shopsim_metrics.sinks.wandb_sink import WandbSink
+
+logger = logging.getLogger("shopsim_metrics")
+
+SUMMARY_RUN_DIR = "shopsim/run_dir"
+SUMMARY_HOST = "shopsim/host"
+"""Keys of the W&B run summary that say where the step records land (the actor may run on any node)."""
 
 
 def resolve_run_dir(settings: ShopsimSettings) -> str:
@@ -37,10 +47,41 @@ def wants_wandb(settings: ShopsimSettings) -> bool:
     return True
 
 
+def run_location(run_dir: str) -> dict[str, str]:
+    """Where this process writes its records: ``{SUMMARY_RUN_DIR: run_dir, SUMMARY_HOST: hostname}``."""
+    return {SUMMARY_RUN_DIR: run_dir, SUMMARY_HOST: socket.gethostname()}
+
+
+class RunLocationAnnouncement(StepSink):
+    """Logs, once, after the first record was handed to the JSONL sink: the file, the run dir and the host.
+
+    Under Ray the hooks run in an actor on whatever node Ray chose; this line says where to look.
+    """
+
+    name = "announce"
+
+    def __init__(self, jsonl: JsonlSink, location: dict[str, str]) -> None:
+        self.jsonl = jsonl
+        self.location = location
+        self.announced = False
+
+    def emit(self, record: StepRecord) -> None:
+        if not self.announced:
+            self.announced = True
+            logger.info("shopsim-metrics: step records go to %s (run dir %s) on host %s",
+                        getattr(self.jsonl, "path", self.location[SUMMARY_RUN_DIR]),
+                        self.location[SUMMARY_RUN_DIR], self.location[SUMMARY_HOST])
+
+
 def build_sinks(settings: ShopsimSettings) -> list[StepSink]:
-    """The default sinks for a runtime: JSONL always, then W&B as the settings say."""
+    """The default sinks for a runtime: JSONL always, the run-location line, then W&B as the settings say.
+
+    The W&B run's summary gets the run dir and host (:func:`run_location`).
+    """
     run_dir = resolve_run_dir(settings)
-    sinks: list[StepSink] = [JsonlSink(run_dir)]
+    location = run_location(run_dir)
+    jsonl = JsonlSink(run_dir)
+    sinks: list[StepSink] = [jsonl, RunLocationAnnouncement(jsonl, location)]
     if wants_wandb(settings):
-        sinks.append(WandbSink.from_settings(settings, run_dir=run_dir))
+        sinks.append(WandbSink.from_settings(settings, run_dir=run_dir, summary=location))
     return sinks

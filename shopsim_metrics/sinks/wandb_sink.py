@@ -152,6 +152,7 @@ class WandbSink(StepSink):
         always_use_train_step: bool = False,
         run_dir: str | os.PathLike | None = None,
         config: dict[str, Any] | None = None,
+        summary: dict[str, Any] | None = None,
     ) -> None:
         if mode not in SINK_MODES:
             raise ValueError(f"WandbSink mode must be one of {SINK_MODES}; got {mode!r}")
@@ -163,6 +164,8 @@ class WandbSink(StepSink):
         self.always_use_train_step = always_use_train_step
         self.run_dir = Path(run_dir) if run_dir is not None else None
         self.config = dict(config or {})
+        self.summary = dict(summary or {})
+        """Put into the run's summary once the run is resolved (where the records land: run dir, host)."""
         self.enabled = mode != "off"
         self.disabled_reason: str | None = None if self.enabled else "shopsim_wandb is off"
         self.owns_run = False
@@ -173,8 +176,9 @@ class WandbSink(StepSink):
         """Wraps every call into wandb (``timer(name, call)``): the benchmark measures wandb's time."""
 
     @classmethod
-    def from_settings(cls, settings: "ShopsimSettings", run_dir: str | os.PathLike | None = None) -> "WandbSink":
-        """The sink a runtime uses, from its validated settings."""
+    def from_settings(cls, settings: "ShopsimSettings", run_dir: str | os.PathLike | None = None,
+                      summary: dict[str, Any] | None = None) -> "WandbSink":
+        """The sink a runtime uses, from its validated settings (``summary``: see the attribute)."""
         config = asdict(settings) if is_dataclass(settings) else {}
         return cls(
             mode=settings.wandb,
@@ -185,6 +189,7 @@ class WandbSink(StepSink):
             always_use_train_step=settings.wandb_always_use_train_step,
             run_dir=run_dir,
             config={"shopsim": config},
+            summary=summary,
         )
 
     @staticmethod
@@ -274,6 +279,9 @@ class WandbSink(StepSink):
         else:
             self._run, self.owns_run = self._start_standalone(wandb), True
         self.timer("define_metric", lambda: self._define_metrics(self._run))
+        if self.summary:
+            run, summary = self._run, self.summary
+            self.timer("summary", lambda: run.summary.update(summary))
         logger.info("shopsim-metrics: logging to W&B run %s (%s)", getattr(self._run, "id", "?"),
                     "started by the sink" if self.owns_run else "joined")
 
