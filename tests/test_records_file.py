@@ -547,3 +547,19 @@ def test_a_forked_child_writes_its_own_file_never_the_parents(tmp_path: Path) ->
     assert [(line["rollout_id"], line["wave_count"]) for line in _strict_lines(tmp_path / MAIN)] == [(0, 1), (2, 1)]
     assert [(line["rollout_id"], line["wave_count"]) for line in _strict_lines(child_file)] == [(1, 2)]
     assert set(steps_files(tmp_path)) == {tmp_path / MAIN, child_file}
+
+
+def test_torch_scalars_and_tensors_are_unwrapped_and_a_meta_tensor_stringified(tmp_path: Path) -> None:
+    torch = pytest.importorskip("torch")
+    values = {"t0": torch.tensor(3), "t1": torch.tensor([0.5]), "bf16": torch.tensor(1.5, dtype=torch.bfloat16),
+              "inf": torch.tensor(float("inf")), "b": torch.tensor(True), "vec": torch.tensor([1, 2]),
+              "meta": torch.empty((), device="meta")}
+    row = DecisionRow(order=1, waves_open=1, group_index=torch.tensor(7), outcome="trained", reason=None,
+                      remaining_before=1, unique_rollouts=1, reward_mean=torch.tensor(0.25))
+    JsonlSink(tmp_path, fsync=False).emit(StepRecord(rollout_id=0, slime_drop_counts=values, decisions=[row]))
+    (line,) = _strict_lines(tmp_path / MAIN)
+    counts = line["slime_drop_counts"]
+    assert {k: counts[k] for k in ("t0", "t1", "bf16", "inf", "b", "vec")} == {
+        "t0": 3, "t1": 0.5, "bf16": 1.5, "inf": None, "b": True, "vec": [1, 2]}
+    assert isinstance(counts["meta"], str)
+    assert line["decisions"][0]["group_index"] == 7 and line["decisions"][0]["reward_mean"] == 0.25
