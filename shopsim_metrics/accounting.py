@@ -37,6 +37,7 @@ from shopsim_metrics import contract as C
 from shopsim_metrics.records import DecisionRow, StepRecord
 from shopsim_metrics.group_judgement import SPREAD, TECHNICAL, ZERO_STD, GroupJudgement
 from shopsim_metrics.tokens import group_tokens
+from shopsim_metrics.prompt_value import PromptValueTracker
 
 
 @dataclass
@@ -97,6 +98,7 @@ class StepAccountant:
         n_samples: int | None = None,
         global_batch_size: int | None = None,
         clock: Callable[[], float] | None = None,
+        prompts: PromptValueTracker | None = None,
     ) -> None:
         # the knobs come validated from ShopsimSettings (over_sampling_batch_size >= rollout_batch_size >= 1)
         self.rollout_batch_size = rollout_batch_size
@@ -106,6 +108,8 @@ class StepAccountant:
         self.global_batch_size = global_batch_size
         self.clock: Callable[[], float] = clock or time.monotonic
         """Seconds on a monotonic clock: ``judged_at`` and the wave timings read it."""
+        self.prompts = prompts
+        """Keys each closed step's groups by prompt and fills its prompt-value fields (None: not tracked)."""
         self._lock = threading.Lock()
         self._open: _OpenStep | None = None
         self.closed: list[StepRecord] = []  # closed steps not yet emitted (read-only outside this class)
@@ -277,7 +281,7 @@ class StepAccountant:
         generated = sum(tokens.values())
         train_tokens = tokens[C.OUTCOME_TRAINED] + tokens[C.OUTCOME_FALLBACK]
         fill, extra = self._wave_seconds(rows, state.filled_at, wave_count)
-        return StepRecord(
+        record = StepRecord(
             rollout_id=state.rollout_id,
             terminated=terminated,
             rollout_batch_size=self.rollout_batch_size,
@@ -327,6 +331,9 @@ class StepAccountant:
             extra_wave_seconds=extra,
             decisions=rows,
         )
+        if self.prompts is not None:  # after the record is complete: it may read the step's token counts
+            self.prompts.annotate(record, [row[4] for row in state.rows])
+        return record
 
     def _wave_seconds(
         self, rows: list[DecisionRow], filled_at: int | None, wave_count: int

@@ -110,11 +110,22 @@ COST_FIELDS: Final = (
     "extra_wave_seconds",  # judgement that triggered wave 2 -> the step's last judgement (0 with one wave)
 )
 """The cost table of the contract ("What dynamic sampling costs"), in its order."""
+# --- prompt value over time (per step) ------------------------------------------------------------
+PROMPT_VALUE_FIELDS: Final = (
+    "revisit_group_count",  # judged groups whose prompt had been judged before
+    "repeat_zero_std_group_count",  # revisits zero-std now and at the previous visit
+    "zero_std_persistence",  # repeat / skippable: P(zero-std now | zero-std last time)
+    "skippable_group_count",  # revisits whose previous visit was zero-std
+    "skippable_spread_group_count",  # skippable groups that had spread after all
+    "skippable_token_fraction",  # tokens of repeat zero-std groups / generated_token_count
+    "tracked_prompt_count",  # prompts held in the history at step end
+)
+"""The prompt-value table of the contract ("Prompt value over time"), in its order."""
 
 RECONCILE_FIELD: Final = "reconcile_mismatch_count"
 """Logged by the log function: drop counts that disagree with slime's own counters (0 = agree)."""
 
-WANDB_STEP_FIELDS: Final = STEP_FIELDS + EXTRA_FIELDS + (RECONCILE_FIELD,) + COST_FIELDS
+WANDB_STEP_FIELDS: Final = STEP_FIELDS + EXTRA_FIELDS + (RECONCILE_FIELD,) + COST_FIELDS + PROMPT_VALUE_FIELDS
 """Every per-step scalar the W&B sink logs under WANDB_PREFIX."""
 
 # --- the per-group decision ledger --------------------------------------------------------------
@@ -134,6 +145,8 @@ LEDGER_COLUMNS: Final = (
     # cost
     "response_tokens",  # the group's response tokens (every segment of every unique rollout)
     "judged_at",  # seconds since the step's first judgement (monotonic clock)
+    # prompt value over time
+    "prompt_key",  # the group's prompt key (metadata value, or "b2:" + hash of prompt and label)
 )
 
 # --- the local record (one JSON object per step in steps.jsonl) ---------------------------------

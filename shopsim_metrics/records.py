@@ -43,6 +43,8 @@ class DecisionRow:
     # cost
     response_tokens: int = 0  # response tokens of the group (every segment of every unique rollout)
     judged_at: float | None = None  # seconds since the step's first judgement (monotonic clock)
+    # prompt value over time
+    prompt_key: str | None = None  # the group's prompt (shopsim_metrics.prompt_keys); None: no key
 
     def to_dict(self) -> dict[str, Any]:
         return _clean({name: getattr(self, name) for name in _ROW_FIELDS})
@@ -113,6 +115,18 @@ class StepRecord:
     filter_seconds: float = 0.0
     first_wave_fill_seconds: float | None = None
     extra_wave_seconds: float | None = None
+    # prompt value over time (None: not tracked)
+    prompt_key_source: str | None = None  # metadata | prompt_hash | mixed | none (prompt_keys.KEY_SOURCES)
+    prompt_history_limit: int | None = None  # shopsim_prompt_history_limit in force
+    revisit_group_count: int | None = None
+    repeat_zero_std_group_count: int | None = None
+    zero_std_persistence: float | None = None
+    skippable_group_count: int | None = None
+    skippable_spread_group_count: int | None = None
+    skippable_token_fraction: float | None = None
+    tracked_prompt_count: int | None = None
+    # the prompts table on the steps it is due: for W&B only, not part of the record (JSONL, equality)
+    prompt_table: list[list[Any]] | None = field(default=None, compare=False, repr=False)
     decisions: list[DecisionRow] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -123,13 +137,13 @@ class StepRecord:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "StepRecord":
         known = {f.name for f in fields(cls)}
-        kwargs = {k: v for k, v in data.items() if k in known and k != "decisions"}
+        kwargs = {k: v for k, v in data.items() if k in known and k not in ("decisions", "prompt_table")}
         rows = [DecisionRow.from_dict(r) for r in data.get("decisions", [])]
         return cls(**kwargs, decisions=rows)
 
 
 _ROW_FIELDS = tuple(f.name for f in fields(DecisionRow))
-_STEP_FIELDS = tuple(f.name for f in fields(StepRecord) if f.name != "decisions")
+_STEP_FIELDS = tuple(f.name for f in fields(StepRecord) if f.name not in ("decisions", "prompt_table"))
 
 
 def _clean(data: dict[str, Any]) -> dict[str, Any]:

@@ -1,8 +1,8 @@
 """A stand-in for slime's ``Sample`` with the fields the project reads, for use without slime.
 
 The filter reads samples by attribute (``index``, ``group_index``, ``rollout_id``, ``reward``,
-``status``, ``metadata``, ``response_length``), so slime's own ``Sample`` and this class are
-interchangeable. ``status`` may be an enum with ``.value`` or a plain string.
+``status``, ``metadata``, ``response_length``; ``prompt`` and ``label`` for the prompt key), so
+slime's own ``Sample`` and this class are interchangeable. ``status`` may be an enum with ``.value`` or a plain string.
 
 Example:
     >>> s = SimSample(index=3, reward=1.0)
@@ -28,6 +28,8 @@ class SimSample:
     metadata: dict = field(default_factory=dict)
     response_length: int = 0
     remove_sample: bool = False
+    prompt: Any = ""  # text or chat messages (list of {"role", "content"} dicts), as slime's Sample
+    label: str | None = None
 
     def get_reward_value(self, args: Any) -> Any:
         """The reward slime trains on: the entry ``args.reward_key`` of a dict reward, else the reward."""

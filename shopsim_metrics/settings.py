@@ -127,6 +127,11 @@ def text(value: Any) -> str:
     return value
 
 
+def optional_text(value: Any) -> str | None:
+    """None, or a non-empty string."""
+    return None if value is None else text(value)
+
+
 def optional_path(value: Any) -> str | None:
     """None, or a non-empty path."""
     if value is None:
@@ -196,6 +201,15 @@ SETTINGS: tuple[Setting, ...] = (
             "W&B alert level of the early warning (`INFO`, `WARN`, `ERROR`)"),
     Setting("shopsim_alert_error_level", "ERROR", choice(ALERT_LEVELS, upper=True), "one of INFO, WARN, ERROR",
             "W&B alert level sent just before termination"),
+    # prompt value over time
+    Setting("shopsim_prompt_key", None, optional_text, "null or a metadata key (a non-empty string)",
+            "metadata key that names a group's prompt (read from its first sample); `null`, or a group whose "
+            "metadata lacks it: a hash of `Sample.prompt` and `label` (§3.5)"),
+    Setting("shopsim_prompt_history_limit", 1_000_000, integer(1), "an integer >= 1",
+            "prompts tracked at most for the prompt-value fields; the least recently seen is evicted first (§3.5)"),
+    Setting("shopsim_prompts_table_every", 50, integer(0), "an integer >= 0",
+            "prompts table (`rollout/shopsim/prompts`) every N rollout steps and at the end of the run; "
+            "`0` = only at the end"),
 )
 SETTINGS_BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
 DEFAULTS: dict[str, Any] = {s.name: s.default for s in SETTINGS}
@@ -332,6 +346,9 @@ class ShopsimSettings:
     wandb_always_use_train_step: bool = False
     inside_slime: bool = False  # args carries slime's own W&B switch (use_wandb)
     use_wandb: bool | None = None
+    prompt_key: str | None = None
+    prompt_history_limit: int = 1_000_000
+    prompts_table_every: int = 50
 
     @classmethod
     def from_args(cls, args: Any) -> "ShopsimSettings":
@@ -370,4 +387,7 @@ class ShopsimSettings:
             wandb_always_use_train_step=bool(getattr(args, "wandb_always_use_train_step", False)),
             inside_slime=hasattr(args, "use_wandb"),
             use_wandb=getattr(args, "use_wandb", None),
+            prompt_key=values["shopsim_prompt_key"],
+            prompt_history_limit=values["shopsim_prompt_history_limit"],
+            prompts_table_every=values["shopsim_prompts_table_every"],
         )

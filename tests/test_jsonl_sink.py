@@ -103,6 +103,7 @@ _rows = st.builds(
     reward_mean=_opt_float, success_count=_opt_int,
     failed_check=st.one_of(st.none(), st.sampled_from(contract.FAILED_CHECKS)),
     scorable_rollouts=st.integers(0, 64), reward_sum=st.floats(allow_nan=False, allow_infinity=False),
+    prompt_key=_text,
 )
 
 

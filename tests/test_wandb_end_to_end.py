@@ -12,7 +12,7 @@ from loop_double import SlimeLoopDouble, fifo_batches
 from shopsim_metrics import contract
 from shopsim_metrics.loop_state import ManualLoopState
 from shopsim_metrics.sinks import read_steps
-from shopsim_metrics.sinks.wandb_sink import DECISIONS_KEY, record_scalars
+from shopsim_metrics.sinks.wandb_sink import DECISIONS_KEY, PROMPTS_KEY, record_scalars
 from shopsim_metrics.wandb_offline import find_run_dirs, read_offline_run
 from shopsim_metrics.errors import TechnicalFailureLimitExceeded
 from tests.wandb_helpers import wandb_env  # noqa: F401 - fixture
@@ -46,12 +46,19 @@ def test_hooks_log_every_step_table_and_alert_to_a_standalone_run(wandb_env: Pat
     assert [(r.rollout_id, r.wave_count, r.terminated) for r in records] == [(0, 1, False), (1, 2, False), (2, 1, True)]
     (run_dir,) = find_run_dirs(wandb_env)
     run = read_offline_run(run_dir)
-    rows = [row for row in run.history if contract.WANDB_STEP_KEY in row]
+    rows = [row for row in run.history if contract.wandb_key("wave_count") in row]
     assert [row[contract.WANDB_STEP_KEY] for row in rows] == [0, 1, 2]
     for rec, row in zip(records, rows):  # W&B holds exactly the JSONL record's scalars
         expected = record_scalars(rec)
-        assert {k: v for k, v in row.items() if k.startswith(contract.WANDB_PREFIX) and k != DECISIONS_KEY} == \
-            pytest.approx(expected)
+        assert {k: v for k, v in row.items() if k.startswith(contract.WANDB_PREFIX)
+                and k not in (DECISIONS_KEY, PROMPTS_KEY)} == pytest.approx(expected)
+    # prompts table: step 0 on schedule (every 50), and at the end against the last step; every group of
+    # the loop double has the same (empty) prompt, so one prompt holds every visit
+    prompt_tables = run.tables[PROMPTS_KEY]
+    assert [t.row[contract.WANDB_STEP_KEY] for t in prompt_tables] == [0, 2]
+    (final,) = prompt_tables[-1].records()
+    assert final["visits"] == sum(r.accepted_group_count for r in records)
+    assert final["prompt_key"] == records[0].decisions[0].prompt_key
     assert rows[0][contract.wandb_key("reconcile_mismatch_count")] == 0
     assert rows[1][contract.wandb_key("reconcile_mismatch_count")] == 0
     # tables: step 0 on schedule, step 1 multi-wave, step 2 terminated

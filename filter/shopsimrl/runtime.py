@@ -27,6 +27,7 @@ from shopsim_metrics import contract as C
 from shopsim_metrics.accounting import GenerationStats, StepAccountant
 from shopsim_metrics.alerts import Alert, StreakAlertPolicy
 from shopsim_metrics.loop_state import LoopState
+from shopsim_metrics.prompt_value import PromptValueTracker
 from shopsim_metrics.records import StepRecord
 from shopsim_metrics.sinks.base import SinkSet, StepSink
 from shopsim_metrics.errors import TechnicalFailureLimitExceeded
@@ -58,6 +59,8 @@ class ShopsimRuntime:
                 n_samples=settings.n_samples_per_prompt,
                 global_batch_size=settings.global_batch_size,
                 clock=getattr(self.loop_state, "clock", None),  # a simulated loop's own clock, else monotonic
+                prompts=PromptValueTracker(metadata_key=settings.prompt_key, limit=settings.prompt_history_limit,
+                                           table_every=settings.prompts_table_every),
             )
             if settings.rollout_batch_size is not None
             else None
@@ -189,8 +192,23 @@ class ShopsimRuntime:
         if self.accountant is not None and self.accountant.open_rollout_id() is not None:
             self.accountant.close_step()
         self.flush()
+        self._emit_final_prompt_table()
         if self._sinks is not None:
             self._sinks.close()
+
+    def _emit_final_prompt_table(self) -> None:
+        """The prompts table at the end of the run (to sinks that keep tables: W&B)."""
+        accountant = self.accountant
+        tracker = accountant.prompts if accountant is not None else None
+        if tracker is None or not len(tracker.history) or self._sinks is None:  # nothing was ever emitted
+            return
+        try:
+            rows = tracker.table()
+        except Exception as exc:  # noqa: BLE001 - monitoring never stops training
+            self._warn_once("prompt_table", "shopsim-metrics: the final prompts table failed (%s: %s)",
+                            type(exc).__name__, exc)
+            return
+        self.sinks.prompt_table(rows, accountant.current_rollout_id)
 
     def _warn_once(self, key: str, message: str, *args: Any) -> None:
         if key not in self._warned:

@@ -34,6 +34,9 @@ class StepSink(ABC):
     def alert(self, alert: Alert) -> None:
         """Deliver an alert; most sinks ignore it."""
 
+    def prompt_table(self, rows: list[list], rollout_id: int | None) -> None:
+        """The prompts table at the end of the run (``prompt_value.PROMPT_TABLE_COLUMNS``); most sinks ignore it."""
+
     def close(self) -> None:
         """Flush and release resources; called once at the end."""
 
@@ -71,6 +74,10 @@ class SinkSet:
     def alert(self, alert: Alert) -> None:
         for sink in self.sinks:
             self._guard(sink, "alert", lambda s=sink: s.alert(alert))
+
+    def prompt_table(self, rows: list[list], rollout_id: int | None) -> None:
+        for sink in self.sinks:
+            self._guard(sink, "prompt_table", lambda s=sink: s.prompt_table(rows, rollout_id))
 
     def close(self) -> None:
         for sink in self.sinks:

@@ -50,6 +50,9 @@ logger = logging.getLogger("shopsim_metrics")
 DECISIONS_KEY = contract.wandb_key("decisions")
 """Key of the decision-ledger table (a ``wandb.Table`` with columns ``contract.LEDGER_COLUMNS``)."""
 
+PROMPTS_KEY = contract.wandb_key("prompts")
+"""Key of the prompts table (columns ``prompt_value.PROMPT_TABLE_COLUMNS``): every N steps and at the end."""
+
 FAILED_CHECK_PREFIX = contract.wandb_key("failed_check/")
 """Per-check technical drop counts: ``rollout/shopsim/failed_check/<name>``, names from FAILED_CHECKS."""
 
@@ -171,6 +174,7 @@ class WandbSink(StepSink):
         self.owns_run = False
         self._run: Any = None
         self._wandb: Any = None
+        self._last_step: int | None = None  # rollout/step of the last record logged
         self._lock = threading.RLock()
         self.timer: Callable[[str, Callable[[], Any]], Any] = lambda what, call: call()
         """Wraps every call into wandb (``timer(name, call)``): the benchmark measures wandb's time."""
@@ -197,7 +201,7 @@ class WandbSink(StepSink):
         """Every ``rollout/shopsim/...`` key this sink can log (docs §3.3 lists exactly these)."""
         scalars = tuple(contract.wandb_key(n) for n in contract.WANDB_STEP_FIELDS)
         checks = tuple(failed_check_key(c) for c in contract.FAILED_CHECKS)
-        return scalars + checks + (DECISIONS_KEY,)
+        return scalars + checks + (DECISIONS_KEY, PROMPTS_KEY)
 
     @property
     def run(self) -> Any:
@@ -257,7 +261,29 @@ class WandbSink(StepSink):
             data[DECISIONS_KEY] = self.timer(
                 "table", lambda: self._wandb.Table(columns=list(contract.LEDGER_COLUMNS), data=rows,
                                                    allow_mixed_types=True))
+        if record.prompt_table is not None:
+            data[PROMPTS_KEY] = self._prompt_table(record.prompt_table)
+        self._last_step = step
         self.timer("log", lambda: run.log(data))
+
+    def prompt_table(self, rows: list[list], rollout_id: int | None) -> None:
+        """The prompts table at the end of the run, against the last step logged."""
+        with self._lock:
+            run = self._run if self.enabled else None
+            if run is None or self._last_step is None:  # never start a run for the table alone
+                return
+
+            def log() -> None:
+                data = {PROMPTS_KEY: self._prompt_table(rows), contract.WANDB_STEP_KEY: self._last_step}
+                self.timer("log", lambda: run.log(data))
+
+            self._guarded("prompt_table", log)
+
+    def _prompt_table(self, rows: list[list]) -> Any:
+        from shopsim_metrics.prompt_value import PROMPT_TABLE_COLUMNS
+
+        return self.timer("table", lambda: self._wandb.Table(columns=list(PROMPT_TABLE_COLUMNS), data=rows,
+                                                             allow_mixed_types=True))
 
     def _resolve_run(self) -> None:
         import wandb  # lazy: importing the project never imports wandb

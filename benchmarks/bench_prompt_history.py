@@ -1,0 +1,80 @@
+"""Memory and speed of the per-prompt history at 1,000,000 tracked prompts.
+
+Prompts are keyed as the monitor keys them without a metadata key: ``"b2:"`` + 15 hex digits of a
+blake2b hash of the prompt, kept as a 60-bit int. Every prompt is visited through the public
+``PromptHistory.visit`` (a third of them twice, interleaved, to exercise the update path), then the
+history holds is measured (keys, packed records and the ordered dict together) as the growth of the
+process's resident memory (``/proc/self/statm``; tracemalloc where that does not exist, slower), and
+cross-checked with ``sys.getsizeof`` of the dict, its keys and its records.
+A second history, full at a smaller limit, measures eviction. Target: <= 200 bytes per prompt.
+
+Run: ``python benchmarks/bench_prompt_history.py``
+"""
+
+from __future__ import annotations
+
+import gc
+import sys
+import time
+import os
+import tracemalloc
+
+from shopsim_metrics.prompt_history import VERDICTS, PromptHistory
+from shopsim_metrics.prompt_keys import hash_prompt, history_key
+
+PROMPTS = 1_000_000
+TARGET_BYTES = 200
+
+
+def _resident_bytes() -> int:
+    with open("/proc/self/statm", encoding="ascii") as fh:
+        return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def _traced_bytes() -> int:
+    if not tracemalloc.is_tracing():
+        tracemalloc.start()
+    return tracemalloc.get_traced_memory()[0]
+
+
+def main() -> int:
+    keys = [hash_prompt(f"prompt {i}", str(i % 7)) for i in range(PROMPTS)]  # ledger text, built outside
+    gc.collect()
+    measure = _resident_bytes if os.path.exists("/proc/self/statm") else _traced_bytes
+    before = measure()
+    history = PromptHistory(limit=PROMPTS)
+    t0 = time.perf_counter()
+    for i, key in enumerate(keys):
+        history.visit(history_key(key), VERDICTS[i % 5], 300 + i % 500)
+        if i % 3 == 2:  # revisit an earlier prompt
+            history.visit(history_key(keys[i // 2]), VERDICTS[(i + 1) % 5], 300)
+    seconds = time.perf_counter() - t0
+    gc.collect()
+    held = measure() - before
+    visits = PROMPTS + PROMPTS // 3
+    per_prompt = held / len(history)
+    records = history._records  # the store itself, for the cross-check
+    structural = sys.getsizeof(records) + sum(sys.getsizeof(k) + sys.getsizeof(v) for k, v in records.items())
+
+    small = PromptHistory(limit=PROMPTS // 10)
+    t0 = time.perf_counter()
+    for i, key in enumerate(keys):
+        small.visit(history_key(key), VERDICTS[i % 5], 300)
+    evict_seconds = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    top = history.most_wasted(50)
+    top_seconds = time.perf_counter() - t0
+
+    ok = per_prompt <= TARGET_BYTES and len(history) == PROMPTS and small.evicted == PROMPTS - PROMPTS // 10
+    print(f"prompt history: {len(history):,} prompts tracked, {held / 2**20:.1f} MiB held")
+    print(f"bytes/prompt: {per_prompt:.1f}  (target <= {TARGET_BYTES}: {'ok' if per_prompt <= TARGET_BYTES else 'MISSED'}); "
+          f"sys.getsizeof of dict + keys + records: {structural / len(history):.1f}")
+    print(f"visit (hash key text -> int, update, recency): {seconds / visits * 1e6:.2f} us per visit")
+    print(f"with eviction (limit {small.limit:,}): {evict_seconds / PROMPTS * 1e6:.2f} us per visit, "
+          f"{small.evicted:,} evicted")
+    print(f"prompts table (50 most wasted of {len(history):,}): {top_seconds * 1e3:.0f} ms; top key {top[0].key}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

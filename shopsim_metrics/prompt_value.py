@@ -1,0 +1,161 @@
+"""Prompt value over time: per-step fields from each judged group's prompt and its previous visit.
+
+A prompt that was zero-std at one visit is likely to be zero-std at its next one (GRESO, arXiv
+2506.02177). For every closed step, :class:`PromptValueTracker` keys each ledger row by its prompt
+(:mod:`shopsim_metrics.prompt_keys`), looks up the prompt's previous verdict in the bounded
+:class:`~shopsim_metrics.prompt_history.PromptHistory`, records the visit, and fills the step's
+fields (metrics contract, "Prompt value over time"):
+
+- ``revisit_group_count``: groups whose prompt the history already held;
+- ``skippable_group_count``: revisits whose previous visit was zero-std (a skip-on-last-verdict
+  rule would not have generated them);
+- ``repeat_zero_std_group_count``: skippable groups that are zero-std again;
+- ``skippable_spread_group_count``: skippable groups that had spread after all;
+- ``zero_std_persistence``: repeat / skippable (None when nothing was skippable);
+- ``skippable_token_fraction``: tokens of the repeat groups / ``generated_token_count`` (None
+  when the records carry no token counts);
+- ``tracked_prompt_count``: prompts in the history at step end.
+
+Groups are visited in judgement order, so a prompt judged twice in one step is a revisit the second
+time. The tracker only measures: it never changes what the filter decides. The same tracker replays
+a run's records (``shopsim-metrics prompts``), so the live fields and the replay agree.
+
+Example:
+    >>> from shopsim_metrics.records import DecisionRow, StepRecord
+    >>> def row(order, key, reason):
+    ...     return DecisionRow(order=order, waves_open=1, group_index=order, outcome="dropped_zero_std",
+    ...                        reason=reason, remaining_before=32, unique_rollouts=8, success_count=0,
+    ...                        scorable_rollouts=8, prompt_key=key)
+    >>> z = "shopsim_zero_std_group"
+    >>> tracker = PromptValueTracker()
+    >>> r0 = StepRecord(rollout_id=0, decisions=[row(1, "a", z), row(2, "b", z)]); tracker.observe(r0)
+    >>> r1 = StepRecord(rollout_id=1, decisions=[row(1, "a", z), row(2, "b", None)]); tracker.observe(r1)
+    >>> (r1.revisit_group_count, r1.skippable_group_count, r1.repeat_zero_std_group_count,
+    ...  r1.skippable_spread_group_count, r1.zero_std_persistence, r1.tracked_prompt_count)
+    (2, 2, 1, 1, 0.5, 2)
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Sequence
+
+from shopsim_metrics import contract as C
+from shopsim_metrics.prompt_history import (
+    DEFAULT_LIMIT,
+    SPREAD,
+    ZERO_STD_VERDICTS,
+    PromptHistory,
+    PromptStats,
+    verdict_of,
+)
+from shopsim_metrics.prompt_keys import KEY_NONE, combine_sources, history_key, prompt_key
+from shopsim_metrics.records import DecisionRow, StepRecord
+
+logger = logging.getLogger("shopsim_metrics")
+
+PROMPT_TABLE_COLUMNS = ("prompt_key", "visits", "verdicts", "zero_std_run", "zero_std_visits", "tokens",
+                        "wasted_tokens")
+"""Columns of the prompts table (W&B ``rollout/shopsim/prompts``, ``shopsim-metrics prompts``)."""
+PROMPT_TABLE_ROWS = 50
+"""The prompts table lists this many prompts: the ones that wasted the most generation."""
+
+
+def row_verdict(row: DecisionRow) -> str:
+    """A ledger row's verdict (``spread``, ``zero_std_all_pass`` ... ``technical``), from its reason."""
+    if row.reason == C.REASON_TECHNICAL:
+        kind = "technical"
+    elif row.reason == C.REASON_ZERO_STD:
+        kind = "zero_std"
+    else:
+        kind = "spread"
+    return verdict_of(kind, row.success_count, row.scorable_rollouts)
+
+
+def table_row(stats: PromptStats, tokens_known: bool) -> list[Any]:
+    """One row of the prompts table, in :data:`PROMPT_TABLE_COLUMNS` order (tokens None when unknown)."""
+    return [stats.key, stats.visits, stats.verdict_letters, stats.zero_std_run, stats.zero_std_visits,
+            stats.tokens if tokens_known else None, stats.wasted_tokens if tokens_known else None]
+
+
+class PromptValueTracker:
+    """Keys the groups of each closed step by prompt, keeps their history, fills the step's fields.
+
+    ``metadata_key``: the ``shopsim_prompt_key`` setting; ``limit``: ``shopsim_prompt_history_limit``;
+    ``table_every``: attach the prompts table to every N-th step (``shopsim_prompts_table_every``,
+    0: never on schedule).
+    """
+
+    def __init__(self, *, metadata_key: str | None = None, limit: int = DEFAULT_LIMIT, table_every: int = 0) -> None:
+        self.metadata_key = metadata_key
+        self.history = PromptHistory(limit)
+        self.table_every = table_every
+        self.tokens_known = False  # some visit carried a token count
+        self._warned = False
+
+    def annotate(self, record: StepRecord, groups: Sequence[Any]) -> None:
+        """Set each ledger row's ``prompt_key`` from its group, then :meth:`observe` the step; never raises."""
+        try:
+            sources = set()
+            for row, group in zip(record.decisions, groups):
+                row.prompt_key, source = prompt_key(group, self.metadata_key)
+                sources.add(source)
+            record.prompt_key_source = combine_sources(sources)
+            self.observe(record)
+            if self.table_every and record.rollout_id % self.table_every == 0:
+                record.prompt_table = self.table()
+        except Exception as exc:  # noqa: BLE001 - prompt tracking must never cost a step its record
+            if not self._warned:
+                self._warned = True
+                logger.warning("shopsim-metrics: prompt tracking failed (%s: %s); the step records stay complete "
+                               "but their prompt-value fields are null.", type(exc).__name__, exc)
+
+    def observe(self, record: StepRecord) -> None:
+        """Visit every ledger row's prompt (by ``prompt_key``) in judgement order and fill the step's fields."""
+        history = self.history
+        revisits = skippable = repeat = skippable_spread = 0
+        repeat_tokens = 0
+        tokens_complete = True
+        for row in sorted(record.decisions, key=lambda r: r.order):
+            tokens = getattr(row, "response_tokens", None)
+            if tokens is None:
+                tokens_complete = False
+            if row.prompt_key is None:
+                continue
+            verdict = row_verdict(row)
+            previous = history.visit(history_key(row.prompt_key), verdict, tokens)
+            if previous is None:
+                continue
+            revisits += 1
+            if previous not in ZERO_STD_VERDICTS:
+                continue
+            skippable += 1
+            if verdict in ZERO_STD_VERDICTS:
+                repeat += 1
+                repeat_tokens += tokens or 0
+            elif verdict == SPREAD:
+                skippable_spread += 1
+        if tokens_complete and record.decisions:
+            self.tokens_known = True
+        generated = getattr(record, "generated_token_count", None)
+        record.revisit_group_count = revisits
+        record.skippable_group_count = skippable
+        record.repeat_zero_std_group_count = repeat
+        record.skippable_spread_group_count = skippable_spread
+        record.zero_std_persistence = repeat / skippable if skippable else None
+        record.skippable_token_fraction = repeat_tokens / generated if tokens_complete and generated else None
+        record.tracked_prompt_count = len(history)
+        record.prompt_history_limit = history.limit
+        if record.prompt_key_source is None:
+            record.prompt_key_source = combine_sources(
+                {KEY_NONE} if not record.decisions else {_source_of(r.prompt_key) for r in record.decisions})
+
+    def table(self, count: int = PROMPT_TABLE_ROWS) -> list[list[Any]]:
+        """The prompts table: the ``count`` prompts that wasted the most generation."""
+        return [table_row(stats, self.tokens_known) for stats in self.history.most_wasted(count)]
+
+
+def _source_of(key: str | None) -> str:
+    if key is None:
+        return KEY_NONE
+    return "prompt_hash" if isinstance(history_key(key), int) else "metadata"

@@ -1,0 +1,249 @@
+"""Prompt keys, the bounded per-prompt history, and the per-step prompt-value fields."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+import numpy as np
+import pytest
+from hypothesis import given, settings as hsettings, strategies as st
+
+from shopsim_metrics import contract
+from shopsim_metrics.prompt_history import PromptHistory
+from shopsim_metrics.prompt_keys import hash_prompt, history_key, key_text, prompt_key
+from shopsim_metrics.prompt_value import PromptValueTracker
+from shopsim_metrics.records import DecisionRow, StepRecord
+from shopsim_metrics.samples import SimSample
+from shopsim_metrics.settings import ShopsimConfigError, ShopsimSettings
+from conftest import make_args
+
+
+# --- prompt keys ------------------------------------------------------------------------------------
+
+def test_chat_prompt_key_ignores_dict_key_order_but_not_message_order_or_label() -> None:
+    a = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "buy socks"}]
+    same = [{"content": "be brief", "role": "system"}, {"content": "buy socks", "role": "user"}]
+    swapped = list(reversed(a))
+    assert hash_prompt(a, "x") == hash_prompt(same, "x")
+    assert hash_prompt(a, "x") != hash_prompt(swapped, "x")
+    assert hash_prompt(a, "x") != hash_prompt(a, "y")
+    assert hash_prompt("buy socks", None) != hash_prompt(["buy socks"], None)
+
+
+def test_metadata_key_wins_when_present_and_falls_back_to_the_hash() -> None:
+    with_key = [SimSample(prompt="p", metadata={"uid": "item-7"})]
+    without = [SimSample(prompt="p", metadata={})]
+    assert prompt_key(with_key, "uid") == ("item-7", "metadata")
+    assert prompt_key(without, "uid") == (hash_prompt("p", None), "prompt_hash")
+    assert prompt_key(with_key, None) == (hash_prompt("p", None), "prompt_hash")
+    assert prompt_key([SimSample(metadata={"uid": {"b": 1, "a": [2]}})], "uid") == ('{"a":[2],"b":1}', "metadata")
+
+
+def test_group_index_is_never_the_key() -> None:
+    first = [SimSample(group_index=3, index=24, prompt="same")]
+    later = [SimSample(group_index=1003, index=8024, prompt="same")]
+    assert prompt_key(first) == prompt_key(later)
+
+
+def test_fanned_out_groups_read_the_first_segment_and_empty_groups_have_no_key() -> None:
+    segments = [[SimSample(prompt="q", label="a"), SimSample(prompt="q", label="a")], [SimSample(prompt="q", label="a")]]
+    assert prompt_key(segments) == (hash_prompt("q", "a"), "prompt_hash")
+    assert prompt_key([]) == (None, "none")
+    assert prompt_key([[]]) == (None, "none")
+
+
+class _Odd:
+    def __repr__(self) -> str:
+        raise RuntimeError("no repr")
+
+
+@pytest.mark.parametrize("prompt", [
+    object(), {1: "a", "b": 2}, np.arange(3), b"\x00\xff", float("nan"), {"s": {3, 1}}, _Odd(), "\ud800",
+])
+def test_odd_prompts_never_raise_and_give_a_hash_key(prompt) -> None:
+    key, source = prompt_key([SimSample(prompt=prompt)], "uid")
+    assert source == "prompt_hash" and key.startswith("b2:") and len(key) == 18
+
+
+def test_circular_prompt_and_odd_samples_never_raise() -> None:
+    loop: list = []
+    loop.append(loop)
+    assert prompt_key([SimSample(prompt=loop)])[1] == "prompt_hash"
+    assert prompt_key([object()])[1] == "prompt_hash"  # no prompt attribute at all
+    assert prompt_key(None)[1] == "none"  # type: ignore[arg-type]
+    unhashable_metadata = SimSample(prompt="p", metadata={"k": 1})
+    assert prompt_key([unhashable_metadata], ["k"])[1] == "prompt_hash"  # type: ignore[arg-type]
+
+
+def test_history_key_round_trips_the_ledger_text() -> None:
+    key = hash_prompt("p", "l")
+    assert isinstance(history_key(key), int) and key_text(history_key(key)) == key
+    assert history_key("item-7") == "item-7" and history_key("b2:not-hex-digits") == "b2:not-hex-digits"
+
+
+# --- settings ------------------------------------------------------------------------------------------
+
+def test_prompt_settings_defaults_and_errors() -> None:
+    s = ShopsimSettings.from_args(make_args())
+    assert (s.prompt_key, s.prompt_history_limit, s.prompts_table_every) == (None, 1_000_000, 50)
+    for key, bad in (("shopsim_prompt_key", 3), ("shopsim_prompt_history_limit", 0),
+                     ("shopsim_prompt_history_limit", True), ("shopsim_prompts_table_every", -1)):
+        with pytest.raises(ShopsimConfigError, match=key):
+            ShopsimSettings.from_args(make_args(**{key: bad}))
+
+
+# --- the history ------------------------------------------------------------------------------------
+
+def test_least_recently_seen_prompt_is_evicted_first() -> None:
+    h = PromptHistory(limit=3)
+    for key in "abc":
+        h.visit(key, "spread")
+    h.visit("a", "spread")  # a is now the most recent: b is the oldest
+    h.visit("d", "spread")
+    assert [s.key for s in h] == ["c", "a", "d"] and h.evicted == 1
+    assert h.visit("b", "spread") is None  # b was forgotten: a new prompt again
+
+
+def test_run_of_equal_zero_std_verdicts_and_verdict_history() -> None:
+    h = PromptHistory()
+    for verdict in ("spread", "zero_std_all_fail", "zero_std_all_fail", "zero_std_all_pass", "zero_std_all_pass",
+                    "zero_std_all_pass"):
+        h.visit("k", verdict, 10)
+    s = h.stats("k")
+    assert (s.visits, s.zero_std_run, s.zero_std_visits, s.tokens, s.wasted_tokens) == (6, 3, 5, 60, 50)
+    assert s.verdict_letters == "SFFPPP"
+    h.visit("k", "technical", 10)
+    assert h.stats("k").zero_std_run == 0
+    for _ in range(10):
+        h.visit("k", "zero_std_other")
+    s = h.stats("k")
+    assert len(s.verdicts) == 8 and s.verdict_letters == "O" * 8 and s.zero_std_run == 10 and s.visits == 17
+
+
+def test_most_wasted_ranks_by_zero_std_tokens_then_zero_std_visits() -> None:
+    h = PromptHistory()
+    h.visit("spread-heavy", "spread", 10_000)
+    h.visit("wasteful", "zero_std_all_pass", 500)
+    h.visit("often", "zero_std_all_fail", 100)
+    h.visit("often", "zero_std_all_fail", 100)
+    h.visit("rare", "zero_std_all_fail", 200)
+    assert [s.key for s in h.most_wasted(3)] == ["wasteful", "often", "rare"]
+
+
+# --- per-step fields: a direct computation from the ledger ------------------------------------------------
+
+def _verdict(reason: str | None, success: int | None, scorable: int) -> str:
+    if reason == contract.REASON_TECHNICAL:
+        return "technical"
+    if reason is None:
+        return "spread"
+    if not success:
+        return "zero_std_all_fail"
+    return "zero_std_all_pass" if success == scorable else "zero_std_other"
+
+
+def reference_fields(records: list[StepRecord], limit: int) -> list[dict]:
+    """Every prompt-value field, straight from the ledger rows, with a plain list as the recency order."""
+    last: "OrderedDict[str, str]" = OrderedDict()
+    out = []
+    for rec in records:
+        revisit = skippable = repeat = spread = repeat_tokens = 0
+        for row in sorted(rec.decisions, key=lambda r: r.order):
+            if row.prompt_key is None:
+                continue
+            verdict = _verdict(row.reason, row.success_count, row.scorable_rollouts)
+            previous = last.pop(row.prompt_key, None)
+            last[row.prompt_key] = verdict
+            if previous is None and len(last) > limit:
+                last.popitem(last=False)
+            if previous is None:
+                continue
+            revisit += 1
+            if previous.startswith("zero_std"):
+                skippable += 1
+                repeat += verdict.startswith("zero_std")
+                repeat_tokens += row.response_tokens if verdict.startswith("zero_std") else 0
+                spread += verdict == "spread"
+        generated = sum(r.response_tokens for r in rec.decisions)
+        out.append(dict(revisit_group_count=revisit, skippable_group_count=skippable,
+                        repeat_zero_std_group_count=repeat, skippable_spread_group_count=spread,
+                        zero_std_persistence=repeat / skippable if skippable else None,
+                        skippable_token_fraction=repeat_tokens / generated if generated else None,
+                        tracked_prompt_count=len(last)))
+    return out
+
+
+_KINDS = st.sampled_from([(None, 3), (contract.REASON_ZERO_STD, 0), (contract.REASON_ZERO_STD, 8),
+                          (contract.REASON_ZERO_STD, 5), (contract.REASON_TECHNICAL, None)])
+
+
+@st.composite
+def ledgers(draw) -> list[StepRecord]:
+    records = []
+    for step in range(draw(st.integers(1, 6))):
+        rows = []
+        for order in range(1, draw(st.integers(0, 12)) + 1):
+            reason, success = draw(_KINDS)
+            row = DecisionRow(order=order, waves_open=1, group_index=order, outcome="trained", reason=reason,
+                              remaining_before=32, unique_rollouts=8, success_count=success, scorable_rollouts=8,
+                              prompt_key=draw(st.one_of(st.none(), st.sampled_from("abcdefg"))))
+            row.response_tokens = draw(st.integers(0, 5000))  # the cost fields' per-row tokens
+            rows.append(row)
+        shuffled = draw(st.permutations(rows))  # the tracker follows `order`, not list position
+        rec = StepRecord(rollout_id=step, decisions=list(shuffled))
+        rec.generated_token_count = sum(r.response_tokens for r in rows)
+        records.append(rec)
+    return records
+
+
+@hsettings(max_examples=200, deadline=None)
+@given(records=ledgers(), limit=st.integers(1, 8))
+def test_every_field_equals_a_direct_computation_from_the_ledger(records: list[StepRecord], limit: int) -> None:
+    tracker = PromptValueTracker(limit=limit)
+    for rec in records:
+        tracker.observe(rec)
+    for rec, expected in zip(records, reference_fields(records, limit)):
+        got = {name: getattr(rec, name) for name in expected}
+        assert got == pytest.approx(expected), rec.rollout_id
+
+
+def test_without_token_counts_the_token_fraction_is_null_and_the_rest_works() -> None:
+    z = contract.REASON_ZERO_STD
+    rows = [DecisionRow(order=1, waves_open=1, group_index=1, outcome="fallback", reason=z, remaining_before=16,
+                        unique_rollouts=8, success_count=0, scorable_rollouts=8, prompt_key="a")]
+    tracker = PromptValueTracker()
+    first, second = StepRecord(rollout_id=0, decisions=rows), StepRecord(rollout_id=1, decisions=[*rows])
+    for rec in (first, second):
+        if hasattr(rec, "generated_token_count"):  # the cost fields exist: emulate a record without them
+            rec.generated_token_count = None
+        for row in rec.decisions:
+            row.response_tokens = None
+        tracker.observe(rec)
+    assert second.skippable_token_fraction is None
+    assert (second.repeat_zero_std_group_count, second.zero_std_persistence) == (1, 1.0)
+    assert tracker.table()[0][5:] == [None, None]  # tokens unknown: null in the prompts table
+
+
+def test_annotate_keys_rows_from_groups_and_never_raises() -> None:
+    rows = [DecisionRow(order=i, waves_open=1, group_index=i, outcome="trained", reason=None, remaining_before=16,
+                        unique_rollouts=1) for i in (1, 2)]
+    groups = [[SimSample(prompt="p", metadata={"uid": 4})], [SimSample(prompt="p")]]
+    rec = StepRecord(rollout_id=0, decisions=rows)
+    PromptValueTracker(metadata_key="uid").annotate(rec, groups)
+    assert [r.prompt_key for r in rows] == ["4", hash_prompt("p", None)]
+    assert rec.prompt_key_source == "mixed" and rec.tracked_prompt_count == 2
+    broken = StepRecord(rollout_id=1, decisions=[DecisionRow(order=o, waves_open=1, group_index=1, outcome="x",
+                                                             reason=None, remaining_before=1, unique_rollouts=1)
+                                                 for o in (1, None)])  # type: ignore[arg-type]
+    PromptValueTracker().annotate(broken, [[SimSample()], [SimSample()]])  # sorting fails: swallowed
+    assert broken.revisit_group_count is None
+
+
+def test_prompts_table_is_attached_every_n_steps() -> None:
+    tracker = PromptValueTracker(table_every=2)
+    tables = []
+    for step in range(5):
+        rec = StepRecord(rollout_id=step)
+        tracker.annotate(rec, [])
+        tables.append(rec.prompt_table is not None)
+    assert tables == [True, False, True, False, True]
