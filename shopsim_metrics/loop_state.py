@@ -1,6 +1,6 @@
 """The loop-state interface: the facts a rollout loop supplies to the accountant at each judgement.
 
-Any loop (slime's real ``generate_rollout_async``, the tests' loop double, the simulator) supplies
+Any loop (slime's real ``generate_rollout_async``, the project's simulator) supplies
 the same two facts, read *live* just before the filter judges a group:
 
 - ``rollout_step()``: the rollout step number (slime's ``rollout_id``), or None when unknown;

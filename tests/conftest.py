@@ -1,4 +1,5 @@
-"""Shared fixtures: slime-like args, group builders, and a runtime wired to a loop double."""
+"""Shared fixtures: slime-like args, group builders, and the project's simulated slime loop with scripted
+groups and completion orders, wired to the real hooks."""
 
 from __future__ import annotations
 
@@ -7,9 +8,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from loop_double import SlimeLoopDouble
 from shopsim_metrics.loop_state import ManualLoopState
 from shopsim_metrics.samples import SimSample
+from shopsim_metrics.simulator import SimulatedSlimeLoop, StepOutcome
+from shopsim_metrics.simulator.latency import NextBatch, ScriptedCompletions
+from shopsim_metrics.simulator.rewards import FactoryGroupSource
 from shopsim_metrics.sinks import JsonlSink, MemorySink
 from shopsimrl import slime_runtime
 
@@ -50,23 +53,41 @@ def technical(gid: int, n: int = 8) -> list[SimSample]:
     return group
 
 
+def fifo_batches(*sizes: int) -> NextBatch:
+    """Completion script: groups finish in submission order, ``sizes`` at a time (the last size repeats)."""
+    calls = {"n": 0}
+
+    def next_batch(pending: list[int]) -> list[int]:
+        size = sizes[min(calls["n"], len(sizes) - 1)]
+        calls["n"] += 1
+        return pending[:size]
+
+    return next_batch
+
+
+def scripted_loop(args, state: ManualLoopState) -> SimulatedSlimeLoop:
+    """The simulated slime loop calling the three real hooks (loaded by dotted path, as slime does)."""
+    return SimulatedSlimeLoop(args, source=FactoryGroupSource(spread), completions=ScriptedCompletions(fifo_batches(1)),
+                              loop_state=state)
+
+
+def run_scripted_step(loop: SimulatedSlimeLoop, rollout_id: int, make_group, next_batch: NextBatch) -> StepOutcome:
+    """One rollout step of ``loop`` with scripted group contents (``make_group(gid)``) and completion order."""
+    loop.source = FactoryGroupSource(make_group)
+    loop.completions = ScriptedCompletions(next_batch)
+    return loop.run_step(rollout_id)
+
+
 @pytest.fixture
 def wired(tmp_path):
-    """A function building (loop double, memory sink, run dir) for given args overrides."""
+    """A function building (simulated loop, memory sink, run dir) for given args overrides."""
 
     def build(**overrides):
         args = make_args(shopsim_run_dir=str(tmp_path / "run"), **overrides)
-        state = ManualLoopState(source="loop_double")
+        state = ManualLoopState(source="scripted")
         memory = MemorySink()
         slime_runtime.configure(args, sinks=[memory, JsonlSink(args.shopsim_run_dir)], loop_state=state)
-        loop = SlimeLoopDouble(
-            args,
-            filter_fn=slime_runtime.fully_scored_group_filter,
-            all_samples_fn=slime_runtime.record_all_samples,
-            log_fn=slime_runtime.log_rollout_step,
-            loop_state=state,
-        )
-        return loop, memory, Path(args.shopsim_run_dir)
+        return scripted_loop(args, state), memory, Path(args.shopsim_run_dir)
 
     yield build
     slime_runtime.reset_runtime()

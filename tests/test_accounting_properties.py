@@ -8,8 +8,8 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from hypothesis import HealthCheck, given, settings
+from conftest import run_scripted_step, scripted_loop
 from hypothesis import strategies as st
-from loop_double import SlimeLoopDouble
 
 from shopsim_metrics.accounting import StepAccountant
 from shopsim_metrics.loop_state import ManualLoopState
@@ -100,17 +100,15 @@ def test_records_match_the_loop_and_every_identity_holds(tmp_path_factory, k):
         reward_key=None,
         shopsim_max_consecutive_failed_groups=10_000,
     )
-    state = ManualLoopState(source="loop_double")
+    state = ManualLoopState(source="scripted")
     memory = MemorySink()
     slime_runtime.configure(args, sinks=[memory, JsonlSink(run_dir)], loop_state=state)
-    loop = SlimeLoopDouble(args, filter_fn=slime_runtime.fully_scored_group_filter,
-                           all_samples_fn=slime_runtime.record_all_samples,
-                           log_fn=slime_runtime.log_rollout_step, loop_state=state)
+    loop = scripted_loop(args, state)
     make = make_group_factory(k, k["seed"])
     results = []
     try:
         for step in range(k["steps"]):
-            results.append(loop.run_step(step, make, random_batches(k["seed"] + step, k["max_batch"])))
+            results.append(run_scripted_step(loop, step, make, random_batches(k["seed"] + step, k["max_batch"])))
     finally:
         slime_runtime.reset_runtime()
 
@@ -119,7 +117,7 @@ def test_records_match_the_loop_and_every_identity_holds(tmp_path_factory, k):
     for res, rec in zip(results, memory.records):
         outcome = {row.group_index: row.outcome for row in rec.decisions}
         # the recorded verdicts are the loop's own
-        assert [row.group_index for row in rec.decisions] == res.all_ids
+        assert [row.group_index for row in rec.decisions] == res.judged_ids
         assert sorted(g for g, o in outcome.items() if o in ("trained", "fallback")) == sorted(res.train_ids)
         assert sorted(g for g, o in outcome.items() if o == "surplus") == sorted(res.surplus_ids)
         assert {g: ("shopsim_unscored_technical_group" if o == "dropped_technical" else "shopsim_zero_std_group")
@@ -141,7 +139,7 @@ def test_records_match_the_loop_and_every_identity_holds(tmp_path_factory, k):
         assert all(1 <= row.waves_open <= rec.wave_count for row in rec.decisions)
         assert [row.order for row in rec.decisions] == list(range(1, rec.accepted_group_count + 1))
         # success_rate over all completed generations = direct computation over every judged group
-        judged = [judge_group(make(g), n_samples=args.n_samples_per_prompt) for g in res.all_ids]
+        judged = [judge_group(make(g), n_samples=args.n_samples_per_prompt) for g in res.judged_ids]
         assert rec.zero_std_group_count == sum(j.kind == "zero_std" for j in judged)
         assert rec.fallback_group_count <= rec.zero_std_group_count - rec.zero_std_group_drop_count
         scorable = sum(j.scorable_rollouts for j in judged)
@@ -189,19 +187,17 @@ def test_without_technical_failures_there_is_never_a_second_wave(rollout_batch_s
     args = SimpleNamespace(rollout_batch_size=rollout_batch_size,
                            over_sampling_batch_size=rollout_batch_size + extra,
                            n_samples_per_prompt=2, global_batch_size=2, reward_key=None)
-    state = ManualLoopState(source="loop_double")
+    state = ManualLoopState(source="scripted")
     memory = MemorySink()
     slime_runtime.configure(args, sinks=[memory], loop_state=state)
-    loop = SlimeLoopDouble(args, filter_fn=slime_runtime.fully_scored_group_filter,
-                           all_samples_fn=slime_runtime.record_all_samples,
-                           log_fn=slime_runtime.log_rollout_step, loop_state=state)
+    loop = scripted_loop(args, state)
 
     def make(gid):
         rewards = [1.0, 1.0] if zero_flags[gid % 200] else [0.0, 1.0]
         return [SimSample(index=gid * 2 + i, group_index=gid, reward=r) for i, r in enumerate(rewards)]
 
     try:
-        result = loop.run_step(0, make, random_batches(seed, max_batch))
+        result = run_scripted_step(loop, 0, make, random_batches(seed, max_batch))
     finally:
         slime_runtime.reset_runtime()
     (record,) = memory.records

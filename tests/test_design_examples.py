@@ -1,10 +1,9 @@
-"""The design document's examples (§3-§5), run through the loop double and the real hooks."""
+"""The design document's examples (§3-§5), run through the simulated slime loop and the real hooks."""
 
 from __future__ import annotations
 
 import pytest
-from conftest import spread, technical, zero
-from loop_double import fifo_batches
+from conftest import fifo_batches, run_scripted_step, spread, technical, zero
 
 from shopsim_metrics.sinks import read_steps
 from shopsim_metrics.errors import TechnicalFailureLimitExceeded
@@ -15,7 +14,7 @@ def test_first_wave_sixteen_zero_std_then_fourteen_spread_then_two_zero_std(wire
     loop, memory, run_dir = wired()
     kinds = ["zero"] * 16 + ["spread"] * 14 + ["zero"] * 2
     make = lambda gid: zero(gid) if kinds[gid] == "zero" else spread(gid)  # noqa: E731
-    result = loop.run_step(0, make, fifo_batches(batch))
+    result = run_scripted_step(loop, 0, make, fifo_batches(batch))
 
     assert result.waves == 1
     assert len(result.train_ids) == 16
@@ -39,7 +38,7 @@ def test_technical_burst_opens_a_second_and_a_third_wave(wired):
     loop, memory, _ = wired(shopsim_max_consecutive_failed_groups=100)
     # 17 technical groups push remaining to 15 -> wave 2; 32 more -> 15 again -> wave 3.
     make = lambda gid: technical(gid) if gid < 49 else spread(gid)  # noqa: E731
-    result = loop.run_step(0, make, fifo_batches(1))
+    result = run_scripted_step(loop, 0, make, fifo_batches(1))
 
     (record,) = memory.records
     assert result.waves == record.wave_count == 3
@@ -58,7 +57,7 @@ def test_technical_burst_opens_a_second_and_a_third_wave(wired):
 def test_zero_std_groups_alone_never_open_a_third_wave(wired):
     loop, memory, _ = wired(shopsim_max_consecutive_failed_groups=100)
     make = lambda gid: technical(gid) if gid < 17 else zero(gid, value=1.0)  # noqa: E731
-    result = loop.run_step(0, make, fifo_batches(1))
+    result = run_scripted_step(loop, 0, make, fifo_batches(1))
 
     (record,) = memory.records
     assert result.waves == record.wave_count == 2
@@ -72,7 +71,7 @@ def test_zero_std_groups_alone_never_open_a_third_wave(wired):
 def test_zero_std_group_in_data_is_not_pushed_out_by_later_spread(wired, batch):
     loop, memory, _ = wired(over_sampling_batch_size=16)
     make = lambda gid: zero(gid) if gid == 0 else spread(gid)  # noqa: E731
-    result = loop.run_step(0, make, fifo_batches(batch))
+    result = run_scripted_step(loop, 0, make, fifo_batches(batch))
 
     (record,) = memory.records
     assert 0 in result.train_ids
@@ -83,7 +82,7 @@ def test_zero_std_group_in_data_is_not_pushed_out_by_later_spread(wired, batch):
 def test_later_spread_groups_in_a_full_batch_are_surplus(wired):
     loop, memory, _ = wired()
     make = lambda gid: spread(gid)  # noqa: E731
-    result = loop.run_step(0, make, fifo_batches(20))
+    result = run_scripted_step(loop, 0, make, fifo_batches(20))
     (record,) = memory.records
     assert record.surplus_group_count == 4 == len(result.surplus_ids)
     assert record.aborted_group_count == 12
@@ -92,10 +91,10 @@ def test_later_spread_groups_in_a_full_batch_are_surplus(wired):
 
 def _streak_steps(loop, technical_in_step_1: int):
     # step 0: 16 spread, then 3 technical in the same (last) batch -> streak 3 carried over
-    loop.run_step(0, lambda gid: spread(gid) if gid < 16 else technical(gid), fifo_batches(19))
+    run_scripted_step(loop, 0, lambda gid: spread(gid) if gid < 16 else technical(gid), fifo_batches(19))
     offset = 32
     make = lambda gid: technical(gid) if gid - offset < technical_in_step_1 else spread(gid)  # noqa: E731
-    return loop.run_step(1, make, fifo_batches(1))
+    return run_scripted_step(loop, 1, make, fifo_batches(1))
 
 
 def test_termination_not_one_group_before_the_limit(wired):

@@ -1,4 +1,4 @@
-"""The simulated slime loop: same verdicts as the loop double, deterministic, the contract's identities,
+"""The simulated slime loop: slime's rules for any completion order, deterministic, the contract's identities,
 the latency model's batches and concurrency, the reward model, bursts and termination."""
 
 from __future__ import annotations
@@ -7,10 +7,9 @@ import random
 
 import numpy as np
 import pytest
-from conftest import group_of, make_args, spread, technical, zero
+from conftest import fifo_batches, group_of, make_args, spread, technical, zero
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from loop_double import SlimeLoopDouble, fifo_batches
 
 from shopsim_metrics.loop_state import ManualLoopState
 from shopsim_metrics.samples import SimSample
@@ -21,6 +20,7 @@ from shopsim_metrics.sinks import MemorySink
 from shopsimrl import runtime as runtime_module
 from shopsimrl import slime_runtime
 from shopsim_metrics.errors import TechnicalFailureLimitExceeded
+from shopsim_metrics.group_judgement import SPREAD, ZERO_STD, judge_group
 
 TECH = "shopsim_unscored_technical_group"
 ZERO = "shopsim_zero_std_group"
@@ -32,7 +32,7 @@ def _reset_runtime():
     slime_runtime.reset_runtime()
 
 
-# --- explicit group contents and completion orders, shared by the double and the simulator ---------
+# --- explicit group contents and completion orders ---------------------------------------------------
 def make_factory(kinds: list[str], n: int):
     """Group ``gid`` is ``kinds[gid % len(kinds)]``; a fan-out kind splits each rollout in two segments."""
 
@@ -62,23 +62,6 @@ def random_order(seed: int, max_batch: int):
     return next_batch
 
 
-def run_double(args, make, order, steps):
-    state, memory = ManualLoopState(source="loop"), MemorySink()
-    slime_runtime.configure(args, sinks=[memory], loop_state=state)
-    loop = SlimeLoopDouble(args, filter_fn=slime_runtime.fully_scored_group_filter,
-                           all_samples_fn=slime_runtime.record_all_samples,
-                           log_fn=slime_runtime.log_rollout_step, loop_state=state)
-    results, error = [], None
-    try:
-        for step in range(steps):
-            results.append(loop.run_step(step, make, order))
-    except TechnicalFailureLimitExceeded as exc:
-        error = exc
-    finally:
-        slime_runtime.reset_runtime()
-    return results, memory.records, error
-
-
 def run_simulated(args, make, order, steps):
     state, memory = ManualLoopState(source="loop"), MemorySink()
     slime_runtime.configure(args, sinks=[memory], loop_state=state)
@@ -105,35 +88,79 @@ def untimed(record) -> dict:
     return data
 
 
-def assert_same_verdicts(double, simulated):
-    results, double_records, double_error = double
-    outcomes, sim_records, sim_error = simulated
-    assert len(outcomes) == len(results)
-    for res, out in zip(results, outcomes):
-        assert out.judged_ids == res.all_ids
-        assert out.train_ids == res.train_ids
-        assert out.dropped == res.dropped
-        assert out.surplus_ids == res.surplus_ids
-        assert out.aborted_ids == res.aborted_ids
-        assert (out.submitted, out.waves, out.remaining_end) == (res.submitted, res.waves, res.remaining_end)
-        assert out.remaining_before == res.remaining_before
-        assert out.drop_metrics == res.drop_metrics
-    # the project's records (every verdict in the ledger) are identical too
-    assert [untimed(r) for r in sim_records] == [untimed(r) for r in double_records]
-    assert (sim_error is None) == (double_error is None)
-    if sim_error is not None:
-        assert (sim_error.rollout_id, sim_error.streak) == (double_error.rollout_id, double_error.streak)
+def filter_answer(group, n: int) -> tuple[bool, bool, str | None]:
+    """What the project's filter answers for a group: ``(keep, keep_when_insufficient, reason)``."""
+    kind = judge_group(group, n_samples=n).kind
+    if kind == SPREAD:
+        return True, False, None
+    if kind == ZERO_STD:
+        return False, True, ZERO
+    return False, False, TECH
 
 
-def test_same_verdicts_as_the_loop_double_on_the_design_documents_burst():
+def assert_follows_slimes_rules(args, make, simulated):
+    """Every step obeys slime's loop as slime_integration.md states it, replayed over the loop's own judgement
+    order and completion batches: waves open between batches while ``remaining < rollout_batch_size``; a group
+    is dropped unless kept or let through at ``remaining <= rollout_batch_size``; a drop lowers ``remaining``;
+    kept groups fill the train batch, later ones are surplus; the rest is aborted. The records hold the same
+    verdicts, and the run terminates exactly when the technical streak reaches the limit."""
+    outcomes, records, error = simulated
+    rbs, over, n = args.rollout_batch_size, args.over_sampling_batch_size, args.n_samples_per_prompt
+    limit = args.shopsim_max_consecutive_failed_groups
+    first_id = streak = 0
+    for out, rec in zip(outcomes, records):
+        remaining = submitted = waves = 0
+        train, surplus, dropped, before, metrics = [], [], {}, [], {}
+        judged = iter(out.judged_ids)
+        for size in out.batch_sizes:
+            assert len(train) < rbs  # the loop waits for groups only while the train batch is not full
+            while remaining < rbs:
+                remaining, submitted, waves = remaining + over, submitted + over, waves + 1
+            for _ in range(size):
+                gid = next(judged)
+                assert first_id <= gid < first_id + submitted  # only submitted groups finish
+                before.append(remaining)
+                keep, when_insufficient, reason = filter_answer(make(gid), n)
+                streak = streak + 1 if reason == TECH else 0
+                if keep or (when_insufficient and remaining <= rbs):
+                    (train if len(train) < rbs else surplus).append(gid)
+                else:
+                    dropped[gid] = reason
+                    metrics[f"rollout/dynamic_filter/drop_{reason}"] = metrics.get(f"rollout/dynamic_filter/drop_{reason}", 0) + 1
+                    remaining -= 1
+        assert next(judged, None) is None and len(train) == rbs
+        assert len(set(out.judged_ids)) == len(out.judged_ids)
+        assert (out.train_ids, out.surplus_ids, out.dropped, out.remaining_before) == (train, surplus, dropped, before)
+        assert (out.submitted, out.waves, out.remaining_end, out.drop_metrics) == (submitted, waves, remaining, metrics)
+        assert sorted(out.aborted_ids) == sorted(set(range(first_id, first_id + submitted)) - set(out.judged_ids))
+        assert streak < limit
+        # the project's record holds the loop's verdicts
+        assert [row.group_index for row in rec.decisions] == out.judged_ids
+        assert [row.remaining_before for row in rec.decisions] == out.remaining_before
+        assert sorted(row.group_index for row in rec.decisions if row.outcome in ("trained", "fallback")) == sorted(train)
+        assert [row.group_index for row in rec.decisions if row.outcome == "surplus"] == surplus
+        assert {row.group_index: row.reason for row in rec.decisions if row.outcome.startswith("dropped")} == dropped
+        assert (rec.submitted_group_count, rec.wave_count, rec.terminated) == (submitted, waves, False)
+        first_id += submitted
+    assert len(records) == len(outcomes) + (error is not None)
+    if error is not None:  # the terminated step: its record ends with the group that reached the limit
+        last = records[-1]
+        assert last.terminated and error.rollout_id == last.rollout_id == len(outcomes)
+        for i, row in enumerate(last.decisions):
+            streak = streak + 1 if filter_answer(make(row.group_index), n)[2] == TECH else 0
+            assert (streak >= limit) == (i == len(last.decisions) - 1)
+        assert error.streak == streak == limit
+
+
+def test_the_loop_follows_slimes_rules_on_the_design_documents_burst():
     # 17 technical groups then spread: remaining dips to 15 -> a second wave, as in test_design_examples
     args = make_args(shopsim_max_consecutive_failed_groups=100)
     make = lambda gid: technical(gid) if gid < 49 else spread(gid)  # noqa: E731
-    double = run_double(args, make, fifo_batches(1), steps=2)
     simulated = run_simulated(args, make, fifo_batches(1), steps=2)
-    assert_same_verdicts(double, simulated)
+    assert_follows_slimes_rules(args, make, simulated)
     outcomes = simulated[0]
-    assert outcomes[0].waves == 3 and outcomes[1].waves == 1
+    assert [o.waves for o in outcomes] == [3, 1]
+    assert outcomes[0].judged_ids == list(range(65)) and outcomes[1].judged_ids == list(range(96, 112))
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -147,17 +174,19 @@ def test_same_verdicts_as_the_loop_double_on_the_design_documents_burst():
     steps=st.integers(1, 3),
     max_consecutive_failed_groups=st.sampled_from([3, 8, 10_000]),
 )
-def test_same_verdicts_as_the_loop_double_for_the_same_completion_order(kinds, rollout_batch_size, extra, n, max_batch,
-                                                                         seed, steps, max_consecutive_failed_groups):
+def test_the_loop_follows_slimes_rules_for_any_completion_order(kinds, rollout_batch_size, extra, n, max_batch, seed,
+                                                               steps, max_consecutive_failed_groups):
     if "technical" in kinds and all(k == "technical" for k in kinds) and max_consecutive_failed_groups == 10_000:
         max_consecutive_failed_groups = 50  # an all-technical source would open waves forever: let the limit end it
     args = make_args(rollout_batch_size=rollout_batch_size, over_sampling_batch_size=rollout_batch_size + extra,
                      n_samples_per_prompt=n, global_batch_size=max(1, rollout_batch_size),
                      shopsim_max_consecutive_failed_groups=max_consecutive_failed_groups)
     make = make_factory(kinds, n)
-    double = run_double(args, make, random_order(seed, max_batch), steps)
     simulated = run_simulated(args, make, random_order(seed, max_batch), steps)
-    assert_same_verdicts(double, simulated)
+    assert_follows_slimes_rules(args, make, simulated)
+    # the same completion script gives the same run
+    again = run_simulated(args, make, random_order(seed, max_batch), steps)
+    assert [untimed(r) for r in again[1]] == [untimed(r) for r in simulated[1]]
 
 
 # --- determinism ----------------------------------------------------------------------------------

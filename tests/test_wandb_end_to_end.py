@@ -1,4 +1,5 @@
-"""The three hooks, loaded by dotted path and driven by the loop double, logging to a real offline W&B run."""
+"""The three hooks, loaded by dotted path and driven by the simulated slime loop, logging to a real offline W&B
+run."""
 
 from __future__ import annotations
 
@@ -7,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import make_args, spread, technical, zero
-from loop_double import SlimeLoopDouble, fifo_batches
+from conftest import fifo_batches, make_args, run_scripted_step, scripted_loop, spread, technical, zero
 from shopsim_metrics import contract
 from shopsim_metrics.loop_state import ManualLoopState
 from shopsim_metrics.sinks import read_steps
@@ -26,15 +26,13 @@ def hook(path: str):
 def run_three_steps(args) -> None:
     """Step 0: one wave with zero-std drops; step 1: technical drops open a second wave; step 2: termination."""
     runtime = hook("shopsimrl.slime_runtime.configure")
-    state = ManualLoopState(source="loop_double")
+    state = ManualLoopState(source="scripted")
     runtime(args, sinks=None, loop_state=state)  # sinks from the settings: JSONL + W&B
-    loop = SlimeLoopDouble(args, filter_fn=hook("shopsimrl.slime_runtime.fully_scored_group_filter"),
-                           all_samples_fn=hook("shopsimrl.slime_runtime.record_all_samples"),
-                           log_fn=hook("shopsimrl.slime_runtime.log_rollout_step"), loop_state=state)
-    loop.run_step(0, lambda gid: zero(gid) if gid % 4 == 0 else spread(gid), fifo_batches(1))
-    loop.run_step(1, lambda gid: spread(gid) if gid % 3 == 2 else technical(gid), fifo_batches(1))
+    loop = scripted_loop(args, state)  # the loop loads the three hooks by dotted path
+    run_scripted_step(loop, 0, lambda gid: zero(gid) if gid % 4 == 0 else spread(gid), fifo_batches(1))
+    run_scripted_step(loop, 1, lambda gid: spread(gid) if gid % 3 == 2 else technical(gid), fifo_batches(1))
     with pytest.raises(TechnicalFailureLimitExceeded):
-        loop.run_step(2, technical, fifo_batches(1))
+        run_scripted_step(loop, 2, technical, fifo_batches(1))
     hook("shopsimrl.slime_runtime.reset_runtime")()  # shuts down: the standalone run is finished
 
 

@@ -11,8 +11,8 @@ Two completion orders implement the same small interface (``begin_step``, ``subm
 ``next_batch``, ``abort``, ``elapsed``):
 
 - :class:`LatencyCompletions`: from the latency model (the default);
-- :class:`ScriptedCompletions`: an explicit order, ``next_batch(pending_ids) -> finished_ids``,
-  the same callable the tests' loop double takes.
+- :class:`ScriptedCompletions`: an explicit order, ``next_batch(pending_ids) -> finished_ids``
+  (scripted orders for tests and examples).
 
 Example:
     >>> import numpy as np
@@ -120,8 +120,7 @@ class LatencyCompletions:
 class ScriptedCompletions:
     """An explicit completion order: ``next_batch(pending_ids)`` picks the ids that finish now.
 
-    ``elapsed`` counts one second per batch. Takes the same callables as the tests' loop double
-    (e.g. ``fifo_batches(3)``).
+    ``elapsed`` counts one second per batch.
 
     Example:
         >>> done = ScriptedCompletions(lambda pending: pending[:2])

@@ -10,8 +10,7 @@ all-samples hook reads every group of the step at its end).
 
 - :class:`PromptGroupSource`: the prompt model (difficulty, learning curve, partial credit);
 - :class:`RatesGroupSource`: fixed zero-std / technical rates (tuning);
-- :class:`FactoryGroupSource`: explicit contents, ``make_group(gid) -> group`` (the loop double's
-  factories).
+- :class:`FactoryGroupSource`: explicit contents, ``make_group(gid) -> group`` (scripted groups).
 
 Technical groups break one sibling in one of three ways (``status_failed``, ``reward_missing``,
 ``metadata_unscored``), so the ledger's ``failed_check`` column varies; their other siblings keep
