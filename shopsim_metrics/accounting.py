@@ -19,7 +19,7 @@ Thread-safe: the filter (rollout thread) and the log function (manager thread) s
 Example:
     >>> acc = StepAccountant(rollout_batch_size=2, over_sampling_batch_size=4)
     >>> from shopsim_metrics.group_judgement import GroupJudgement
-    >>> zero = GroupJudgement("zero_std", None, 0, 8, 8, 0, 0.0, 0.0, 0.0)
+    >>> zero = GroupJudgement("zero_std", None, 0, 8, (0.0,) * 8)
     >>> [acc.judge(zero, step=0, remaining=r) for r in (4, 3, 2)]
     ['dropped_zero_std', 'dropped_zero_std', 'fallback']
 """
@@ -35,33 +35,34 @@ from typing import Any, Callable
 
 from shopsim_metrics import contract as C
 from shopsim_metrics.records import DecisionRow, StepRecord
-from shopsim_metrics.group_judgement import SPREAD, TECHNICAL, ZERO_STD, GroupJudgement
+from shopsim_metrics.group_judgement import SPREAD, TECHNICAL, ZERO_STD, GroupJudgement, finite_mean
 from shopsim_metrics.tokens import group_tokens
 from shopsim_metrics.prompt_value import PromptValueTracker
 
 
 @dataclass
 class GenerationStats:
-    """Scorable rollouts, successes and reward sum: the inputs of ``success_rate`` / ``reward_mean``.
+    """Scorable rewards and successes: the inputs of ``success_rate`` / ``reward_mean``.
+
+    The rewards themselves are kept (a step holds a few hundred), so the mean is exact and never
+    overflows (:func:`finite_mean`).
 
     Example:
-        >>> a = GenerationStats(2, 1, 1.0); a.merge(GenerationStats(2, 2, 2.0)); (a.rate, a.mean)
-        (0.75, 0.75)
+        >>> a = GenerationStats(); a.add(GroupJudgement("spread", None, 0, 4, (0.0, 1.0, 1e308, 1e308), 3))
+        >>> (a.scorable, a.rate, a.mean)
+        (4, 0.75, 5e+307)
     """
 
-    scorable: int = 0
     successes: int = 0
-    reward_sum: float = 0.0
+    rewards: list[float] = field(default_factory=list)
 
     def add(self, judgement: GroupJudgement) -> None:
-        self.scorable += judgement.scorable_rollouts
         self.successes += judgement.success_count
-        self.reward_sum += judgement.reward_sum
+        self.rewards.extend(judgement.rewards)
 
-    def merge(self, other: "GenerationStats") -> None:
-        self.scorable += other.scorable
-        self.successes += other.successes
-        self.reward_sum += other.reward_sum
+    @property
+    def scorable(self) -> int:
+        return len(self.rewards)
 
     @property
     def rate(self) -> float | None:
@@ -69,7 +70,7 @@ class GenerationStats:
 
     @property
     def mean(self) -> float | None:
-        return self.reward_sum / self.scorable if self.scorable else None
+        return finite_mean(self.rewards)
 
 
 @dataclass
@@ -250,7 +251,7 @@ class StepAccountant:
                 success_count=j.success_count if j.scorable_rollouts else None,
                 failed_check=j.failed_check if technical else None,
                 scorable_rollouts=j.scorable_rollouts,
-                reward_sum=j.reward_sum,
+                reward_sum=float(sum(j.rewards)),  # inf when huge rewards overflow: null in the records
                 response_tokens=tokens,
                 judged_at=clock - start,
             ))

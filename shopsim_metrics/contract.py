@@ -55,6 +55,9 @@ FAILED_CHECKS: Final = (
     "reward_key_missing",  # a dict reward without args.reward_key
     "metadata_unscored",  # the environment flagged the episode unscored in its metadata
     "segments_disagree",  # segments of one rollout carry different rewards
+    "status_unknown",  # a status that is not one of slime's five (e.g. "FAILED", None, 3)
+    "metadata_invalid",  # metadata that is not a dict, or a flag that is not true/false/0/1
+    "sample_unreadable",  # a sample (or the group) whose attributes raise when read
 )
 
 # --- per-step fields (W&B key = WANDB_PREFIX + name; JSONL key = name) --------------------------

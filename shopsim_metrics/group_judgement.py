@@ -4,31 +4,38 @@ A group is ``list[Sample]`` or, when the generate function fans one rollout out 
 ``list[list[Sample]]``. Siblings are de-duplicated by ``rollout_id`` (falling back to ``index``, then
 to the sample object itself), so the segments of one rollout count once.
 
-A group is **technical** when any unique rollout is not fully scored; the first failing check (in
-the order the group is read: group-level checks first, then each rollout in turn) is recorded from
-the fixed set ``shopsim_metrics.contract.FAILED_CHECKS``. Status ``pending`` (custom generate
-functions that never set it), ``completed`` and ``truncated`` are normal finishes. The scorable
-rollouts of a technical group are still counted (they are completed generations).
+A rollout is **scorable** when every segment finished normally (status ``completed``, ``truncated``
+or ``pending``), no segment carries an invalid or "unscored" metadata flag, and its reward reads as
+one finite number. Anything else (status ``failed`` / ``aborted`` / unknown, a bad reward, a sample
+that cannot be read) makes the rollout unscorable and its group **technical**, with the first
+failing check (group-level checks first, then each rollout in turn) named from the fixed set
+``shopsim_metrics.contract.FAILED_CHECKS``. Only scorable rollouts carry rewards and successes
+(they are the completed generations), also inside a technical group.
 
-Rewards may be Python numbers, bools, numpy scalars, 0-dim tensors (read through ``.item()``,
-without importing torch) or dicts indexed by ``reward_key``.
+:func:`judge_group` never raises, whatever the samples hold: that is what lets the filter promise
+slime a decision for every group.
 
 Example:
     >>> from shopsim_metrics.samples import SimSample as S
     >>> judge_group([S(index=i, reward=float(i % 2)) for i in range(4)], n_samples=4).kind
     'spread'
     >>> j = judge_group([S(index=i, reward=1.0) for i in range(3)], n_samples=4)
-    >>> (j.kind, j.failed_check)
-    ('technical', 'too_few_rollouts')
+    >>> (j.kind, j.failed_check, j.scorable_rollouts)
+    ('technical', 'too_few_rollouts', 3)
+    >>> j = judge_group([S(index=0, reward=0.0, status="failed"), S(index=1, reward=1.0)])
+    >>> (j.failed_check, j.rewards)  # the failed rollout's reward is not a completed generation's
+    ('status_failed', (1.0,))
 """
 
 from __future__ import annotations
 
 import math
+import operator
+from collections.abc import Mapping
 from dataclasses import dataclass
-from bisect import bisect_left
-from operator import methodcaller
-from typing import Any, Sequence
+from decimal import Decimal
+from enum import Enum
+from typing import Any, Hashable, Sequence
 
 SPREAD = "spread"
 ZERO_STD = "zero_std"
@@ -36,78 +43,41 @@ TECHNICAL = "technical"
 ZERO_STD_TOLERANCE = 1e-6  # max - min <= this is zero-std (design document §2)
 SEGMENT_TOLERANCE = 1e-6  # segments of one rollout must agree within this
 
-_BAD_STATUS = {"failed": "status_failed", "aborted": "status_aborted"}
+NORMAL_STATUSES = ("completed", "truncated", "pending")
+"""slime's statuses of a normal finish (``pending``: custom generate functions that never set it)."""
+_STATUS_CHECKS = {"failed": "status_failed", "aborted": "status_aborted"}
 
 
 @dataclass(slots=True)
 class GroupJudgement:
-    """What the filter concluded about one group, and the figures the ledger needs."""
+    """What the filter concluded about one group, and the figures the ledger needs.
+
+    ``rewards`` holds the reward of every scorable unique rollout (reading order); the statistics
+    below are computed from it, so they never overflow to inf.
+    """
 
     kind: str  # SPREAD, ZERO_STD or TECHNICAL
     failed_check: str | None  # from contract.FAILED_CHECKS when TECHNICAL
     group_index: int | None
     unique_rollouts: int
-    scorable_rollouts: int
-    success_count: int
-    reward_sum: float
-    reward_min: float | None
-    reward_max: float | None
+    rewards: tuple[float, ...] = ()
+    success_count: int = 0
+
+    @property
+    def scorable_rollouts(self) -> int:
+        return len(self.rewards)
+
+    @property
+    def reward_min(self) -> float | None:
+        return min(self.rewards) if self.rewards else None
+
+    @property
+    def reward_max(self) -> float | None:
+        return max(self.rewards) if self.rewards else None
 
     @property
     def reward_mean(self) -> float | None:
-        return self.reward_sum / self.scorable_rollouts if self.scorable_rollouts else None
-
-
-def read_reward(raw: Any, reward_key: str | None) -> tuple[float | None, str | None]:
-    """Read one sample's reward as a finite float: ``(value, None)`` or ``(None, failed_check)``.
-
-    ``(None, None)`` means the reward is absent (None), which is fine for a segment beside a
-    scored one.
-
-    Example:
-        >>> read_reward({"acc": 1}, "acc"), read_reward(float("nan"), None)
-        ((1.0, None), (None, 'reward_not_finite'))
-    """
-    if raw is None:
-        return None, None
-    if isinstance(raw, dict):
-        if reward_key is None or reward_key not in raw:
-            return None, "reward_key_missing"
-        raw = raw[reward_key]
-        if raw is None:
-            return None, None
-    if type(raw) is float:  # the common case first
-        value = raw
-    elif isinstance(raw, (int, float)):  # int, bool, numpy float64 (a float subclass)
-        value = float(raw)
-    elif isinstance(raw, (str, bytes)):
-        return None, "reward_not_numeric"
-    else:
-        value = _read_scalar_object(raw)
-        if value is None:
-            return None, "reward_not_numeric"
-    if value - value != 0.0:  # NaN or +-inf, without a function call
-        return None, "reward_not_finite"
-    return value, None
-
-
-def _read_scalar_object(raw: Any) -> float | None:
-    """numpy scalars / 0-dim arrays / 0-dim tensors (via ``.item()``), Decimal, Fraction."""
-    shape = getattr(raw, "shape", None)
-    if shape is not None and tuple(shape) != ():
-        return None
-    item = getattr(raw, "item", None)
-    try:
-        value = item() if callable(item) else raw
-        if isinstance(value, (str, bytes)) or isinstance(value, complex):
-            return None
-        return float(value)
-    except (TypeError, ValueError, OverflowError):
-        return None
-
-
-_NORMAL_STATUS = {"completed", "truncated", "pending"}
-
+        return finite_mean(self.rewards)
 
 
 def judge_group(
@@ -119,173 +89,255 @@ def judge_group(
     success_key: str = "shopsim_success",
     unscored_key: str = "shopsim_unscored",
 ) -> GroupJudgement:
-    """Judge one finished group (see the module docstring for the rules)."""
-    if reward_key is None:
-        fast = judge_plain_group(group, n_samples, success_threshold, success_key, unscored_key)
-        if fast is not None:
-            return fast
-    return _judge_any_group(group, n_samples, reward_key, success_threshold, success_key, unscored_key)
-
-
-def judge_plain_group(
-    group: Sequence[Any], n_samples: int | None, threshold: float, success_key: str, unscored_key: str
-) -> GroupJudgement | None:
-    """The common case at C speed: a flat group, float rewards, distinct rollout ids, one normal status,
-    no metadata flags. Returns None whenever anything is unusual; :func:`judge_group` then decides."""
+    """Judge one finished group (see the module docstring for the rules); never raises."""
     try:
-        rewards = [sample.reward for sample in group]
-        total = sum(rewards)  # TypeError for None, str, dict, list ...
-    except (AttributeError, TypeError):  # fanned-out segments (lists), odd samples or rewards
-        return None
-    size = len(rewards)
-    if type(total) is not float or total - total != 0.0 or (n_samples is not None and size < n_samples):
-        return None  # non-float rewards (int, numpy, tensors), NaN / inf, too few rollouts
-    # the rollout's key as the general path reads it: rollout_id, else index (slime's default path
-    # leaves rollout_id None); comprehensions beat map(attrgetter) here
-    keys = {sample.index if sample.rollout_id is None else sample.rollout_id for sample in group}
-    if len(keys) != size or None in keys:
-        return None
-    statuses = [sample.status for sample in group]
-    first = statuses[0]
-    if statuses.count(first) != size or (
-        first if type(first) is str else getattr(first, "value", first)  # slime's Status enum has .value
-    ) not in _NORMAL_STATUS:
-        return None
-    metas = [sample.metadata for sample in group]
-    if any(metas) and (any(map(methodcaller("get", unscored_key), metas))
-                       or any(map(methodcaller("__contains__", success_key), metas))):
-        return None
-    sample = group[0]
-    group_index = sample.group_index
-    if group_index is None:
-        group_index = sample.index
-    first_reward = rewards[0]
-    if rewards.count(first_reward) == size:  # all equal: the common zero-std case, no sort needed
-        value = float(first_reward)
-        return GroupJudgement(ZERO_STD, None, group_index, size, size, size if value >= threshold else 0,
-                              total, value, value)
-    ordered = sorted(rewards)
-    low = float(ordered[0])  # an int or bool beside floats reads as a float, as read_reward does
-    high = float(ordered[-1])
-    return GroupJudgement(
-        SPREAD if high - low > ZERO_STD_TOLERANCE else ZERO_STD,
-        None,
-        group_index,
-        size,
-        size,
-        size - bisect_left(ordered, threshold),
-        total,
-        low,
-        high,
-    )
+        rollouts = segments_by_rollout(group)
+    except Exception:  # noqa: BLE001 - not a list of samples at all
+        return GroupJudgement(TECHNICAL, "sample_unreadable", None, 0)
 
-
-def _judge_any_group(
-    group: Sequence[Any],
-    n_samples: int | None,
-    reward_key: str | None,
-    success_threshold: float,
-    success_key: str,
-    unscored_key: str,
-) -> GroupJudgement:
-    """Every case, one rollout at a time (fan-out, dict rewards, failures, metadata flags)."""
     failed: str | None = None
-    segments_by_rollout: dict[Any, list[Any]] = {}
-    group_index = None
-    for item in group:
-        parts = item if isinstance(item, (list, tuple)) else (item,)
-        for sample in parts:
-            if group_index is None:
-                group_index = getattr(sample, "group_index", None)
-                if group_index is None:
-                    group_index = getattr(sample, "index", None)
-            key = getattr(sample, "rollout_id", None)
-            if key is None:
-                key = getattr(sample, "index", None)
-                if key is None:
-                    key = ("object", id(sample))
-            segments_by_rollout.setdefault(key, []).append(sample)
-
-    unique = len(segments_by_rollout)
-    if unique == 0:
+    if not rollouts:
         failed = "empty_group"
-    elif n_samples is not None and unique < n_samples:
+    elif n_samples is not None and len(rollouts) < n_samples:
         failed = "too_few_rollouts"
 
-    scorable = 0
+    rewards: list[float] = []
     successes = 0
-    total = 0.0
-    low = math.inf
-    high = -math.inf
-    for segments in segments_by_rollout.values():
-        value, check = _rollout_reward(segments, reward_key, unscored_key)
+    for segments in rollouts.values():
+        try:
+            reward, success, check = read_rollout(
+                segments, reward_key=reward_key, success_threshold=success_threshold,
+                success_key=success_key, unscored_key=unscored_key,
+            )
+        except Exception:  # noqa: BLE001 - an attribute or a metadata mapping that raises on read
+            reward, success, check = None, False, "sample_unreadable"
         if check is not None:
             failed = failed or check
-        if value is None:
             continue
-        scorable += 1
-        total += value
-        if value < low:
-            low = value
-        if value > high:
-            high = value
-        if _is_success(segments, value, success_threshold, success_key):
-            successes += 1
+        rewards.append(reward)
+        successes += success
 
     if failed is not None:
         kind = TECHNICAL
-    elif high - low > ZERO_STD_TOLERANCE:
+    elif max(rewards) - min(rewards) > ZERO_STD_TOLERANCE:
         kind = SPREAD
     else:
         kind = ZERO_STD
-    return GroupJudgement(
-        kind=kind,
-        failed_check=failed,
-        group_index=group_index,
-        unique_rollouts=unique,
-        scorable_rollouts=scorable,
-        success_count=successes,
-        reward_sum=total,
-        reward_min=low if scorable else None,
-        reward_max=high if scorable else None,
-    )
+    first = next(iter(rollouts.values()))[0] if rollouts else None
+    return GroupJudgement(kind, failed, group_index_of(first), len(rollouts), tuple(rewards), successes)
 
 
-def _rollout_reward(segments: list[Any], reward_key: str | None, unscored_key: str) -> tuple[float | None, str | None]:
-    """The reward of one unique rollout, or the check that makes it unscorable.
+def segments_by_rollout(group: Sequence[Any]) -> dict[Hashable, list[Any]]:
+    """The group's samples keyed by rollout (a flat group, or one list of segments per rollout).
 
-    Returns ``(value, check)``: a status / metadata failure still returns the value when it is
-    readable, so the rollout counts as a completed generation in ``success_rate``.
+    Example:
+        >>> from shopsim_metrics.samples import SimSample as S
+        >>> [len(v) for v in segments_by_rollout([S(rollout_id=7), S(rollout_id=7), S(index=2)]).values()]
+        [2, 1]
     """
-    check = None
-    value = None
-    for sample in segments:
-        status = getattr(sample, "status", None)
-        status = getattr(status, "value", status)
-        bad = _BAD_STATUS.get(status)
-        if bad is not None and check is None:
-            check = bad
-        metadata = getattr(sample, "metadata", None)
-        if metadata and metadata.get(unscored_key) and check is None:
-            check = "metadata_unscored"
-        reading, problem = read_reward(getattr(sample, "reward", None), reward_key)
-        if problem is not None:
-            return None, check or problem
-        if reading is None:
+    rollouts: dict[Hashable, list[Any]] = {}
+    for item in group:
+        for sample in item if isinstance(item, (list, tuple)) else (item,):
+            rollouts.setdefault(rollout_key(sample), []).append(sample)
+    return rollouts
+
+
+def rollout_key(sample: Any) -> Hashable:
+    """``rollout_id``, else ``index``, else the sample object itself; an attribute that is missing,
+    raises on read or cannot be hashed counts as absent (older slime ``Sample`` classes).
+
+    Example:
+        >>> from shopsim_metrics.samples import SimSample as S
+        >>> rollout_key(S(index=3)), rollout_key(S(index=3, rollout_id=9))
+        (3, 9)
+    """
+    for name in ("rollout_id", "index"):
+        try:
+            key = getattr(sample, name, None)
+            if key is not None:
+                hash(key)
+                return key
+        except Exception:  # noqa: BLE001 - a property that raises, an unhashable id
             continue
-        if value is None:
-            value = reading
-        elif abs(reading - value) > SEGMENT_TOLERANCE:
-            return None, check or "segments_disagree"
-    if value is None:
-        return None, check or "reward_missing"
-    return value, check
+    return ("sample", id(sample))
 
 
-def _is_success(segments: list[Any], value: float, threshold: float, success_key: str) -> bool:
-    """The environment's success flag when a segment carries it, else ``reward >= threshold``."""
+def group_index_of(sample: Any) -> int | None:
+    """The group's index for the ledger: ``group_index``, else ``index``, as a plain int (or None).
+
+    Example:
+        >>> from shopsim_metrics.samples import SimSample as S
+        >>> group_index_of(S(index=5)), group_index_of(S(index=5, group_index=2)), group_index_of(None)
+        (5, 2, None)
+    """
+    for name in ("group_index", "index"):
+        try:
+            value = getattr(sample, name, None)
+            if value is not None:
+                return operator.index(value)  # int, numpy integers; floats and str are rejected
+        except Exception:  # noqa: BLE001
+            continue
+    return None
+
+
+def read_rollout(
+    segments: Sequence[Any],
+    *,
+    reward_key: str | None = None,
+    success_threshold: float = 1.0,
+    success_key: str = "shopsim_success",
+    unscored_key: str = "shopsim_unscored",
+) -> tuple[float | None, bool, str | None]:
+    """One unique rollout: ``(reward, success, None)`` when scorable, else ``(None, False, failed_check)``.
+
+    Segments whose reward is None beside one scored value take that value; segments that differ by
+    more than ``SEGMENT_TOLERANCE`` make the rollout unscorable. Success is the first segment's
+    metadata flag ``success_key`` when present, else ``reward >= success_threshold``.
+
+    Example:
+        >>> from shopsim_metrics.samples import SimSample as S
+        >>> read_rollout([S(reward=None), S(reward=1.0)])
+        (1.0, True, None)
+        >>> read_rollout([S(reward=0.2, metadata={"shopsim_success": "TRUE"})])
+        (0.2, True, None)
+        >>> read_rollout([S(reward=1.0, status="aborted")])
+        (None, False, 'status_aborted')
+    """
+    reward: float | None = None
+    success: bool | None = None
     for sample in segments:
+        check = status_check(getattr(sample, "status", None))
+        if check is not None:
+            return None, False, check
         metadata = getattr(sample, "metadata", None)
-        if metadata and success_key in metadata:
-            return bool(metadata[success_key])
-    return value >= threshold
+        if metadata is not None:
+            if not isinstance(metadata, Mapping):
+                return None, False, "metadata_invalid"
+            if unscored_key in metadata:
+                unscored = read_flag(metadata[unscored_key])
+                if unscored is None:
+                    return None, False, "metadata_invalid"
+                if unscored:
+                    return None, False, "metadata_unscored"
+            if success is None and success_key in metadata:
+                success = read_flag(metadata[success_key])
+                if success is None:
+                    return None, False, "metadata_invalid"
+        value, check = read_reward(getattr(sample, "reward", None), reward_key)
+        if check is not None:
+            return None, False, check
+        if value is None:
+            continue
+        if reward is None:
+            reward = value
+        elif abs(value - reward) > SEGMENT_TOLERANCE:
+            return None, False, "segments_disagree"
+    if reward is None:
+        return None, False, "reward_missing"
+    return reward, success if success is not None else reward >= success_threshold, None
+
+
+def status_check(status: Any) -> str | None:
+    """None for a normal finish, else the failed check: ``status_failed``, ``status_aborted`` or
+    ``status_unknown`` (any other value, including None and upper-case names).
+
+    ``status`` is slime's ``Sample.Status`` member (read through its ``.value``) or a plain string.
+
+    Example:
+        >>> [status_check(s) for s in ("truncated", "failed", "FAILED", None)]
+        [None, 'status_failed', 'status_unknown', 'status_unknown']
+    """
+    if isinstance(status, Enum):
+        status = status.value
+    if not isinstance(status, str):
+        return "status_unknown"
+    if status in NORMAL_STATUSES:
+        return None
+    return _STATUS_CHECKS.get(status, "status_unknown")
+
+
+def read_flag(value: Any) -> bool | None:
+    """A metadata flag read strictly: True/False, 0/1, or "true"/"false" in any case; else None.
+
+    numpy / torch scalars are read through ``.item()``.
+
+    Example:
+        >>> [read_flag(v) for v in (True, 0, "False", 1.0, "yes", 2, None)]
+        [True, False, False, True, None, None, None]
+    """
+    if isinstance(value, str):
+        return {"true": True, "false": False}.get(value.lower())
+    if getattr(value, "shape", None) == () and hasattr(value, "item"):
+        try:
+            value = value.item()
+        except Exception:  # noqa: BLE001
+            return None
+    if isinstance(value, (bool, int, float)) and value in (0, 1):
+        return bool(value)
+    return None
+
+
+def read_reward(raw: Any, reward_key: str | None) -> tuple[float | None, str | None]:
+    """Read one sample's reward as a finite float: ``(value, None)`` or ``(None, failed_check)``.
+
+    ``(None, None)`` means the reward is absent (None), which is fine for a segment beside a
+    scored one. Python numbers, bools, numpy scalars, 0-dim tensors (through ``.item()``, torch is
+    never imported), Decimal and Fraction are read; dicts are indexed by ``reward_key``.
+
+    Example:
+        >>> read_reward({"acc": 1}, "acc"), read_reward(float("nan"), None), read_reward(10**400, None)
+        ((1.0, None), (None, 'reward_not_finite'), (None, 'reward_not_finite'))
+    """
+    if raw is None:
+        return None, None
+    if isinstance(raw, Mapping):
+        if reward_key is None or reward_key not in raw:
+            return None, "reward_key_missing"
+        raw = raw[reward_key]
+        if raw is None:
+            return None, None
+    try:
+        value = _as_float(raw)
+    except OverflowError:  # an int beyond the float range, e.g. 10**400
+        return None, "reward_not_finite"
+    except Exception:  # noqa: BLE001 - str, list, complex, a tensor whose .item() raises, ...
+        return None, "reward_not_numeric"
+    if not math.isfinite(value):
+        return None, "reward_not_finite"
+    return value, None
+
+
+def _as_float(raw: Any) -> float:
+    """``float(raw)`` for numbers and 0-dim array-likes; raises for anything else."""
+    if type(raw) is float:  # the common case
+        return raw
+    if isinstance(raw, (str, bytes, complex)):
+        raise TypeError("not a real number")
+    if isinstance(raw, Decimal) and not raw.is_finite():  # float() raises for a signalling NaN
+        return math.nan
+    if not isinstance(raw, (int, float)) and hasattr(raw, "item"):  # numpy scalars, 0-dim tensors
+        if tuple(getattr(raw, "shape", ())) != ():
+            raise TypeError("not a scalar")
+        raw = raw.item()
+        if isinstance(raw, (str, bytes, complex)):
+            raise TypeError("not a real number")
+    return float(raw)
+
+
+def finite_mean(values: Sequence[float]) -> float | None:
+    """The mean of finite floats without overflow (None for no values).
+
+    The sum is exact (``math.fsum``); only when it would overflow are the values scaled first,
+    so the mean of large rewards stays finite.
+
+    Example:
+        >>> finite_mean([1e308, 1e308, 1e308]), finite_mean([0.1] * 10), finite_mean([])
+        (1e+308, 0.1, None)
+    """
+    if not values:
+        return None
+    count = len(values)
+    try:
+        return math.fsum(values) / count
+    except OverflowError:
+        return math.fsum(value / count for value in values)

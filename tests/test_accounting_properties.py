@@ -163,7 +163,7 @@ def test_streak_is_the_run_of_technical_groups_and_trips_exactly_at_the_limit(ki
                          max_consecutive_failed_groups=max_consecutive_failed_groups)
     expected = 0
     for i, kind in enumerate(kinds):
-        j = GroupJudgement(kind, "status_failed" if kind == "technical" else None, i, 2, 2, 1, 1.0, 0.0, 1.0)
+        j = GroupJudgement(kind, "status_failed" if kind == "technical" else None, i, 2, (0.0, 1.0), 1)
         acc.judge(j, step=i // 7, remaining=None)
         expected = expected + 1 if kind == "technical" else 0
         assert acc.streak == expected

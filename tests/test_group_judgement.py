@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 import math
 from decimal import Decimal
 from fractions import Fraction
@@ -95,11 +96,38 @@ def test_torch_zero_dim_tensor_is_read_when_torch_is_installed():
     assert read_reward(torch.tensor([0.5, 1.0]), None) == (None, "reward_not_numeric")
 
 
-@pytest.mark.parametrize("status, check", [("failed", "status_failed"), ("aborted", "status_aborted")])
-def test_failed_and_aborted_statuses_are_technical(status, check):
+class Status(enum.Enum):  # the shape of slime's Sample.Status
+    PENDING = "pending"
+    COMPLETED = "completed"
+    TRUNCATED = "truncated"
+    ABORTED = "aborted"
+    FAILED = "failed"
+
+
+@pytest.mark.parametrize("status, check", [(Status.FAILED, "status_failed"), (Status.ABORTED, "status_aborted"),
+                                           ("failed", "status_failed"), ("aborted", "status_aborted")])
+def test_failed_and_aborted_rollouts_are_technical_and_never_scorable(status, check):
     group = group_of(1, [0.0, 1.0, 1.0])
-    group[1].status = SimpleNamespace(value=status)  # slime's Status enum exposes .value
-    assert judge_group(group, n_samples=3).failed_check == check
+    group[0].status = status  # its reward 0.0 is a default, not a completed generation's
+    j = judge_group(group, n_samples=3)
+    assert (j.kind, j.failed_check) == ("technical", check)
+    assert (j.scorable_rollouts, j.rewards, j.success_count, j.reward_min) == (2, (1.0, 1.0), 2, 1.0)
+
+
+@pytest.mark.parametrize("status", ["FAILED", "Status.FAILED", "exploded", None, 3, ["completed"], {"a": 1},
+                                    enum.Enum("Other", "COMPLETED").COMPLETED])
+def test_unknown_statuses_are_technical(status):
+    group = group_of(1, [0.0, 1.0, 1.0])
+    group[2].status = status
+    j = judge_group(group, n_samples=3)
+    assert (j.kind, j.failed_check, j.rewards) == ("technical", "status_unknown", (0.0, 1.0))
+
+
+@pytest.mark.parametrize("status", list(Status)[:3] + ["completed", "truncated", "pending"])
+def test_normal_statuses_as_enum_members_or_strings(status):
+    group = group_of(1, [0.0, 1.0])
+    group[0].status = status
+    assert judge_group(group, n_samples=2).kind == "spread"
 
 
 def test_truncated_and_pending_are_normal_finishes():
@@ -113,6 +141,7 @@ def test_metadata_unscored_flag_and_its_configurable_key():
     group = group_of(1, [0.0, 1.0])
     group[0].metadata = {"shopsim_unscored": True}
     assert judge_group(group).failed_check == "metadata_unscored"
+    assert judge_group(group).rewards == (1.0,)  # the unscored rollout's reward is not counted
     group[0].metadata = {"env_unscored": True}
     assert judge_group(group).kind == "spread"
     assert judge_group(group, unscored_key="env_unscored").failed_check == "metadata_unscored"
@@ -171,6 +200,37 @@ def test_success_flag_in_metadata_overrides_the_threshold():
     assert judge_group(group, success_threshold=0.5).success_count == 1
     group[0].metadata = {"shopsim_success": True}
     assert judge_group(group, success_threshold=0.5).success_count == 2
+    group[1].metadata = {"shopsim_success": "false"}  # a string flag is read, not taken as truthy
+    assert judge_group(group, success_threshold=0.5).success_count == 1
+
+
+@pytest.mark.parametrize("flag, success", [(True, True), (False, False), (1, True), (0, False), (1.0, True),
+                                           ("true", True), ("FALSE", False), ("True", True), (np.bool_(False), False),
+                                           (np.int64(1), True), (np.array(True), True)])
+def test_success_flags_read_strictly(flag, success):
+    group = group_of(1, [0.0, 1.0])
+    group[0].metadata = {"shopsim_success": flag}
+    group[1].metadata = {"shopsim_success": flag}
+    j = judge_group(group)
+    assert (j.kind, j.success_count) == ("spread", 2 if success else 0)
+
+
+@pytest.mark.parametrize("flag", ["yes", "no", "1", "", " true", 2, -1, 0.5, None, [True], {"v": 1},
+                                  np.array([1, 0]), np.array(2), object()])
+@pytest.mark.parametrize("key", ["shopsim_success", "shopsim_unscored"])
+def test_any_other_flag_value_is_metadata_invalid(flag, key):
+    group = group_of(1, [0.0, 1.0, 1.0])
+    group[1].metadata = {key: flag}
+    j = judge_group(group)
+    assert (j.kind, j.failed_check, j.rewards) == ("technical", "metadata_invalid", (0.0, 1.0))
+
+
+@pytest.mark.parametrize("flag, check", [(False, None), ("false", None), (0, None), ("TRUE", "metadata_unscored"),
+                                         (1, "metadata_unscored")])
+def test_unscored_flag_is_read_strictly_too(flag, check):
+    group = group_of(1, [0.0, 1.0])
+    group[0].metadata = {"shopsim_unscored": flag}
+    assert judge_group(group).failed_check == check
 
 
 def test_filter_outputs_match_the_design_document():
@@ -226,41 +286,44 @@ _rewards = st.one_of(
 )
 
 
+
+
 @settings(max_examples=400, deadline=None)
 @given(
     rewards=st.lists(_rewards, min_size=0, max_size=10),
     ids=st.lists(st.one_of(st.none(), st.integers(0, 12)), min_size=10, max_size=10),
-    statuses=st.lists(st.sampled_from(["completed", "truncated", "pending", "failed", "aborted"]), min_size=10, max_size=10),
-    flags=st.lists(st.sampled_from([{}, {"x": 1}, {"shopsim_unscored": True}, {"shopsim_success": False}]),
-                   min_size=10, max_size=10),
+    statuses=st.lists(st.sampled_from(["completed", "truncated", "pending", "failed", "aborted", "FAILED", None]),
+                      min_size=10, max_size=10),
+    flags=st.lists(st.sampled_from([{}, None, {"x": 1}, {"shopsim_unscored": True}, {"shopsim_success": False},
+                                    {"shopsim_success": "maybe"}]), min_size=10, max_size=10),
     n=st.one_of(st.none(), st.integers(1, 10)),
     threshold=st.sampled_from([0.5, 1.0]),
 )
-def test_fast_path_agrees_with_the_general_path(rewards, ids, statuses, flags, n, threshold):
-    from shopsim_metrics.group_judgement import _judge_any_group, judge_plain_group
-
+def test_judgement_invariants(rewards, ids, statuses, flags, n, threshold):
     group = [SimSample(index=100 + i, group_index=3, rollout_id=ids[i], reward=r, status=statuses[i],
-                       metadata=dict(flags[i])) for i, r in enumerate(rewards)]
-    general = _judge_any_group(group, n, None, threshold, "shopsim_success", "shopsim_unscored")
-    fast = judge_plain_group(group, n, threshold, "shopsim_success", "shopsim_unscored")
-    assert fast is None or fast == general
-    for value in (general.reward_min, general.reward_max):
-        assert value is None or type(value) is float
-    assert judge_group(group, n_samples=n, success_threshold=threshold) == general
+                       metadata=flags[i]) for i, r in enumerate(rewards)]
+    j = judge_group(group, n_samples=n, success_threshold=threshold)
+    assert (j.kind == "technical") == (j.failed_check is not None)
+    assert j.failed_check is None or j.failed_check in FAILED_CHECKS
+    assert j.unique_rollouts == len({s.index if s.rollout_id is None else s.rollout_id for s in group})
+    assert 0 <= j.success_count <= j.scorable_rollouts <= j.unique_rollouts
+    assert all(type(r) is float and math.isfinite(r) for r in j.rewards)
+    if j.kind != "technical":
+        assert j.scorable_rollouts == j.unique_rollouts
+        assert (j.kind == "spread") == (j.reward_max - j.reward_min > 1e-6)
+    # a rollout whose every segment failed, aborted or was flagged never adds a reward
+    normal = [s for s in group if s.status in ("completed", "truncated", "pending")
+              and not (s.metadata or {}).get("shopsim_unscored") and "maybe" not in (s.metadata or {}).values()]
+    assert j.scorable_rollouts <= len({s.index if s.rollout_id is None else s.rollout_id for s in normal})
+    if j.rewards:
+        assert j.reward_min == min(j.rewards) and j.reward_max == max(j.rewards)
+        assert j.reward_min - 1e-9 <= j.reward_mean <= j.reward_max + 1e-9
 
 
-def test_fast_path_takes_plain_groups_and_declines_unusual_ones():
-    from shopsim_metrics.group_judgement import judge_plain_group
-
-    plain = group_of(1, [0.0, 1.0, 1.0, 0.5])
-    fast = judge_plain_group(plain, 4, 1.0, "shopsim_success", "shopsim_unscored")
-    assert fast == judge_group(plain, n_samples=4) and fast.success_count == 2
-    plain[1].reward = 1  # an int beside floats: still plain, read as a float
-    mixed = judge_plain_group(plain, 4, 1.0, "shopsim_success", "shopsim_unscored")
-    assert type(mixed.reward_max) is float and mixed == judge_group(plain, n_samples=4)
-    plain[2].reward = np.float64(1.0)  # numpy scalars: the general path decides
-    assert judge_plain_group(plain, 4, 1.0, "shopsim_success", "shopsim_unscored") is None
-    default_path = [SimSample(index=i, reward=float(i % 2)) for i in range(4)]  # rollout_id None, as in slime
-    assert judge_plain_group(default_path, 4, 1.0, "shopsim_success", "shopsim_unscored") is not None
-    fanned = [[s] for s in group_of(2, [0.0, 1.0])]
-    assert judge_plain_group(fanned, 2, 1.0, "shopsim_success", "shopsim_unscored") is None
+def test_group_index_is_a_plain_int_for_the_ledger():
+    group = group_of(1, [0.0, 1.0])
+    group[0].group_index = np.int64(5)
+    assert type(judge_group(group).group_index) is int and judge_group(group).group_index == 5
+    group[0].group_index = "five"  # not an index: None rather than an odd value in the records
+    group[0].index = None
+    assert judge_group(group).group_index is None

@@ -21,7 +21,7 @@ import atexit
 import logging
 import threading
 import time
-from typing import Any, Callable
+from typing import Any
 
 from shopsim_metrics import contract as C
 from shopsim_metrics.accounting import GenerationStats, StepAccountant
@@ -31,7 +31,7 @@ from shopsim_metrics.prompt_value import PromptValueTracker
 from shopsim_metrics.records import StepRecord
 from shopsim_metrics.sinks.base import SinkSet, StepSink
 from shopsim_metrics.errors import TechnicalFailureLimitExceeded
-from shopsim_metrics.group_judgement import SPREAD, TECHNICAL, GroupJudgement, judge_group, judge_plain_group
+from shopsim_metrics.group_judgement import SPREAD, TECHNICAL, GroupJudgement, judge_group
 from shopsim_metrics.settings import ShopsimSettings
 from shopsimrl.slime_bridge import DynamicFilterOutput, SlimeLoopState
 from shopsimrl.wiring import missing_knobs_warning
@@ -74,8 +74,6 @@ class ShopsimRuntime:
             success_key=settings.success_metadata_key,
             unscored_key=settings.unscored_metadata_key,
         )
-        self.filter: Callable[[Any], DynamicFilterOutput] = _compile_filter(self)
-        """Judge one group, account for it, and give slime the filter's answer (the hot path)."""
         self.alerts = StreakAlertPolicy(
             max_consecutive_failed_groups=settings.max_consecutive_failed_groups,
             warn_fraction=settings.alert_warn_fraction,
@@ -102,6 +100,39 @@ class ShopsimRuntime:
             return self._sinks
 
     # --- the filter's side --------------------------------------------------------------------
+    def filter_group(self, samples: Any) -> DynamicFilterOutput:
+        """Judge one group, account for it, and give slime the filter's answer (once per group).
+
+        Raises only :class:`TechnicalFailureLimitExceeded`, after writing the terminated step.
+        """
+        judgement = judge_group(samples, **self._judge_kwargs)
+        self._account(judgement, samples)
+        if judgement.kind == SPREAD:
+            return DynamicFilterOutput(keep=True)
+        if judgement.kind == TECHNICAL:
+            return DynamicFilterOutput(keep=False, reason=C.REASON_TECHNICAL)
+        return DynamicFilterOutput(keep=False, reason=C.REASON_ZERO_STD, keep_when_insufficient=True)
+
+    def _account(self, judgement: GroupJudgement, samples: Any) -> None:
+        """Record the judgement with the loop's live facts; raise the alerts / termination of a streak."""
+        if self.accountant is None:
+            self._track_streak_only(judgement)
+            return
+        try:
+            remaining = self.loop_state.remaining_batch_size()
+            source = self.loop_state.source if remaining is not None else "mirror"
+            self.accountant.judge(judgement, self.loop_state.rollout_step(), remaining, source, samples)
+            streak = self.accountant.streak
+            if streak or self._alerted_streak:  # alerts only look at streaks (and their end)
+                self._on_streak(streak)
+            if self.accountant.closed:
+                self.flush()  # earlier steps that no log function emitted: write them now, not at exit
+        except TechnicalFailureLimitExceeded:
+            raise
+        except Exception as exc:  # noqa: BLE001 - never let accounting break the decision
+            self._warn_once("accounting", "shopsim-metrics: accounting failed (%s: %s); the filter's decisions "
+                            "are unaffected but this step's record may be incomplete.", type(exc).__name__, exc)
+
     def _on_streak(self, streak: int) -> None:
         self._alerted_streak = streak
         checks = self.accountant.streak_checks()
@@ -214,57 +245,6 @@ class ShopsimRuntime:
         if key not in self._warned:
             self._warned.add(key)
             logger.warning(message, *args)
-
-
-def _compile_filter(rt: ShopsimRuntime) -> Callable[[Any], DynamicFilterOutput]:
-    """Build the runtime's hot path as a closure over its fixed parts.
-
-    It runs once per group on slime's rollout thread, so everything constant is bound once (cell
-    reads instead of attribute look-ups) and outputs are built positionally, in slime's field order
-    ``(keep, reason, keep_when_insufficient)``. Behaviour: judge (fast path for plain groups, else the
-    general one), account with the loop's live facts, raise the alerts / termination of a streak.
-    """
-    s = rt.settings
-    plain = judge_plain_group if s.reward_key is None else None  # the C-speed path for plain groups
-    n, threshold = s.n_samples_per_prompt, s.success_threshold
-    success_key, unscored_key = s.success_metadata_key, s.unscored_metadata_key
-    judge_kwargs = rt._judge_kwargs
-    accountant = rt.accountant
-    account = accountant.judge if accountant is not None else None
-    live_remaining = rt.loop_state.remaining_batch_size
-    live_step = rt.loop_state.rollout_step
-    source = rt.loop_state.source
-    output = DynamicFilterOutput
-    technical, zero_std = C.REASON_TECHNICAL, C.REASON_ZERO_STD
-
-    def filter_group(samples: Any) -> DynamicFilterOutput:
-        judgement = (plain and plain(samples, n, threshold, success_key, unscored_key)) or judge_group(
-            samples, **judge_kwargs
-        )
-        if account is None:
-            rt._track_streak_only(judgement)
-        else:
-            try:
-                remaining = live_remaining()
-                account(judgement, live_step(), remaining, source if remaining is not None else "mirror", samples)
-                streak = accountant.streak
-                if streak or rt._alerted_streak:  # alerts only look at streaks (and their end)
-                    rt._on_streak(streak)
-                if accountant.closed:
-                    rt.flush()  # earlier steps that no log function emitted: write them now, not at exit
-            except TechnicalFailureLimitExceeded:
-                raise
-            except Exception as exc:  # noqa: BLE001 - never let accounting break the decision
-                rt._warn_once("accounting", "shopsim-metrics: accounting failed (%s: %s); the filter's decisions "
-                              "are unaffected but this step's record may be incomplete.", type(exc).__name__, exc)
-        kind = judgement.kind
-        if kind == SPREAD:
-            return output(True)
-        if kind == TECHNICAL:
-            return output(False, technical)
-        return output(False, zero_std, True)
-
-    return filter_group
 
 
 def read_seconds(value: Any) -> float | None:

@@ -48,7 +48,7 @@ def fully_scored_group_filter(args: Any, samples: list, **kwargs: Any) -> Dynami
     """
     started = perf_counter()
     runtime = _runtime._runtime or get_runtime(args)  # no lock once the runtime exists
-    output = runtime.filter(samples)
+    output = runtime.filter_group(samples)
     _count_own_time(runtime, started)
     return output
 
