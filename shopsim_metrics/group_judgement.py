@@ -45,7 +45,7 @@ SEGMENT_TOLERANCE = 1e-6  # segments of one rollout must agree within this
 
 NORMAL_STATUSES = ("completed", "truncated", "pending")
 """slime's statuses of a normal finish (``pending``: custom generate functions that never set it)."""
-_STATUS_CHECKS = {"failed": "status_failed", "aborted": "status_aborted"}
+_STATUS_CHECKS = {**dict.fromkeys(NORMAL_STATUSES), "failed": "status_failed", "aborted": "status_aborted"}
 
 
 @dataclass(slots=True)
@@ -105,10 +105,7 @@ def judge_group(
     successes = 0
     for segments in rollouts.values():
         try:
-            reward, success, check = read_rollout(
-                segments, reward_key=reward_key, success_threshold=success_threshold,
-                success_key=success_key, unscored_key=unscored_key,
-            )
+            reward, success, check = read_rollout(segments, reward_key, success_threshold, success_key, unscored_key)
         except Exception:  # noqa: BLE001 - an attribute or a metadata mapping that raises on read
             reward, success, check = None, False, "sample_unreadable"
         if check is not None:
@@ -138,7 +135,11 @@ def segments_by_rollout(group: Sequence[Any]) -> dict[Hashable, list[Any]]:
     rollouts: dict[Hashable, list[Any]] = {}
     for item in group:
         for sample in item if isinstance(item, (list, tuple)) else (item,):
-            rollouts.setdefault(rollout_key(sample), []).append(sample)
+            key = rollout_key(sample)
+            if key in rollouts:
+                rollouts[key].append(sample)
+            else:
+                rollouts[key] = [sample]
     return rollouts
 
 
@@ -154,6 +155,8 @@ def rollout_key(sample: Any) -> Hashable:
     for name in ("rollout_id", "index"):
         try:
             key = getattr(sample, name, None)
+            if type(key) is int:  # the common case
+                return key
             if key is not None:
                 hash(key)
                 return key
@@ -182,7 +185,6 @@ def group_index_of(sample: Any) -> int | None:
 
 def read_rollout(
     segments: Sequence[Any],
-    *,
     reward_key: str | None = None,
     success_threshold: float = 1.0,
     success_key: str = "shopsim_success",
@@ -210,7 +212,7 @@ def read_rollout(
         if check is not None:
             return None, False, check
         metadata = getattr(sample, "metadata", None)
-        if metadata is not None:
+        if metadata is not None and not (type(metadata) is dict and not metadata):  # None and {}: no flags
             if not isinstance(metadata, Mapping):
                 return None, False, "metadata_invalid"
             if unscored_key in metadata:
@@ -247,12 +249,11 @@ def status_check(status: Any) -> str | None:
         >>> [status_check(s) for s in ("truncated", "failed", "FAILED", None)]
         [None, 'status_failed', 'status_unknown', 'status_unknown']
     """
-    if isinstance(status, Enum):
-        status = status.value
-    if not isinstance(status, str):
-        return "status_unknown"
-    if status in NORMAL_STATUSES:
-        return None
+    if type(status) is not str:
+        if isinstance(status, Enum):
+            status = status.value
+        if not isinstance(status, str):
+            return "status_unknown"
     return _STATUS_CHECKS.get(status, "status_unknown")
 
 
@@ -288,6 +289,8 @@ def read_reward(raw: Any, reward_key: str | None) -> tuple[float | None, str | N
         >>> read_reward({"acc": 1}, "acc"), read_reward(float("nan"), None), read_reward(10**400, None)
         ((1.0, None), (None, 'reward_not_finite'), (None, 'reward_not_finite'))
     """
+    if type(raw) is float:  # the common case
+        return (raw, None) if math.isfinite(raw) else (None, "reward_not_finite")
     if raw is None:
         return None, None
     if isinstance(raw, Mapping):
