@@ -563,3 +563,25 @@ def test_torch_scalars_and_tensors_are_unwrapped_and_a_meta_tensor_stringified(t
         "t0": 3, "t1": 0.5, "bf16": 1.5, "inf": None, "b": True, "vec": [1, 2]}
     assert isinstance(counts["meta"], str)
     assert line["decisions"][0]["group_index"] == 7 and line["decisions"][0]["reward_mean"] == 0.25
+
+
+@pytest.mark.parametrize("how", ["removed", "renamed", "replaced by a symlink"])
+def test_a_records_file_removed_or_replaced_while_written_is_opened_afresh(tmp_path: Path, caplog, how: str) -> None:
+    run, target = tmp_path / "run", tmp_path / "elsewhere.txt"
+    target.write_text("precious\n")
+    sink = JsonlSink(run, fsync=False)
+    sink.emit(make_record(0))
+    if how == "removed":
+        (run / MAIN).unlink()
+    elif how == "renamed":
+        (run / MAIN).rename(tmp_path / "moved.jsonl")
+    else:
+        (run / MAIN).unlink()
+        (run / MAIN).symlink_to(target)
+    with caplog.at_level(logging.WARNING, logger="shopsim_metrics"):
+        sink.emit(make_record(1))
+        sink.emit(make_record(2))
+    assert len(_warnings(caplog, "removed or replaced while this process wrote it")) == 1
+    assert target.read_text() == "precious\n"
+    assert [r.rollout_id for r in read_steps(run)] == [1, 2], "the records after the removal are on disk"
+    assert sink.path == (sibling_path(run / MAIN) if how == "replaced by a symlink" else run / MAIN)

@@ -14,6 +14,9 @@
   fails, so nothing is ever appended to a partial line. A torn last line left by a writer that died
   mid-write is repaired when the file is opened: completed with a newline when it is a whole JSON
   object, else cut off (one warning).
+- **Never into a lost file.** Before each write the open file is checked to still be the one at its
+  path; a file deleted, renamed away or replaced (by a symlink, say) while written is left, with one
+  warning, and the path is opened afresh under the rules above.
 
 Example:
     >>> import tempfile, pathlib
@@ -137,6 +140,11 @@ class LineFile:
         if self._fd is not None and self._pid != os.getpid():  # a forked child: the lock is the parent's
             self._fd = None
             self.path = self.main_path
+        if self._fd is not None and not self._still_at_path(self._fd):
+            logger.warning("shopsim-metrics: %s was removed or replaced while this process wrote it; the "
+                           "next records go to a file opened afresh at that path.", self.path)
+            self.close()
+            self.path = self.main_path
         if self._fd is None:
             fd = self._open_owned()
             try:
@@ -146,6 +154,14 @@ class LineFile:
                 raise
             self._fd, self._pid, self._torn = fd, os.getpid(), False
         return self._fd
+
+    def _still_at_path(self, fd: int) -> bool:
+        """Whether the open file is still the one at ``path`` (not deleted, renamed away or replaced)."""
+        try:
+            here, ours = os.stat(self.path, follow_symlinks=False), os.fstat(fd)
+        except OSError:
+            return False
+        return (here.st_dev, here.st_ino) == (ours.st_dev, ours.st_ino)
 
     def _open_owned(self) -> int:
         self.main_path.parent.mkdir(parents=True, exist_ok=True)
