@@ -34,7 +34,9 @@ def check_mapping(values: Mapping[Any, Any]) -> list[str]:
 
 
 def check_file(path: str | os.PathLike) -> list[str]:
-    """Every problem of a YAML config file, one line each; an unreadable file is one problem.
+    """Every problem of a YAML config file, one line each, with the line of its key when known.
+
+    An unreadable file is one problem; a ``shopsim_*`` key set twice is one too (slime applies the last).
 
     Example:
         >>> check_file("/nonexistent/shopsim.yaml")
@@ -42,9 +44,10 @@ def check_file(path: str | os.PathLike) -> list[str]:
     """
     try:
         with open(path, encoding="utf-8") as fh:
-            loaded = yaml.safe_load(fh)
-    except OSError as exc:
-        return [f"cannot read the file ({exc.strerror or exc})"]
+            text = fh.read()
+        loaded = yaml.safe_load(text)
+    except (OSError, UnicodeDecodeError) as exc:
+        return [f"cannot read the file ({getattr(exc, 'strerror', None) or exc})"]
     except yaml.YAMLError as exc:
         where = getattr(exc, "problem_mark", None)
         line = f" at line {where.line + 1}" if where is not None else ""
@@ -53,7 +56,28 @@ def check_file(path: str | os.PathLike) -> list[str]:
         return []
     if not isinstance(loaded, dict):
         return [f"expected a mapping of key: value at the top level; got a {type(loaded).__name__}"]
-    return check_mapping(loaded)
+    key_lines = _key_lines(text)
+    problems = [f"{key}: set {len(lines)} times (lines {', '.join(map(str, lines))}); slime applies the last"
+                for key, lines in key_lines.items() if len(lines) > 1 and key.startswith("shopsim_")]
+    problems += check_mapping(loaded)
+    return [_with_line(problem, key_lines) for problem in problems]
+
+
+def _key_lines(text: str) -> dict[str, list[int]]:
+    """The 1-based lines of each top-level key (a key set twice has two)."""
+    node = yaml.compose(text, Loader=yaml.SafeLoader)
+    lines: dict[str, list[int]] = {}
+    if isinstance(node, yaml.MappingNode):
+        for key, _ in node.value:
+            if isinstance(key, yaml.ScalarNode):
+                lines.setdefault(str(key.value), []).append(key.start_mark.line + 1)
+    return lines
+
+
+def _with_line(problem: str, key_lines: dict[str, list[int]]) -> str:
+    """``line N: <problem>`` for a problem about one key (every problem starts with ``<key>: ``)."""
+    lines = key_lines.get(problem.split(":", 1)[0])
+    return f"line {lines[-1]}: {problem}" if lines else problem
 
 
 def run(args: argparse.Namespace) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -19,8 +20,8 @@ def check(tmp_path: Path, capsys: pytest.CaptureFixture, text: str) -> tuple[int
     path.write_text(text, encoding="utf-8")
     code = main(["check-config", str(path)])
     out, err = capsys.readouterr()
-    lines = [line.removeprefix(f"{PREFIX}{path}: ") for line in err.splitlines()]
-    assert all(line.startswith(PREFIX) for line in err.splitlines())
+    assert all(line.startswith(f"{PREFIX}{path}: ") for line in err.splitlines())
+    lines = [re.sub(r"^line \d+: ", "", line.removeprefix(f"{PREFIX}{path}: ")) for line in err.splitlines()]
     return code, lines, out
 
 
@@ -96,4 +97,15 @@ def test_the_command_line_exits_2_on_problems(tmp_path) -> None:
     result = subprocess.run([sys.executable, "-m", "shopsim_metrics.cli", "check-config", str(bad)],
                             capture_output=True, text=True)
     assert result.returncode == 2 and result.stdout == ""
-    assert result.stderr.strip() == f"{PREFIX}{bad}: shopsim_alerts: expected true or false; got 'maybe'"
+    assert result.stderr.strip() == f"{PREFIX}{bad}: line 1: shopsim_alerts: expected true or false; got 'maybe'"
+
+
+def test_each_problem_names_the_line_of_its_key_and_a_key_set_twice_is_a_problem(tmp_path, capsys) -> None:
+    path = tmp_path / "shopsim.yaml"
+    path.write_text("# settings\nshopsim_wandb: loud\nlr: 1e-6\nshopsim_alerts: true\nshopsim_alerts: maybe\n")
+    assert main(["check-config", str(path)]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"{PREFIX}{path}: line 5: shopsim_alerts: set 2 times (lines 4, 5); slime applies the last",
+        f"{PREFIX}{path}: line 2: shopsim_wandb: expected one of auto, join, standalone, off; got 'loud'",
+        f"{PREFIX}{path}: line 5: shopsim_alerts: expected true or false; got 'maybe'",
+    ]
