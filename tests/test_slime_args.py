@@ -41,6 +41,9 @@ NOT_DEFAULT = {
     "shopsim_alert_warn_fraction": ("0.25", 0.25),
     "shopsim_alert_warn_level": ("info", "INFO"),
     "shopsim_alert_error_level": ("WARN", "WARN"),
+    "shopsim_prompt_key": ("prompt_id", "prompt_id"),
+    "shopsim_prompt_history_limit": ("1000", 1000),
+    "shopsim_prompts_table_every": ("0", 0),
 }
 
 
