@@ -11,7 +11,7 @@ Rules (applied recursively, never raising):
 - numpy / torch scalars, 0-d and one-element arrays or tensors are unwrapped with ``.item()``;
   larger arrays become lists (``.tolist()``);
 - mappings become dicts with string keys, lists / tuples / sets become lists, an ``Enum`` member
-  becomes its value;
+  becomes its value, a dataclass instance the dict of its fields;
 - anything else, or a value whose conversion raises, is **stringified** (``str(value)``, or
   ``"<unprintable TYPE>"`` when even that raises); its type name goes to the ``on_fallback``
   callback, by default :func:`warn_once_per_type` (one warning per type and process).
@@ -28,6 +28,7 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import logging
 import math
@@ -102,6 +103,9 @@ def _convert_odd(value: Any, on_fallback: Callable[[str], None] | None, depth: i
         return {_key(k, on_fallback): _convert(v, on_fallback, depth + 1) for k, v in value.items()}
     if isinstance(value, (list, tuple, set, frozenset)):
         return [_convert(item, on_fallback, depth + 1) for item in value]
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        fields = {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
+        return _convert(fields, on_fallback, depth + 1)
     item = getattr(value, "item", None)  # numpy / torch scalars, 0-d and one-element arrays
     size = _size(value)
     if callable(item) and size in (None, 1):

@@ -585,3 +585,15 @@ def test_a_records_file_removed_or_replaced_while_written_is_opened_afresh(tmp_p
     assert target.read_text() == "precious\n"
     assert [r.rollout_id for r in read_steps(run)] == [1, 2], "the records after the removal are on disk"
     assert sink.path == (sibling_path(run / MAIN) if how == "replaced by a symlink" else run / MAIN)
+
+
+def test_a_record_whose_fields_cannot_be_copied_still_gets_its_line(tmp_path: Path) -> None:
+    class Broken(StepRecord):
+        def to_dict(self):
+            raise RuntimeError("a field that cannot be copied")
+
+    row = DecisionRow(order=1, waves_open=1, group_index=np.int64(3), outcome="trained", reason=None,
+                      remaining_before=1, unique_rollouts=1)
+    JsonlSink(tmp_path, fsync=False).emit(Broken(rollout_id=4, decisions=[row]))
+    (line,) = _strict_lines(tmp_path / MAIN)
+    assert line["rollout_id"] == 4 and line["decisions"][0]["group_index"] == 3
