@@ -597,3 +597,15 @@ def test_a_record_whose_fields_cannot_be_copied_still_gets_its_line(tmp_path: Pa
     JsonlSink(tmp_path, fsync=False).emit(Broken(rollout_id=4, decisions=[row]))
     (line,) = _strict_lines(tmp_path / MAIN)
     assert line["rollout_id"] == 4 and line["decisions"][0]["group_index"] == 3
+
+
+def test_without_file_locks_the_file_is_written_unlocked_with_one_warning(tmp_path: Path, caplog, monkeypatch) -> None:
+    from shopsim_metrics.sinks import line_file
+
+    monkeypatch.setattr(line_file, "fcntl", None)  # a system or file system without flock
+    sink = JsonlSink(tmp_path, fsync=False)
+    with caplog.at_level(logging.WARNING, logger="shopsim_metrics"):
+        sink.emit(make_record(0))
+        sink.emit(make_record(1))
+    assert len(_warnings(caplog, "cannot be locked")) == 1
+    assert sink.path == tmp_path / MAIN and [r.rollout_id for r in read_steps(tmp_path)] == [0, 1]

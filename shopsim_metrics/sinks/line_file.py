@@ -32,7 +32,6 @@ Example:
 from __future__ import annotations
 
 import errno
-import fcntl
 import json
 import logging
 import os
@@ -41,6 +40,11 @@ import socket
 import stat
 from collections.abc import Callable, Sequence
 from pathlib import Path
+
+try:
+    import fcntl
+except ImportError:  # not a POSIX system: files are written without the one-live-writer lock
+    fcntl = None  # type: ignore[assignment]
 
 logger = logging.getLogger("shopsim_metrics")
 
@@ -198,7 +202,8 @@ class LineFile:
 
 def _open_locked(path: Path) -> tuple[int | None, str]:
     """Open ``path`` for appending with an exclusive lock: (fd, "") or (None, why it was refused)."""
-    flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
+    flags |= getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
     try:
         fd = os.open(path, flags, 0o644)
     except OSError as exc:
@@ -212,6 +217,8 @@ def _open_locked(path: Path) -> tuple[int | None, str]:
             os.close(fd)
             return None, "is not a regular file"
         os.set_blocking(fd, True)
+        if fcntl is None:
+            raise OSError(errno.ENOSYS, "no fcntl.flock on this system")
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         os.close(fd)
