@@ -155,3 +155,11 @@ def test_the_dry_run_checks_the_example_config_first() -> None:
     result = subprocess.run(["bash", str(EXAMPLES / "run_full_train.sh")], capture_output=True, text=True,
                             env=script_env(DRY_RUN="1"), check=True)
     assert result.stderr.strip() == f"shopsim-metrics check-config: {EXAMPLES / 'shopsim.yaml'}: OK"
+
+
+def test_the_docs_launch_snippet_checks_an_absolute_config_path_first() -> None:
+    """§1.2's command runs in slime's checkout: a relative YAML path would not exist there."""
+    snippet = re.search(r"### 1\.2 .*?```bash\n(.*?)```", DOCS.read_text(), flags=re.S).group(1)
+    (config,) = re.findall(r"--custom-config-path (\S+)", snippet)
+    assert Path(config).is_absolute()
+    assert snippet.index(f"check-config {config}") < snippet.index("train.py")

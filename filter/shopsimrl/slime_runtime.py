@@ -7,6 +7,9 @@ Wire them into a slime launch::
     --custom-rollout-log-function-path  shopsimrl.slime_runtime.log_rollout_step
     --custom-config-path                shopsim.yaml   # shopsim_* settings (docs/training_monitoring.md)
 
+Check the YAML before launch with ``shopsim-metrics check-config shopsim.yaml``; the first hook call
+runs the same checks and raises :class:`~shopsim_metrics.settings.ShopsimConfigError` on a problem.
+
 Example:
     >>> from types import SimpleNamespace
     >>> from shopsim_metrics.samples import SimSample
