@@ -1,8 +1,8 @@
 """Per-step monitoring cost: filter for every judged group + all-samples hook + log function, W&B offline.
 
 A lean stand-in for slime's loop judges groups in completion order (drop rule, waves, surplus) and
-calls the three real hooks; only the hook calls are timed. The W&B sink's ``timer`` measures the time
-spent inside wandb's own calls (``run.log``, ``wandb.Table``, ``run.alert``), and the JSONL sink's
+calls the three real hooks; only the hook calls are timed. wandb's own entry points (``Run.log``,
+``wandb.Table``, ``Run.alert``) are wrapped here to measure the time spent inside them, and the JSONL sink's
 write (with fsync) is timed too, so the project's own work is ``hooks − wandb`` (and, for the CPU
 part, ``− JSONL I/O``). Groups: 60 % spread, 30 % zero-std, 10 % technical (never 8 in a row).
 
@@ -31,7 +31,7 @@ from shopsimrl import slime_runtime
 
 
 class Timer:
-    """Accumulates seconds per label; used as the W&B sink's ``timer`` and around the JSONL write."""
+    """Accumulates seconds per label; wraps wandb's own calls and the JSONL write."""
 
     def __init__(self) -> None:
         self.seconds: dict[str, float] = {}
@@ -65,6 +65,20 @@ class TimedJsonl(JsonlSink):
         self.timer("fsync", sync)
 
 
+def time_wandb_calls(timer: Timer) -> None:
+    """Count the seconds spent inside wandb's ``Run.log``, ``Run.alert`` and ``wandb.Table`` (benchmark only)."""
+    import wandb
+    from wandb.sdk.wandb_run import Run
+
+    for label, owner, name in (("log", Run, "log"), ("alert", Run, "alert"), ("table", wandb, "Table")):
+        original = getattr(owner, name)
+
+        def timed(*args, _original=original, _label=label, **kwargs):
+            return timer(_label, lambda: _original(*args, **kwargs))
+
+        setattr(owner, name, timed)
+
+
 def make_group(gid: int, n: int) -> list[SimSample]:
     kind = gid % 10
     if kind < 6:
@@ -79,15 +93,14 @@ def make_group(gid: int, n: int) -> list[SimSample]:
 
 
 def run_config(label: str, *, rollout_batch_size: int, n: int, over_sampling_batch_size: int, gbs: int, steps: int,
-               wandb_dir: Path) -> dict:
+               wandb_dir: Path, timer: Timer) -> dict:
     args = SimpleNamespace(rollout_batch_size=rollout_batch_size, n_samples_per_prompt=n,
                            over_sampling_batch_size=over_sampling_batch_size,
                            global_batch_size=gbs, reward_key=None, shopsim_max_consecutive_failed_groups=8,
                            shopsim_wandb_table_every=10)
-    timer = Timer()
+    timer.seconds.clear()
     run_dir = Path(tempfile.mkdtemp(prefix=f"bench-{label}-"))
     wandb_sink = WandbSink(mode="standalone", project="shopsim-bench", table_every=10, run_dir=wandb_dir)
-    wandb_sink.timer = timer
     state = ManualLoopState(source="bench")
     slime_runtime.configure(args, sinks=[TimedJsonl(run_dir, timer), wandb_sink], loop_state=state)
     filt, all_hook, log_fn = (slime_runtime.fully_scored_group_filter, slime_runtime.record_all_samples,
@@ -152,14 +165,19 @@ def main() -> int:
         os.environ.setdefault("WANDB_MODE", "offline")
         os.environ.setdefault("WANDB_SILENT", "true")
         configs = [
-            dict(label="defaults", rollout_batch_size=16, n=8, over_sampling_batch_size=32, gbs=64, steps=50, target_ms=2.0),
-            dict(label="middle", rollout_batch_size=256, n=16, over_sampling_batch_size=512, gbs=1024, steps=20, target_ms=None),
-            dict(label="scale", rollout_batch_size=1024, n=16, over_sampling_batch_size=2048, gbs=4096, steps=20, target_ms=100.0),
+            dict(label="defaults", rollout_batch_size=16, n=8, over_sampling_batch_size=32, gbs=64, steps=50,
+                 target_ms=2.0),
+            dict(label="middle", rollout_batch_size=256, n=16, over_sampling_batch_size=512, gbs=1024, steps=20,
+                 target_ms=None),
+            dict(label="scale", rollout_batch_size=1024, n=16, over_sampling_batch_size=2048, gbs=4096, steps=20,
+                 target_ms=100.0),
         ]
+        timer = Timer()
+        time_wandb_calls(timer)
         results = []
         for cfg in configs:
             target_ms = cfg.pop("target_ms")
-            res = run_config(**cfg, wandb_dir=Path(tmp))
+            res = run_config(**cfg, wandb_dir=Path(tmp), timer=timer)
             res["target_ms"] = target_ms
             results.append(res)
     print("per rollout step, mean over the timed steps (W&B offline; the first step warms up and is not timed)")

@@ -1,6 +1,6 @@
 """The ``shopsim-metrics`` command: ``demo``, ``tune``, ``dashboard``, ``inspect`` and ``check-config``.
 
-Each subcommand lives in the module that owns it and adds itself through ``register(subparsers)``.
+Each subcommand lives in the module that owns it and adds its subparser with ``register(subparsers)``.
 
 Example:
     >>> parser = build_parser()
@@ -11,16 +11,12 @@ Example:
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import sys
 
-# modules that add subcommands: each has register(subparsers) -> None
-_COMMAND_MODULES = (
-    "shopsim_metrics.simulator.commands",
-    "shopsim_metrics.dashboards.commands",
-    "shopsim_metrics.config_check",
-)
+from shopsim_metrics import config_check
+from shopsim_metrics.dashboards import commands as dashboard_commands
+from shopsim_metrics.simulator import commands as simulator_commands
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -30,14 +26,9 @@ def build_parser() -> argparse.ArgumentParser:
     inspect.add_argument("path")
     inspect.add_argument("--json", action="store_true", help="print the records as JSON lines")
     inspect.set_defaults(func=_inspect)
-    for name in _COMMAND_MODULES:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            if not (exc.name and name.startswith(exc.name)):  # a missing dependency inside it is an error
-                raise
-            continue
-        module.register(sub)
+    simulator_commands.register(sub)
+    dashboard_commands.register(sub)
+    config_check.register(sub)
     return parser
 
 

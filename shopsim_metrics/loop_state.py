@@ -46,15 +46,3 @@ class ManualLoopState:
 
     def remaining_batch_size(self) -> int | None:
         return self.remaining
-
-
-class NoLoopState:
-    """No loop facts at all: the accountant mirrors ``remaining`` and counts steps itself."""
-
-    source = "mirror"
-
-    def rollout_step(self) -> int | None:
-        return None
-
-    def remaining_batch_size(self) -> int | None:
-        return None

@@ -21,10 +21,7 @@ from dataclasses import dataclass
 
 try:  # slime's module holds only dataclasses and helpers: cheap to import
     from slime.rollout.filter_hub.base_types import DynamicFilterOutput  # type: ignore[import-not-found]
-
-    SLIME_AVAILABLE = True
 except ImportError:  # slime is not installed: a structurally identical stand-in
-    SLIME_AVAILABLE = False
 
     @dataclass
     class DynamicFilterOutput:  # type: ignore[no-redef]

@@ -29,7 +29,6 @@ PanelKind = Literal["stacked_bar", "line", "ledger_remaining"]
 PanelSource = Literal["steps", "ledger"]
 SeriesStyle = Literal["bar", "line", "threshold"]
 
-PANEL_KINDS: tuple[str, ...] = ("stacked_bar", "line", "ledger_remaining")
 PANELS_JSON_NAME = "panels.json"
 
 # One colour per outcome, shared by the stacked bars and the ledger scatter.

@@ -64,9 +64,6 @@ class SinkSet:
         self.sinks: list[StepSink] = list(sinks or [])
         self._warned: set[str] = set()
 
-    def add(self, sink: StepSink) -> None:
-        self.sinks.append(sink)
-
     def emit(self, record: StepRecord) -> None:
         for sink in self.sinks:
             self._guard(sink, "emit", lambda s=sink: s.emit(record))

@@ -176,8 +176,6 @@ class WandbSink(StepSink):
         self._wandb: Any = None
         self._last_step: int | None = None  # rollout/step of the last record logged
         self._lock = threading.RLock()
-        self.timer: Callable[[str, Callable[[], Any]], Any] = lambda what, call: call()
-        """Wraps every call into wandb (``timer(name, call)``): the benchmark measures wandb's time."""
 
     @classmethod
     def from_settings(cls, settings: "ShopsimSettings", run_dir: str | os.PathLike | None = None,
@@ -228,7 +226,7 @@ class WandbSink(StepSink):
 
             def send() -> None:
                 level = getattr(self._wandb.AlertLevel, alert.level, self._wandb.AlertLevel.WARN)
-                self.timer("alert", lambda: run.alert(title=alert.title, text=alert.text, level=level))
+                run.alert(title=alert.title, text=alert.text, level=level)
                 logger.info("shopsim-metrics: W&B alert sent [%s] %s", alert.level, alert.title)
 
             self._guarded("alert", send)
@@ -239,7 +237,7 @@ class WandbSink(StepSink):
             run, self._run = self._run, None
             if run is not None and self.owns_run:
                 if self.enabled:
-                    self._guarded("finish", lambda: self.timer("finish", run.finish))
+                    self._guarded("finish", run.finish)
                 else:  # already warned once: finish quietly so wandb writes its files
                     try:
                         run.finish()
@@ -258,13 +256,12 @@ class WandbSink(StepSink):
         data[contract.WANDB_STEP_KEY] = step
         if table_due(record, self.table_every):
             rows = [[getattr(row, c) for c in contract.LEDGER_COLUMNS] for row in record.decisions]
-            data[DECISIONS_KEY] = self.timer(
-                "table", lambda: self._wandb.Table(columns=list(contract.LEDGER_COLUMNS), data=rows,
-                                                   allow_mixed_types=True))
+            data[DECISIONS_KEY] = self._wandb.Table(columns=list(contract.LEDGER_COLUMNS), data=rows,
+                                                    allow_mixed_types=True)
         if record.prompt_table is not None:
             data[PROMPTS_KEY] = self._prompt_table(record.prompt_table)
         self._last_step = step
-        self.timer("log", lambda: run.log(data))
+        run.log(data)
 
     def prompt_table(self, rows: list[list], rollout_id: int | None) -> None:
         """The prompts table at the end of the run, against the last step logged."""
@@ -274,16 +271,14 @@ class WandbSink(StepSink):
                 return
 
             def log() -> None:
-                data = {PROMPTS_KEY: self._prompt_table(rows), contract.WANDB_STEP_KEY: self._last_step}
-                self.timer("log", lambda: run.log(data))
+                run.log({PROMPTS_KEY: self._prompt_table(rows), contract.WANDB_STEP_KEY: self._last_step})
 
             self._guarded("prompt_table", log)
 
     def _prompt_table(self, rows: list[list]) -> Any:
         from shopsim_metrics.prompt_value import PROMPT_TABLE_COLUMNS
 
-        return self.timer("table", lambda: self._wandb.Table(columns=list(PROMPT_TABLE_COLUMNS), data=rows,
-                                                             allow_mixed_types=True))
+        return self._wandb.Table(columns=list(PROMPT_TABLE_COLUMNS), data=rows, allow_mixed_types=True)
 
     def _resolve_run(self) -> None:
         import wandb  # lazy: importing the project never imports wandb
@@ -304,10 +299,9 @@ class WandbSink(StepSink):
             return
         else:
             self._run, self.owns_run = self._start_standalone(wandb), True
-        self.timer("define_metric", lambda: self._define_metrics(self._run))
+        self._define_metrics(self._run)
         if self.summary:
-            run, summary = self._run, self.summary
-            self.timer("summary", lambda: run.summary.update(summary))
+            self._run.summary.update(self.summary)
         logger.info("shopsim-metrics: logging to W&B run %s (%s)", getattr(self._run, "id", "?"),
                     "started by the sink" if self.owns_run else "joined")
 
@@ -318,7 +312,7 @@ class WandbSink(StepSink):
         if self.run_dir is not None and not os.environ.get("WANDB_DIR"):
             self.run_dir.mkdir(parents=True, exist_ok=True)
             kwargs["dir"] = str(self.run_dir)
-        return self.timer("init", lambda: wandb.init(**kwargs))
+        return wandb.init(**kwargs)
 
     @staticmethod
     def _define_metrics(run: Any) -> None:
