@@ -114,3 +114,30 @@ def test_a_standalone_runs_summary_says_where_the_records_are(wandb_env: Path, t
     (run_dir,) = find_run_dirs(wandb_env)
     summary = read_offline_run(run_dir).summary
     assert (summary[SUMMARY_RUN_DIR], summary[SUMMARY_HOST]) == (str(tmp_path / "run"), socket.gethostname())
+
+
+def test_the_hooks_need_no_other_package_so_a_no_deps_install_works(tmp_path: Path) -> None:
+    """docs §1.5: ``pip install --no-deps --target`` is enough for the hooks (W&B off)."""
+    import subprocess
+    import sys
+
+    script = f"""
+import sys
+class Block:
+    def find_spec(self, name, path=None, target=None):
+        if name.split('.')[0] in ('numpy', 'yaml', 'wandb', 'plotly'):
+            raise ImportError('not installed: ' + name)
+sys.meta_path.insert(0, Block())
+from types import SimpleNamespace
+from shopsimrl import slime_runtime
+from shopsim_metrics.samples import SimSample
+args = SimpleNamespace(rollout_batch_size=1, n_samples_per_prompt=2, global_batch_size=2, shopsim_wandb='off',
+                       shopsim_run_dir={str(tmp_path / 'run')!r})
+group = [SimSample(index=0, reward=0.0), SimSample(index=1, reward=1.0)]
+assert slime_runtime.fully_scored_group_filter(args, group).keep
+slime_runtime.record_all_samples(args, [group], None)
+assert slime_runtime.log_rollout_step(0, args, [], {{}}, 0.1) is False
+"""
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "run" / "steps.jsonl").read_text().count("\n") == 1
