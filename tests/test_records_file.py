@@ -609,3 +609,16 @@ def test_without_file_locks_the_file_is_written_unlocked_with_one_warning(tmp_pa
         sink.emit(make_record(1))
     assert len(_warnings(caplog, "cannot be locked")) == 1
     assert sink.path == tmp_path / MAIN and [r.rollout_id for r in read_steps(tmp_path)] == [0, 1]
+
+
+def test_an_unwritable_run_directory_holds_records_back_and_never_raises(tmp_path: Path, caplog) -> None:
+    blocker = tmp_path / "not_a_dir"
+    blocker.write_text("")
+    bad = JsonlSink(blocker / "run", fsync=False)  # the run dir cannot be created under a file
+    nul = JsonlSink(str(tmp_path / "a\0b"), fsync=False)  # a path the system refuses with ValueError
+    with caplog.at_level(logging.WARNING, logger="shopsim_metrics"):
+        for sink in (bad, nul):
+            sink.emit(make_record(0))
+            sink.emit(make_record(1))
+    assert bad.held_back_count == nul.held_back_count == 2
+    assert len(_warnings(caplog, "could not write the step record of rollout_id 0")) == 2

@@ -82,7 +82,7 @@ class LineFile:
         self._good_size = 0  # bytes up to the last complete line we know of
         self._torn = False  # a failed write left bytes after _good_size that are not yet cut back
 
-    def write_lines(self, lines: Sequence[bytes]) -> tuple[int, OSError | None]:
+    def write_lines(self, lines: Sequence[bytes]) -> tuple[int, Exception | None]:
         """Append ``lines`` (each ending in ``\\n``) in order: how many made it, and the error if not all.
 
         Lines reported written are complete on disk (and fsync'ed when ``fsync``); nothing of a line
@@ -91,13 +91,13 @@ class LineFile:
         try:
             fd = self._open()
             self._cut_back(fd)
-        except OSError as exc:
+        except Exception as exc:  # noqa: BLE001 - reported to the caller, which holds the lines back
             return 0, exc
         start, written, error = self._good_size, 0, None
         for line in lines:
             try:
                 self._write_all(fd, line)
-            except OSError as exc:
+            except Exception as exc:  # noqa: BLE001 - a disk error, or a write seam that raised
                 error = exc
                 self._torn = True
                 break
