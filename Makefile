@@ -1,10 +1,12 @@
 # Two commands do all set-up on a fresh machine:
 #   make demo   - the main job: simulated slime loop, W&B offline, dashboards written
-#   make test   - the test suite
+#   make test   - the test suite (with the docstring examples as doctests)
+#   make bench  - the benchmarks (installs the `bench` extra)
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+BENCH_STAMP := $(VENV)/.installed-bench
 
 .PHONY: demo test install browser bench clean
 
@@ -28,7 +30,11 @@ demo: $(STAMP)
 test: $(STAMP) browser
 	$(BIN)/python -m pytest -q
 
-bench: $(STAMP)
+$(BENCH_STAMP): $(STAMP)
+	$(BIN)/pip install -q -e '.[dev,bench]'
+	touch $(BENCH_STAMP)
+
+bench: $(BENCH_STAMP)
 	for f in benchmarks/bench_*.py; do $(BIN)/python $$f || exit 1; done
 
 clean:

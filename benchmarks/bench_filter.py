@@ -5,7 +5,8 @@ The baseline reads each sample's reward and takes a float64 torch tensor's std p
 accountant (live loop state, no sinks). Target: ours < 0.6 of the baseline per group (readable
 code over microseconds: a group takes seconds of generation).
 
-Run: ``python benchmarks/bench_filter.py`` (needs torch for the baseline: ``pip install torch==2.13.0``).
+Run: ``make bench``, or ``python benchmarks/bench_filter.py`` with the ``bench`` extra installed (torch, for the
+baseline).
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ def main() -> int:
     try:
         import torch
     except ImportError:
-        print("torch is not installed: the baseline needs it (pip install torch==2.13.0)")
+        print("torch is not installed: the baseline needs it (`make bench` installs the bench extra)")
         return 1
     groups = make_groups(GROUPS)
     args = SimpleNamespace(rollout_batch_size=16, n_samples_per_prompt=8, over_sampling_batch_size=32,

@@ -16,6 +16,9 @@ from shopsim_metrics.simulator.rewards import FactoryGroupSource
 from shopsim_metrics.sinks import JsonlSink, MemorySink
 from shopsimrl import slime_runtime
 
+# run by test_slime_integration.py in a subprocess with SLIME_SRC set: not a module to collect
+collect_ignore = ["slime_real_loop_check.py"]
+
 
 def make_args(**overrides) -> SimpleNamespace:
     """slime's knobs at the design document's defaults, plus the given overrides."""

@@ -1,7 +1,7 @@
 """slime's own plugin contract tests and slime's real rollout loop, against the project's hooks.
 
 Skipped unless ``SLIME_SRC`` points to a slime checkout (slime is not on the package index; nothing
-of it is committed here). slime's imports need pillow, aiohttp and pylatexenc besides the dev extra.
+of it is committed here). slime's imports need the ``slime-checks`` extra: torch, pillow, aiohttp and pylatexenc.
 """
 
 from __future__ import annotations

@@ -16,8 +16,8 @@ no network and no API key; :func:`load_workspace_json` / :func:`load_report_json
 through the library's own model classes.
 
 Example:
-    >>> ws = build_workspace("my-team", "shopsim")            # doctest: +SKIP
-    >>> sorted(workspace_panel_titles(workspace_json(ws)))[:1] # doctest: +SKIP
+    >>> ws = build_workspace("my-team", "shopsim")
+    >>> sorted(workspace_panel_titles(workspace_json(ws)))[:1]
     ['Drop rates (shared denominator: accepted groups)']
 """
 

@@ -10,7 +10,7 @@ added by :func:`build_sinks` according to ``shopsim_wandb``:
 Example:
     >>> from types import SimpleNamespace
     >>> from shopsim_metrics.settings import ShopsimSettings
-    >>> s = ShopsimSettings.from_args(SimpleNamespace(use_wandb=False, shopsim_run_dir="/tmp/x"))
+    >>> s = ShopsimSettings.from_args(SimpleNamespace(use_wandb=False, shopsim_run_dir="run"))
     >>> [sink.name for sink in build_sinks(s)]
     ['jsonl', 'announce']
 """
