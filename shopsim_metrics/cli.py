@@ -12,19 +12,29 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+from typing import NoReturn
 
 from shopsim_metrics import config_check
 from shopsim_metrics.dashboards import commands as dashboard_commands
 from shopsim_metrics.simulator import commands as simulator_commands
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """An argument parser whose usage errors are one line on stderr (with a pointer to ``--help``), exit 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="shopsim-metrics", description=__doc__.splitlines()[0])
+    parser = OneLineParser(prog="shopsim-metrics", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     inspect = sub.add_parser("inspect", help="summarise a steps.jsonl file (or the run directory holding it)")
     inspect.add_argument("path")
-    inspect.add_argument("--json", action="store_true", help="print the records as JSON lines")
+    inspect.add_argument("--json", action="store_true",
+                         help="print the records as JSON lines (the latest record of each rollout_id, in file order)")
     inspect.set_defaults(func=_inspect)
     simulator_commands.register(sub)
     dashboard_commands.register(sub)
@@ -32,34 +42,102 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _inspect(args: argparse.Namespace) -> int:
-    from shopsim_metrics.sinks.jsonl import read_steps
+_INSPECT_COLUMNS = (  # header, name, width
+    ("step", "rollout_id", 5), ("waves", "wave_count", 5), ("accepted", "accepted_group_count", 8),
+    ("train", "train_group_count", 5), ("fallback", "fallback_group_count", 8),
+    ("tech", "technical_group_drop_count", 5), ("zero", "zero_std_group_drop_count", 5),
+    ("surplus", "surplus_group_count", 7), ("aborted", "aborted_group_count", 7),
+    ("success", "success_rate", 8), ("streak", "max_consecutive_technical_failures", 6),
+)
 
-    records = read_steps(args.path)
+
+def _inspect(args: argparse.Namespace) -> int:
+    from shopsim_metrics.sinks.steps_reader import read_step_columns
+
     if args.json:
-        for record in records:
-            print(json.dumps(record.to_dict()))
-        return 0
-    print(f"{'step':>5} {'waves':>5} {'accepted':>8} {'train':>5} {'fallback':>8} {'tech':>5} {'zero':>5} "
-          f"{'surplus':>7} {'aborted':>7} {'success':>8} {'streak':>6}")
-    for r in records:
-        rate = "-" if r.success_rate is None else f"{r.success_rate:.3f}"
-        flag = " TERMINATED" if r.terminated else ""
-        print(f"{r.rollout_id:>5} {r.wave_count:>5} {r.accepted_group_count:>8} {r.train_group_count:>5} "
-              f"{r.fallback_group_count:>8} {r.technical_group_drop_count:>5} {r.zero_std_group_drop_count:>5} "
-              f"{r.surplus_group_count:>7} {r.aborted_group_count:>7} {rate:>8} "
-              f"{r.max_consecutive_technical_failures:>6}{flag}")
+        return _inspect_json(args.path)
+    table = read_step_columns(args.path, names=tuple(n for _, n, _ in _INSPECT_COLUMNS) + ("terminated",))
+    out = sys.stdout
+    out.write(" ".join(f"{head:>{width}}" for head, _, width in _INSPECT_COLUMNS) + "\n")
+    cols = [table.rollout_ids if name == "rollout_id" else table.columns[name] for _, name, _ in _INSPECT_COLUMNS]
+    widths = [width for _, _, width in _INSPECT_COLUMNS]
+    for i, terminated in enumerate(table.columns["terminated"]):
+        cells = [_cell(col[i], name) for col, (_, name, _) in zip(cols, _INSPECT_COLUMNS)]
+        out.write(" ".join(f"{c:>{w}}" for c, w in zip(cells, widths)) + (" TERMINATED" if terminated else "") + "\n")
+    out.write(f"{len(table)} steps" + "".join(f"; {note}" for note in table.report.notes()) + "\n")
     return 0
 
 
+def _cell(value: object, name: str) -> str:
+    if value is None:
+        return "-"
+    if name == "success_rate" and isinstance(value, (int, float)):
+        return f"{value:.3f}"
+    return str(value)
+
+
+def _inspect_json(path: str) -> int:
+    """The winning record of each rollout_id as one JSON line, in file order (two streaming passes)."""
+    from pathlib import Path
+
+    from shopsim_metrics.sinks.steps_reader import ReadReport, iter_step_dicts, resolve_steps_files
+
+    report = ReadReport(Path(resolve_steps_files(path)[1]))
+    winners: dict[int, int] = {}  # rollout_id -> index (among the good records) of its latest record
+    for index, data in enumerate(iter_step_dicts(path, report)):
+        report.superseded += data["rollout_id"] in winners
+        winners[data["rollout_id"]] = index
+    report.check_not_empty()
+    report.warn()
+    keep = set(winners.values())
+    for index, data in enumerate(iter_step_dicts(path)):
+        if index in keep:
+            sys.stdout.write(json.dumps(data, allow_nan=False, default=str) + "\n")
+    return 0
+
+
+def _message(exc: BaseException) -> str:
+    """A one-line description of an error for the terminal."""
+    if isinstance(exc, OSError) and exc.strerror:
+        where = f": {exc.filename}" if exc.filename else ""
+        hint = ""
+        if isinstance(exc, IsADirectoryError):
+            hint = " (give a file path, not a directory)"
+        elif isinstance(exc, NotADirectoryError):
+            hint = " (a parent of that path is a file)"
+        return f"{exc.strerror}{where}{hint}"
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Run one subcommand; a bad input (missing file, bad value) is one line on stderr and exit code 2."""
+    """Run one subcommand; any failure is one line on stderr and exit code 2 (a closed pipe: quietly).
+
+    Set ``SHOPSIM_METRICS_TRACEBACK=1`` to see the traceback of an unexpected error.
+    """
     parser = build_parser()
     args = parser.parse_args(argv)
+    name = f"shopsim-metrics {args.command}"
     try:
-        return int(args.func(args) or 0)
-    except (FileNotFoundError, NotADirectoryError, ValueError) as exc:  # ShopsimConfigError is a ValueError
-        print(f"shopsim-metrics {args.command}: error: {exc}", file=sys.stderr)
+        code = int(args.func(args) or 0)
+        sys.stdout.flush()
+        return code
+    except BrokenPipeError:  # `shopsim-metrics inspect RUN | head`: the reader has gone; stop quietly
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 2
+    except KeyboardInterrupt:
+        print(f"{name}: interrupted", file=sys.stderr)
+        return 2
+    except (OSError, ValueError, RecursionError, OverflowError, MemoryError) as exc:
+        # ShopsimConfigError, NoStepRecords and JSON errors are ValueErrors
+        print(f"{name}: error: {_message(exc)}", file=sys.stderr)
+        return 2
+    except Exception as exc:  # noqa: BLE001 - a CLI failure is one line; the traceback on request
+        if os.environ.get("SHOPSIM_METRICS_TRACEBACK"):
+            raise
+        print(f"{name}: error: {type(exc).__name__}: {_message(exc)} "
+              "(set SHOPSIM_METRICS_TRACEBACK=1 to see the traceback)", file=sys.stderr)
         return 2
 
 

@@ -82,7 +82,18 @@ def run_wandb(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    ws_url, report_url = wbw.save_to_wandb(args.entity, args.project)
+    try:
+        ws_url, report_url = wbw.save_to_wandb(args.entity, args.project)
+    except Exception as exc:  # noqa: BLE001 - wandb's own errors (UsageError, CommError, ...) become one line
+        if type(exc).__module__.split(".")[0] not in ("wandb", "wandb_workspaces", "requests"):
+            raise
+        print(
+            f"shopsim-metrics dashboard wandb: W&B refused to save the workspace ({type(exc).__name__}: "
+            f"{' '.join(str(exc).split())[:200]}). Log in with `wandb login` (or set WANDB_API_KEY), "
+            "or pass --dry-run --out DIR to write the workspace and report JSON without network or API key",
+            file=sys.stderr,
+        )
+        return 2
     print(f"workspace saved: {ws_url}")
     print(f"report saved:    {report_url}")
     return 0

@@ -23,8 +23,8 @@ def register(subparsers: Any) -> None:
         description="Simulate a slime run through the project's real hooks. W&B logs offline (WANDB_MODE=offline "
                     "unless WANDB_MODE is set); upload later with `wandb sync <run dir>`.")
     demo.add_argument("--out", default="demo_out", help="output directory (default: demo_out)")
-    demo.add_argument("--steps", type=_positive_int, default=40, help="rollout steps to simulate (default: 40)")
-    demo.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
+    demo.add_argument("--steps", type=_step_count, default=40, help="rollout steps to simulate (default: 40)")
+    demo.add_argument("--seed", type=_seed, default=0, help="random seed (default: 0)")
     demo.add_argument("--no-progress", action="store_true", help="no progress bar")
     demo.set_defaults(func=_demo)
 
@@ -40,8 +40,8 @@ def register(subparsers: Any) -> None:
                       help="measure both rates (and the batch knobs) from a run's steps.jsonl or run directory")
     tune.add_argument("--candidates", type=_int_list, help="comma-separated sizes (default: 1, 1.5, 2, 3, 4 x "
                                                            "rollout_batch_size)")
-    tune.add_argument("--steps", type=_positive_int, default=2000, help="simulated steps per candidate (default 2000)")
-    tune.add_argument("--seed", type=int, default=0)
+    tune.add_argument("--steps", type=_step_count, default=2000, help="simulated steps per candidate (default 2000)")
+    tune.add_argument("--seed", type=_seed, default=0)
     tune.add_argument("--rollout-batch-size", type=_positive_int)
     tune.add_argument("--n-samples-per-prompt", type=_positive_int)
     tune.add_argument("--global-batch-size", type=_positive_int)
@@ -51,7 +51,7 @@ def register(subparsers: Any) -> None:
                       help="target: zero-advantage fraction of the train batch (default 0.05)")
     tune.add_argument("--max-second-wave", type=_probability, default=0.05,
                       help="target: probability of a second wave (default 0.05)")
-    tune.add_argument("--jobs", type=_positive_int, default=None,
+    tune.add_argument("--jobs", type=_job_count, default=None,
                       help="candidates simulated in parallel processes (default: one per CPU)")
     tune.add_argument("--plot", metavar="OUT.html", help="also write a plotly HTML plot")
     tune.add_argument("--json", action="store_true", help="print the report as JSON instead of the table")
@@ -140,15 +140,52 @@ def _run_tune(zero: float, technical: float, args: argparse.Namespace, base: Any
             bar.close()
 
 
+MAX_STEPS = 10_000_000
+"""Most simulated steps one command accepts (100,000 take minutes)."""
+
+MAX_COUNT = 1_000_000
+"""Largest batch knob, candidate or limit accepted on the command line (groups or samples per step)."""
+
+
+def _bounded_int(text: str, *, most: int) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a positive integer; got {text!r}") from None
+    if not 1 <= value <= most:
+        raise argparse.ArgumentTypeError(f"must be a positive integer up to {most:,}; got {text}")
+    return value
+
+
 def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer; got {text!r}")
+    """A count on the command line: 1 to :data:`MAX_COUNT`."""
+    return _bounded_int(text, most=MAX_COUNT)
+
+
+def _step_count(text: str) -> int:
+    """A number of simulated steps: 1 to :data:`MAX_STEPS`."""
+    return _bounded_int(text, most=MAX_STEPS)
+
+
+def _job_count(text: str) -> int:
+    return _bounded_int(text, most=256)
+
+
+def _seed(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 0; got {text!r}") from None
+    if not 0 <= value < 2**63:
+        raise argparse.ArgumentTypeError(f"must be an integer from 0 to 2**63 - 1; got {text}")
     return value
 
 
 def _probability(text: str) -> float:
-    value = float(text)
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a probability in [0, 1]; got {text!r}") from None
     if not 0.0 <= value <= 1.0:
         raise argparse.ArgumentTypeError(f"must be a probability in [0, 1]; got {text!r}")
     return value
@@ -159,6 +196,9 @@ def _int_list(text: str) -> list[int]:
         values = [int(part) for part in text.split(",") if part.strip()]
     except ValueError:
         raise argparse.ArgumentTypeError(f"must be comma-separated integers such as 16,24,32; got {text!r}") from None
+    too_big = [v for v in values if not 1 <= v <= MAX_COUNT]
+    if too_big:
+        raise argparse.ArgumentTypeError(f"candidates must be from 1 to {MAX_COUNT:,}; got {too_big[0]}")
     if not values:
         raise argparse.ArgumentTypeError(f"needs at least one candidate; got {text!r}")
     return values

@@ -46,6 +46,9 @@ from shopsim_metrics.simulator.loop import SimulationResult, Simulator, latency_
 TUNING_LIMIT = 10**9
 """The termination limit while tuning: effectively none (``p_limit`` reports the real one)."""
 
+MAX_KNOB = 1_000_000
+"""Largest batch knob (groups, samples) the simulator accepts: beyond it a simulated step would not fit in memory."""
+
 DEFAULT_MULTIPLIERS = (1.0, 1.5, 2.0, 3.0, 4.0)
 """Default candidates: these multiples of ``rollout_batch_size`` (16 -> 16, 24, 32, 48, 64)."""
 
@@ -140,28 +143,30 @@ def measured_rates(path: str | os.PathLike) -> MeasuredRates:
     ``path`` is a ``steps.jsonl`` or the run directory holding it. The knobs in force are taken from
     the last record (so ``tune --from`` simulates the run's own batch sizes unless told otherwise).
     """
-    from shopsim_metrics.sinks.jsonl import read_steps
+    from shopsim_metrics.sinks.steps_reader import read_step_columns
 
-    records = read_steps(path)
-    return rates_of(records, source=str(path))
-
-
-def rates_of(records: Sequence[StepRecord], *, source: str = "records") -> MeasuredRates:
-    """:func:`measured_rates` over records already in memory."""
-    accepted = sum(r.accepted_group_count for r in records)
+    names = ("rollout_id", "accepted_group_count", "zero_std_group_count", "technical_group_drop_count",
+             "rollout_batch_size", "n_samples_per_prompt", "global_batch_size", "over_sampling_batch_size")
+    table = read_step_columns(path, names=names)
+    accepted = sum(v or 0 for v in table.columns["accepted_group_count"])
     if not accepted:
-        raise ValueError(f"{source}: no judged group in {len(records)} step record(s); cannot measure rates")
-    last = records[-1]
+        raise ValueError(f"{path}: no judged group in {len(table)} step record(s); cannot measure rates")
+    last = table.last_values
     return MeasuredRates(
-        zero_std_rate=sum(r.zero_std_group_count for r in records) / accepted,
-        technical_rate=sum(r.technical_group_drop_count for r in records) / accepted,
+        zero_std_rate=sum(v or 0 for v in table.columns["zero_std_group_count"]) / accepted,
+        technical_rate=sum(v or 0 for v in table.columns["technical_group_drop_count"]) / accepted,
         accepted_groups=accepted,
-        steps=len(records),
-        rollout_batch_size=last.rollout_batch_size,
-        n_samples_per_prompt=last.n_samples_per_prompt,
-        global_batch_size=last.global_batch_size,
-        over_sampling_batch_size=last.over_sampling_batch_size,
+        steps=len(table),
+        rollout_batch_size=_knob(last.get("rollout_batch_size")),
+        n_samples_per_prompt=_knob(last.get("n_samples_per_prompt")),
+        global_batch_size=_knob(last.get("global_batch_size")),
+        over_sampling_batch_size=_knob(last.get("over_sampling_batch_size")),
     )
+
+
+def _knob(value: object) -> int | None:
+    """A batch knob read from a record: a positive integer, else None (the simulator's default is used)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and 0 < value <= MAX_KNOB else None
 
 
 def summarize(size: int, result: SimulationResult, *, reference_seconds: float,

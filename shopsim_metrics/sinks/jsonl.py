@@ -12,7 +12,8 @@ step's line survives a crash. The rules of the file (see docs/training_monitorin
   when it recovers (with the number of steps held back and written late); :meth:`JsonlSink.close`
   gives held-back records a last try and logs an error naming any that are lost.
 
-:func:`read_steps` tolerates a torn last line (a crash mid-write) with one warning.
+:func:`read_steps` reads it back by the rules of the records file (bad lines skipped and counted, the
+latest record of each ``rollout_id`` wins).
 
 Example:
     >>> import tempfile, pathlib
@@ -181,53 +182,12 @@ def steps_files(run_dir: str | os.PathLike) -> list[Path]:
 
 
 def read_steps(path: str | os.PathLike) -> list[StepRecord]:
-    """Read every complete step of a ``steps.jsonl`` file, or of every records file of a run directory.
-
-    The latest record of each ``rollout_id`` wins (a resumed run writes its steps again; one warning
-    says how many earlier records were superseded); records come in the order of their latest line.
-    Given a directory, every file of :func:`steps_files` is read, oldest first. A last line that is
-    not valid JSON (torn by a crash) is skipped with a warning; a bad line in the middle of a file is
-    an error, because that is not what a crash leaves.
+    """Every step of a ``steps.jsonl`` file, or of every records file of a run directory (oldest file
+    first, :func:`steps_files`), by the rules of the records file (:mod:`shopsim_metrics.sinks.steps_reader`):
+    the latest record of each ``rollout_id`` wins (one warning says how many were superseded), records
+    sorted by ``rollout_id``; bad lines (a torn last line, another tool's line) are skipped with one
+    warning that counts them.
     """
-    path = Path(path)
-    files = steps_files(path) if path.is_dir() else [path]
-    if not files or not files[0].exists():
-        where = path / STEPS_FILE_NAME if path.is_dir() else path
-        raise FileNotFoundError(f"no step records at {where}: expected a {STEPS_FILE_NAME} written by the JSONL sink")
-    latest: dict[Any, StepRecord] = {}
-    superseded = 0
-    for file in files:
-        for record in _read_file(file):
-            key = _rollout_key(record.rollout_id)
-            if latest.pop(key, None) is not None:
-                superseded += 1
-            latest[key] = record
-    if superseded:
-        logger.warning("shopsim-metrics: %d earlier step record(s) in %s were superseded by later records "
-                       "of the same rollout_id (a resumed run); the latest of each is kept.", superseded, path)
-    return list(latest.values())
+    from shopsim_metrics.sinks.steps_reader import read_step_records
 
-
-def _rollout_key(rollout_id: Any) -> Any:
-    try:
-        hash(rollout_id)
-        return rollout_id
-    except TypeError:
-        return repr(rollout_id)
-
-
-def _read_file(path: Path) -> list[StepRecord]:
-    lines = path.read_text(encoding="utf-8").splitlines()
-    records: list[StepRecord] = []
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            data = json.loads(line)
-        except json.JSONDecodeError as exc:
-            if number == len(lines):
-                logger.warning("shopsim-metrics: skipped a torn last line (%d) of %s: %s", number, path, exc)
-                break
-            raise ValueError(f"{path}:{number} is not valid JSON ({exc}); only the last line may be torn") from exc
-        records.append(StepRecord.from_dict(data))
-    return records
+    return read_step_records(path)[0]

@@ -1,0 +1,290 @@
+"""Reading ``steps.jsonl`` by the rules of the records file, in one streaming pass.
+
+- Lines are read one at a time (bytes; a line longer than :data:`MAX_LINE_BYTES` is skipped without
+  being held in memory), so memory follows what the caller keeps, not the file's length.
+- A line that is not a step record (torn, not JSON, foreign JSON such as ``[..]``, ``"str"`` or
+  ``null``, nesting too deep to parse, binary, a per-step field that is not a number) is skipped and
+  counted; :meth:`ReadReport.warn` logs one warning for all of them.
+- The latest record of a ``rollout_id`` wins (a resumed run re-runs steps); the readers say how many
+  earlier records it superseded.
+- A file with no step record at all is an error (:class:`NoStepRecords`), naming the first bad line.
+
+:func:`read_step_columns` keeps per-step columns only (the names of :data:`COLUMN_NAMES`, plus any
+ledger the caller's ``keep_ledger`` asks for); :func:`iter_step_dicts` hands over every good record.
+
+Example:
+    >>> import tempfile, pathlib
+    >>> path = pathlib.Path(tempfile.mkdtemp()) / "steps.jsonl"
+    >>> _ = path.write_text('{"rollout_id": 0, "wave_count": 1}\\n[1, 2]\\n{"rollout_id": 0, "wave_count": 2}\\n')
+    >>> table = read_step_columns(path)
+    >>> table.rollout_ids, table.column("wave_count"), table.report.skipped_lines, table.report.superseded
+    ([0], [2], 1, 1)
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from shopsim_metrics import contract
+from shopsim_metrics.records import DecisionRow, StepRecord
+
+logger = logging.getLogger("shopsim_metrics")
+
+MAX_LINE_BYTES = 64 * 1024 * 1024
+"""A longer line is not a step record the sink writes (300 KB is a big one): skipped, never held whole."""
+
+_SCALAR_RECORD_FIELDS = tuple(
+    f.name for f in fields(StepRecord) if f.name not in ("decisions", "failed_check_counts", "slime_drop_counts")
+)
+COLUMN_NAMES: tuple[str, ...] = tuple(dict.fromkeys(("rollout_id", *_SCALAR_RECORD_FIELDS, *contract.WANDB_STEP_FIELDS)))
+"""Per-step names kept as columns: every scalar field of a step record and every per-step field of the
+contract, so a new field added to either flows through the readers without touching them."""
+
+_NUMERIC_FIELDS = frozenset(contract.WANDB_STEP_FIELDS)
+_REQUIRED_ROW_KEYS = frozenset(
+    f.name for f in fields(DecisionRow) if f.default is f.default_factory  # no default: must be present
+)
+
+
+class NoStepRecords(ValueError):
+    """The file holds no step record at all (empty, or every line bad: another tool's JSONL)."""
+
+
+@dataclass
+class ReadReport:
+    """What a read found besides the records: skipped lines and superseded records."""
+
+    path: Path
+    line_count: int = 0  # non-blank lines
+    record_count: int = 0  # good records, superseded ones included
+    skipped_lines: int = 0
+    first_skipped: str | None = None  # "line N: why"
+    superseded: int = 0  # earlier records of a rollout_id replaced by a later one
+
+    def skip(self, where: str, why: str) -> None:
+        self.skipped_lines += 1
+        if self.first_skipped is None:
+            self.first_skipped = f"{where}: {why}"
+
+    def notes(self) -> list[str]:
+        """One sentence per thing a reader should know (empty when the file was clean)."""
+        out = []
+        if self.skipped_lines:
+            out.append(f"skipped {self.skipped_lines} bad line{'s' if self.skipped_lines != 1 else ''} of "
+                       f"{self.path} (first at {self.first_skipped})")
+        if self.superseded:
+            out.append(f"{self.superseded} earlier step record(s) in {self.path} were superseded by later records "
+                       "of the same rollout_id (a resumed run); the latest of each is kept")
+        return out
+
+    def warn(self) -> None:
+        """Log each note once, as a warning."""
+        for note in self.notes():
+            logger.warning("shopsim-metrics: %s", note)
+
+    def check_not_empty(self) -> None:
+        """Raise :class:`NoStepRecords` when no line was a step record."""
+        if self.record_count:
+            return
+        if not self.line_count:
+            raise NoStepRecords(f"{self.path} holds no step record: the file is empty")
+        raise NoStepRecords(
+            f"{self.path} holds no step record of shopsim-metrics: all {self.line_count} lines are bad "
+            f"(first at {self.first_skipped}); expected the steps.jsonl the JSONL sink writes"
+        )
+
+
+def resolve_steps_path(path: str | os.PathLike) -> Path:
+    """``path`` itself, or the ``steps.jsonl`` inside it when it is a run directory; must exist."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / contract.STEPS_FILE_NAME
+    if not path.exists():
+        raise FileNotFoundError(
+            f"no step records at {path}: expected a {contract.STEPS_FILE_NAME} written by the JSONL sink")
+    if path.is_dir():
+        raise IsADirectoryError(f"{path} is a directory, not a {contract.STEPS_FILE_NAME}")
+    return path
+
+
+def resolve_steps_files(path: str | os.PathLike) -> tuple[list[Path], str]:
+    """The records files to read and how to name them: a file itself, or every records file of a run
+    directory (``steps.jsonl`` and a second writer's ``steps.<suffix>.jsonl``, oldest first)."""
+    from shopsim_metrics.sinks.jsonl import steps_files
+
+    path = Path(path)
+    if path.is_dir():
+        files = steps_files(path)
+        if not files:
+            resolve_steps_path(path)  # raises: names the missing steps.jsonl
+        return files, (str(files[0]) if len(files) == 1 else str(path / "steps*.jsonl"))
+    return [resolve_steps_path(path)], str(path)
+
+
+def record_problem(data: Any) -> str | None:
+    """Why a parsed line is not a step record, or None when it is one.
+
+    Example:
+        >>> record_problem({"rollout_id": 3}), record_problem([1]), record_problem({"wave_count": 1})
+        (None, 'a JSON list, not an object', 'no integer rollout_id')
+        >>> record_problem({"rollout_id": 1, "wave_count": "<b>"})
+        'wave_count is str, not a number'
+    """
+    if not isinstance(data, dict):
+        kind = {list: "list", str: "string", type(None): "null", bool: "boolean"}.get(type(data), "number")
+        return f"a JSON {kind}, not an object"
+    rid = data.get("rollout_id")
+    if not isinstance(rid, int) or isinstance(rid, bool):
+        return "no integer rollout_id"
+    for name in _NUMERIC_FIELDS.intersection(data):
+        value = data[name]
+        if value is not None and not isinstance(value, (int, float)):
+            return f"{name} is {type(value).__name__}, not a number"
+    decisions = data.get("decisions")
+    if decisions is not None:
+        if not isinstance(decisions, list):
+            return "decisions is not a list"
+        for row in decisions:
+            if not isinstance(row, dict) or not _REQUIRED_ROW_KEYS <= row.keys():
+                return "a decisions row is not a ledger row"
+            order = row.get("order")
+            if not isinstance(order, (int, float)) or isinstance(order, bool):
+                return "a decisions row has no numeric order"
+    return None
+
+
+def iter_step_dicts(path: str | os.PathLike, report: ReadReport | None = None) -> Iterator[dict[str, Any]]:
+    """Every good record as a dict, in file order (superseded ones included), of a file or of every
+    records file of a run directory; bad lines are counted in ``report``. Memory: one line at a time."""
+    files, name = resolve_steps_files(path)
+    report = report if report is not None else ReadReport(Path(name))
+    for file in files:
+        yield from _iter_file(file, report, prefix=f"{file.name} " if len(files) > 1 else "")
+
+
+def _iter_file(path: Path, report: ReadReport, *, prefix: str) -> Iterator[dict[str, Any]]:
+    with open(path, "rb") as fh:
+        number = 0
+        while True:
+            raw = fh.readline(MAX_LINE_BYTES)
+            if not raw:
+                break
+            number += 1
+            if len(raw) == MAX_LINE_BYTES and not raw.endswith(b"\n"):
+                while (rest := fh.readline(MAX_LINE_BYTES)) and not rest.endswith(b"\n"):
+                    pass  # drop the rest of an overlong line without holding it
+                report.line_count += 1
+                report.skip(f"{prefix}line {number}", f"longer than {MAX_LINE_BYTES} bytes")
+                continue
+            if not raw.strip():
+                continue
+            report.line_count += 1
+            try:
+                data = json.loads(raw)
+            except RecursionError:
+                report.skip(f"{prefix}line {number}", "JSON nested too deeply")
+                continue
+            except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError (binary)
+                report.skip(f"{prefix}line {number}", f"not JSON ({type(exc).__name__}: {str(exc)[:80]})")
+                continue
+            problem = record_problem(data)
+            if problem is not None:
+                report.skip(f"{prefix}line {number}", problem)
+                continue
+            report.record_count += 1
+            yield data
+
+
+def finite(value: Any) -> Any:
+    """``None`` for NaN and infinities (the record's rule: never NaN), the value otherwise."""
+    return None if isinstance(value, float) and not math.isfinite(value) else value
+
+
+LedgerKeeper = Callable[[int, dict[str, Any], list[dict[str, Any]]], None]
+"""Called with ``(rollout_id, per-step values, ledger rows)`` for each record; keeps what it wants.
+A later record of the same rollout_id calls it again: it replaces the earlier one."""
+
+
+@dataclass
+class StepColumns:
+    """Per-step columns of a run, one value per rollout_id (the latest record of each), sorted by step."""
+
+    rollout_ids: list[int]
+    columns: dict[str, list[Any]]
+    report: ReadReport
+    last_values: dict[str, Any] = field(default_factory=dict)  # the latest step's values (knobs in force)
+
+    def column(self, name: str) -> list[Any]:
+        """Values of one name over the steps (None where absent)."""
+        values = self.columns.get(name)
+        return list(values) if values is not None else [None] * len(self.rollout_ids)
+
+    def __len__(self) -> int:
+        return len(self.rollout_ids)
+
+
+def read_step_columns(
+    path: str | os.PathLike,
+    *,
+    keep_ledger: LedgerKeeper | None = None,
+    names: tuple[str, ...] = COLUMN_NAMES,
+    warn: bool = True,
+) -> StepColumns:
+    """Stream ``path`` (a file, or every records file of a run directory) into per-step columns (the
+    latest record of each rollout_id wins).
+
+    Raises :class:`NoStepRecords` when no line is a step record; logs one warning per note of the
+    :class:`ReadReport` (skipped lines, superseded records) unless ``warn`` is false.
+    """
+    report = ReadReport(Path(resolve_steps_files(path)[1]))
+    position: dict[int, int] = {}
+    columns: dict[str, list[Any]] = {name: [] for name in names if name != "rollout_id"}
+    order: list[int] = []
+    for data in iter_step_dicts(path, report):
+        rid = data["rollout_id"]
+        at = position.get(rid)
+        if at is None:
+            position[rid] = len(order)
+            order.append(rid)
+            for name, values in columns.items():
+                values.append(finite(data.get(name)))
+        else:
+            report.superseded += 1
+            for name, values in columns.items():
+                values[at] = finite(data.get(name))
+        if keep_ledger is not None:
+            keep_ledger(rid, data, data.get("decisions") or [])
+    report.check_not_empty()
+    if warn:
+        report.warn()
+    ranked = sorted(range(len(order)), key=order.__getitem__)
+    if ranked != list(range(len(order))):
+        columns = {name: [values[i] for i in ranked] for name, values in columns.items()}
+        order = [order[i] for i in ranked]
+    last = {name: values[-1] for name, values in columns.items()} if order else {}
+    return StepColumns(rollout_ids=order, columns=columns, report=report, last_values=last)
+
+
+def read_step_records(path: str | os.PathLike, *, warn: bool = True) -> tuple[list[StepRecord], ReadReport]:
+    """Every step as a :class:`StepRecord` (latest per rollout_id, sorted by it), and the report.
+
+    Holds the whole run, ledgers included: for tests and small runs; the tools use
+    :func:`read_step_columns`.
+    """
+    report = ReadReport(Path(resolve_steps_files(path)[1]))
+    by_id: dict[int, StepRecord] = {}
+    for data in iter_step_dicts(path, report):
+        record = StepRecord.from_dict(data)
+        if record.rollout_id in by_id:
+            report.superseded += 1
+        by_id[record.rollout_id] = record
+    report.check_not_empty()
+    if warn:
+        report.warn()
+    return [by_id[k] for k in sorted(by_id)], report
