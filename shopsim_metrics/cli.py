@@ -1,4 +1,4 @@
-"""The ``shopsim-metrics`` command: ``demo``, ``tune``, ``dashboard``, ``inspect`` and ``check-config``.
+"""The ``shopsim-metrics`` command: ``demo``, ``tune``, ``dashboard``, ``inspect``, ``check-config`` and ``prompts``.
 
 Each subcommand lives in the module that owns it and adds its subparser with ``register(subparsers)``.
 
@@ -16,7 +16,7 @@ import os
 import sys
 from typing import NoReturn
 
-from shopsim_metrics import config_check
+from shopsim_metrics import config_check, prompts_command
 from shopsim_metrics.dashboards import commands as dashboard_commands
 from shopsim_metrics.simulator import commands as simulator_commands
 
@@ -39,6 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     simulator_commands.register(sub)
     dashboard_commands.register(sub)
     config_check.register(sub)
+    prompts_command.register(sub)
     return parser
 
 

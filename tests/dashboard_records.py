@@ -13,6 +13,7 @@ from __future__ import annotations
 import random
 
 from shopsim_metrics import contract
+from shopsim_metrics.prompt_value import PromptValueTracker
 from shopsim_metrics.records import DecisionRow, StepRecord
 
 ROLLOUT_BATCH_SIZE, N, OVER_SAMPLING_BATCH_SIZE, GLOBAL, MAX_CONSECUTIVE_FAILED_GROUPS = 16, 8, 32, 64, 8
@@ -147,4 +148,17 @@ def make_records(steps: int = 12, *, seed: int = 7, burst_step: int = 6, termina
             ]
         rec, streak = make_step(step, kinds, rng=rng, streak=streak)
         records.append(rec)
+    add_prompt_value(records, seed=seed)
     return records
+
+
+def add_prompt_value(records: list[StepRecord], *, seed: int, prompts: int = 60) -> None:
+    """Prompt keys from a pool of ``prompts`` and tokens on every row, then the prompt-value fields."""
+    rng = random.Random(seed + 1)
+    tracker = PromptValueTracker()
+    for rec in records:
+        for row in rec.decisions:
+            row.prompt_key = f"prompt-{rng.randrange(prompts)}"
+            row.response_tokens = 100 * row.unique_rollouts
+        rec.generated_token_count = sum(row.response_tokens for row in rec.decisions)
+        tracker.observe(rec)

@@ -169,6 +169,7 @@ def dashboard_spec() -> DashboardSpec:
     """Build the project's dashboard spec (pure: same result on every call)."""
     o = OUTCOME_COLORS
     waves, signal, health = "Wave dynamics", "Learning signal", "Health and waste"
+    prompt_value = "Prompt value"
     panels = (
         Panel(
             id="outcomes",
@@ -295,12 +296,76 @@ def dashboard_spec() -> DashboardSpec:
             y_title="fraction",
             series=(Series("wasted_sample_fraction", "wasted sample fraction", color="#8c564b"),),
         ),
+        # --- prompt value over time ---
+        Panel(
+            id="zero_std_persistence",
+            title="Zero-std persistence",
+            description=(
+                "P(zero-std now | zero-std at the prompt's previous visit). Rising towards 1: zero-std is a "
+                "property of the prompt, and skipping such prompts before rollout would pay."
+            ),
+            kind="line",
+            source="steps",
+            section=prompt_value,
+            y_title="probability",
+            series=(Series("zero_std_persistence", "zero-std persistence", color="#e377c2"),),
+        ),
+        Panel(
+            id="skippable_groups",
+            title="Skippable groups: zero-std again vs spread after all",
+            description=(
+                "Revisits whose previous visit was zero-std (a skip-on-last-verdict rule would not have generated "
+                "them), split into those zero-std again (saved) and those with spread after all (signal lost), "
+                "against all judged groups."
+            ),
+            kind="line",
+            source="steps",
+            section=prompt_value,
+            y_title="groups",
+            series=(
+                Series("repeat_zero_std_group_count", "skippable, zero-std again", "bar", color=o["dropped_zero_std"]),
+                Series("skippable_spread_group_count", "skippable, spread after all", "bar", color=o["trained"]),
+                Series("accepted_group_count", "judged groups", color="#7f7f7f"),
+            ),
+        ),
+        Panel(
+            id="skippable_tokens",
+            title="Share of generated tokens a skip rule would have saved",
+            description=(
+                "Tokens of skippable groups that were zero-std again / all generated tokens, next to the share "
+                "of tokens that did not train at all."
+            ),
+            kind="line",
+            source="steps",
+            section=prompt_value,
+            y_title="fraction of generated tokens",
+            series=(
+                Series("skippable_token_fraction", "skippable, zero-std again", color="#e377c2"),
+                Series("wasted_token_fraction", "not trained (all waste)", color="#8c564b"),
+            ),
+        ),
+        Panel(
+            id="tracked_prompts",
+            title="Prompts tracked and revisited",
+            description=(
+                "Distinct prompts in the history (flattens after the first epoch, stops at the history limit) "
+                "and the groups per step that revisited a known prompt."
+            ),
+            kind="line",
+            source="steps",
+            section=prompt_value,
+            y_title="prompts / groups",
+            series=(
+                Series("tracked_prompt_count", "tracked prompts", color="#17becf"),
+                Series("revisit_group_count", "revisiting groups", color="#9467bd"),
+            ),
+        ),
     )
     return DashboardSpec(
         title="shopsim dynamic sampling",
         x_key=contract.WANDB_STEP_KEY,
         key_prefix=contract.WANDB_PREFIX,
-        sections=(waves, signal, health),
+        sections=(waves, signal, health, prompt_value),
         panels=panels,
     )
 

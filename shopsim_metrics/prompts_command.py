@@ -1,0 +1,117 @@
+"""``shopsim-metrics prompts RUN``: the prompts table from a run's records, and a skip list.
+
+The run's ``steps.jsonl`` ledger rows carry each judged group's ``prompt_key``; replaying them in
+step and judgement order through the same :class:`~shopsim_metrics.prompt_value.PromptValueTracker`
+the runtime uses (with the run's ``shopsim_prompt_history_limit``) gives the same history, so the
+printed table is the one W&B received at the end of the run (the latest record of each step wins, as
+for every reader).
+
+``--out skip.jsonl`` writes one JSON object per prompt whose last ``--min-visits`` visits (default
+:data:`DEFAULT_MIN_VISITS`) all had the same zero-std verdict, most wasted generation first::
+
+    {"prompt_key": "b2:…", "visits": 6, "zero_std_run": 4, "last_verdict": "zero_std_all_pass",
+     "verdicts": ["spread", "zero_std_all_pass", …], "wasted_tokens": 1234}
+
+so that a data pipeline can drop or down-weight those prompts.
+
+Example:
+    >>> parser = __import__("argparse").ArgumentParser(); sub = parser.add_subparsers(dest="command")
+    >>> register(sub)
+    >>> parser.parse_args(["prompts", "run", "--out", "skip.jsonl"]).min_visits
+    '2'
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any, Iterable
+
+from shopsim_metrics.prompt_history import DEFAULT_LIMIT, ZERO_STD_VERDICTS, PromptStats
+from shopsim_metrics.prompt_value import PROMPT_TABLE_COLUMNS, PROMPT_TABLE_ROWS, PromptValueTracker, table_row
+from shopsim_metrics.records import StepRecord
+
+DEFAULT_MIN_VISITS = 2
+"""A prompt enters the skip list after this many consecutive visits with the same zero-std verdict."""
+
+
+def register(sub: Any) -> None:
+    cmd = sub.add_parser("prompts", help="the prompts that wasted the most generation, from a run's steps.jsonl; "
+                                         "--out writes a skip list")
+    cmd.add_argument("run", help="a steps.jsonl file or the run directory holding it")
+    cmd.add_argument("--top", default=str(PROMPT_TABLE_ROWS), help=f"rows to print (default {PROMPT_TABLE_ROWS})")
+    cmd.add_argument("--out", default=None, help="write the skip list (JSON lines) to this file")
+    cmd.add_argument("--min-visits", default=str(DEFAULT_MIN_VISITS),
+                     help=f"consecutive equal zero-std visits that put a prompt on the skip list "
+                          f"(default {DEFAULT_MIN_VISITS})")
+    cmd.set_defaults(func=run_prompts)
+
+
+def replay(records: Iterable[StepRecord]) -> PromptValueTracker:
+    """The prompt history a run's records describe (step order, judgement order within a step)."""
+    ordered = sorted(records, key=lambda r: r.rollout_id)
+    limits = [r.prompt_history_limit for r in ordered if r.prompt_history_limit]
+    tracker = PromptValueTracker(limit=limits[-1] if limits else DEFAULT_LIMIT)
+    for record in ordered:
+        tracker.observe(record)
+    return tracker
+
+
+def skip_list(tracker: PromptValueTracker, min_visits: int) -> list[dict[str, Any]]:
+    """Prompts whose last ``min_visits`` visits had the same zero-std verdict, most wasted first."""
+    out = []
+    for stats in tracker.history.most_wasted(len(tracker.history)):
+        if stats.zero_std_run >= min_visits and stats.last_verdict in ZERO_STD_VERDICTS:
+            out.append(_skip_entry(stats, tracker.tokens_known))
+    return out
+
+
+def _skip_entry(stats: PromptStats, tokens_known: bool) -> dict[str, Any]:
+    return {"prompt_key": stats.key, "visits": stats.visits, "zero_std_run": stats.zero_std_run,
+            "last_verdict": stats.last_verdict, "verdicts": list(stats.verdicts),
+            "wasted_tokens": stats.wasted_tokens if tokens_known else None}
+
+
+def read_skip_list(path: str | Path) -> list[dict[str, Any]]:
+    """The entries of a skip list written by ``--out``."""
+    return [json.loads(line) for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def _positive(value: str, name: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise ValueError(f"{name} must be an integer >= 1; got {value!r}")
+    return number
+
+
+def run_prompts(args: argparse.Namespace) -> int:
+    from shopsim_metrics.sinks.jsonl import read_steps
+
+    top = _positive(args.top, "--top")
+    min_visits = _positive(args.min_visits, "--min-visits")
+    records = read_steps(args.run)
+    if not any(row.prompt_key is not None for record in records for row in record.decisions):
+        raise ValueError(f"{args.run}: no ledger row carries a prompt_key (records written before prompt tracking?)")
+    tracker = replay(records)
+    rows = [table_row(stats, tracker.tokens_known) for stats in tracker.history.most_wasted(top)]
+    widths = [max(len(str(c)), *(len(_cell(r[i])) for r in rows)) for i, c in enumerate(PROMPT_TABLE_COLUMNS)]
+    print("  ".join(c.ljust(w) for c, w in zip(PROMPT_TABLE_COLUMNS, widths)))
+    for row in rows:
+        print("  ".join(_cell(v).ljust(w) for v, w in zip(row, widths)))
+    print(f"{len(tracker.history)} prompts tracked over {len(records)} steps; verdicts oldest first: "
+          "S spread, P all-pass, F all-fail, O other zero-std, T technical")
+    if args.out is not None:
+        entries = skip_list(tracker, min_visits)
+        out = Path(args.out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text("".join(json.dumps(e) + "\n" for e in entries), encoding="utf-8")
+        print(f"{len(entries)} prompts with their last {min_visits} visits zero-std (same verdict) written to {out}")
+    return 0
+
+
+def _cell(value: Any) -> str:
+    return "-" if value is None else str(value)

@@ -1,0 +1,104 @@
+"""``shopsim-metrics prompts``: the table from a run's records, and the skip list round trip."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from dashboard_records import make_records
+from shopsim_metrics import contract
+from shopsim_metrics.cli import main
+from shopsim_metrics.prompts_command import read_skip_list
+from shopsim_metrics.records import StepRecord
+from shopsim_metrics.sinks import JsonlSink
+
+
+def _verdict(row) -> str:
+    if row.reason == contract.REASON_TECHNICAL:
+        return "technical"
+    if row.reason is None:
+        return "spread"
+    if not row.success_count:
+        return "zero_std_all_fail"
+    return "zero_std_all_pass" if row.success_count == row.scorable_rollouts else "zero_std_other"
+
+
+def verdicts_by_prompt(records: list[StepRecord]) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for rec in sorted(records, key=lambda r: r.rollout_id):
+        for row in sorted(rec.decisions, key=lambda r: r.order):
+            out.setdefault(row.prompt_key, []).append(_verdict(row))
+    return out
+
+
+def write_run(records: list[StepRecord], run_dir: Path) -> Path:
+    sink = JsonlSink(run_dir)
+    for rec in records:
+        sink.emit(rec)
+    sink.close()
+    return run_dir
+
+
+@pytest.mark.parametrize("k", [1, 2, 3])
+def test_skip_list_round_trips_against_the_ledger(tmp_path: Path, capsys: pytest.CaptureFixture, k: int) -> None:
+    records = make_records(steps=10, terminate=False)
+    run_dir = write_run(records, tmp_path / "run")
+    out = tmp_path / "skip.jsonl"
+    assert main(["prompts", str(run_dir), "--out", str(out), "--min-visits", str(k)]) == 0
+    entries = read_skip_list(out)
+    expected = {key: seq for key, seq in verdicts_by_prompt(records).items()
+                if len(seq) >= k and seq[-1].startswith("zero_std") and len(set(seq[-k:])) == 1}
+    assert expected, "the fixture must hold prompts that were zero-std several times in a row"
+    assert {e["prompt_key"] for e in entries} == set(expected)
+    for entry in entries:
+        seq = expected[entry["prompt_key"]]
+        assert entry["verdicts"] == seq[-8:] and entry["visits"] == len(seq) and entry["last_verdict"] == seq[-1]
+        run = 0
+        for verdict in reversed(seq):
+            if verdict != seq[-1]:
+                break
+            run += 1
+        assert entry["zero_std_run"] == run
+    wasted = [e["wasted_tokens"] for e in entries]
+    assert wasted == sorted(wasted, reverse=True)
+    printed = capsys.readouterr().out
+    assert f"{len(entries)} prompts with their last {k} visits" in printed
+    assert printed.splitlines()[0].split() == ["prompt_key", "visits", "verdicts", "zero_std_run", "zero_std_visits",
+                                               "tokens", "wasted_tokens"]
+
+
+def test_table_lists_the_most_wasted_prompts_first(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    records = make_records(steps=8, terminate=False)
+    run_dir = write_run(records, tmp_path / "run")
+    assert main(["prompts", str(run_dir), "--top", "5"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    body = [line.split() for line in lines[1:6]]
+    wasted = {}
+    for rec in records:
+        for row in rec.decisions:
+            if row.reason == contract.REASON_ZERO_STD:
+                wasted[row.prompt_key] = wasted.get(row.prompt_key, 0) + row.response_tokens
+    assert [int(cols[-1]) for cols in body] == sorted(wasted.values(), reverse=True)[:5]
+
+
+@pytest.mark.parametrize("extra", [["--min-visits", "0"], ["--top", "x"]])
+def test_bad_values_are_one_line_and_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture, extra) -> None:
+    run_dir = write_run(make_records(steps=3, terminate=False), tmp_path / "run")
+    assert main(["prompts", str(run_dir), *extra]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "prompts" in err
+
+
+def test_missing_run_and_records_without_prompt_keys_are_one_line_errors(tmp_path: Path,
+                                                                         capsys: pytest.CaptureFixture) -> None:
+    assert main(["prompts", str(tmp_path / "nowhere")]) == 2
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1
+    records = make_records(steps=2, terminate=False)
+    for rec in records:
+        for row in rec.decisions:
+            row.prompt_key = None
+    run_dir = write_run(records, tmp_path / "old")
+    assert main(["prompts", str(run_dir)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "prompt_key" in err
