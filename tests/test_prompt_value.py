@@ -247,3 +247,39 @@ def test_prompts_table_is_attached_every_n_steps() -> None:
         tracker.annotate(rec, [])
         tables.append(rec.prompt_table is not None)
     assert tables == [True, False, True, False, True]
+
+
+# --- a simulated run over a known prompt pool -------------------------------------------------------------
+
+@hsettings(max_examples=10, deadline=None)
+@given(seed=st.integers(0, 10_000), pool=st.integers(8, 60), limit=st.sampled_from([4, 20, 1_000_000]))
+def test_simulated_epochs_every_field_equals_the_ledger_computation(seed: int, pool: int, limit: int) -> None:
+    from shopsim_metrics.simulator.config import SimConfig
+    from shopsim_metrics.simulator.epochs import pool_prompt
+    from shopsim_metrics.simulator.loop import simulate
+
+    config = SimConfig(steps=8, seed=seed, prompt_pool=pool, rollout_batch_size=8, over_sampling_batch_size=16,
+                       global_batch_size=32, skill_start=-1.0, skill_end=3.0, learning_steps=4.0,
+                       partial_credit_rate=0.0, technical_rate=0.05, max_technical_streak=3)
+    records = simulate(config, extra_args={"shopsim_prompt_history_limit": limit}).records
+    pool_keys = {hash_prompt(pool_prompt(i), f"answer {i}") for i in range(pool)}
+    keys = [row.prompt_key for rec in records for row in rec.decisions]
+    assert set(keys) <= pool_keys and len(keys) > pool  # every group is a pool prompt; epochs revisit them
+    assert {rec.prompt_key_source for rec in records} == {"prompt_hash"}
+    for rec, expected in zip(records, reference_fields(records, limit)):
+        got = {name: getattr(rec, name) for name in expected}
+        assert got == pytest.approx(expected), rec.rollout_id
+        assert rec.tracked_prompt_count <= min(pool, limit)
+    if limit >= pool:  # the history remembers the whole pool: later epochs are revisits
+        assert sum(rec.revisit_group_count for rec in records) > 0
+
+
+def test_demo_run_revisits_its_pool_and_persistence_rises_once_learning_slows() -> None:
+    from shopsim_metrics.simulator.demo import DEMO_PROMPT_POOL, demo_config, persistence_by_quarter
+    from shopsim_metrics.simulator.loop import simulate
+
+    records = simulate(demo_config(steps=40, seed=0)).records
+    assert records[-1].tracked_prompt_count == DEMO_PROMPT_POOL
+    assert records[0].revisit_group_count == 0 and records[-1].revisit_group_count == records[-1].accepted_group_count
+    quarters = persistence_by_quarter(records)
+    assert quarters[1] < quarters[2] < quarters[3]  # the burst sits in the second quarter; then saturation

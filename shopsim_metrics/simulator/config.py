@@ -68,6 +68,8 @@ class SimConfig:
     partial_credit_rate: float = 0.3  # a failing sibling earns partial credit with this probability
     partial_credit_levels: tuple[float, ...] = (0.25, 0.5, 0.75)
     success_reward: float = 1.0
+    # epochs: a finite pool of prompts revisited epoch after epoch (None: a fresh prompt per group)
+    prompt_pool: int | None = None
     # rates reward model (tuning): when set, replaces the prompt model
     zero_std_rate: float | None = None
     # technical failures
@@ -101,6 +103,9 @@ class SimConfig:
         if any(not level < self.success_reward for level in self.partial_credit_levels):
             raise ValueError(f"SimConfig.partial_credit_levels must all be below success_reward "
                              f"({self.success_reward}); got {self.partial_credit_levels}")
+        if self.prompt_pool is not None and (isinstance(self.prompt_pool, bool) or not isinstance(self.prompt_pool, int)
+                                             or self.prompt_pool < 1):
+            raise ValueError(f"SimConfig.prompt_pool must be a positive integer or None; got {self.prompt_pool!r}")
         if self.max_technical_streak is not None and self.max_technical_streak < 1:
             raise ValueError(f"SimConfig.max_technical_streak must be >= 1 or None; got {self.max_technical_streak!r}")
         ShopsimSettings.from_args(self.to_args())  # the knobs are checked where the hooks check them

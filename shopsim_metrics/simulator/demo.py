@@ -7,6 +7,11 @@ groups. The burst drops enough groups to open extra over-sampling waves and buil
 technical failures that raises the WARN alert (at half the limit of 8); the simulated service
 recovers after at most 6 failures in a row, so the run is not terminated.
 
+The prompts come from a finite pool of :data:`DEMO_PROMPT_POOL` prompts revisited epoch after epoch
+(:mod:`shopsim_metrics.simulator.epochs`): as the policy learns, easy prompts saturate to all-pass and
+hard ones stay all-fail, so ``zero_std_persistence`` rises over the run once learning slows (the
+summary prints it per quarter; early steps, when nearly everything fails, are persistent too).
+
 Records go where the runtime sends them in slime: ``build_sinks`` from the settings, i.e.
 ``<out>/run/steps.jsonl`` and a standalone W&B run, offline (``WANDB_MODE=offline`` is set for the
 demo unless you set ``WANDB_MODE`` yourself; ``wandb sync <run dir>`` uploads it later). The HTML
@@ -57,6 +62,10 @@ class DemoResult:
     result: SimulationResult
 
 
+DEMO_PROMPT_POOL = 192
+"""Prompts in the demo's data set: six steps of 32 groups make one epoch."""
+
+
 def demo_config(*, steps: int = 40, seed: int = 0) -> SimConfig:
     """The demo's simulated run: slime's defaults, one burst of technical failures, and a policy that
     starts weak on hard prompts (many all-fail groups: zero-std drops and fallback early) and learns."""
@@ -65,8 +74,9 @@ def demo_config(*, steps: int = 40, seed: int = 0) -> SimConfig:
         steps=steps,
         seed=seed,
         skill_start=-3.5,
-        skill_end=1.0,
-        learning_steps=30.0,
+        skill_end=2.0,
+        learning_steps=12.0,
+        prompt_pool=DEMO_PROMPT_POOL,
         difficulty_spread=3.0,
         partial_credit_rate=0.0,
         technical_rate=0.02,
@@ -229,6 +239,26 @@ def format_steps_table(records: list[StepRecord], *, burst_step: int = -1, alert
     return "\n".join(lines)
 
 
+def persistence_by_quarter(records: list) -> list[float | None]:
+    """``zero_std_persistence`` over each quarter of the steps (repeat / skippable summed; None: no skippable).
+
+    Example:
+        >>> from shopsim_metrics.records import StepRecord
+        >>> recs = [StepRecord(rollout_id=i, skippable_group_count=4, repeat_zero_std_group_count=i) for i in range(4)]
+        >>> persistence_by_quarter(recs)
+        [0.0, 0.25, 0.5, 0.75]
+    """
+    if len(records) < 4:
+        return []
+    out: list[float | None] = []
+    for q in range(4):
+        part = records[q * len(records) // 4:(q + 1) * len(records) // 4]
+        skippable = sum(r.skippable_group_count or 0 for r in part)
+        repeat = sum(r.repeat_zero_std_group_count or 0 for r in part)
+        out.append(repeat / skippable if skippable else None)
+    return out
+
+
 def print_summary(demo: DemoResult, stream: TextIO, *, notes: list[str] | None = None) -> None:
     """The table of steps, the wave / alert / termination highlights, and where everything is."""
     result = demo.result
@@ -251,6 +281,10 @@ def print_summary(demo: DemoResult, stream: TextIO, *, notes: list[str] | None =
         worst = max(records, key=lambda r: r.max_consecutive_technical_failures)
         print(f"longest technical-failure streak: {worst.max_consecutive_technical_failures} at step "
               f"{worst.rollout_id} (limit {max_consecutive_failed_groups})", file=stream)
+    persistence = persistence_by_quarter(records)
+    if persistence:
+        print("zero-std persistence, P(zero-std now | zero-std at the prompt's last visit), per quarter of the "
+              "run: " + " -> ".join("-" if p is None else f"{p:.2f}" for p in persistence), file=stream)
     for (step, level, title), count in grouped.items():
         times = f" ({count} streaks)" if count > 1 else ""
         print(f"alert [{level}] step {step}: {title}{times}", file=stream)

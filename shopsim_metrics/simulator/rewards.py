@@ -212,9 +212,14 @@ class RatesGroupSource(_SlotSource):
 
 
 def make_group_source(config: SimConfig, rng: np.random.Generator) -> GroupSource:
-    """The drawn source the config asks for: rates model when ``zero_std_rate`` is set, else prompts."""
+    """The drawn source the config asks for: rates model when ``zero_std_rate`` is set, else prompts
+    (epochs over a finite pool when ``prompt_pool`` is set, :mod:`shopsim_metrics.simulator.epochs`)."""
     if config.zero_std_rate is not None:
         return RatesGroupSource(config, rng)
+    if config.prompt_pool is not None:
+        from shopsim_metrics.simulator.epochs import EpochPromptSource  # it builds on this module
+
+        return EpochPromptSource(config, rng)
     return PromptGroupSource(config, rng)
 
 
