@@ -66,11 +66,14 @@ class TimedJsonl(JsonlSink):
 
 
 def time_wandb_calls(timer: Timer) -> None:
-    """Count the seconds spent inside wandb's ``Run.log``, ``Run.alert`` and ``wandb.Table`` (benchmark only)."""
+    """Count the seconds spent inside wandb's ``Run.log``, ``Run.alert`` and ``wandb.Table(...)`` (benchmark only).
+
+    The methods are wrapped in place, so ``wandb.Table`` stays the class wandb's own type checks expect.
+    """
     import wandb
     from wandb.sdk.wandb_run import Run
 
-    for label, owner, name in (("log", Run, "log"), ("alert", Run, "alert"), ("table", wandb, "Table")):
+    for label, owner, name in (("log", Run, "log"), ("alert", Run, "alert"), ("table", wandb.Table, "__init__")):
         original = getattr(owner, name)
 
         def timed(*args, _original=original, _label=label, **kwargs):

@@ -104,7 +104,7 @@ def test_second_wave_times() -> None:
     clock = FakeClock()
     acc = StepAccountant(rollout_batch_size=2, over_sampling_batch_size=2, clock=clock)
     zero, spread = group([1.0] * N, [3] * N), group([0.0, 1.0, 1.0, 1.0], [1] * N)
-    # wave 1: remaining 2 -> the zero-std group is fallback (remaining <= target); a technical drop
+    # wave 1: remaining 2 -> the zero-std group is fallback (remaining <= rollout_batch_size); a technical drop
     # takes remaining to 1 and triggers wave 2 (remaining 3); the next zero-std drop, then a spread fills
     steps = [(zero, 2, 0.0), (group([1.0] * N, [9] * N, "failed"), 2, 1.0), (zero, 3, 5.0), (spread, 2, 7.0)]
     for g, remaining, t in steps:
