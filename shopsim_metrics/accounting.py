@@ -82,6 +82,7 @@ class _OpenStep:
     submitted: int = 0
     drops: int = 0
     train_len: int = 0
+    streak: int = 0  # the run's technical streak after the step's latest judgement
     max_streak: int = 0
     filled_at: int | None = None  # index of the row whose judgement filled the train batch
     hook_seconds: float = 0.0  # the project's own time inside the hooks for this step
@@ -115,17 +116,18 @@ class StepAccountant:
         self._open: _OpenStep | None = None
         self.closed: list[StepRecord] = []  # closed steps not yet emitted (read-only outside this class)
         self._last_rollout_id: int | None = None
-        self.streak = 0
-        self._streak_checks: Counter[str] = Counter()
 
     # --- judging ------------------------------------------------------------------------------
     def judge(
-        self, judgement: GroupJudgement, step: int | None, remaining: int | None, source: str = "mirror", group: Any = None
+        self, judgement: GroupJudgement, step: int | None, remaining: int | None, source: str = "mirror",
+        group: Any = None, streak: int = 0,
     ) -> str:
         """Record one judged group and return its outcome; ``remaining`` is the loop's live value before it.
 
-        Afterwards :attr:`streak` holds the technical streak and :attr:`current_rollout_id` the step.
-        Kept lean: this runs once per group on slime's rollout thread; ledger rows are built at close.
+        ``streak`` is the run's technical streak after this judgement, read from its one owner
+        (:class:`~shopsim_metrics.streak.TechnicalStreak`); the step's streak fields come from it.
+        Afterwards :attr:`current_rollout_id` is the step. Kept lean: this runs once per group on
+        slime's rollout thread; ledger rows are built at close.
         """
         with self._lock:
             state = self._open
@@ -162,14 +164,8 @@ class StepAccountant:
                 outcome = C.OUTCOME_DROPPED_TECHNICAL
                 state.drops = drops + 1
             state.rows.append((judgement, outcome, remaining, state.submitted, group, group_tokens(group), self.clock()))
-            if kind == TECHNICAL:
-                self.streak += 1
-                self._streak_checks[judgement.failed_check or "unknown"] += 1
-                if self.streak > state.max_streak:
-                    state.max_streak = self.streak
-            elif self.streak:
-                self.streak = 0
-                self._streak_checks.clear()
+            state.streak = streak
+            state.max_streak = max(state.max_streak, streak)
             return outcome
 
     @property
@@ -190,11 +186,6 @@ class StepAccountant:
                 self._open.hook_seconds += seconds
             elif self.closed:
                 self.closed[-1].filter_seconds += seconds
-
-    def streak_checks(self) -> dict[str, int]:
-        """The failed checks of the current technical streak, by name."""
-        with self._lock:
-            return dict(self._streak_checks)
 
     def _start(self, step: int | None, source: str) -> _OpenStep:
         if self._open is not None:  # a new step began without the all-samples hook closing the last one
@@ -225,6 +216,17 @@ class StepAccountant:
     def open_rollout_id(self) -> int | None:
         with self._lock:
             return self._open.rollout_id if self._open else None
+
+    def close_step_of(self, rollout_id: int) -> StepRecord | None:
+        """Close the open step only if it is ``rollout_id`` (one atomic check: the filter may be
+        opening the next step on another thread meanwhile)."""
+        with self._lock:
+            if self._open is None or self._open.rollout_id != rollout_id:
+                return None
+            state, self._open = self._open, None
+            record = self._record(state, terminated=False, stats=None, all_groups=None)
+            self.closed.append(record)
+            return record
 
     def take_closed(self) -> list[StepRecord]:
         """Hand over every closed step not yet emitted (oldest first)."""
@@ -312,7 +314,7 @@ class StepAccountant:
             reward_mean=all_stats.mean,
             train_success_rate=train_stats.rate,
             train_reward_mean=train_stats.mean,
-            consecutive_technical_failures=self.streak,
+            consecutive_technical_failures=state.streak,
             max_consecutive_technical_failures=state.max_streak,
             remaining_min=min((row.remaining_before for row in rows), default=None),
             optimizer_update_count=_ratio(train_samples, self.global_batch_size or 0),

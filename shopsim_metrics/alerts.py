@@ -2,16 +2,18 @@
 ERROR just before termination at the limit. Sinks deliver the :class:`Alert` values decided here.
 
 Example:
-    >>> policy = StreakAlertPolicy(max_consecutive_failed_groups=8)
-    >>> [policy.observe(streak=s, rollout_id=0, failed_checks={"status_failed": s}) is not None
-    ...  for s in (1, 3, 4, 5, 8)]
-    [False, False, True, False, True]
+    >>> policy, streak = StreakAlertPolicy(max_consecutive_failed_groups=8), TechnicalStreak()
+    >>> [(streak.observe("status_failed"), policy.alert_for(streak, rollout_id=0) is not None)[1]
+    ...  for _ in range(8)]
+    [False, False, False, True, False, False, False, True]
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+
+from shopsim_metrics.streak import TechnicalStreak
 
 
 @dataclass(frozen=True)
@@ -25,7 +27,12 @@ class Alert:
 
 
 class StreakAlertPolicy:
-    """Decides when a technical-failure streak deserves an alert (pure; no I/O)."""
+    """Decides which alert, if any, the technical streak deserves after a judgement.
+
+    Stateless: it reads the run's one :class:`~shopsim_metrics.streak.TechnicalStreak`. The streak
+    grows by one per technical group, so "the streak has just reached ``warn_at``" happens once per
+    streak: that is the WARN; every judgement at or past the limit gives the ERROR.
+    """
 
     def __init__(
         self,
@@ -41,30 +48,26 @@ class StreakAlertPolicy:
         self.warn_level = warn_level
         self.error_level = error_level
         self.enabled = enabled
-        self._warned_this_streak = False
 
-    def observe(self, *, streak: int, rollout_id: int | None, failed_checks: dict[str, int]) -> Alert | None:
-        """Call after every judgement with the current streak; returns the alert to send, if any."""
-        if streak == 0:
-            self._warned_this_streak = False
+    def alert_for(self, streak: TechnicalStreak, rollout_id: int | None) -> Alert | None:
+        """The alert to send after a judgement that left ``streak`` as it is, if any."""
+        limit = self.max_consecutive_failed_groups
+        if not self.enabled or streak.count == 0:
             return None
-        if not self.enabled:
-            return None
-        checks = ", ".join(f"{k}={v}" for k, v in sorted(failed_checks.items())) or "none recorded"
-        if streak >= self.max_consecutive_failed_groups:
+        checks = ", ".join(f"{k}={v}" for k, v in streak.checks.items()) or "none recorded"
+        if streak.count >= limit:
             return Alert(
                 title="shopsim: technical-failure limit reached, terminating",
-                text=(f"{streak} consecutive technical groups reached the limit {self.max_consecutive_failed_groups} at rollout step "
+                text=(f"{streak.count} consecutive technical groups reached the limit {limit} at rollout step "
                       f"{rollout_id}; failing checks: {checks}. The run is being terminated."),
                 level=self.error_level,
                 rollout_id=rollout_id,
             )
-        if streak >= self.warn_at and not self._warned_this_streak and self.warn_at < self.max_consecutive_failed_groups:
-            self._warned_this_streak = True
+        if streak.count == self.warn_at:
             return Alert(
                 title="shopsim: technical failures piling up",
-                text=(f"{streak} consecutive technical groups (limit {self.max_consecutive_failed_groups}) at rollout step {rollout_id}; "
-                      f"failing checks: {checks}. The run terminates at {self.max_consecutive_failed_groups}."),
+                text=(f"{streak.count} consecutive technical groups (limit {limit}) at rollout step {rollout_id}; "
+                      f"failing checks: {checks}. The run terminates at {limit}."),
                 level=self.warn_level,
                 rollout_id=rollout_id,
             )

@@ -155,21 +155,29 @@ def test_records_match_the_loop_and_every_identity_holds(tmp_path_factory, k):
 
 @settings(max_examples=200, deadline=None)
 @given(kinds=st.lists(st.sampled_from(["technical", "spread", "zero_std"]), min_size=1, max_size=60),
-       max_consecutive_failed_groups=st.integers(1, 10))
-def test_streak_is_the_run_of_technical_groups_and_trips_exactly_at_the_limit(kinds, max_consecutive_failed_groups):
+       steps=st.lists(st.integers(0, 2), min_size=60, max_size=60))
+def test_streak_is_the_run_of_technical_groups_and_the_records_read_it(kinds, steps):
     from shopsim_metrics.group_judgement import GroupJudgement
+    from shopsim_metrics.streak import TechnicalStreak
 
-    acc = StepAccountant(rollout_batch_size=4, over_sampling_batch_size=4,
-                         max_consecutive_failed_groups=max_consecutive_failed_groups)
-    expected = 0
+    acc = StepAccountant(rollout_batch_size=4, over_sampling_batch_size=4)
+    streak = TechnicalStreak()
+    expected, step, seen = 0, 0, {}
     for i, kind in enumerate(kinds):
-        j = GroupJudgement(kind, "status_failed" if kind == "technical" else None, i, 2, (0.0, 1.0), 1)
-        acc.judge(j, step=i // 7, remaining=None)
+        step += steps[i]  # steps only move forward; the streak carries across them
+        check = ["status_failed", "reward_missing"][i % 2] if kind == "technical" else None
+        j = GroupJudgement(kind, check, i, 2, (0.0, 1.0), 1)
+        count = streak.observe(check)
+        acc.judge(j, step=step, remaining=None, streak=count)
         expected = expected + 1 if kind == "technical" else 0
-        assert acc.streak == expected
-        assert acc.streak_checks() == ({"status_failed": expected} if expected else {})
-        if expected >= max_consecutive_failed_groups:
-            break
+        assert count == streak.count == expected
+        assert sum(streak.checks.values()) == expected
+        last, peak = seen.get(step, (0, 0))
+        seen[step] = (count, max(peak, count))
+    acc.close_step()
+    for record in acc.take_closed():
+        assert (record.consecutive_technical_failures, record.max_consecutive_technical_failures) == \
+            seen[record.rollout_id]
 
 
 @settings(max_examples=200, deadline=None)

@@ -5,6 +5,11 @@ per process, created from ``args`` on first use (:func:`get_runtime`) or explici
 :func:`configure` (the simulator, tests, notebooks). Nothing here writes on the filter's hot path
 except the rare termination record; records are emitted once per step by the log function.
 
+Two threads meet here: slime calls the filter and the all-samples hook on its rollout thread (an
+asyncio loop in a background thread) and the log function on its own. One lock orders each
+judgement with its streak and ledger row; another lets one thread at a time hand closed steps and
+alerts to the sinks, in order. The accountant guards its open and closed steps itself.
+
 Example:
     >>> from types import SimpleNamespace
     >>> from shopsim_metrics.sinks import MemorySink
@@ -33,6 +38,7 @@ from shopsim_metrics.sinks.base import SinkSet, StepSink
 from shopsim_metrics.errors import TechnicalFailureLimitExceeded
 from shopsim_metrics.group_judgement import SPREAD, TECHNICAL, GroupJudgement, judge_group
 from shopsim_metrics.settings import ShopsimSettings
+from shopsim_metrics.streak import TechnicalStreak
 from shopsimrl.slime_bridge import DynamicFilterOutput, SlimeLoopState
 from shopsimrl.wiring import missing_knobs_warning
 
@@ -40,7 +46,7 @@ logger = logging.getLogger("shopsim_metrics")
 
 
 class ShopsimRuntime:
-    """Holds what the three hooks share; every public method is safe across threads."""
+    """Holds what the three hooks share; every public method is safe across threads (see the module)."""
 
     def __init__(
         self,
@@ -65,8 +71,8 @@ class ShopsimRuntime:
             if settings.rollout_batch_size is not None
             else None
         )
-        self._streak_without_accounting = 0  # only used when rollout_batch_size is unknown
-        self._alerted_streak = 0  # the streak last shown to the alert policy
+        self.streak = TechnicalStreak()
+        """The run's technical streak: fed by every judgement, read by the records, alerts and termination."""
         self._judge_kwargs = dict(
             n_samples=settings.n_samples_per_prompt,
             reward_key=settings.reward_key,
@@ -83,8 +89,11 @@ class ShopsimRuntime:
         )
         self._explicit_sinks = sinks
         self._sinks: SinkSet | None = None
-        self._sinks_lock = threading.Lock()
+        self._sinks_lock = threading.Lock()  # builds the sinks once
+        self._judge_lock = threading.Lock()  # one judgement at a time: streak and ledger in the same order
+        self._emit_lock = threading.RLock()  # one thread at a time hands records and alerts to the sinks
         self._warned: set[str] = set()
+        self._warned_lock = threading.Lock()
 
     # --- sinks (built lazily: the filter path never builds them unless it terminates) ----------
     @property
@@ -106,64 +115,68 @@ class ShopsimRuntime:
         Raises only :class:`TechnicalFailureLimitExceeded`, after writing the terminated step.
         """
         judgement = judge_group(samples, **self._judge_kwargs)
-        self._account(judgement, samples)
+        alert, rollout_id, checks = None, None, {}
+        with self._judge_lock:
+            streak = self.streak.observe(judgement.failed_check)
+            self._account(judgement, samples, streak)
+            if streak:
+                rollout_id = self._current_rollout_id()
+                alert = self.alerts.alert_for(self.streak, rollout_id)
+                checks = self.streak.checks
+        try:
+            if alert is not None:
+                self.send_alert(alert)
+            if self.accountant is not None and self.accountant.closed:
+                self.flush()  # earlier steps that no log function emitted: write them now, not at exit
+        except Exception as exc:  # noqa: BLE001 - never let monitoring break the decision
+            self._warn_once("filter_side_effects", "shopsim-metrics: sending an alert or a record from the filter "
+                            "failed (%s: %s); the filter's decisions are unaffected.", type(exc).__name__, exc)
+        if streak >= self.settings.max_consecutive_failed_groups:
+            self._terminate(streak, rollout_id, checks)
         if judgement.kind == SPREAD:
             return DynamicFilterOutput(keep=True)
         if judgement.kind == TECHNICAL:
             return DynamicFilterOutput(keep=False, reason=C.REASON_TECHNICAL)
         return DynamicFilterOutput(keep=False, reason=C.REASON_ZERO_STD, keep_when_insufficient=True)
 
-    def _account(self, judgement: GroupJudgement, samples: Any) -> None:
-        """Record the judgement with the loop's live facts; raise the alerts / termination of a streak."""
+    def _account(self, judgement: GroupJudgement, samples: Any, streak: int) -> None:
+        """Record the judgement in the step's ledger with the loop's live facts (when accounting is on)."""
         if self.accountant is None:
-            self._track_streak_only(judgement)
             return
         try:
             remaining = self.loop_state.remaining_batch_size()
             source = self.loop_state.source if remaining is not None else "mirror"
-            self.accountant.judge(judgement, self.loop_state.rollout_step(), remaining, source, samples)
-            streak = self.accountant.streak
-            if streak or self._alerted_streak:  # alerts only look at streaks (and their end)
-                self._on_streak(streak)
-            if self.accountant.closed:
-                self.flush()  # earlier steps that no log function emitted: write them now, not at exit
-        except TechnicalFailureLimitExceeded:
-            raise
+            self.accountant.judge(judgement, self.loop_state.rollout_step(), remaining, source, samples, streak)
         except Exception as exc:  # noqa: BLE001 - never let accounting break the decision
             self._warn_once("accounting", "shopsim-metrics: accounting failed (%s: %s); the filter's decisions "
                             "are unaffected but this step's record may be incomplete.", type(exc).__name__, exc)
 
-    def _on_streak(self, streak: int) -> None:
-        self._alerted_streak = streak
-        checks = self.accountant.streak_checks()
-        rollout_id = self.accountant.current_rollout_id
-        alert = self.alerts.observe(streak=streak, rollout_id=rollout_id, failed_checks=checks)
-        if alert is not None:
-            self.send_alert(alert)
-        if streak >= self.settings.max_consecutive_failed_groups:
-            self._terminate(streak, rollout_id, checks)
-
-    def _track_streak_only(self, judgement: GroupJudgement) -> None:
-        if judgement.failed_check is None:
-            self._streak_without_accounting = 0
-            return
-        self._streak_without_accounting += 1
-        if self._streak_without_accounting >= self.settings.max_consecutive_failed_groups:
-            self._terminate(self._streak_without_accounting, self.loop_state.rollout_step(),
-                            {judgement.failed_check: self._streak_without_accounting})
+    def _current_rollout_id(self) -> int | None:
+        if self.accountant is not None:
+            return self.accountant.current_rollout_id
+        try:
+            return self.loop_state.rollout_step()
+        except Exception:  # noqa: BLE001 - only for the alert's text
+            return None
 
     def _terminate(self, streak: int, rollout_id: int | None, checks: dict[str, int]) -> None:
-        if self.accountant is not None:
-            self.accountant.close_step(terminated=True)
+        """Write the step so far (marked terminated) and end the run with the streak's failed checks."""
+        try:
+            if self.accountant is not None:
+                self.accountant.close_step(terminated=True)
             self.flush()
+        except Exception as exc:  # noqa: BLE001 - the termination itself must not be lost
+            logger.warning("shopsim-metrics: writing the terminated step failed (%s: %s)", type(exc).__name__, exc)
         raise TechnicalFailureLimitExceeded(
-            streak=streak, max_consecutive_failed_groups=self.settings.max_consecutive_failed_groups, rollout_id=rollout_id, failed_checks=checks
+            streak=streak, max_consecutive_failed_groups=self.settings.max_consecutive_failed_groups,
+            rollout_id=rollout_id, failed_checks=checks,
         )
 
     def send_alert(self, alert: Alert) -> None:
         log = logger.error if alert.level == "ERROR" else logger.warning
         log("%s: %s", alert.title, alert.text)
-        self.sinks.alert(alert)
+        with self._emit_lock:
+            self.sinks.alert(alert)
 
     # --- the all-samples hook's side ----------------------------------------------------------
     def close_step(self, all_groups: list) -> StepRecord | None:
@@ -194,38 +207,47 @@ class ShopsimRuntime:
         """
         if self.accountant is None:
             return []
-        if self.accountant.open_rollout_id() == rollout_id:
-            self.accountant.close_step()
-        records = self.accountant.take_closed()
-        for record in records:
-            if record.rollout_id == rollout_id:
-                record.rollout_seconds = read_seconds(rollout_time)
-                if started is not None:
-                    record.filter_seconds += time.perf_counter() - started
-            if record.rollout_id == rollout_id and rollout_extra_metrics is not None:
+        with self._emit_lock:
+            self.accountant.close_step_of(rollout_id)
+            records = self.accountant.take_closed()
+            for record in records:
+                self._emit_one(record, rollout_id, rollout_extra_metrics, rollout_time, started)
+        return records
+
+    def _emit_one(
+        self, record: StepRecord, rollout_id: int, rollout_extra_metrics: dict | None, rollout_time: Any,
+        started: float | None,
+    ) -> None:
+        """Add what only the log function knows (slime's time and drop counters) and emit the record."""
+        if record.rollout_id == rollout_id:
+            record.rollout_seconds = read_seconds(rollout_time)
+            if started is not None:
+                record.filter_seconds += time.perf_counter() - started
+            if rollout_extra_metrics is not None:
                 reconcile(record, rollout_extra_metrics)
                 if record.reconcile_mismatch_count:
                     self._warn_once("reconcile", "shopsim-metrics: step %s: the project's drop counts differ from "
                                     "slime's own counters %s (reported as rollout/shopsim/reconcile_mismatch_count).",
                                     record.rollout_id, record.slime_drop_counts)
-            self.sinks.emit(record)
-        return records
+        self.sinks.emit(record)
 
     def flush(self) -> None:
         """Emit closed steps that no log function picked up (termination, process exit)."""
         if self.accountant is None:
             return
-        for record in self.accountant.take_closed():
-            self.sinks.emit(record)
+        with self._emit_lock:
+            for record in self.accountant.take_closed():
+                self.sinks.emit(record)
 
     def shutdown(self) -> None:
         """Close the open step from its ledger, emit everything pending, close the sinks."""
-        if self.accountant is not None and self.accountant.open_rollout_id() is not None:
-            self.accountant.close_step()
-        self.flush()
-        self._emit_final_prompt_table()
-        if self._sinks is not None:
-            self._sinks.close()
+        with self._emit_lock:
+            if self.accountant is not None:
+                self.accountant.close_step()
+            self.flush()
+            self._emit_final_prompt_table()
+            if self._sinks is not None:
+                self._sinks.close()
 
     def _emit_final_prompt_table(self) -> None:
         """The prompts table at the end of the run (to sinks that keep tables: W&B)."""
@@ -242,9 +264,11 @@ class ShopsimRuntime:
         self.sinks.prompt_table(rows, accountant.current_rollout_id)
 
     def _warn_once(self, key: str, message: str, *args: Any) -> None:
-        if key not in self._warned:
+        with self._warned_lock:
+            if key in self._warned:
+                return
             self._warned.add(key)
-            logger.warning(message, *args)
+        logger.warning(message, *args)
 
 
 def read_seconds(value: Any) -> float | None:
