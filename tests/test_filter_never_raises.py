@@ -290,3 +290,24 @@ def test_fuzz_of_ten_thousand_groups_raises_nothing_but_the_termination():
         assert all(row.failed_check is None or row.failed_check in FAILED_CHECKS for row in record.decisions)
         for value in (record.reward_mean, record.success_rate):
             assert value is None or math.isfinite(value)
+
+
+def test_huge_rewards_keep_every_mean_finite_in_the_step_and_the_ledger(tmp_path):
+    from shopsim_metrics.sinks import JsonlSink, read_steps
+
+    memory = MemorySink()
+    state = ManualLoopState(source="huge")
+    args = make_args(rollout_batch_size=2, n_samples_per_prompt=4, over_sampling_batch_size=2)
+    slime_runtime.configure(args, sinks=[memory, JsonlSink(tmp_path)], loop_state=state)
+    state.step, state.remaining = 0, 2
+    groups = [group_of(1, [1e308, 1e308, 1e308, 0.0]), group_of(2, [1e308] * 4)]
+    for group in groups:
+        slime_runtime.fully_scored_group_filter(args, group)
+    slime_runtime.record_all_samples(args, groups, None)
+    slime_runtime.log_rollout_step(0, args, [], {}, 1.0)
+    for record in (memory.records[-1], read_steps(tmp_path)[-1]):
+        assert record.reward_mean == pytest.approx(8.75e307) and record.train_reward_mean == pytest.approx(8.75e307)
+        assert record.success_rate == 7 / 8
+        rows = record.decisions
+        assert [row.reward_mean for row in rows] == [pytest.approx(7.5e307), 1e308]
+        assert [row.reward_max for row in rows] == [1e308, 1e308]

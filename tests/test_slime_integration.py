@@ -48,25 +48,71 @@ def test_slimes_plugin_contract_tests_pass_on_our_hooks(tmp_path, contract_file)
     assert " passed" in result.stdout and "failed" not in result.stdout
 
 
+def _expected(truth: list[list[list]]) -> dict:
+    """success_rate / reward_mean over the scorable rollouts of the given groups (the contract's rules)."""
+    rewards = [reward for group in truth for scorable, reward, _ in group if scorable]
+    successes = sum(1 for group in truth for scorable, _, success in group if scorable and success)
+    return {"rate": successes / len(rewards) if rewards else None,
+            "mean": sum(rewards) / len(rewards) if rewards else None}
+
+
+def _expected_row(truth: list[list]) -> dict:
+    rewards = [reward for scorable, reward, _ in truth if scorable]
+    technical = len(rewards) < len(truth)
+    return {
+        "reason": ("shopsim_unscored_technical_group" if technical else
+                   "shopsim_zero_std_group" if max(rewards) - min(rewards) <= 1e-6 else None),
+        "unique_rollouts": len(truth),
+        "reward_min": min(rewards) if rewards else None,
+        "reward_max": max(rewards) if rewards else None,
+        "reward_mean": sum(rewards) / len(rewards) if rewards else None,
+        "success_count": sum(1 for scorable, _, success in truth if scorable and success) if rewards else None,
+    }
+
+
 def test_slimes_real_loop_matches_the_records(tmp_path):
+    """Random multi-step runs through slime's own loop: every number of the records is slime's, or
+    follows from the scripted truth of each rollout (failed, aborted, None, NaN, missing key,
+    conflicting segments, flags, fan-out, dict rewards) by the contract's rules."""
     run_dir = tmp_path / "run"
     result = subprocess.run(
         [sys.executable, str(ROOT / "tests" / "slime_real_loop_check.py"), str(run_dir)],
-        env=_env(tmp_path), capture_output=True, text=True, timeout=600,
+        env=_env(tmp_path), capture_output=True, text=True, timeout=900,
     )
     assert result.returncode == 0, result.stderr[-4000:]
     steps = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
-    assert [s["step"] for s in steps] == [0, 1, 2]
+    assert [(s["run"], s["step"]) for s in steps] == [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (1, 2),
+                                                      (2, 0), (2, 1), (2, 2), (2, 3), (3, 0), (3, 1), (3, 2)]
+    seen_checks = set()
     for step in steps:
         rec = step["record"]
-        ours = sorted(d["group_index"] for d in rec["decisions"] if d["outcome"] in ("trained", "fallback"))
-        assert ours == step["slime_train_groups"]
+        rows = rec["decisions"]
+        train = step["slime_train_groups"]
+        # slime's own results
+        assert sorted(d["group_index"] for d in rows if d["outcome"] in ("trained", "fallback")) == train
+        assert sorted(d["group_index"] for d in rows) == step["slime_all_groups"]
         assert rec["reconcile_mismatch_count"] == 0
         assert rec["loop_state_source"] == "slime" and rec["rollout_id"] == step["step"]
         for reason, key in (("shopsim_unscored_technical_group", "technical_group_drop_count"),
                             ("shopsim_zero_std_group", "zero_std_group_drop_count")):
             assert step["slime_metrics"].get(f"rollout/dynamic_filter/drop_{reason}", 0) == rec[key]
         assert rec["train_group_count"] == 16
-        assert rec["accepted_group_count"] == rec["all_samples_group_count"]
+        assert rec["accepted_group_count"] == rec["all_samples_group_count"] == len(step["slime_all_groups"])
         assert rec["submitted_group_count"] == rec["wave_count"] * 32
+        # every ledger row, technical ones included, from the truth of its rollouts
+        truth = step["truth"]
+        for row in rows:
+            expected = _expected_row(truth[str(row["group_index"])])
+            assert {key: row[key] for key in expected} == expected, row
+            assert (row["failed_check"] is not None) == (expected["reason"] == "shopsim_unscored_technical_group")
+            seen_checks.add(row["failed_check"])
+            if row["failed_check"] is not None:
+                assert row["group_index"] not in train  # a technical group never trains
+        everything = _expected(list(truth.values()))
+        trained = _expected([truth[str(gid)] for gid in train])
+        assert (rec["success_rate"], rec["reward_mean"]) == (everything["rate"], everything["mean"])
+        assert (rec["train_success_rate"], rec["train_reward_mean"]) == (trained["rate"], trained["mean"])
+        assert rec["scorable_rollout_count"] == sum(r[0] for group in truth.values() for r in group)
     assert steps[0]["record"]["wave_count"] == 2  # the scripted technical burst opened a second wave
+    assert {"status_failed", "status_aborted", "reward_missing", "reward_not_finite", "segments_disagree",
+            "metadata_unscored", "metadata_invalid", "reward_key_missing", "reward_not_numeric"} <= seen_checks
