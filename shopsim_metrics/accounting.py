@@ -77,7 +77,7 @@ class GenerationStats:
 class _OpenStep:
     rollout_id: int
     source: str
-    # (judgement, outcome, remaining_before, submitted, group, response_tokens, clock reading)
+    # (judgement, outcome, remaining_before, submitted, group, clock reading); tokens are read at close
     rows: list[tuple] = field(default_factory=list)
     submitted: int = 0
     drops: int = 0
@@ -163,7 +163,7 @@ class StepAccountant:
             else:
                 outcome = C.OUTCOME_DROPPED_TECHNICAL
                 state.drops = drops + 1
-            state.rows.append((judgement, outcome, remaining, state.submitted, group, group_tokens(group), self.clock()))
+            state.rows.append((judgement, outcome, remaining, state.submitted, group, self.clock()))
             state.streak = streak
             state.max_streak = max(state.max_streak, streak)
             return outcome
@@ -236,8 +236,8 @@ class StepAccountant:
 
     def _ledger(self, state: _OpenStep) -> list[DecisionRow]:
         rows = []
-        start = state.rows[0][6] if state.rows else 0.0
-        for order, (j, outcome, remaining, submitted, _, tokens, clock) in enumerate(state.rows, start=1):
+        start = state.rows[0][5] if state.rows else 0.0
+        for order, (j, outcome, remaining, submitted, group, clock) in enumerate(state.rows, start=1):
             technical = j.kind == TECHNICAL
             rows.append(DecisionRow(
                 order=order,
@@ -254,7 +254,7 @@ class StepAccountant:
                 failed_check=j.failed_check if technical else None,
                 scorable_rollouts=j.scorable_rollouts,
                 reward_sum=float(sum(j.rewards)),  # inf when huge rewards overflow: null in the records
-                response_tokens=tokens,
+                response_tokens=group_tokens(group),
                 judged_at=clock - start,
             ))
         return rows

@@ -134,12 +134,11 @@ def segments_by_rollout(group: Sequence[Any]) -> dict[Hashable, list[Any]]:
     """
     rollouts: dict[Hashable, list[Any]] = {}
     for item in group:
-        for sample in item if isinstance(item, (list, tuple)) else (item,):
-            key = rollout_key(sample)
-            if key in rollouts:
-                rollouts[key].append(sample)
-            else:
-                rollouts[key] = [sample]
+        if isinstance(item, (list, tuple)):  # the segments of one fanned-out rollout
+            for sample in item:
+                rollouts.setdefault(rollout_key(sample), []).append(sample)
+        else:
+            rollouts.setdefault(rollout_key(item), []).append(item)
     return rollouts
 
 
@@ -208,7 +207,8 @@ def read_rollout(
     reward: float | None = None
     success: bool | None = None
     for sample in segments:
-        check = status_check(getattr(sample, "status", None))
+        status = getattr(sample, "status", None)
+        check = _STATUS_CHECKS.get(status, "status_unknown") if type(status) is str else status_check(status)
         if check is not None:
             return None, False, check
         metadata = getattr(sample, "metadata", None)
@@ -225,11 +225,13 @@ def read_rollout(
                 success = read_flag(metadata[success_key])
                 if success is None:
                     return None, False, "metadata_invalid"
-        value, check = read_reward(getattr(sample, "reward", None), reward_key)
-        if check is not None:
-            return None, False, check
-        if value is None:
-            continue
+        value = getattr(sample, "reward", None)
+        if type(value) is not float or not math.isfinite(value):  # not the common case: read it carefully
+            value, check = read_reward(value, reward_key)
+            if check is not None:
+                return None, False, check
+            if value is None:
+                continue
         if reward is None:
             reward = value
         elif abs(value - reward) > SEGMENT_TOLERANCE:
