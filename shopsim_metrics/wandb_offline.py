@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import struct
 import subprocess
@@ -82,11 +83,11 @@ class OfflineRun:
 
 
 def find_wandb_file(run_dir: str | os.PathLike) -> Path:
-    """The ``run-<id>.wandb`` transaction log inside a run directory."""
+    """The ``run-<id>.wandb`` transaction log inside a run directory (never one linked from outside it)."""
     path = Path(run_dir)
     if path.is_file():
         return path
-    found = sorted(path.glob("*.wandb"))
+    found = sorted(p for p in path.glob("*.wandb") if inside_run_dir(path, p.name) is not None)
     if not found:
         raise FileNotFoundError(f"no .wandb transaction log in {path}: expected a W&B run directory "
                                 "such as wandb/offline-run-<date>-<id>")
@@ -167,16 +168,51 @@ def _nest_media(flat: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+MAX_TABLE_BYTES = 256 * 1024 * 1024
+"""A table file larger than this is not read (a decision table of one step is kilobytes)."""
+
+
+def inside_run_dir(run_dir: Path, relative: str) -> Path | None:
+    """``run_dir/relative`` resolved (symlinks followed), or None when it lands outside ``run_dir``.
+
+    Example:
+        >>> import tempfile
+        >>> d = Path(tempfile.mkdtemp())
+        >>> inside_run_dir(d, "files/t.json") == (d / "files/t.json").resolve()
+        True
+        >>> inside_run_dir(d, "files/../../etc/passwd"), inside_run_dir(d, "/etc/passwd")
+        (None, None)
+    """
+    base = run_dir.resolve()
+    candidate = (base / relative).resolve()
+    return candidate if candidate.is_relative_to(base) else None
+
+
 def _load_table(run_dir: Path, key: str, row: dict[str, Any], ref: dict[str, Any]) -> OfflineTable:
     columns: list[str] = []
     data: list[list[Any]] = []
-    path = run_dir / "files" / str(ref.get("path", ""))
-    if path.is_file():
-        content = json.loads(path.read_text(encoding="utf-8"))
-        columns, data = list(content.get("columns", [])), list(content.get("data", []))
-    else:
+    relative = str(ref.get("path", ""))
+    path = inside_run_dir(run_dir, os.path.join("files", relative))
+    if path is None:
+        logger.warning("shopsim-metrics: refused the table file %r of %s: it lies outside the run directory %s",
+                       relative, key, run_dir)
+    elif not path.is_file():
         logger.warning("shopsim-metrics: table file %s of %s is missing", path, key)
-    return OfflineTable(key=key, step=int(row.get("_step", -1)), row=row, columns=columns, data=data)
+    elif path.stat().st_size > MAX_TABLE_BYTES:
+        logger.warning("shopsim-metrics: table file %s of %s is larger than %d bytes; not read", path, key,
+                       MAX_TABLE_BYTES)
+    else:
+        try:
+            content = json.loads(path.read_text(encoding="utf-8"))
+            columns, data = list(content.get("columns", [])), list(content.get("data", []))
+            if not all(isinstance(c, str) for c in columns) or not all(isinstance(r, list) for r in data):
+                raise ValueError("columns must be strings and rows lists")
+        except (ValueError, RecursionError, AttributeError) as exc:
+            logger.warning("shopsim-metrics: table file %s of %s is not a W&B table (%s); skipped", path, key, exc)
+            columns, data = [], []
+    step = row.get("_step", -1)
+    return OfflineTable(key=key, step=int(step) if isinstance(step, (int, float)) and math.isfinite(step) else -1,
+                        row=row, columns=columns, data=data)
 
 
 # --- reader 1: wandb's own `wandb leet inspect --json` -------------------------------------------

@@ -55,3 +55,54 @@ def test_not_a_run_dir_says_what_was_expected(tmp_path: Path) -> None:
     (tmp_path / "run-x.wandb").write_bytes(b"garbage")
     with pytest.raises(ValueError, match="not a W&B transaction log"):
         read_offline_run(tmp_path, prefer_leet=False)
+
+
+# --- path safety: a crafted run directory never makes the reader open a file outside it ------------
+
+
+def _table_history(path: str, step: int = 3) -> list[dict]:
+    key = "rollout/shopsim/decisions"
+    item = {f"{key}._type": "table-file", f"{key}.path": path, "rollout/step": step, "_step": step}
+    return [{"type": "history", "history": {"item": item}}]
+
+
+def _table_json(rows: int) -> str:
+    import json
+
+    return json.dumps({"columns": ["order", "outcome"], "data": [[k + 1, "trained"] for k in range(rows)]})
+
+
+def test_table_paths_outside_the_run_directory_are_refused(tmp_path, caplog) -> None:
+    import logging
+
+    from shopsim_metrics.wandb_offline import _assemble
+
+    secret = tmp_path / "secret.json"
+    secret.write_text(_table_json(5))
+    run_dir = tmp_path / "wandb" / "offline-run-1"
+    (run_dir / "files" / "media" / "table").mkdir(parents=True)
+    (run_dir / "files" / "media" / "table" / "ok.json").write_text(_table_json(2))
+    (run_dir / "files" / "media" / "table" / "link.json").symlink_to(secret)
+    hostile = ["../../../secret.json", str(secret), "media/table/link.json", "media/../../../secret.json"]
+    for path in hostile:
+        with caplog.at_level(logging.WARNING, logger="shopsim_metrics"):
+            run = _assemble(_table_history(path), run_dir)
+        (table,) = run.tables["rollout/shopsim/decisions"]
+        assert table.data == [] and table.columns == [], path
+        assert "outside the run directory" in caplog.text, path
+        caplog.clear()
+    # control: a table inside the run directory is read
+    (table,) = _assemble(_table_history("media/table/ok.json"), run_dir).tables["rollout/shopsim/decisions"]
+    assert len(table.data) == 2 and table.columns == ["order", "outcome"]
+
+
+def test_a_transaction_log_linked_from_outside_is_not_read(tmp_path) -> None:
+    from shopsim_metrics.wandb_offline import find_wandb_file
+
+    outside = tmp_path / "elsewhere.wandb"
+    outside.write_bytes(b":W&B")
+    run_dir = tmp_path / "offline-run-1"
+    run_dir.mkdir()
+    (run_dir / "run-abc.wandb").symlink_to(outside)
+    with pytest.raises(FileNotFoundError, match="no .wandb transaction log"):
+        find_wandb_file(run_dir)
