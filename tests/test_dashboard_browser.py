@@ -234,3 +234,64 @@ def test_the_error_check_sees_console_errors_and_exceptions(browser: DevTools, t
     errors = browser.errors()
     assert any("console.error: boom" in e for e in errors), errors
     assert any("undefinedFunction" in e for e in errors), errors
+
+
+HOSTILE = [
+    "<!--<script>",
+    "</script><script>window.__injected = 'group_index'</script>",
+    '<img src=x onerror="window.__injected = \'img\'">',
+    "\u2028\u2029 line separators ]]> & &amp; </title>",
+]
+
+
+def _hostile_run(tmp_path: Path) -> Path:
+    """A steps.jsonl whose strings try to break out of the page: ledger fields, step fields, the path."""
+    records = make_records()
+    run = tmp_path / '<img src=x onerror="window.__injected=\'path\'">' / "run"
+    run.mkdir(parents=True)
+    lines = []
+    for rec in records:
+        data = rec.to_dict()
+        data["loop_state_source"] = HOSTILE[1]
+        for k, row in enumerate(data["decisions"]):
+            row["group_index"] = HOSTILE[k % len(HOSTILE)]
+            row["failed_check"] = HOSTILE[(k + 1) % len(HOSTILE)]
+            row["reason"] = HOSTILE[(k + 2) % len(HOSTILE)]
+        lines.append(json.dumps(data))
+    lines.insert(2, json.dumps(HOSTILE))  # a foreign line: skipped and counted
+    (run / "steps.jsonl").write_text("\n".join(lines) + "\n")
+    return run
+
+
+def test_hostile_titles_values_and_paths_draw_every_panel_and_run_no_script(browser: DevTools, tmp_path: Path) -> None:
+    run = _hostile_run(tmp_path)
+    title = "</title><script>window.__injected = 'title'</script><!--"
+    page = write_html_dashboard(run, tmp_path / "hostile.html", title=title)
+    text = page.read_text()
+    assert "<!--<script>" not in text and "</script><script>window.__injected" not in text
+    _open(browser, page)
+
+    assert browser.evaluate("typeof window.__injected") == "undefined", browser.evaluate("window.__injected")
+    assert browser.evaluate("document.title") == title
+    state = {p["id"]: p for p in browser.evaluate(_PANELS_STATE_JS)}
+    assert set(state) == {p.id for p in SPEC.panels}
+    for panel in SPEC.panels:
+        assert state[panel.id]["drawn"] and state[panel.id]["points"] > 0, (panel.id, state[panel.id])
+    # the hostile values arrive as text: in the ledger's hover labels, verbatim
+    hover = browser.evaluate("""(() => {
+      const plot = document.getElementById("plot-remaining_ledger");
+      return plot._fullData.filter(t => t.text).map(t => t.text).flat().join("\\n");
+    })()""")
+    assert "group_index: &lt;!--&lt;script&gt;" in hover
+    # the picker still redraws, and nothing ran on the way
+    browser.evaluate("""(() => {
+      const sel = document.getElementById("pick-remaining_ledger");
+      sel.value = sel.options[0].value; sel.dispatchEvent(new Event("change"));
+    })()""")
+    assert browser.evaluate("typeof window.__injected") == "undefined"
+    summary = browser.evaluate('document.querySelector(".summary").textContent')
+    assert "onerror" in summary  # the path, shown as text
+    notes = browser.evaluate('Array.from(document.querySelectorAll("p.note")).map(p => p.textContent).join(" ")')
+    assert "skipped 1 bad line" in notes
+    _screenshot(browser, "dashboard_hostile.png")
+    assert browser.errors() == [], browser.errors()

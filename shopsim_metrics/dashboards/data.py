@@ -18,28 +18,68 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
 from shopsim_metrics import contract
 from shopsim_metrics.records import StepRecord
 
-@dataclass
 class DashboardData:
-    """Per-step rows (contract names, plus ``rollout_id`` and the knobs) and the ledger of each step."""
+    """Per-step columns (contract names, plus ``rollout_id`` and the knobs) and the ledgers of some steps.
 
-    steps: list[dict[str, Any]]
-    ledgers: dict[int, list[dict[str, Any]]] | None  # None: the source has no ledger
-    source: str  # a human-readable description of where the data came from
-    ledger_note: str | None = None  # why the ledger is absent or partial, and where the full one is
+    Build it from row dicts (``steps=[{"rollout_id": 0, ...}, ...]``) or from columns
+    (``rollout_ids=[...], columns={name: [...]}``); renderers read columns, so a 100k-step run costs
+    one list per name. ``ledgers`` holds the steps a page can show (all of them for records in memory;
+    from a file, the interesting ones: see :class:`LedgerKeeper`). ``notes`` are the reader's remarks
+    (skipped lines, superseded records).
+    """
+
+    def __init__(
+        self,
+        steps: list[dict[str, Any]] | None = None,
+        ledgers: dict[int, list[dict[str, Any]]] | None = None,
+        source: str = "",
+        ledger_note: str | None = None,
+        *,
+        rollout_ids: list[int] | None = None,
+        columns: dict[str, list[Any]] | None = None,
+        notes: Iterable[str] = (),
+    ) -> None:
+        if steps is not None:
+            rows = sorted(steps, key=lambda s: int(s["rollout_id"]))
+            rollout_ids = [int(s["rollout_id"]) for s in rows]
+            names = dict.fromkeys(k for s in rows for k in s if k != "rollout_id")
+            columns = {name: [s.get(name) for s in rows] for name in names}
+        self.rollout_ids: list[int] = list(rollout_ids or [])
+        self.columns: dict[str, list[Any]] = dict(columns or {})
+        self.ledgers = ledgers
+        self.source = source
+        self.ledger_note = ledger_note
+        self.notes: list[str] = list(notes)
+
+    @property
+    def steps(self) -> list[dict[str, Any]]:
+        """The steps as row dicts (built on demand: prefer :meth:`column` for long runs)."""
+        names = list(self.columns)
+        return [{"rollout_id": rid, **{n: self.columns[n][i] for n in names}} for i, rid in enumerate(self.rollout_ids)]
 
     def step_ids(self) -> list[int]:
-        return [int(s["rollout_id"]) for s in self.steps]
+        return list(self.rollout_ids)
 
     def column(self, name: str) -> list[Any]:
         """Values of one per-step name over the steps (None where absent)."""
-        return [s.get(name) for s in self.steps]
+        if name == "rollout_id":
+            return self.step_ids()
+        values = self.columns.get(name)
+        return list(values) if values is not None else [None] * len(self.rollout_ids)
+
+    def values_at(self, step: int) -> dict[str, Any]:
+        """Every per-step value of one step (empty when the step is unknown)."""
+        try:
+            i = self.rollout_ids.index(step)
+        except ValueError:
+            return {}
+        return {name: values[i] for name, values in self.columns.items()}
 
     def ledger_steps(self) -> list[int]:
         """Steps that have at least one ledger row, in order."""
@@ -52,24 +92,107 @@ class DashboardData:
         with_rows = self.ledger_steps()
         if not with_rows:
             return None
-        waves = {int(s["rollout_id"]): s.get("wave_count") or 0 for s in self.steps}
-        multi = [k for k in with_rows if waves.get(k, 0) >= 2]
+        waves = dict(zip(self.rollout_ids, self.column("wave_count")))
+        multi = [k for k in with_rows if _number(waves.get(k)) >= 2]
         return (multi or with_rows)[-1]
 
 
-def load_dashboard_data(source: Any) -> DashboardData:
+def _number(value: Any) -> float:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0.0
+
+
+LEDGER_KINDS = ("multi-wave", "most waves", "terminated", "highest waste", "latest")
+"""Why a step's ledger is worth offering, in the order the page's step picker fills its places."""
+
+
+def ledger_kinds(values: dict[str, Any]) -> list[str]:
+    """The kinds of :data:`LEDGER_KINDS` (but ``latest``) that fit one step's per-step values.
+
+    Example:
+        >>> ledger_kinds({"wave_count": 3, "terminated": False, "wasted_sample_fraction": 0.5})
+        ['multi-wave', 'most waves', 'highest waste']
+    """
+    kinds = []
+    if _number(values.get("wave_count")) >= 2:
+        kinds += ["multi-wave", "most waves"]
+    if values.get("terminated") is True:
+        kinds.append("terminated")
+    if _number(values.get("wasted_sample_fraction")) > 0:
+        kinds.append("highest waste")
+    return kinds
+
+
+def ledger_score(kind: str, step: int, values: dict[str, Any]) -> tuple[float, int]:
+    """Higher is more worth showing: the waste for ``highest waste``, the wave count for ``most waves``,
+    the step (later first) otherwise; ties go to the later step."""
+    if kind == "highest waste":
+        return (_number(values.get("wasted_sample_fraction")), step)
+    if kind == "most waves":
+        return (_number(values.get("wave_count")), step)
+    return (float(step), step)
+
+
+class LedgerKeeper:
+    """Keeps, while a file streams by, the ledgers of at most ``per_kind`` steps of each kind of
+    :data:`LEDGER_KINDS` (with some slack), plus the ``wanted`` step: bounded memory for any run length.
+
+    A later record of a step replaces the earlier one everywhere.
+
+    Example:
+        >>> keeper = LedgerKeeper(per_kind=1)
+        >>> for step in range(10):
+        ...     keeper(step, {"wave_count": 2 if step in (3, 7) else 1}, [{"order": 1}])
+        >>> sorted(keeper.ledgers())  # both multi-wave steps, and the latest (8 is slack, pruned later)
+        [3, 7, 8, 9]
+    """
+
+    def __init__(self, *, per_kind: int = 25, wanted: int | None = None) -> None:
+        self.per_kind = per_kind
+        self.wanted = wanted
+        self._scores: dict[str, dict[int, tuple[float, int]]] = {kind: {} for kind in LEDGER_KINDS}
+        self._rows: dict[int, list[dict[str, Any]]] = {}
+
+    def __call__(self, step: int, values: dict[str, Any], rows: list[dict[str, Any]]) -> None:
+        for scores in self._scores.values():
+            scores.pop(step, None)
+        self._rows.pop(step, None)
+        if not rows:
+            return
+        kinds = [*ledger_kinds(values), "latest"]
+        for kind in kinds:
+            self._scores[kind][step] = ledger_score(kind, step, values)
+        self._rows[step] = rows
+        for kind in kinds:
+            if len(self._scores[kind]) > 2 * self.per_kind:
+                self._prune(kind)
+
+    def _prune(self, kind: str) -> None:
+        scores = self._scores[kind]
+        best = sorted(scores, key=scores.__getitem__, reverse=True)[: self.per_kind]
+        self._scores[kind] = {step: scores[step] for step in best}
+        kept = set().union(*self._scores.values())
+        for step in [s for s in self._rows if s not in kept and s != self.wanted]:
+            del self._rows[step]
+
+    def ledgers(self) -> dict[int, list[dict[str, Any]]]:
+        """The kept ledgers by step, rows in judgement order."""
+        return {step: sorted(rows, key=lambda d: _number(d.get("order"))) for step, rows in self._rows.items()}
+
+
+def load_dashboard_data(source: Any, *, ledger_step: int | None = None) -> DashboardData:
     """Load from step records, a ``steps.jsonl`` path, a run directory or a W&B offline run directory.
 
     A directory holding ``steps.jsonl`` wins over a W&B run inside it, because only the JSONL
-    record has the decision ledger.
+    record has the decision ledger. From a file, the ledgers kept are those of :class:`LedgerKeeper`
+    and the one of ``ledger_step``.
     """
     if isinstance(source, (str, os.PathLike)):
         path = Path(source)
         if path.is_file():
-            return _from_steps_file(path)
+            return _from_steps_file(path, ledger_step)
         if path.is_dir():
             if _has_steps_files(path):
-                return _from_steps_file(path)  # every records file of the run directory
+                return _from_steps_file(path, ledger_step)  # every records file of the run directory
             run_dir = find_wandb_offline_run(path)
             if run_dir is not None:
                 return from_wandb_offline_run(run_dir)
@@ -86,14 +209,18 @@ def load_dashboard_data(source: Any) -> DashboardData:
 
 
 def from_records(records: Iterable[StepRecord], *, source: str) -> DashboardData:
-    """Rows and ledgers from step records (the ledger is each record's ``decisions``)."""
+    """Rows and ledgers from step records (the ledger is each record's ``decisions``; the latest record
+    of a rollout_id wins)."""
+    latest: dict[int, StepRecord] = {}
+    for rec in records:
+        latest[rec.rollout_id] = rec
     steps: list[dict[str, Any]] = []
     ledgers: dict[int, list[dict[str, Any]]] = {}
-    for rec in sorted(records, key=lambda r: r.rollout_id):
-        row = rec.to_dict()
+    for rid in sorted(latest):
+        row = latest[rid].to_dict()
         decisions = row.pop("decisions")
         steps.append(row)
-        ledgers[rec.rollout_id] = sorted(decisions, key=lambda d: d["order"])
+        ledgers[rid] = sorted(decisions, key=lambda d: d["order"])
     return DashboardData(steps=steps, ledgers=ledgers, source=source)
 
 
@@ -103,14 +230,16 @@ def _has_steps_files(run_dir: Path) -> bool:
     return bool(steps_files(run_dir))
 
 
-def _from_steps_file(path: Path) -> DashboardData:
-    from shopsim_metrics.sinks.jsonl import read_steps, steps_files
+def _from_steps_file(path: Path, ledger_step: int | None = None) -> DashboardData:
+    """Stream a records file, or every records file of a run directory, into columns and kept ledgers."""
+    from shopsim_metrics.sinks.steps_reader import read_step_columns
 
-    if path.is_dir():  # named by its one records file, or by the pattern when a second writer left one
-        files = steps_files(path)
-        source = str(files[0]) if len(files) == 1 else str(path / "steps*.jsonl")
-        return from_records(read_steps(path), source=source)
-    return from_records(read_steps(path), source=str(path))
+    keeper = LedgerKeeper(wanted=ledger_step)
+    table = read_step_columns(path, keep_ledger=keeper)
+    return DashboardData(
+        rollout_ids=table.rollout_ids, columns=table.columns, ledgers=keeper.ledgers(),
+        source=str(table.report.path), notes=table.report.notes(),
+    )
 
 
 def find_wandb_offline_run(path: Path) -> Path | None:
@@ -119,8 +248,8 @@ def find_wandb_offline_run(path: Path) -> Path | None:
         return path
     for base in (path, path / "wandb"):
         latest = base / "latest-run"
-        if latest.is_dir() and any(latest.glob("run-*.wandb")):
-            return latest.resolve()
+        if latest.is_dir() and any(latest.glob("run-*.wandb")) and latest.resolve().is_relative_to(base.resolve()):
+            return latest.resolve()  # wandb's link to the newest run beside it; never one out of the directory
         runs = sorted(d for d in base.glob("offline-run-*") if d.is_dir() and any(d.glob("run-*.wandb")))
         if not runs:
             runs = sorted(d for d in base.glob("run-*") if d.is_dir() and any(d.glob("run-*.wandb")))

@@ -22,14 +22,24 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from shopsim_metrics import contract
-from shopsim_metrics.dashboards.data import DashboardData, load_dashboard_data
+from shopsim_metrics.dashboards.data import (
+    LEDGER_KINDS, DashboardData, ledger_kinds, ledger_score, load_dashboard_data,
+)
+from shopsim_metrics.dashboards.downsample import MAX_POINTS, mean_buckets, minmax_buckets
 from shopsim_metrics.dashboards.spec import OUTCOME_COLORS, DashboardSpec, Panel, Series, dashboard_spec
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go
 
-MAX_PICKABLE_LEDGER_STEPS = 200
-"""The ledger step picker offers at most this many steps (multi-wave steps first, then the latest)."""
+MAX_PICKABLE_LEDGER_STEPS = 100
+"""The ledger step picker offers at most this many steps: the chosen one, then multi-wave, terminated,
+highest-waste and latest steps in turn, then the most recent others."""
+
+LEDGER_PAYLOAD_BUDGET = 6_000_000
+"""Bytes of ledger figures the picker may embed: with plotly.js (~4.7 MB) the page stays under 15 MB."""
+
+MAX_TERMINATION_LINES = 20
+"""Terminated steps marked by a vertical line; beyond that, by markers on the axis (one trace)."""
 
 _PLOT_CONFIG = {"displaylogo": False, "responsive": True}
 
@@ -47,7 +57,7 @@ def write_html_dashboard(
     ``source``: step records, a ``steps.jsonl``, a run directory or a W&B offline run directory.
     ``ledger_step``: the step the ledger panel opens on (default: the latest multi-wave step).
     """
-    data = source if isinstance(source, DashboardData) else load_dashboard_data(source)
+    data = source if isinstance(source, DashboardData) else load_dashboard_data(source, ledger_step=ledger_step)
     page = render_html(data, title=title, ledger_step=ledger_step, spec=spec)
     out = Path(out_path)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -99,10 +109,13 @@ def _panel_html(panel: Panel, data: DashboardData, ledger_step: int | None) -> s
             note = f'<p class="note">{_esc(data.ledger_note or "This source has no decision ledger.")}</p>'
     else:
         fig = step_figure(panel, data)
-    div = fig.to_html(full_html=False, include_plotlyjs=False, div_id=f"plot-{panel.id}", config=_PLOT_CONFIG)
+        if len(data.rollout_ids) > MAX_POINTS:
+            note = f'<p class="note">{_esc(downsample_note(panel, len(data.rollout_ids)))}</p>'
+    div = plot_div(fig, f"plot-{panel.id}")
     keys = " ".join(panel.keys())
     return (
-        f'<section class="panel{" wide" if panel.source == "ledger" else ""}" id="panel-{panel.id}" data-panel-id="{panel.id}" data-panel-kind="{panel.kind}" '
+        f'<section class="panel{" wide" if panel.source == "ledger" else ""}" id="panel-{_esc(panel.id)}" '
+        f'data-panel-id="{_esc(panel.id)}" data-panel-kind="{_esc(panel.kind)}" '
         f'data-keys="{_esc(keys)}"{extra_attrs}>\n<h3>{_esc(panel.title)}</h3>\n'
         f'<p class="desc">{_esc(panel.description)}</p>\n{note}{picker}{div}\n</section>'
     )
@@ -117,29 +130,55 @@ def series_values(series: Series, data: DashboardData) -> list[float | None]:
 
 
 def step_figure(panel: Panel, data: DashboardData) -> "go.Figure":
-    """A per-step panel: bars (stacked for ``stacked_bar``), lines, and threshold lines."""
+    """A per-step panel: bars (stacked for ``stacked_bar``), lines, and threshold lines.
+
+    Past :data:`~shopsim_metrics.dashboards.downsample.MAX_POINTS` steps the series are downsampled for
+    drawing: stacked bars by bucket means (the stack still adds up), lines by min/max buckets.
+    """
     import plotly.graph_objects as go
 
     x = data.step_ids()
+    values = [series_values(s, data) for s in panel.series]
+    if panel.kind == "stacked_bar":
+        bucket_x, bucketed = mean_buckets(x, values)
+        drawn = [(bucket_x, v) for v in bucketed]
+    else:
+        drawn = [minmax_buckets(x, v) for v in values]
     fig = go.Figure()
-    for s in panel.series:
-        y = series_values(s, data)
+    for s, (sx, sy) in zip(panel.series, drawn):
         name = s.label
         if s.style == "bar":
-            fig.add_trace(go.Bar(x=x, y=y, name=name, marker_color=s.color, meta=s.key))
+            fig.add_trace(go.Bar(x=sx, y=sy, name=name, marker_color=s.color, meta=s.key))
         elif s.style == "threshold":
             fig.add_trace(
-                go.Scatter(x=x, y=y, name=name, mode="lines", line={"color": s.color, "dash": "dash"}, meta=s.key)
+                go.Scatter(x=sx, y=sy, name=name, mode="lines", line={"color": s.color, "dash": "dash"}, meta=s.key)
             )
         else:
-            fig.add_trace(go.Scatter(x=x, y=y, name=name, mode="lines+markers", line={"color": s.color}, meta=s.key))
+            mode = "lines+markers" if len(sx) <= 500 else "lines"
+            fig.add_trace(go.Scatter(x=sx, y=sy, name=name, mode=mode, line={"color": s.color}, meta=s.key))
     if panel.kind == "stacked_bar":
         fig.update_layout(barmode="stack")
-    for step in _terminated_steps(data):
-        fig.add_vline(x=step, line={"color": "#d62728", "dash": "dot", "width": 1})
-        fig.add_annotation(x=step, y=1, yref="paper", text="terminated", showarrow=False, font={"color": "#d62728"})
+    terminated = _terminated_steps(data)
+    if len(terminated) <= MAX_TERMINATION_LINES:
+        for step in terminated:
+            fig.add_vline(x=step, line={"color": "#d62728", "dash": "dot", "width": 1})
+            fig.add_annotation(x=step, y=1, yref="paper", text="terminated", showarrow=False, font={"color": "#d62728"})
+    else:
+        marks = terminated[:: max(1, len(terminated) // MAX_POINTS + 1)]
+        fig.add_trace(go.Scatter(x=marks, y=[0] * len(marks), name=f"terminated ({len(terminated)} steps)",
+                                 mode="markers", marker={"color": "#d62728", "symbol": "x", "size": 7}))
     _layout(fig, x_title=f"step ({contract.WANDB_STEP_KEY})", y_title=panel.y_title)
     return fig
+
+
+def downsample_note(panel: Panel, steps: int) -> str:
+    """What the page says about a downsampled panel."""
+    if panel.kind == "stacked_bar":
+        how = f"each bar is the mean of a bucket of about {steps / MAX_POINTS:.0f} steps"
+    else:
+        how = (f"each line keeps the minimum and maximum of every bucket of about {2 * steps / MAX_POINTS:.0f} "
+               "steps, so spikes stay visible")
+    return f"Downsampled for drawing: {steps:,} steps, at most {MAX_POINTS:,} points per trace; {how}."
 
 
 def ledger_figure(panel: Panel, rows: list[dict[str, Any]], *, step: int, rollout_batch_size: int | None) -> "go.Figure":
@@ -150,8 +189,8 @@ def ledger_figure(panel: Panel, rows: list[dict[str, Any]], *, step: int, rollou
     fig = go.Figure()
     fig.add_trace(
         go.Scatter(
-            x=[r[xk] for r in rows],
-            y=[r[yk] for r in rows],
+            x=[r.get(xk) for r in rows],
+            y=[r.get(yk) for r in rows],
             mode="lines",
             line={"color": "#c7c7c7", "shape": "hv"},
             name="remaining",
@@ -163,12 +202,12 @@ def ledger_figure(panel: Panel, rows: list[dict[str, Any]], *, step: int, rollou
         if not part:
             continue
         hover = [
-            "<br>".join(f"{k}: {r.get(k)}" for k in (xk, yk, mk, *panel.hover_keys) if k) for r in part
+            "<br>".join(f"{_esc(k)}: {_esc(r.get(k))}" for k in (xk, yk, mk, *panel.hover_keys) if k) for r in part
         ]
         fig.add_trace(
             go.Scatter(
-                x=[r[xk] for r in part],
-                y=[r[yk] for r in part],
+                x=[r.get(xk) for r in part],
+                y=[r.get(yk) for r in part],
                 mode="markers",
                 name=outcome,
                 marker={"color": OUTCOME_COLORS[outcome], "size": 9, "line": {"width": 0.5, "color": "#333"}},
@@ -179,10 +218,10 @@ def ledger_figure(panel: Panel, rows: list[dict[str, Any]], *, step: int, rollou
     if mk:
         previous = None
         for r in rows:
-            if previous is not None and r.get(mk) != previous:
+            if previous is not None and r.get(mk) != previous and isinstance(r.get(xk), (int, float)):
                 fig.add_vline(x=r[xk] - 0.5, line={"color": "#9467bd", "dash": "dot"})
                 fig.add_annotation(
-                    x=r[xk] - 0.5, y=1, yref="paper", text=f"{r.get(mk)} waves open", showarrow=False,
+                    x=r[xk] - 0.5, y=1, yref="paper", text=f"{_esc(r.get(mk))} waves open", showarrow=False,
                     xanchor="left", font={"color": "#9467bd"},
                 )
             previous = r.get(mk)
@@ -205,45 +244,115 @@ def _ledger_panel(panel: Panel, data: DashboardData, ledger_step: int | None) ->
             section=panel.section, y_title="groups / waves",
             series=tuple(Series(k, k, "bar" if k == "wave_count" else "line") for k in panel.step_summary),
         )
-        fig = step_figure(summary, data) if data.steps else go.Figure()
+        fig = step_figure(summary, data) if data.rollout_ids else go.Figure()
         if data.ledgers is not None:  # a ledger-capable source with no judged group yet
             fig.add_annotation(text="no judged group yet", x=0.5, y=0.5, xref="paper", yref="paper", showarrow=False)
         return fig, "", None, False
-    batch_sizes = {int(s["rollout_id"]): s.get(k) for s in data.steps for k in panel.knob_lines[:1]}
-    fig = ledger_figure(panel, data.ledgers[step], step=step, rollout_batch_size=batch_sizes.get(step))
-    choices = _pickable_steps(data, step)
-    if len(choices) <= 1:
-        return fig, "", step, True
-    figures = {}
-    for s in choices:
-        fig_json = ledger_figure(panel, data.ledgers[s], step=s, rollout_batch_size=batch_sizes.get(s)).to_plotly_json()
+    knob = panel.knob_lines[0] if panel.knob_lines else None
+
+    def batch_size(at: int) -> Any:
+        return _num(data.values_at(at).get(knob)) if knob else None
+
+    fig = ledger_figure(panel, data.ledgers[step], step=step, rollout_batch_size=batch_size(step))
+    figures: dict[str, str] = {}
+    size = 0
+    for s in pick_ledger_steps(data, step):
+        if len(figures) >= MAX_PICKABLE_LEDGER_STEPS:
+            break
+        fig_json = ledger_figure(panel, data.ledgers[s], step=s, rollout_batch_size=batch_size(s)).to_plotly_json()
         fig_json["layout"].pop("template", None)  # the same for every step: taken from the drawn plot
-        figures[str(s)] = fig_json
-    waves = {int(s["rollout_id"]): s.get("wave_count") for s in data.steps}
+        text = safe_json(fig_json)
+        if figures and size + len(text) > LEDGER_PAYLOAD_BUDGET:
+            continue  # too big for the page; a smaller step may still fit
+        figures[str(s)] = text
+        size += len(text)
+    if len(figures) <= 1:
+        return fig, "", step, True
+    choices = sorted(map(int, figures))
     options = "".join(
-        f'<option value="{s}"{" selected" if s == step else ""}>step {s} ({_waves_text(waves.get(s))})</option>'
+        f'<option value="{s}"{" selected" if s == step else ""}>{_esc(_option_text(s, data))}</option>'
         for s in choices
     )
-    payload = json.dumps(figures, separators=(",", ":"), default=_json_default).replace("</", "<\\/")
+    payload = "{" + ",".join(f"{safe_json(k)}:{v}" for k, v in figures.items()) + "}"
+    note = ""
+    if len(choices) < len(data.rollout_ids):
+        note = (f'<p class="note">The step picker offers {len(choices)} of {len(data.rollout_ids):,} steps: '
+                "multi-wave, terminated, highest waste and the latest (any other step: "
+                "<code>dashboard html --ledger-step N</code>).</p>\n")
     picker = (
-        f'<label class="picker">step: <select id="pick-{panel.id}" data-plot="plot-{panel.id}">{options}</select></label>\n'
+        f'{note}<label class="picker">step: <select id="pick-{panel.id}" data-plot="plot-{panel.id}">{options}</select></label>\n'
         f'<script type="application/json" id="ledger-data-{panel.id}">{payload}</script>\n'
         f"<script>{_PICKER_JS.replace('@ID@', panel.id)}</script>\n"
     )
     return fig, picker, step, True
 
 
-def _pickable_steps(data: DashboardData, chosen: int) -> list[int]:
-    with_rows = data.ledger_steps()
-    waves = {int(s["rollout_id"]): s.get("wave_count") or 0 for s in data.steps}
-    multi = [s for s in with_rows if waves.get(s, 0) >= 2]
-    picked = set(multi[-MAX_PICKABLE_LEDGER_STEPS // 2 :])
-    for s in reversed(with_rows):
-        if len(picked) >= MAX_PICKABLE_LEDGER_STEPS:
-            break
-        picked.add(s)
-    picked.add(chosen)
-    return sorted(picked)
+def pick_ledger_steps(data: DashboardData, chosen: int) -> list[int]:
+    """Steps with a ledger, most worth offering first: ``chosen``, then the kinds of
+    :data:`~shopsim_metrics.dashboards.data.LEDGER_KINDS` in turn (each best first), then the rest, latest first.
+    """
+    index = {rid: i for i, rid in enumerate(data.rollout_ids)}
+    cols = {n: data.columns.get(n) for n in ("wave_count", "terminated", "wasted_sample_fraction")}
+
+    def values(step: int) -> dict[str, Any]:
+        i = index.get(step)
+        return {n: (c[i] if c is not None and i is not None else None) for n, c in cols.items()}
+
+    by_kind: dict[str, list[tuple[tuple[float, int], int]]] = {kind: [] for kind in LEDGER_KINDS}
+    for step in data.ledger_steps():
+        v = values(step)
+        for kind in (*ledger_kinds(v), "latest"):
+            by_kind[kind].append((ledger_score(kind, step, v), step))
+    queues = [[step for _, step in sorted(entries)] for entries in by_kind.values()]  # best last: pop()
+    order = [chosen]
+    seen = {chosen}
+    while any(queues):
+        for queue in queues:
+            while queue:
+                step = queue.pop()
+                if step not in seen:
+                    seen.add(step)
+                    order.append(step)
+                    break
+    return order
+
+
+def _option_text(step: int, data: DashboardData) -> str:
+    values = data.values_at(step)
+    parts = [_waves_text(values.get("wave_count"))]
+    if values.get("terminated") is True:
+        parts.append("terminated")
+    waste = values.get("wasted_sample_fraction")
+    if isinstance(waste, (int, float)) and not isinstance(waste, bool):
+        parts.append(f"waste {waste:.2f}")
+    return f"step {step} ({', '.join(parts)})"
+
+
+def safe_json(value: Any) -> str:
+    """JSON that is safe inside an HTML ``<script>``: ``<``, ``>``, ``&``, U+2028 and U+2029 are escaped.
+
+    Example:
+        >>> print(safe_json({"group_index": "<!--<script>&"}))
+        {"group_index":"\\u003c!--\\u003cscript\\u003e\\u0026"}
+    """
+    from plotly.io.json import to_json_plotly
+
+    text = to_json_plotly(value)
+    return (text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+            .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
+
+
+def plot_div(fig: "go.Figure", div_id: str) -> str:
+    """The figure as a ``<div>`` drawn by ``Plotly.newPlot``, its JSON embedded safely (see :func:`safe_json`)."""
+    figure = fig.to_plotly_json()
+    payload = safe_json({"data": figure.get("data", []), "layout": figure.get("layout", {}), "config": _PLOT_CONFIG})
+    figure_id = f"{div_id}-figure"
+    return (
+        f'<div id="{_esc(div_id)}" class="plotly-graph-div" style="height:360px; width:100%;"></div>\n'
+        f'<script type="application/json" id="{_esc(figure_id)}">{payload}</script>\n'
+        f"<script>(function () {{ var f = JSON.parse(document.getElementById({safe_json(figure_id)}).textContent);"
+        f" Plotly.newPlot({safe_json(div_id)}, f.data, f.layout, f.config); }})();</script>"
+    )
 
 
 # --- page ---------------------------------------------------------------------------------------
@@ -251,18 +360,22 @@ def _pickable_steps(data: DashboardData, chosen: int) -> list[int]:
 
 def _summary_html(data: DashboardData) -> str:
     ids = data.step_ids()
-    waves = [w for w in data.column("wave_count") if w is not None]
+    waves = [w for w in data.column("wave_count") if isinstance(w, (int, float)) and not isinstance(w, bool)]
     multi = sum(1 for w in waves if w >= 2)
     terminated = _terminated_steps(data)
+    shown = ", ".join(map(str, terminated[-10:])) + (f" and {len(terminated) - 10} earlier" if len(terminated) > 10 else "")
     items = [
         ("source", data.source),
-        ("steps", f"{len(ids)}" + (f" ({ids[0]} to {ids[-1]})" if ids else "")),
+        ("steps", f"{len(ids)}" + (f" ({min(ids)} to {max(ids)})" if ids else "")),
         ("multi-wave steps", f"{multi}" + (f" (max {max(waves)} waves)" if waves else "")),
-        ("terminated", ", ".join(map(str, terminated)) if terminated else "no"),
+        ("terminated", shown if terminated else "no"),
         ("ledger", "present" if data.ledgers is not None else "absent (only in steps.jsonl)"),
     ]
+    if len(ids) > MAX_POINTS:
+        items.append(("drawing", f"downsampled to at most {MAX_POINTS:,} points per trace"))
     cells = "".join(f"<div><span>{_esc(k)}</span><b>{_esc(v)}</b></div>" for k, v in items)
-    return f'<div class="summary">{cells}</div>'
+    notes = "".join(f'<p class="note">{_esc(note)}</p>' for note in data.notes)
+    return f'<div class="summary">{cells}</div>{notes}'
 
 
 def _waves_text(count: int | None) -> str:
@@ -270,7 +383,7 @@ def _waves_text(count: int | None) -> str:
 
 
 def _terminated_steps(data: DashboardData) -> list[int]:
-    return [int(s["rollout_id"]) for s in data.steps if s.get("terminated")]
+    return [rid for rid, flag in zip(data.rollout_ids, data.column("terminated")) if flag is True or flag == 1]
 
 
 def _layout(fig: "go.Figure", *, x_title: str, y_title: str, title: str | None = None) -> None:
@@ -290,12 +403,6 @@ def _num(v: Any) -> float | None:
     if v is None or isinstance(v, bool):
         return None if v is None else float(v)
     return v
-
-
-def _json_default(obj: Any) -> Any:
-    if hasattr(obj, "tolist"):
-        return obj.tolist()
-    raise TypeError(f"cannot serialise {type(obj).__name__} for the ledger step picker")
 
 
 def _esc(text: Any) -> str:
