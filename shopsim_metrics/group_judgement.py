@@ -207,7 +207,7 @@ def read_rollout(
     reward: float | None = None
     success: bool | None = None
     for sample in segments:
-        status = getattr(sample, "status", None)
+        status = getattr(sample, "status", None)  # a plain string is looked up here, anything else in status_check
         check = _STATUS_CHECKS.get(status, "status_unknown") if type(status) is str else status_check(status)
         if check is not None:
             return None, False, check
@@ -221,10 +221,12 @@ def read_rollout(
                     return None, False, "metadata_invalid"
                 if unscored:
                     return None, False, "metadata_unscored"
-            if success is None and success_key in metadata:
-                success = read_flag(metadata[success_key])
-                if success is None:
+            if success_key in metadata:  # every segment's flag must be valid; the first one counts
+                flag = read_flag(metadata[success_key])
+                if flag is None:
                     return None, False, "metadata_invalid"
+                if success is None:
+                    success = flag
         value = getattr(sample, "reward", None)
         if type(value) is not float or not math.isfinite(value):  # not the common case: read it carefully
             value, check = read_reward(value, reward_key)

@@ -327,3 +327,13 @@ def test_group_index_is_a_plain_int_for_the_ledger():
     group[0].group_index = "five"  # not an index: None rather than an odd value in the records
     group[0].index = None
     assert judge_group(group).group_index is None
+
+
+def test_an_invalid_flag_on_a_later_segment_is_still_invalid():
+    first = SimSample(index=0, rollout_id=0, reward=1.0, metadata={"shopsim_success": True})
+    later = SimSample(index=1, rollout_id=0, reward=1.0, metadata={"shopsim_success": "yes"})
+    other = SimSample(index=2, rollout_id=1, reward=0.0)
+    assert judge_group([[first, later], [other]], n_samples=2).failed_check == "metadata_invalid"
+    later.metadata = {"shopsim_success": False}  # valid: the first segment's flag counts
+    j = judge_group([[first, later], [other]], n_samples=2)
+    assert (j.kind, j.success_count) == ("spread", 1)
