@@ -8,6 +8,10 @@ process's resident memory (``/proc/self/statm``; tracemalloc where that does not
 cross-checked with ``sys.getsizeof`` of the dict, its keys and its records.
 A second history, full at a smaller limit, measures eviction. Target: <= 200 bytes per prompt.
 
+Side by side, the cost the prompt-value fields add when a step closes (key every group from its
+prompt and label, visit the history) against the filter hook's own cost per judged group, at the
+scale configuration (2048 groups of 16 rollouts with chat prompts).
+
 Run: ``python benchmarks/bench_prompt_history.py``
 """
 
@@ -35,6 +39,48 @@ def _traced_bytes() -> int:
     if not tracemalloc.is_tracing():
         tracemalloc.start()
     return tracemalloc.get_traced_memory()[0]
+
+
+def step_cost(groups_per_step: int = 2048, n: int = 16, steps: int = 5) -> tuple[float, float]:
+    """Seconds per judged group: (filter hook with accounting, prompt-value annotation at step close)."""
+    from types import SimpleNamespace
+
+    from shopsim_metrics.loop_state import ManualLoopState
+    from shopsim_metrics.prompt_value import PromptValueTracker
+    from shopsim_metrics.records import DecisionRow, StepRecord
+    from shopsim_metrics.samples import SimSample
+    from shopsimrl import slime_runtime
+
+    groups = []
+    for g in range(groups_per_step):
+        prompt = [{"role": "system", "content": "You are a shopping agent."},
+                  {"role": "user", "content": f"shopping task {g % 1500}: find a pair of running shoes under 80 EUR"}]
+        rewards = [float(i % 2) for i in range(n)] if g % 3 else [1.0] * n
+        groups.append([SimSample(index=g * n + i, group_index=g, reward=r, prompt=prompt, label=str(g % 1500))
+                       for i, r in enumerate(rewards)])
+    args = SimpleNamespace(rollout_batch_size=1024, n_samples_per_prompt=n, over_sampling_batch_size=2048,
+                           global_batch_size=4096, reward_key=None)
+    state = ManualLoopState(source="bench")
+    slime_runtime.configure(args, sinks=[], loop_state=state)
+    filt = slime_runtime.fully_scored_group_filter
+    tracker = PromptValueTracker()
+    filter_s = annotate_s = 0.0
+    for step in range(steps):
+        state.step, state.remaining = step, 4096
+        t0 = time.perf_counter()
+        for group in groups:
+            filt(args, group)
+        filter_s += time.perf_counter() - t0
+        rows = [DecisionRow(order=i + 1, waves_open=1, group_index=i, outcome="trained",
+                            reason=None if i % 3 else "shopsim_zero_std_group", remaining_before=1, unique_rollouts=n,
+                            success_count=n, scorable_rollouts=n) for i in range(len(groups))]
+        record = StepRecord(rollout_id=step, decisions=rows)
+        t0 = time.perf_counter()
+        tracker.annotate(record, groups)
+        annotate_s += time.perf_counter() - t0
+    slime_runtime.reset_runtime()
+    judged = steps * groups_per_step
+    return filter_s / judged, annotate_s / judged
 
 
 def main() -> int:
@@ -65,6 +111,7 @@ def main() -> int:
     top = history.most_wasted(50)
     top_seconds = time.perf_counter() - t0
 
+    filter_per_group, annotate_per_group = step_cost()
     ok = per_prompt <= TARGET_BYTES and len(history) == PROMPTS and small.evicted == PROMPTS - PROMPTS // 10
     print(f"prompt history: {len(history):,} prompts tracked, {held / 2**20:.1f} MiB held")
     print(f"bytes/prompt: {per_prompt:.1f}  (target <= {TARGET_BYTES}: {'ok' if per_prompt <= TARGET_BYTES else 'MISSED'}); "
@@ -73,6 +120,10 @@ def main() -> int:
     print(f"with eviction (limit {small.limit:,}): {evict_seconds / PROMPTS * 1e6:.2f} us per visit, "
           f"{small.evicted:,} evicted")
     print(f"prompts table (50 most wasted of {len(history):,}): {top_seconds * 1e3:.0f} ms; top key {top[0].key}")
+    print(f"per judged group (2048 groups of 16, chat prompts): filter hook {filter_per_group * 1e6:.1f} us, "
+          f"prompt key + history at step close {annotate_per_group * 1e6:.1f} us "
+          f"(ratio {annotate_per_group / filter_per_group:.2f}); per scale step: "
+          f"{annotate_per_group * 2048 * 1e3:.1f} ms")
     return 0 if ok else 1
 
 

@@ -75,8 +75,7 @@ def hash_prompt(prompt: Any, label: Any = None) -> str:
         True
     """
     try:
-        text = json.dumps([prompt, label], sort_keys=True, separators=(",", ":"), ensure_ascii=False,
-                          default=_jsonable, allow_nan=True)
+        text = _ENCODER.encode([prompt, label])
     except Exception:  # noqa: BLE001 - mixed-type dict keys, cycles: the documented fallback
         try:
             text = "repr:" + repr((prompt, label))
@@ -157,3 +156,7 @@ def _jsonable(value: Any) -> Any:
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return dataclasses.asdict(value)
     return str(value)
+
+
+_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_jsonable)
+"""The canonical serialisation, built once (``json.dumps`` with arguments builds an encoder per call)."""

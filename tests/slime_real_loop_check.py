@@ -39,6 +39,18 @@ from shopsim_metrics.sinks import read_steps  # noqa: E402
 from shopsimrl import slime_runtime  # noqa: E402
 
 N = 8
+POOL = 40  # prompts revisited within and across steps: metadata keys, plain text and chat messages
+
+
+def prompt_of(pid: int) -> tuple[str, object, str | None, dict]:
+    """(kind, Sample.prompt, Sample.label, Sample.metadata) of pool prompt ``pid``."""
+    kind = ("metadata", "text", "chat")[pid % 3]
+    if kind == "chat":
+        prompt: object = [{"role": "system", "content": "shop"}, {"role": "user", "content": f"task {pid}"}]
+    else:
+        prompt = f"task {pid}"
+    metadata = {"uid": f"item-{pid}"} if kind == "metadata" else {}
+    return kind, prompt, f"label-{pid % 5}", metadata
 REWARDS = (0.0, 0.25, 0.5, 1.0)  # dyadic: sums and means are exact, so records compare with ==
 # what can go wrong with one rollout (weights: most rollouts are fine)
 BAD_KINDS = ("failed", "aborted", "none", "nan", "missing_key", "conflict", "unscored", "bad_flag")
@@ -154,6 +166,7 @@ def run(run_index: int, run_dir: str, seed: int, reward_key: str | None, fan_out
         shopsim_run_dir=run_dir,
         shopsim_max_consecutive_failed_groups=10**6,
         shopsim_wandb="off",
+        shopsim_prompt_key="uid",
         use_wandb=False,
     )
     slime_runtime.reset_runtime()  # each run is its own process-wide runtime, as in a fresh launch
@@ -172,12 +185,18 @@ def run(run_index: int, run_dir: str, seed: int, reward_key: str | None, fan_out
         for _ in range(n):
             gid = counter["next"]
             counter["next"] += 1
-            groups.append([Sample(index=gid * N + i, group_index=gid, prompt=f"p{gid}") for i in range(N)])
+            _, prompt, label, _ = prompt_of(gid % POOL)
+            groups.append([Sample(index=gid * N + i, group_index=gid, prompt=prompt, label=label) for i in range(N)])
         return groups
 
     async def scripted_generate(args, group, sampling_params, evaluation=False):
         await asyncio.sleep(0.002 * (group[0].group_index % 6))  # equal delays: several groups per batch
-        return script.fill(group, current["step"])
+        filled = script.fill(group, current["step"])
+        uid = prompt_of(group[0].group_index % POOL)[3]
+        for item in filled:  # the prompt's metadata key beside whatever flags the script set
+            for sample in item if isinstance(item, list) else [item]:
+                sample.metadata = {**sample.metadata, **uid}
+        return filled
 
     async def scripted_abort(args, rollout_id):
         state = sr.GenerateState(args)
@@ -208,6 +227,7 @@ def run(run_index: int, run_dir: str, seed: int, reward_key: str | None, fan_out
             "slime_metrics": output.metrics,
             "truth": {str(gid): script.truth[gid] for gid in judged},
             "record": record.to_dict(),
+            "prompts": {str(gid): prompt_of(gid % POOL) for gid in judged},
         }))
 
 

@@ -6,6 +6,7 @@ of it is committed here). slime's imports need the ``slime-checks`` extra: torch
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -114,5 +115,32 @@ def test_slimes_real_loop_matches_the_records(tmp_path):
         assert (rec["train_success_rate"], rec["train_reward_mean"]) == (trained["rate"], trained["mean"])
         assert rec["scorable_rollout_count"] == sum(r[0] for group in truth.values() for r in group)
     assert steps[0]["record"]["wave_count"] == 2  # the scripted technical burst opened a second wave
+    _check_prompt_value(steps)
     assert {"status_failed", "status_aborted", "reward_missing", "reward_not_finite", "segments_disagree",
             "metadata_unscored", "metadata_invalid", "reward_key_missing", "reward_not_numeric"} <= seen_checks
+
+
+def _check_prompt_value(steps: list[dict]) -> None:
+    """Prompt keys (metadata uid when present, else blake2b of the canonical JSON of [prompt, label]) and
+    the prompt-value fields, recomputed from each run's ledger rows."""
+    from shopsim_metrics.records import StepRecord
+    from tests.test_prompt_value import reference_fields
+
+    kinds = set()
+    for step in steps:
+        for row in step["record"]["decisions"]:
+            kind, prompt, label, metadata = step["prompts"][str(row["group_index"])]
+            kinds.add(kind)
+            if kind == "metadata":
+                expected = metadata["uid"]
+            else:
+                text = json.dumps([prompt, label], sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+                expected = "b2:" + hashlib.blake2b(text.encode(), digest_size=8).hexdigest()[:15]
+            assert row["prompt_key"] == expected
+        assert step["record"]["prompt_key_source"] == "mixed"
+    assert kinds == {"metadata", "text", "chat"}
+    for run in sorted({s["run"] for s in steps}):  # each run starts a fresh runtime, so a fresh history
+        records = [StepRecord.from_dict(s["record"]) for s in steps if s["run"] == run]
+        for rec, expected in zip(records, reference_fields(records, limit=1_000_000)):
+            assert {name: getattr(rec, name) for name in expected} == pytest.approx(expected), (run, rec.rollout_id)
+        assert sum(r.revisit_group_count for r in records) > 0 and records[-1].tracked_prompt_count <= 40
