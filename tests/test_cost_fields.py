@@ -169,3 +169,52 @@ def test_every_token_field_matches_the_loops_own_ground_truth(kinds: list[str], 
         assert 0.0 <= rec.first_wave_fill_seconds <= span
         assert (rec.extra_wave_seconds == 0.0) == (rec.wave_count == 1)
         assert rec.extra_wave_seconds <= span
+
+
+# --- the simulator models tokens ------------------------------------------------------------------
+def test_token_model_is_long_tailed_longer_for_hard_prompts_and_clipped() -> None:
+    np = pytest.importorskip("numpy")
+    from shopsim_metrics.simulator.tokens import TokenModel
+
+    model = TokenModel(median=500.0, sigma=0.8, slope=0.5, max_tokens=4000, seconds_per_token=0.01, tick=1.0,
+                       n=8, rng=np.random.default_rng(0))
+    easy = np.array(model.lengths([-1.0] * 2000))
+    hard = np.array(model.lengths([1.0] * 2000))
+    assert hard.mean() > 1.5 * easy.mean()  # exp(0.5 * 2) = 2.7 times the median
+    flat = easy.ravel()
+    assert flat.mean() > np.median(flat) * 1.2  # right tail: mean well above the median
+    assert hard.max() == 4000 and easy.min() >= 1  # clipped to response_length_max, never empty
+    assert model.group_ticks([[100, 250, 30], [1]]) == [3, 1]  # the slowest rollout sets the group time
+
+
+def test_simulated_groups_carry_the_lengths_that_set_their_generation_time() -> None:
+    np = pytest.importorskip("numpy")
+    from shopsim_metrics.simulator.rewards import make_group_source
+    from shopsim_metrics.simulator.tokens import TokenModel
+
+    for zero_std_rate in (None, 0.3):  # prompt model and rates model
+        config = SimConfig(zero_std_rate=zero_std_rate, seconds_per_token=0.05, latency_tick=1.0)
+        source = make_group_source(config, np.random.default_rng(1), TokenModel.from_config(config, np.random.default_rng(2)))
+        gids = range(10)
+        source.submit(gids, step=0)
+        ticks = source.generation_ticks(gids)
+        for slot, gid in enumerate(gids):
+            lengths = [s.response_length for s in source.group(gid, slot)]
+            assert min(lengths) >= 1
+            assert ticks[slot] == max(1, -(-max(lengths) * 5 // 100))  # ceil(max * 0.05)
+
+
+def test_simulated_run_records_real_looking_cost_and_a_tiny_own_time_share() -> None:
+    from shopsim_metrics.simulator.demo import demo_config, format_cost
+    from shopsim_metrics.simulator.loop import simulate
+
+    result = simulate(demo_config(steps=16, seed=0))
+    records = [r for r in result.records if not r.terminated]
+    for rec, outcome in zip(records, result.outcomes):
+        assert rec.generated_token_count > 0 and rec.train_token_count > 0
+        assert rec.rollout_seconds == outcome.rollout_time > 0
+        assert (rec.extra_wave_seconds > 0) == (rec.wave_count > 1)
+        assert rec.first_wave_fill_seconds <= rec.decisions[-1].judged_at
+    assert any(r.wave_count > 1 for r in records)  # the burst
+    assert all(r.filter_seconds > 0 for r in records)  # measured (its size is the benchmark's business)
+    assert "filter_seconds / rollout_seconds" in format_cost(records)

@@ -1,4 +1,4 @@
-"""What a simulation runs with: slime's knobs, the latency model, the reward model, failures.
+"""What a simulation runs with: slime's knobs, response tokens and latency, the reward model, failures.
 
 One frozen :class:`SimConfig` holds every input of the simulator (seeded, so a config and a seed
 give the same run). Two reward models are available:
@@ -60,6 +60,13 @@ class SimConfig:
     latency_sigma: float = 0.5  # lognormal shape
     latency_tick: float = 1.0  # completions within one tick come back in one batch (asyncio.wait)
     max_concurrent_groups: int | None = 48  # groups generating at once (None: no limit); others queue
+    # response tokens (simulator/tokens.py): lognormal per rollout, longer for hard prompts; a group
+    # takes seconds_per_token x its slowest rollout's tokens (None: the lognormal latency above instead)
+    response_length_median: float = 700.0  # tokens of a rollout of a prompt of average hardness
+    response_length_sigma: float = 0.6  # lognormal shape: the long tail of agent trajectories
+    response_length_max: int = 8192  # slime's --rollout-max-response-len
+    hard_prompt_length_slope: float = 0.3  # log-length per unit of prompt difficulty
+    seconds_per_token: float | None = 0.02
     # prompt reward model
     skill_start: float = -0.5
     skill_end: float = 1.5
@@ -88,6 +95,13 @@ class SimConfig:
         for name in ("latency_median", "latency_tick"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"SimConfig.{name} must be > 0; got {getattr(self, name)!r}")
+        if not self.response_length_median >= 1 or not self.response_length_sigma >= 0:
+            raise ValueError(f"SimConfig.response_length_median must be >= 1 and response_length_sigma >= 0; got "
+                             f"{self.response_length_median!r}, {self.response_length_sigma!r}")
+        if not isinstance(self.response_length_max, int) or self.response_length_max < 1:
+            raise ValueError(f"SimConfig.response_length_max must be a positive integer; got {self.response_length_max!r}")
+        if self.seconds_per_token is not None and not self.seconds_per_token > 0:
+            raise ValueError(f"SimConfig.seconds_per_token must be > 0 or None; got {self.seconds_per_token!r}")
         if self.max_concurrent_groups is not None and self.max_concurrent_groups < 1:
             raise ValueError(f"SimConfig.max_concurrent_groups must be >= 1 or None; got {self.max_concurrent_groups!r}")
         rates = [("technical_rate", self.technical_rate), ("partial_credit_rate", self.partial_credit_rate)]

@@ -259,6 +259,46 @@ def persistence_by_quarter(records: list) -> list[float | None]:
     return out
 
 
+def format_cost(records: list[StepRecord]) -> str:
+    """What dynamic sampling cost over the run: tokens, waste, wave time and the project's own time.
+
+    ``filter_seconds / rollout_seconds`` is the project's overhead against slime's own rollout time
+    (measured wall-clock in the hooks against simulated generation seconds in the demo).
+
+    Example:
+        >>> rec = StepRecord(rollout_id=0, generated_token_count=1000, train_token_count=800,
+        ...                  rollout_seconds=40.0, filter_seconds=0.004, first_wave_fill_seconds=30.0,
+        ...                  extra_wave_seconds=0.0)
+        >>> print(format_cost([rec]))
+        tokens per step: 1,000 generated, 800 trained on; wasted tokens 20.0% (samples: -)
+        seconds per step: 40.0 rollout, 30.0 first-wave fill, 0.0 in extra waves (0.0% of the rollout time)
+        own time: filter_seconds / rollout_seconds = 0.0100% (4.0 ms per step)
+    """
+    steps = [r for r in records if not r.terminated] or list(records)
+    if not steps:
+        return "cost: no step recorded"
+    n = len(steps)
+    generated = sum(r.generated_token_count for r in steps)
+    train = sum(r.train_token_count for r in steps)
+    samples = sum(r.accepted_sample_count for r in steps)
+    wasted_samples = f"{1 - sum(r.train_sample_count for r in steps) / samples:.1%}" if samples else "-"
+    timed = [r for r in steps if r.rollout_seconds]
+    rollout = sum(r.rollout_seconds for r in timed)
+    own = sum(r.filter_seconds for r in timed)
+    fill = sum(r.first_wave_fill_seconds or 0.0 for r in steps)
+    extra = sum(r.extra_wave_seconds or 0.0 for r in steps)
+    lines = [
+        f"tokens per step: {generated / n:,.0f} generated, {train / n:,.0f} trained on; wasted tokens "
+        f"{(1 - train / generated) if generated else 0.0:.1%} (samples: {wasted_samples})",
+        f"seconds per step: {rollout / max(len(timed), 1):.1f} rollout, {fill / n:.1f} first-wave fill, "
+        f"{extra / n:.1f} in extra waves"
+        + (f" ({sum(r.extra_wave_seconds or 0.0 for r in timed) / rollout:.1%} of the rollout time)" if rollout else ""),
+        f"own time: filter_seconds / rollout_seconds = "
+        + (f"{own / rollout:.4%} ({own / len(timed) * 1000:.1f} ms per step)" if rollout else "- (no rollout time)"),
+    ]
+    return "\n".join(lines)
+
+
 def print_summary(demo: DemoResult, stream: TextIO, *, notes: list[str] | None = None) -> None:
     """The table of steps, the wave / alert / termination highlights, and where everything is."""
     result = demo.result
@@ -292,6 +332,7 @@ def print_summary(demo: DemoResult, stream: TextIO, *, notes: list[str] | None =
         print(f"TERMINATED: {result.termination}", file=stream)
     else:
         print("not terminated: the streak stayed below the limit", file=stream)
+    print(format_cost(records), file=stream)
     print("", file=stream)
     print(f"JSONL record:   {demo.steps_path}", file=stream)
     if demo.wandb_run_dir is not None:

@@ -31,6 +31,7 @@ import numpy as np
 from shopsim_metrics.samples import SimSample
 from shopsim_metrics.simulator.config import SimConfig
 from shopsim_metrics.simulator.rewards import PromptGroupSource
+from shopsim_metrics.simulator.tokens import TokenModel
 
 
 def pool_prompt(prompt_id: int) -> object:
@@ -51,8 +52,8 @@ def pool_prompt(prompt_id: int) -> object:
 class EpochPromptSource(PromptGroupSource):
     """The prompt model over a finite pool visited epoch after epoch (see the module docstring)."""
 
-    def __init__(self, config: SimConfig, rng: np.random.Generator) -> None:
-        super().__init__(config, rng)
+    def __init__(self, config: SimConfig, rng: np.random.Generator, tokens: TokenModel | None = None) -> None:
+        super().__init__(config, rng, tokens)
         if not config.prompt_pool:
             raise ValueError(f"EpochPromptSource needs SimConfig.prompt_pool >= 1; got {config.prompt_pool!r}")
         self.pool = config.prompt_pool
@@ -67,6 +68,9 @@ class EpochPromptSource(PromptGroupSource):
         super()._forget()
         self._prompt_of.clear()  # groups of earlier steps are done: memory stays constant over a run
         self._epoch_of.clear()
+
+    def _hardness(self, gids: range) -> list[float]:
+        return [float(self.difficulty[self._prompt_of[gid]]) for gid in gids]  # a prompt's length follows it
 
     def prompt_id(self, gid: int) -> int:
         """The pool prompt group ``gid`` of the current step asked."""

@@ -43,7 +43,7 @@ class CompletionOrder(Protocol):
 
     def begin_step(self) -> None: ...
 
-    def submit(self, gids: range) -> None: ...
+    def submit(self, gids: range, ticks: list[int] | None = None) -> None: ...
 
     def next_batch(self) -> list[int]: ...
 
@@ -82,8 +82,9 @@ class LatencyCompletions:
         self._running: list[tuple[int, int]] = []  # heap of (finish tick, gid)
         self._queued: deque[tuple[int, int]] = deque()  # (gid, duration in ticks)
 
-    def submit(self, gids: range) -> None:
-        durations = self.model.ticks(len(gids))
+    def submit(self, gids: range, ticks: list[int] | None = None) -> None:
+        """Queue a wave; ``ticks``: each group's generation time (from its tokens), else the latency model's."""
+        durations = ticks if ticks is not None else self.model.ticks(len(gids))
         self._queued.extend(zip(gids, durations))
         self._start()
 
@@ -136,7 +137,7 @@ class ScriptedCompletions:
         self._pending: list[int] = []
         self._batches = 0
 
-    def submit(self, gids: range) -> None:
+    def submit(self, gids: range, ticks: list[int] | None = None) -> None:
         self._pending.extend(gids)
 
     def next_batch(self) -> list[int]:

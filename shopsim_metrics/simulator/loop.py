@@ -40,6 +40,7 @@ from shopsim_metrics.records import StepRecord
 from shopsim_metrics.simulator.config import SimConfig
 from shopsim_metrics.simulator.latency import CompletionOrder, LatencyCompletions, LatencyModel
 from shopsim_metrics.simulator.rewards import GroupSource, flatten, make_group_source
+from shopsim_metrics.simulator.tokens import TokenModel
 from shopsim_metrics.sinks.base import MemorySink, StepSink
 from shopsim_metrics.errors import TechnicalFailureLimitExceeded
 
@@ -110,8 +111,10 @@ class SimulatedSlimeLoop:
         all_samples_fn: Hook | None | str = ALL_SAMPLES_PATH,
         log_fn: Hook | None | str = LOG_PATH,
         loop_state: ManualLoopState | None = None,
+        token_timing: bool = True,
     ) -> None:
         self.args = args
+        self.token_timing = token_timing  # a group takes as long as its slowest rollout's tokens (when the source says)
         self.rollout_batch_size: int = args.rollout_batch_size
         self.over_sampling_batch_size: int = getattr(args, "over_sampling_batch_size", None) or self.rollout_batch_size
         self.source = source
@@ -144,7 +147,8 @@ class SimulatedSlimeLoop:
                 gids = range(self._next_id, self._next_id + over_sampling_batch_size)
                 self._next_id += over_sampling_batch_size
                 source.submit(gids, rollout_id)
-                completions.submit(gids)
+                generation_ticks = getattr(source, "generation_ticks", None) if self.token_timing else None
+                completions.submit(gids, generation_ticks(gids) if generation_ticks is not None else None)
                 remaining += over_sampling_batch_size
                 submitted += over_sampling_batch_size
                 waves += 1
@@ -216,6 +220,18 @@ def latency_model(config: SimConfig, rng: np.random.Generator) -> LatencyModel:
     return LatencyModel(median=config.latency_median, sigma=config.latency_sigma, tick=config.latency_tick, rng=rng)
 
 
+def token_rng(seed: int) -> np.random.Generator:
+    """The generator of response lengths: a fourth stream of the seed, so rewards draw as before."""
+    return np.random.default_rng(np.random.SeedSequence(seed).spawn(4)[3])
+
+
+def wave_time_model(config: SimConfig, rng: np.random.Generator) -> LatencyModel | TokenModel:
+    """What a group's generation time follows: its tokens (``seconds_per_token``), else the latency model."""
+    if config.seconds_per_token:
+        return TokenModel.from_config(config, rng)
+    return latency_model(config, rng)
+
+
 class Simulator:
     """Runs a :class:`SimConfig` through the project's real hooks; deterministic for a seed.
 
@@ -262,7 +278,8 @@ class Simulator:
 
             sinks = build_sinks(ShopsimSettings.from_args(self.args))
         latency_rng, reward_rng, _ = rng_streams(self.config.seed)  # fresh streams: every run is the same
-        source = self.source or make_group_source(self.config, reward_rng)
+        source = self.source or make_group_source(self.config, reward_rng,
+                                                  TokenModel.from_config(self.config, token_rng(self.config.seed)))
         completions = self.completions or LatencyCompletions(latency_model(self.config, latency_rng),
                                                              self.config.max_concurrent_groups)
         state = ManualLoopState(source="simulator")
@@ -271,6 +288,7 @@ class Simulator:
         loop = SimulatedSlimeLoop(
             self.args, source=source, completions=completions, loop_state=state,
             all_samples_fn=ALL_SAMPLES_PATH if self.all_samples_hook else None,
+            token_timing=self.completions is None,  # explicit completion orders keep their own timing
         )
         result = SimulationResult(config=self.config, records=memory.records, alerts=memory.alerts)
         started = time.perf_counter()

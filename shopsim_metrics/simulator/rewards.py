@@ -34,6 +34,7 @@ import numpy as np
 
 from shopsim_metrics.samples import SimSample
 from shopsim_metrics.simulator.config import SimConfig
+from shopsim_metrics.simulator.tokens import TokenModel
 
 TECHNICAL_KINDS = ("status_failed", "reward_missing", "metadata_unscored")
 """How a simulated technical group is broken (each maps to the filter's failed check of that name)."""
@@ -72,9 +73,11 @@ class FactoryGroupSource:
 class _SlotSource:
     """Reusable sample slots plus the technical-streak cap shared by the drawn sources."""
 
-    def __init__(self, config: SimConfig, rng: np.random.Generator) -> None:
+    def __init__(self, config: SimConfig, rng: np.random.Generator, tokens: TokenModel | None = None) -> None:
         self.config = config
         self.rng = rng
+        self.tokens = tokens  # response lengths (and generation time) per rollout; None: lengths stay 0
+        self._lengths: dict[int, list[int]] = {}  # gid -> response lengths drawn at submission
         self.n = config.n_samples_per_prompt
         self._slots: list[list[SimSample]] = []
         self._broken: list[SimSample | None] = []  # per slot: the sibling a technical group broke
@@ -86,10 +89,13 @@ class _SlotSource:
     def submit(self, gids: range, step: int) -> None:
         if step != self._step:
             self._draws.clear()  # groups of earlier steps were aborted: forget them
+            self._lengths.clear()
             self._forget()
         self._step = step
         self._technical_rate = self.config.technical_rate_at(step)
         self._prepare(gids, step)
+        if self.tokens is not None:
+            self._lengths.update(zip(gids, self.tokens.lengths(self._hardness(gids))))
         rows = self.rng.random((len(gids), 3 + 2 * self.n)).tolist()
         self._draws.update(zip(gids, rows))
 
@@ -98,6 +104,16 @@ class _SlotSource:
 
     def _forget(self) -> None:
         """Drop per-prompt properties of aborted groups (a new step began)."""
+
+    def _hardness(self, gids: range) -> list[float]:
+        """How hard each prompt is, for its response lengths (drawn when the reward model has none)."""
+        return self.tokens.hardness(len(gids)) if self.tokens is not None else [0.0] * len(gids)
+
+    def generation_ticks(self, gids: range) -> list[int] | None:
+        """Each submitted group's generation time in ticks: its slowest rollout's tokens (None: no token model)."""
+        if self.tokens is None or not self.config.seconds_per_token:
+            return None
+        return self.tokens.group_ticks([self._lengths[gid] for gid in gids])
 
     def _slot(self, gid: int, slot: int) -> list[SimSample]:
         slots = self._slots
@@ -123,6 +139,10 @@ class _SlotSource:
         cap = self.config.max_technical_streak
         technical = u[0] < rate and (cap is None or self._streak < cap)
         self._fill(group, gid, u)
+        lengths = self._lengths.pop(gid, None)
+        if lengths is not None:
+            for sample, length in zip(group, lengths):
+                sample.response_length = length
         if technical:
             self._streak += 1
             kind = TECHNICAL_KINDS[min(int(u[0] / rate * len(TECHNICAL_KINDS)), len(TECHNICAL_KINDS) - 1)]
@@ -150,18 +170,24 @@ class PromptGroupSource(_SlotSource):
     else 0.
     """
 
-    def __init__(self, config: SimConfig, rng: np.random.Generator) -> None:
-        super().__init__(config, rng)
+    def __init__(self, config: SimConfig, rng: np.random.Generator, tokens: TokenModel | None = None) -> None:
+        super().__init__(config, rng, tokens)
         self._p_success: dict[int, float] = {}
+        self._difficulty: dict[int, float] = {}
 
     def _forget(self) -> None:
         self._p_success.clear()
+        self._difficulty.clear()
+
+    def _hardness(self, gids: range) -> list[float]:
+        return [self._difficulty.pop(gid) for gid in gids]
 
     def _prepare(self, gids: range, step: int) -> None:
         skill = self.config.skill_at(step)
         difficulty = self.rng.normal(0.0, self.config.difficulty_spread, len(gids))
         p = (1.0 / (1.0 + np.exp(difficulty - skill))).tolist()
         self._p_success.update(zip(gids, p))
+        self._difficulty.update(zip(gids, difficulty.tolist()))
 
     def _fill(self, group: list[SimSample], gid: int, u: list[float]) -> None:
         cfg = self.config
@@ -189,8 +215,8 @@ class RatesGroupSource(_SlotSource):
     a group with spread holds at least one 0 and one 1 (with one sibling per prompt every group is zero-std).
     """
 
-    def __init__(self, config: SimConfig, rng: np.random.Generator) -> None:
-        super().__init__(config, rng)
+    def __init__(self, config: SimConfig, rng: np.random.Generator, tokens: TokenModel | None = None) -> None:
+        super().__init__(config, rng, tokens)
         if config.zero_std_rate is None:
             raise ValueError("RatesGroupSource needs SimConfig.zero_std_rate (a probability); got None")
 
@@ -211,16 +237,18 @@ class RatesGroupSource(_SlotSource):
             group[0].reward, group[1].reward = win, 0.0
 
 
-def make_group_source(config: SimConfig, rng: np.random.Generator) -> GroupSource:
+def make_group_source(config: SimConfig, rng: np.random.Generator, tokens: TokenModel | None = None) -> GroupSource:
     """The drawn source the config asks for: rates model when ``zero_std_rate`` is set, else prompts
-    (epochs over a finite pool when ``prompt_pool`` is set, :mod:`shopsim_metrics.simulator.epochs`)."""
+    (epochs over a finite pool when ``prompt_pool`` is set, :mod:`shopsim_metrics.simulator.epochs`).
+
+    ``tokens`` gives every rollout a response length (and each group its generation time)."""
     if config.zero_std_rate is not None:
-        return RatesGroupSource(config, rng)
+        return RatesGroupSource(config, rng, tokens)
     if config.prompt_pool is not None:
         from shopsim_metrics.simulator.epochs import EpochPromptSource  # it builds on this module
 
-        return EpochPromptSource(config, rng)
-    return PromptGroupSource(config, rng)
+        return EpochPromptSource(config, rng, tokens)
+    return PromptGroupSource(config, rng, tokens)
 
 
 def flatten(group: list) -> list[Any]:

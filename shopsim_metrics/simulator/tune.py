@@ -41,7 +41,7 @@ from typing import Callable, Iterable, Sequence
 from shopsim_metrics.records import StepRecord
 from shopsim_metrics.simulator.config import SimConfig
 from shopsim_metrics.simulator.latency import reference_wave_time
-from shopsim_metrics.simulator.loop import SimulationResult, Simulator, latency_model, rng_streams
+from shopsim_metrics.simulator.loop import SimulationResult, Simulator, rng_streams, wave_time_model
 
 TUNING_LIMIT = 10**9
 """The termination limit while tuning: effectively none (``p_limit`` reports the real one)."""
@@ -260,7 +260,7 @@ def tune(
     # each candidate's config is validated as it is built (a size below rollout_batch_size is refused)
     configs = [base.with_(over_sampling_batch_size=size, max_consecutive_failed_groups=TUNING_LIMIT) for size in sizes]
     _, _, reference_rng = rng_streams(seed)
-    reference = reference_wave_time(latency_model(base, reference_rng), groups=base.rollout_batch_size,
+    reference = reference_wave_time(wave_time_model(base, reference_rng), groups=base.rollout_batch_size,
                                     concurrency=base.max_concurrent_groups)
     work = [(config, reference, base.max_consecutive_failed_groups) for config in configs]
     results: list[CandidateResult] = []
