@@ -139,6 +139,8 @@ def lengths_of(gid: int) -> list[int]:
     over=st.integers(2, 6),
 )
 def test_every_token_field_matches_the_loops_own_ground_truth(kinds: list[str], batch: int, over: int) -> None:
+    kinds = [*kinds, "spread"]  # every cycle holds a group with spread, so every step can fill
+
     def make(gid: int) -> list[SimSample]:
         kind = kinds[gid % len(kinds)]
         rewards = [float(i % 2) for i in range(N)] if kind == "spread" else [1.0] * N
