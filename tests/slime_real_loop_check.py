@@ -72,6 +72,7 @@ class Script:
     """Decides every group's contents and remembers the truth of each rollout."""
 
     def __init__(self, seed: int, reward_key: str | None, fan_out: float, burst: bool) -> None:
+        self.seed = seed
         self.rng = random.Random(seed)
         self.reward_key = reward_key
         self.fan_out = fan_out
@@ -83,10 +84,12 @@ class Script:
 
     def fill(self, group: list[Sample], step: int) -> list:
         gid = group[0].group_index
-        rng = self.rng
-        if self.burst and step == 0 and gid % 1000 < 20:  # a burst of technical groups: a second wave
+        # one generator per group: contents do not depend on the order in which groups finish
+        self.rng = rng = random.Random(self.seed * 1_000_003 + gid)
+        burst_step = self.burst and step == 0
+        if burst_step and gid % 1000 < 20:  # a burst of technical groups: exactly a second wave
             plan = ["failed"] + ["ok"] * (N - 1) if gid % 2 == 0 or gid % 1000 < 12 else ["same"] * N
-        elif rng.random() < 0.35:
+        elif not burst_step and rng.random() < 0.35:
             plan = ["ok"] * N
             for i in rng.sample(range(N), rng.randint(1, 3)):
                 plan[i] = rng.choice(BAD_KINDS)
