@@ -21,8 +21,7 @@ import time
 from shopsim_metrics.loop_state import ManualLoopState
 from shopsim_metrics.simulator import SimConfig, SimulatedSlimeLoop, simulate
 from shopsim_metrics.simulator.latency import LatencyCompletions
-from shopsim_metrics.simulator.loop import latency_model, rng_streams
-from shopsim_metrics.simulator.rewards import make_group_source
+from shopsim_metrics.simulator.loop import latency_model, make_group_source, rng_streams
 from shopsim_metrics.simulator.tune import tune
 
 STEPS = 3000

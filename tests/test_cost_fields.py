@@ -191,7 +191,7 @@ def test_token_model_is_long_tailed_longer_for_hard_prompts_and_clipped() -> Non
 
 def test_simulated_groups_carry_the_lengths_that_set_their_generation_time() -> None:
     np = pytest.importorskip("numpy")
-    from shopsim_metrics.simulator.rewards import make_group_source
+    from shopsim_metrics.simulator.loop import make_group_source
     from shopsim_metrics.simulator.tokens import TokenModel
 
     for zero_std_rate in (None, 0.3):  # prompt model and rates model

@@ -39,7 +39,8 @@ from shopsim_metrics.loop_state import ManualLoopState
 from shopsim_metrics.records import StepRecord
 from shopsim_metrics.simulator.config import SimConfig
 from shopsim_metrics.simulator.latency import CompletionOrder, LatencyCompletions, LatencyModel
-from shopsim_metrics.simulator.rewards import GroupSource, flatten, make_group_source
+from shopsim_metrics.simulator.epochs import EpochPromptSource
+from shopsim_metrics.simulator.rewards import GroupSource, PromptGroupSource, RatesGroupSource, flatten
 from shopsim_metrics.simulator.tokens import TokenModel
 from shopsim_metrics.sinks.base import MemorySink, StepSink
 from shopsim_metrics.errors import TechnicalFailureLimitExceeded
@@ -230,6 +231,18 @@ def wave_time_model(config: SimConfig, rng: np.random.Generator) -> LatencyModel
     if config.seconds_per_token:
         return TokenModel.from_config(config, rng)
     return latency_model(config, rng)
+
+
+def make_group_source(config: SimConfig, rng: np.random.Generator, tokens: TokenModel | None = None) -> GroupSource:
+    """The drawn source the config asks for: rates model when ``zero_std_rate`` is set, else prompts
+    (epochs over a finite pool when ``prompt_pool`` is set, :mod:`shopsim_metrics.simulator.epochs`).
+
+    ``tokens`` gives every rollout a response length (and each group its generation time)."""
+    if config.zero_std_rate is not None:
+        return RatesGroupSource(config, rng, tokens)
+    if config.prompt_pool is not None:
+        return EpochPromptSource(config, rng, tokens)
+    return PromptGroupSource(config, rng, tokens)
 
 
 class Simulator:

@@ -237,20 +237,6 @@ class RatesGroupSource(_SlotSource):
             group[0].reward, group[1].reward = win, 0.0
 
 
-def make_group_source(config: SimConfig, rng: np.random.Generator, tokens: TokenModel | None = None) -> GroupSource:
-    """The drawn source the config asks for: rates model when ``zero_std_rate`` is set, else prompts
-    (epochs over a finite pool when ``prompt_pool`` is set, :mod:`shopsim_metrics.simulator.epochs`).
-
-    ``tokens`` gives every rollout a response length (and each group its generation time)."""
-    if config.zero_std_rate is not None:
-        return RatesGroupSource(config, rng, tokens)
-    if config.prompt_pool is not None:
-        from shopsim_metrics.simulator.epochs import EpochPromptSource  # it builds on this module
-
-        return EpochPromptSource(config, rng, tokens)
-    return PromptGroupSource(config, rng, tokens)
-
-
 def flatten(group: list) -> list[Any]:
     """The samples of a group, fan-out segments included (``list[Sample]`` or ``list[list[Sample]]``)."""
     out: list[Any] = []

@@ -12,8 +12,8 @@ step's line survives a crash. The rules of the file (see docs/training_monitorin
   when it recovers (with the number of steps held back and written late); :meth:`JsonlSink.close`
   gives held-back records a last try and logs an error naming any that are lost.
 
-:func:`read_steps` reads it back by the rules of the records file (bad lines skipped and counted, the
-latest record of each ``rollout_id`` wins).
+:func:`shopsim_metrics.sinks.steps_reader.read_steps` reads it back by the rules of the records file (bad
+lines skipped and counted, the latest record of each ``rollout_id`` wins).
 
 Example:
     >>> import tempfile, pathlib
@@ -21,6 +21,7 @@ Example:
     >>> d = pathlib.Path(tempfile.mkdtemp())
     >>> sink = JsonlSink(d)
     >>> sink.emit(StepRecord(rollout_id=0)); sink.emit(StepRecord(rollout_id=1))
+    >>> from shopsim_metrics.sinks.steps_reader import read_steps
     >>> [r.rollout_id for r in read_steps(d / "steps.jsonl")]
     [0, 1]
 """
@@ -165,7 +166,7 @@ class JsonlSink(StepSink):
 
 def steps_files(run_dir: str | os.PathLike) -> list[Path]:
     """Every records file of a run directory: ``steps.jsonl`` and the ``steps.<suffix>.jsonl`` files a
-    second writer leaves beside it, oldest modification first (so later files win in :func:`read_steps`).
+    second writer leaves beside it, oldest modification first (so later files win in :func:`~shopsim_metrics.sinks.steps_reader.read_steps`).
     Symbolic links are left out, as the writer never follows them.
 
     >>> import tempfile, pathlib
@@ -179,15 +180,3 @@ def steps_files(run_dir: str | os.PathLike) -> list[Path]:
     found = [p for p in run_dir.glob(f"{stem}*{suffix}")
              if p.is_file() and not p.is_symlink() and (p.name == STEPS_FILE_NAME or p.name.startswith(f"{stem}."))]
     return sorted(found, key=lambda p: (p.stat().st_mtime_ns, p.name != STEPS_FILE_NAME, p.name))
-
-
-def read_steps(path: str | os.PathLike) -> list[StepRecord]:
-    """Every step of a ``steps.jsonl`` file, or of every records file of a run directory (oldest file
-    first, :func:`steps_files`), by the rules of the records file (:mod:`shopsim_metrics.sinks.steps_reader`):
-    the latest record of each ``rollout_id`` wins (one warning says how many were superseded), records
-    sorted by ``rollout_id``; bad lines (a torn last line, another tool's line) are skipped with one
-    warning that counts them.
-    """
-    from shopsim_metrics.sinks.steps_reader import read_step_records
-
-    return read_step_records(path)[0]

@@ -33,6 +33,7 @@ from typing import Any, Callable, Iterator
 
 from shopsim_metrics import contract
 from shopsim_metrics.records import DecisionRow, StepRecord
+from shopsim_metrics.sinks.jsonl import steps_files
 
 logger = logging.getLogger("shopsim_metrics")
 
@@ -116,8 +117,6 @@ def resolve_steps_path(path: str | os.PathLike) -> Path:
 def resolve_steps_files(path: str | os.PathLike) -> tuple[list[Path], str]:
     """The records files to read and how to name them: a file itself, or every records file of a run
     directory (``steps.jsonl`` and a second writer's ``steps.<suffix>.jsonl``, oldest first)."""
-    from shopsim_metrics.sinks.jsonl import steps_files
-
     path = Path(path)
     if path.is_dir():
         files = steps_files(path)
@@ -288,3 +287,13 @@ def read_step_records(path: str | os.PathLike, *, warn: bool = True) -> tuple[li
     if warn:
         report.warn()
     return [by_id[k] for k in sorted(by_id)], report
+
+
+def read_steps(path: str | os.PathLike) -> list[StepRecord]:
+    """Every step of a ``steps.jsonl`` file, or of every records file of a run directory (oldest file
+    first, :func:`~shopsim_metrics.sinks.jsonl.steps_files`), by the rules of the records file: the latest
+    record of each ``rollout_id`` wins (one warning says how many were superseded), records sorted by
+    ``rollout_id``; bad lines (a torn last line, another tool's line) are skipped with one warning that
+    counts them.
+    """
+    return read_step_records(path)[0]
