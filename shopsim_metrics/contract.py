@@ -109,6 +109,7 @@ COST_FIELDS: Final = (
     "wasted_token_fraction",  # 1 - train / generated (None when nothing was generated)
     "rollout_seconds",  # slime's rollout_time handed to the log function (None when unknown)
     "filter_seconds",  # the project's own time inside the three hooks during the step
+    "filter_time_fraction",  # filter_seconds / rollout_seconds (None when rollout_seconds is unknown or 0)
     "first_wave_fill_seconds",  # first judgement -> the one that filled the batch (or wave 1's last)
     "extra_wave_seconds",  # judgement that triggered wave 2 -> the step's last judgement (0 with one wave)
 )

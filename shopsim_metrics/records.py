@@ -113,6 +113,7 @@ class StepRecord:
     wasted_token_fraction: float | None = None
     rollout_seconds: float | None = None
     filter_seconds: float = 0.0
+    filter_time_fraction: float | None = None
     first_wave_fill_seconds: float | None = None
     extra_wave_seconds: float | None = None
     # prompt value over time (None: not tracked)

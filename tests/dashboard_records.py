@@ -149,7 +149,35 @@ def make_records(steps: int = 12, *, seed: int = 7, burst_step: int = 6, termina
         rec, streak = make_step(step, kinds, rng=rng, streak=streak)
         records.append(rec)
     add_prompt_value(records, seed=seed)
+    add_cost(records, seed=seed)
     return records
+
+
+def add_cost(records: list[StepRecord], *, seed: int) -> None:
+    """Tokens per outcome from the rows' tokens, and judgement times: 20-40 s per wave, 1-3 ms own time."""
+    rng = random.Random(seed + 2)
+    for rec in records:
+        clock, waves, fill, trigger = 0.0, 1, None, None
+        for row in rec.decisions:
+            if row.waves_open > waves:
+                waves, clock = row.waves_open, clock + rng.uniform(20.0, 40.0)
+            clock += rng.uniform(0.0, 1.0)
+            row.judged_at = clock
+            if row.waves_open == 1:
+                fill = clock
+                if trigger is None and row.outcome.startswith("dropped") and (row.remaining_before or 0) <= ROLLOUT_BATCH_SIZE:
+                    trigger = clock
+        by_outcome = {o: sum(r.response_tokens for r in rec.decisions if r.outcome == o) for o in contract.OUTCOMES}
+        for outcome, tokens in by_outcome.items():
+            setattr(rec, f"{outcome}_token_count", tokens)
+        rec.train_token_count = by_outcome["trained"] + by_outcome["fallback"]
+        generated = rec.generated_token_count
+        rec.wasted_token_fraction = 1 - rec.train_token_count / generated if generated else None
+        rec.first_wave_fill_seconds = fill
+        rec.extra_wave_seconds = clock - (trigger if trigger is not None else clock) if rec.wave_count > 1 else 0.0
+        rec.rollout_seconds = clock + rng.uniform(25.0, 35.0)
+        rec.filter_seconds = rng.uniform(0.001, 0.003)
+        rec.filter_time_fraction = rec.filter_seconds / rec.rollout_seconds
 
 
 def add_prompt_value(records: list[StepRecord], *, seed: int, prompts: int = 60) -> None:

@@ -220,3 +220,23 @@ def test_simulated_run_records_real_looking_cost_and_a_tiny_own_time_share() -> 
     assert any(r.wave_count > 1 for r in records)  # the burst
     assert all(r.filter_seconds > 0 for r in records)  # measured (its size is the benchmark's business)
     assert "filter_seconds / rollout_seconds" in format_cost(records)
+
+
+# --- W&B: the cost keys read back from an offline run, at the step's rollout/step ----------------------
+from tests.wandb_helpers import wandb_env  # noqa: E402,F401 - fixture
+
+
+def test_cost_keys_read_back_from_an_offline_wandb_run(wandb_env, tmp_path) -> None:  # noqa: F811
+    from shopsim_metrics.wandb_offline import find_run_dirs, read_offline_run
+
+    config = SimConfig(steps=4, seed=2, technical_rate=0.3, max_technical_streak=3)
+    result = Simulator(config, sinks=None, extra_args={"shopsim_run_dir": str(tmp_path / "run")}).run()
+    (run_dir,) = find_run_dirs(wandb_env)
+    rows = [row for row in read_offline_run(run_dir).history  # rows of step scalars (tables may come apart)
+            if C.WANDB_STEP_KEY in row and C.wandb_key("wave_count") in row]
+    assert [row[C.WANDB_STEP_KEY] for row in rows] == [r.rollout_id for r in result.records] == [0, 1, 2, 3]
+    for rec, row in zip(result.records, rows):
+        assert rec.filter_time_fraction == pytest.approx(rec.filter_seconds / rec.rollout_seconds)
+        for name in C.COST_FIELDS:
+            assert row[C.wandb_key(name)] == pytest.approx(getattr(rec, name)), name
+        assert row[C.wandb_key("generated_token_count")] > 0

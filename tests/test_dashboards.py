@@ -154,7 +154,7 @@ def test_wandb_renderer_draws_every_panel_with_contract_keys(tmp_path: Path, no_
             assert table["viewType"] == "Weave" and contract.wandb_key("decisions") in json.dumps(table)
             note = by_id[wbw.panel_uid(panel.id, wbw.LEDGER_NOTE_SUFFIX)]
             assert contract.STEPS_FILE_NAME in note["config"]["value"]
-        elif panel.kind == "stacked_bar":
+        elif panel.kind == "stacked_bar" and any(s.minus for s in panel.series):
             # W&B cannot subtract keys: the stack is the train batch, drops, surplus and aborted
             # (disjoint, summing to submitted); the fallback part of the train batch is its own panel.
             assert cfg["plotType"] == "stacked-area"
@@ -164,6 +164,8 @@ def test_wandb_renderer_draws_every_panel_with_contract_keys(tmp_path: Path, no_
             assert _step_names_of(companion["config"]["metrics"]) == ["train_group_count", "fallback_group_count"]
         else:
             assert names == [s.key for s in panel.series]
+            if panel.kind == "stacked_bar":  # disjoint parts (tokens by outcome): stacked as they are
+                assert cfg["plotType"] == "stacked-area"
     if which == "report":
         grids = [b for b in data["spec"]["blocks"] if b["type"] == "panel-grid"]
         assert len(grids) == len(SPEC.sections)

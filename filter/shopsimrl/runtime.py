@@ -223,6 +223,8 @@ class ShopsimRuntime:
             record.rollout_seconds = read_seconds(rollout_time)
             if started is not None:
                 record.filter_seconds += time.perf_counter() - started
+            if record.rollout_seconds:
+                record.filter_time_fraction = record.filter_seconds / record.rollout_seconds
             if rollout_extra_metrics is not None:
                 reconcile(record, rollout_extra_metrics)
                 if record.reconcile_mismatch_count:

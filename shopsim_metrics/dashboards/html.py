@@ -186,6 +186,8 @@ def ledger_figure(panel: Panel, rows: list[dict[str, Any]], *, step: int, rollou
     import plotly.graph_objects as go
 
     xk, yk, ck, mk = panel.x_key or "order", panel.series[0].key, panel.color_key or "outcome", panel.marker_key
+    sizes = marker_sizes([r.get(panel.size_key) for r in rows]) if panel.size_key else [9] * len(rows)
+    size_of = {id(r): size for r, size in zip(rows, sizes)}
     fig = go.Figure()
     fig.add_trace(
         go.Scatter(
@@ -210,7 +212,8 @@ def ledger_figure(panel: Panel, rows: list[dict[str, Any]], *, step: int, rollou
                 y=[r.get(yk) for r in part],
                 mode="markers",
                 name=outcome,
-                marker={"color": OUTCOME_COLORS[outcome], "size": 9, "line": {"width": 0.5, "color": "#333"}},
+                marker={"color": OUTCOME_COLORS[outcome], "size": [size_of[id(r)] for r in part],
+                        "line": {"width": 0.5, "color": "#333"}},
                 text=hover,
                 hovertemplate="%{text}<extra>" + outcome + "</extra>",
             )
@@ -231,6 +234,20 @@ def ledger_figure(panel: Panel, rows: list[dict[str, Any]], *, step: int, rollou
                            showarrow=False, yshift=8, xanchor="left")
     _layout(fig, x_title="judgement order in the step", y_title=panel.y_title, title=f"step {step}")
     return fig
+
+
+def marker_sizes(values: list[Any], *, smallest: float = 6.0, largest: float = 20.0) -> list[float]:
+    """Marker sizes proportional to the square root of each value (area ~ tokens), within the step.
+
+    Example:
+        >>> marker_sizes([0, 100, 400, None])
+        [6.0, 13.0, 20.0, 6.0]
+    """
+    numbers = [max(_num(v) or 0.0, 0.0) for v in values]
+    top = max(numbers, default=0.0) ** 0.5
+    if not top:
+        return [9.0] * len(values)
+    return [smallest + (largest - smallest) * (n ** 0.5) / top for n in numbers]
 
 
 def _ledger_panel(panel: Panel, data: DashboardData, ledger_step: int | None) -> tuple["go.Figure", str, int | None, bool]:

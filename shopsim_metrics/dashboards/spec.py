@@ -76,6 +76,7 @@ class Panel:
     # Ledger panels: columns used besides the series (x axis, colour, markers, hover).
     x_key: str | None = None
     color_key: str | None = None
+    size_key: str | None = None  # ledger panels: marker size follows this column (e.g. response_tokens)
     marker_key: str | None = None
     hover_keys: tuple[str, ...] = ()
     step_choice: str | None = None  # which step a ledger panel shows by default
@@ -91,7 +92,7 @@ class Panel:
         out: list[str] = []
         for s in self.series:
             out.extend(s.keys())
-        for k in (self.x_key, self.color_key, self.marker_key, *self.hover_keys):
+        for k in (self.x_key, self.color_key, self.size_key, self.marker_key, *self.hover_keys):
             if k is not None:
                 out.append(k)
         return tuple(dict.fromkeys(out))
@@ -170,6 +171,7 @@ def dashboard_spec() -> DashboardSpec:
     o = OUTCOME_COLORS
     waves, signal, health = "Wave dynamics", "Learning signal", "Health and waste"
     prompt_value = "Prompt value"
+    cost = "Cost"
     panels = (
         Panel(
             id="outcomes",
@@ -205,9 +207,9 @@ def dashboard_spec() -> DashboardSpec:
             id="remaining_ledger",
             title="remaining through one step (decision ledger)",
             description=(
-                "remaining_batch_size before each judgement, in judgement order, coloured by outcome; "
-                "dotted lines mark where a new wave was open. At or below rollout_batch_size, zero-std groups "
-                "take the fallback instead of being dropped."
+                "remaining_batch_size before each judgement, in judgement order, coloured by outcome and sized "
+                "by the group's response tokens; dotted lines mark where a new wave was open. At or below "
+                "rollout_batch_size, zero-std groups take the fallback instead of being dropped."
             ),
             kind="ledger_remaining",
             source="ledger",
@@ -216,8 +218,10 @@ def dashboard_spec() -> DashboardSpec:
             series=(Series("remaining_before", "remaining before", "line"),),
             x_key="order",
             color_key="outcome",
+            size_key="response_tokens",
             marker_key="waves_open",
-            hover_keys=("group_index", "reason", "failed_check", "unique_rollouts", "reward_mean"),
+            hover_keys=("group_index", "reason", "failed_check", "unique_rollouts", "reward_mean",
+                        "response_tokens", "judged_at"),
             step_choice="latest_multi_wave",
             step_summary=("remaining_min", "wave_count"),
             knob_lines=("rollout_batch_size",),
@@ -360,13 +364,86 @@ def dashboard_spec() -> DashboardSpec:
                 Series("revisit_group_count", "revisiting groups", color="#9467bd"),
             ),
         ),
+        *cost_panels(cost),
     )
     return DashboardSpec(
         title="shopsim dynamic sampling",
         x_key=contract.WANDB_STEP_KEY,
         key_prefix=contract.WANDB_PREFIX,
-        sections=(waves, signal, health, prompt_value),
+        sections=(waves, signal, health, prompt_value, cost),
         panels=panels,
+    )
+
+
+def cost_panels(section: str) -> tuple[Panel, ...]:
+    """The "Cost" section: tokens by outcome, token vs sample waste, seconds per wave, own time share."""
+    o = OUTCOME_COLORS
+    return (
+        Panel(
+            id="cost_tokens",
+            title="Response tokens per step, by outcome",
+            description=(
+                "Stacked: tokens of trained + fallback + technical drop + zero-std drop + surplus groups = "
+                "generated_token_count. Aborted groups were never judged: their tokens are not visible."
+            ),
+            kind="stacked_bar",
+            source="steps",
+            section=section,
+            y_title="tokens",
+            series=(
+                Series("trained_token_count", "trained", "bar", color=o["trained"]),
+                Series("fallback_token_count", "fallback (zero advantage)", "bar", color=o["fallback"]),
+                Series("dropped_technical_token_count", "technical drop", "bar", color=o["dropped_technical"]),
+                Series("dropped_zero_std_token_count", "zero-std drop", "bar", color=o["dropped_zero_std"]),
+                Series("surplus_token_count", "surplus", "bar", color=o["surplus"]),
+            ),
+        ),
+        Panel(
+            id="cost_waste",
+            title="Wasted tokens next to wasted samples",
+            description=(
+                "1 - train tokens / generated tokens, beside the sample-based fraction. Tokens above samples: "
+                "the groups that did not train ran longer than those that did."
+            ),
+            kind="line",
+            source="steps",
+            section=section,
+            y_title="fraction",
+            series=(
+                Series("wasted_token_fraction", "wasted token fraction", color="#e377c2"),
+                Series("wasted_sample_fraction", "wasted sample fraction", color="#8c564b"),
+            ),
+        ),
+        Panel(
+            id="cost_seconds",
+            title="Seconds per step: first wave and extra waves",
+            description=(
+                "slime's rollout time, the seconds wave 1 took to fill the batch (or to its last judgement) and "
+                "the seconds added by extra waves (0 with one wave): their share is what a second wave cost."
+            ),
+            kind="line",
+            source="steps",
+            section=section,
+            y_title="seconds",
+            series=(
+                Series("first_wave_fill_seconds", "first-wave fill", "bar", color="#17becf"),
+                Series("extra_wave_seconds", "extra waves", "bar", color="#9467bd"),
+                Series("rollout_seconds", "rollout time (slime)", color="#000000"),
+            ),
+        ),
+        Panel(
+            id="cost_own_time",
+            title="The project's own time against the rollout time",
+            description=(
+                "filter_seconds / rollout_seconds: time inside the three hooks as a share of slime's rollout "
+                "time (the design's \"the filter adds no rollout time\", measured; expect well below 0.001)."
+            ),
+            kind="line",
+            source="steps",
+            section=section,
+            y_title="ratio",
+            series=(Series("filter_time_fraction", "filter_seconds / rollout_seconds", color="#7f7f7f"),),
+        ),
     )
 
 
