@@ -62,6 +62,9 @@ RUNS = (  # (seed, reward_key, fan-out share, steps, technical burst in step 0)
 )
 
 
+ROLLOUT_TIME = 0.1  # what the log function is told slime's rollout took
+
+
 def capture_all_samples(args: Namespace, all_samples: list, data_source) -> None:
     """The all-samples hook slime loads: keeps slime's own list, then hands it to the project's hook."""
     args.captured_all_samples = all_samples
@@ -78,6 +81,7 @@ class Script:
         self.fan_out = fan_out
         self.burst = burst
         self.truth: dict[int, list[list]] = {}  # group_index -> [scorable, reward, success] per rollout
+        self.tokens: dict[int, list[int]] = {}  # group_index -> response tokens per rollout (all segments)
 
     def reward_value(self, value):
         return {self.reward_key: value, "format": 0.5} if self.reward_key else value
@@ -103,7 +107,19 @@ class Script:
             rollouts.append(segments if fanned else segments[0])
             truth.append(fact)
         self.truth[gid] = truth
+        self.tokens[gid] = self.response_lengths(gid, rollouts)
         return rollouts
+
+    def response_lengths(self, gid: int, rollouts: list) -> list[int]:
+        """Give every segment its own scripted ``response_length``; the tokens of each rollout."""
+        rng = random.Random(self.seed * 7_919 + gid)  # apart from the contents' generator
+        tokens = []
+        for item in rollouts:
+            segments = item if isinstance(item, list) else [item]
+            for segment in segments:
+                segment.response_length = rng.randint(1, 4_000)
+            tokens.append(sum(segment.response_length for segment in segments))
+        return tokens
 
     def rollout(self, sample: Sample, kind: str, same: float, fanned: bool) -> tuple[list[Sample], list]:
         rng = self.rng
@@ -219,7 +235,7 @@ def run(run_index: int, run_dir: str, seed: int, reward_key: str | None, fan_out
         sample_hooks.set_current_rollout_id(step)
         output, _ = asyncio.run(sr.generate_rollout_async(args, step, data_source))
         flat = [s for group in output.samples for s in group]
-        assert slime_runtime.log_rollout_step(step, args, flat, output.metrics, 0.1) is False
+        assert slime_runtime.log_rollout_step(step, args, flat, output.metrics, ROLLOUT_TIME) is False
         record = read_steps(run_dir)[-1]
         judged = [_group_index(group) for group in args.captured_all_samples]
         print(json.dumps({
@@ -229,6 +245,8 @@ def run(run_index: int, run_dir: str, seed: int, reward_key: str | None, fan_out
             "slime_all_groups": sorted(judged),
             "slime_metrics": output.metrics,
             "truth": {str(gid): script.truth[gid] for gid in judged},
+            "tokens": {str(gid): script.tokens[gid] for gid in judged},
+            "rollout_time": ROLLOUT_TIME,
             "record": record.to_dict(),
             "prompts": {str(gid): prompt_of(gid % POOL) for gid in judged},
         }))

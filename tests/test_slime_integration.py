@@ -114,10 +114,34 @@ def test_slimes_real_loop_matches_the_records(tmp_path):
         assert (rec["success_rate"], rec["reward_mean"]) == (everything["rate"], everything["mean"])
         assert (rec["train_success_rate"], rec["train_reward_mean"]) == (trained["rate"], trained["mean"])
         assert rec["scorable_rollout_count"] == sum(r[0] for group in truth.values() for r in group)
+        _check_cost(step)
     assert steps[0]["record"]["wave_count"] == 2  # the scripted technical burst opened a second wave
     _check_prompt_value(steps)
     assert {"status_failed", "status_aborted", "reward_missing", "reward_not_finite", "segments_disagree",
             "metadata_unscored", "metadata_invalid", "reward_key_missing", "reward_not_numeric"} <= seen_checks
+
+
+def _check_cost(step: dict) -> None:
+    """Token fields from the scripted response lengths of every judged rollout; timing fields consistent."""
+    rec = step["record"]
+    tokens = {int(gid): sum(lengths) for gid, lengths in step["tokens"].items()}
+    by_outcome: dict[str, int] = {}
+    for row in rec["decisions"]:
+        assert row["response_tokens"] == tokens[row["group_index"]], row
+        by_outcome[row["outcome"]] = by_outcome.get(row["outcome"], 0) + row["response_tokens"]
+    generated = sum(tokens.values())
+    train = sum(tokens[gid] for gid in step["slime_train_groups"])
+    assert rec["generated_token_count"] == generated
+    assert rec["train_token_count"] == train
+    for outcome in ("trained", "fallback", "dropped_technical", "dropped_zero_std", "surplus"):
+        assert rec[f"{outcome}_token_count"] == by_outcome.get(outcome, 0), outcome
+    assert rec["wasted_token_fraction"] == pytest.approx(1 - train / generated)
+    assert rec["rollout_seconds"] == step["rollout_time"]
+    assert rec["filter_seconds"] >= 0
+    span = max(row["judged_at"] for row in rec["decisions"])
+    assert min(row["judged_at"] for row in rec["decisions"]) == 0
+    assert 0 <= rec["first_wave_fill_seconds"] <= span
+    assert (rec["extra_wave_seconds"] == 0) == (rec["wave_count"] == 1)
 
 
 def _check_prompt_value(steps: list[dict]) -> None:
