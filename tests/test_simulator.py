@@ -365,3 +365,26 @@ def test_config_errors_name_the_field_and_the_value():
         SimConfig(zero_std_rate=0.8, technical_rate=0.3)
     with pytest.raises(ValueError, match="bursts\\[0\\].rate"):
         SimConfig(bursts=(FailureBurst(step=1, rate=1.5),))
+
+
+def test_without_kept_records_the_simulator_holds_nothing_per_step_and_the_tally_agrees() -> None:
+    from shopsim_metrics.simulator.demo import demo_config
+    from shopsim_metrics.simulator.loop import Simulator
+    from shopsim_metrics.simulator.tally import RunTally
+
+    config = demo_config(steps=40, seed=3)
+    kept = Simulator(config, sinks=[]).run()
+    tally = RunTally(edge_rows=5, planned_steps=40)
+    tally.wanted.add(config.bursts[0].step)
+    lean = Simulator(config, sinks=[], keep_records=False, tally=tally).run()
+    assert lean.records == [] and lean.outcomes == [] and lean.alerts == []
+    assert tally.steps == len(kept.records) == 40
+    assert tally.multi_wave == [(r.rollout_id, r.wave_count) for r in kept.records if r.wave_count > 1]
+    worst = max(kept.records, key=lambda r: r.max_consecutive_technical_failures)
+    assert tally.worst_streak == (worst.max_consecutive_technical_failures, worst.rollout_id)
+    shown = [r.rollout_id for r in tally.table_records()]
+    assert shown == [*range(5), config.bursts[0].step, *range(35, 40)]
+    assert [a.title for a in tally.alerts] == [a.title for a in kept.alerts] and tally.alert_count == len(kept.alerts)
+    from shopsim_metrics.simulator.demo import persistence_by_quarter
+
+    assert tally.persistence_by_quarter() == persistence_by_quarter(kept.records)

@@ -37,6 +37,7 @@ from shopsim_metrics import contract
 from shopsim_metrics.records import StepRecord
 from shopsim_metrics.simulator.config import FailureBurst, SimConfig
 from shopsim_metrics.simulator.loop import SimulationResult, Simulator, StepOutcome
+from shopsim_metrics.simulator.tally import RunTally
 
 logger = logging.getLogger("shopsim_metrics")
 
@@ -59,7 +60,8 @@ class DemoResult:
     wandb_run_dir: Path | None  # the offline W&B run (None when W&B was unavailable)
     dashboard_path: Path | None  # None when the dashboard could not be written
     burst_step: int
-    result: SimulationResult
+    result: SimulationResult  # records are not kept in it (constant memory): they are in the sinks
+    tally: RunTally  # the summary of the records, in constant memory
 
 
 DEMO_PROMPT_POOL = 192
@@ -128,13 +130,16 @@ def run_demo(
                 bar.update(1)
 
         try:
-            result = Simulator(config, sinks=sinks, extra_args=extra).run(progress=on_step)
+            tally = RunTally(planned_steps=steps)
+            tally.wanted.add(config.bursts[0].step)
+            result = Simulator(config, sinks=sinks, extra_args=extra, keep_records=False,
+                               tally=tally).run(progress=on_step)
         finally:
             if bar is not None:
                 bar.close()
     dashboard = _write_dashboard(run_dir, out / "dashboard.html", stream)
     demo = DemoResult(out_dir=out, run_dir=run_dir, steps_path=steps_path, wandb_run_dir=found.get("wandb"),
-                      dashboard_path=dashboard, burst_step=config.bursts[0].step, result=result)
+                      dashboard_path=dashboard, burst_step=config.bursts[0].step, result=result, tally=tally)
     print_summary(demo, stream, notes=notes)
     return demo
 
@@ -301,10 +306,10 @@ def format_cost(records: list[StepRecord]) -> str:
 
 def print_summary(demo: DemoResult, stream: TextIO, *, notes: list[str] | None = None) -> None:
     """The table of steps, the wave / alert / termination highlights, and where everything is."""
-    result = demo.result
-    records = sorted(result.records, key=lambda r: r.rollout_id)
+    result, tally = demo.result, demo.tally
+    records = tally.table_records()
     grouped: dict[tuple, int] = {}
-    for alert in result.alerts:
+    for alert in tally.alerts:
         key = (alert.rollout_id, alert.level, alert.title)
         grouped[key] = grouped.get(key, 0) + 1
     alert_steps: dict[int, list[str]] = {}
@@ -312,22 +317,28 @@ def print_summary(demo: DemoResult, stream: TextIO, *, notes: list[str] | None =
         alert_steps.setdefault(step, []).append(f"{level} alert" + (f" x{count}" if count > 1 else ""))
     print("", file=stream)
     print(format_steps_table(records, burst_step=demo.burst_step, alert_steps=alert_steps), file=stream)
+    if len(records) < tally.steps:
+        print(f"({len(records)} of {tally.steps} steps shown: the first, the burst and the last; every step: "
+              f"shopsim-metrics inspect {demo.run_dir})", file=stream)
     print("", file=stream)
-    multi = [r for r in records if r.wave_count > 1]
-    max_consecutive_failed_groups = records[0].technical_failure_limit if records else None
-    print(f"steps: {len(records)} in {result.wall_seconds:.1f} s;  steps with more than one wave: "
-          + (", ".join(f"{r.rollout_id} ({r.wave_count} waves)" for r in multi) or "none"), file=stream)
-    if records:
-        worst = max(records, key=lambda r: r.max_consecutive_technical_failures)
-        print(f"longest technical-failure streak: {worst.max_consecutive_technical_failures} at step "
-              f"{worst.rollout_id} (limit {max_consecutive_failed_groups})", file=stream)
-    persistence = persistence_by_quarter(records)
+    listed = ", ".join(f"{step} ({waves} waves)" for step, waves in tally.multi_wave)
+    if tally.multi_wave_count > len(tally.multi_wave):
+        listed += f" and {tally.multi_wave_count - len(tally.multi_wave)} more"
+    print(f"steps: {tally.steps} in {result.wall_seconds:.1f} s;  steps with more than one wave: "
+          + (listed or "none"), file=stream)
+    if tally.worst_streak is not None:
+        streak, step = tally.worst_streak
+        print(f"longest technical-failure streak: {streak} at step {step} (limit {tally.technical_failure_limit})",
+              file=stream)
+    persistence = tally.persistence_by_quarter()
     if persistence:
         print("zero-std persistence, P(zero-std now | zero-std at the prompt's last visit), per quarter of the "
               "run: " + " -> ".join("-" if p is None else f"{p:.2f}" for p in persistence), file=stream)
     for (step, level, title), count in grouped.items():
         times = f" ({count} streaks)" if count > 1 else ""
         print(f"alert [{level}] step {step}: {title}{times}", file=stream)
+    if tally.alert_count > len(tally.alerts):
+        print(f"({tally.alert_count - len(tally.alerts)} more alerts not listed)", file=stream)
     if result.termination is not None:
         print(f"TERMINATED: {result.termination}", file=stream)
     else:

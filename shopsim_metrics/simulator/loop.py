@@ -41,6 +41,7 @@ from shopsim_metrics.simulator.config import SimConfig
 from shopsim_metrics.simulator.latency import CompletionOrder, LatencyCompletions, LatencyModel
 from shopsim_metrics.simulator.epochs import EpochPromptSource
 from shopsim_metrics.simulator.rewards import GroupSource, PromptGroupSource, RatesGroupSource, flatten
+from shopsim_metrics.simulator.tally import RunTally
 from shopsim_metrics.simulator.tokens import TokenModel
 from shopsim_metrics.sinks.base import MemorySink, StepSink
 from shopsim_metrics.errors import TechnicalFailureLimitExceeded
@@ -255,6 +256,8 @@ class Simulator:
     latency-driven completion order (explicit orders: :class:`~.rewards.FactoryGroupSource`,
     :class:`~.latency.ScriptedCompletions`). ``all_samples_hook=False`` skips slime's optional
     all-samples hook (the step is then closed from the ledger by the log function).
+    ``keep_records=False`` keeps neither records nor outcomes in the result (constant memory for long
+    runs: the records are in the sinks); a ``tally`` (:class:`~.tally.RunTally`) then summarises them.
     """
 
     def __init__(
@@ -266,8 +269,12 @@ class Simulator:
         source: GroupSource | None = None,
         completions: CompletionOrder | None = None,
         all_samples_hook: bool = True,
+        keep_records: bool = True,
+        tally: "RunTally | None" = None,
     ) -> None:
         self.config = config
+        self.keep_records = keep_records
+        self.tally = tally
         self.args = config.to_args(**(extra_args or {}))
         self.source = source
         self.completions = completions
@@ -283,7 +290,7 @@ class Simulator:
     ) -> SimulationResult:
         """Run ``steps`` (default ``config.steps``) rollout steps from rollout id 0."""
         steps = self.config.steps if steps is None else steps
-        memory = MemorySink()
+        memory = MemorySink() if self.keep_records else None
         sinks = self.sinks
         if sinks is None:
             from shopsim_metrics.settings import ShopsimSettings
@@ -297,18 +304,22 @@ class Simulator:
                                                              self.config.max_concurrent_groups)
         state = ManualLoopState(source="simulator")
         state.clock = lambda: completions.elapsed  # judged_at and the wave timings in simulated seconds
-        load_hook(f"{HOOKS_MODULE}.configure")(self.args, sinks=[*sinks, memory], loop_state=state)
+        own = [s for s in (memory, self.tally) if s is not None]
+        load_hook(f"{HOOKS_MODULE}.configure")(self.args, sinks=[*sinks, *own], loop_state=state)
         loop = SimulatedSlimeLoop(
             self.args, source=source, completions=completions, loop_state=state,
             all_samples_fn=ALL_SAMPLES_PATH if self.all_samples_hook else None,
             token_timing=self.completions is None,  # explicit completion orders keep their own timing
         )
-        result = SimulationResult(config=self.config, records=memory.records, alerts=memory.alerts)
+        result = SimulationResult(config=self.config)
+        if memory is not None:
+            result.records, result.alerts = memory.records, memory.alerts
         started = time.perf_counter()
         try:
             for rollout_id in range(steps):
                 outcome = loop.run_step(rollout_id)
-                result.outcomes.append(outcome)
+                if self.keep_records:
+                    result.outcomes.append(outcome)
                 if progress is not None:
                     progress(outcome)
         except TechnicalFailureLimitExceeded as exc:

@@ -1,0 +1,93 @@
+"""What the summary of a long simulated run needs, kept in constant memory while the records stream by.
+
+A :class:`RunTally` is a sink: it counts the steps, remembers the first and last few records (for the
+demo's table), the multi-wave and terminated steps (the first few of each, and how many), the longest
+technical streak and the alerts (at most :data:`MAX_ALERTS`). A 100,000-step demo keeps kilobytes.
+
+Example:
+    >>> from shopsim_metrics.records import StepRecord
+    >>> tally = RunTally(edge_rows=2)
+    >>> for step in range(10):
+    ...     tally.emit(StepRecord(rollout_id=step, wave_count=2 if step == 7 else 1))
+    >>> tally.steps, [r.rollout_id for r in tally.table_records()], tally.multi_wave
+    (10, [0, 1, 8, 9], [(7, 2)])
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+from shopsim_metrics.records import StepRecord
+from shopsim_metrics.alerts import Alert
+from shopsim_metrics.sinks.base import StepSink
+
+MAX_LISTED = 50
+"""Multi-wave and terminated steps listed by name; beyond that they are counted."""
+
+MAX_ALERTS = 1000
+"""Alerts kept for the summary; beyond that they are counted."""
+
+
+class RunTally(StepSink):
+    """A constant-memory summary of a run's records and alerts (see the module docstring)."""
+
+    name = "tally"
+
+    def __init__(self, *, edge_rows: int = 20, planned_steps: int | None = None) -> None:
+        self.edge_rows = edge_rows
+        self.planned_steps = planned_steps
+        self._quarters = [[0, 0] for _ in range(4)]  # per quarter of planned_steps: [skippable, repeat zero-std]
+        self.steps = 0
+        self.first: list[StepRecord] = []
+        self.last: deque[StepRecord] = deque(maxlen=edge_rows)
+        self.multi_wave: list[tuple[int, int]] = []  # (rollout_id, wave_count), the first MAX_LISTED
+        self.multi_wave_count = 0
+        self.terminated: list[int] = []
+        self.worst_streak: tuple[int, int] | None = None  # (streak, rollout_id)
+        self.technical_failure_limit: int | None = None
+        self.alerts: list[Alert] = []
+        self.alert_count = 0
+        self.marked: dict[int, StepRecord] = {}  # records asked for by rollout_id (e.g. the burst step)
+        self.wanted: set[int] = set()
+
+    def emit(self, record: StepRecord) -> None:
+        if self.planned_steps:
+            quarter = self._quarters[min(3, self.steps * 4 // self.planned_steps)]
+            quarter[0] += record.skippable_group_count or 0
+            quarter[1] += record.repeat_zero_std_group_count or 0
+        self.steps += 1
+        if len(self.first) < self.edge_rows:
+            self.first.append(record)
+        else:
+            self.last.append(record)
+        if record.rollout_id in self.wanted:
+            self.marked[record.rollout_id] = record
+        if record.wave_count > 1:
+            self.multi_wave_count += 1
+            if len(self.multi_wave) < MAX_LISTED:
+                self.multi_wave.append((record.rollout_id, record.wave_count))
+        if record.terminated and len(self.terminated) < MAX_LISTED:
+            self.terminated.append(record.rollout_id)
+        streak = record.max_consecutive_technical_failures
+        if self.worst_streak is None or streak > self.worst_streak[0]:
+            self.worst_streak = (streak, record.rollout_id)
+        if self.technical_failure_limit is None:
+            self.technical_failure_limit = record.technical_failure_limit
+
+    def alert(self, alert: Alert) -> None:
+        self.alert_count += 1
+        if len(self.alerts) < MAX_ALERTS:
+            self.alerts.append(alert)
+
+    def persistence_by_quarter(self) -> list[float | None]:
+        """``zero_std_persistence`` over each quarter of the planned steps (repeat / skippable summed; None:
+        no skippable group); empty without ``planned_steps`` or with fewer than 4 steps. The same figures as
+        :func:`shopsim_metrics.simulator.demo.persistence_by_quarter` over the records of a run that ran them all."""
+        if not self.planned_steps or self.steps < 4:
+            return []
+        return [repeat / skippable if skippable else None for skippable, repeat in self._quarters]
+
+    def table_records(self) -> list[StepRecord]:
+        """The records the summary table shows: the first and last ``edge_rows`` and the marked ones."""
+        shown = {r.rollout_id: r for r in (*self.first, *self.marked.values(), *self.last)}
+        return [shown[k] for k in sorted(shown)]
