@@ -185,55 +185,60 @@ def ledger_figure(panel: Panel, rows: list[dict[str, Any]], *, step: int, rollou
     """``remaining_before`` by judgement order for one step, coloured by outcome, waves marked."""
     import plotly.graph_objects as go
 
+    fig = go.Figure(ledger_figure_dict(panel, rows, step=step, rollout_batch_size=rollout_batch_size))
+    fig.update_layout(template="plotly_white")
+    return fig
+
+
+def ledger_figure_dict(
+    panel: Panel, rows: list[dict[str, Any]], *, step: int, rollout_batch_size: int | None
+) -> dict[str, Any]:
+    """The figure of :func:`ledger_figure` as plain plotly JSON (no template): cheap enough to build for
+    every step the picker offers."""
     xk, yk, ck, mk = panel.x_key or "order", panel.series[0].key, panel.color_key or "outcome", panel.marker_key
     sizes = marker_sizes([r.get(panel.size_key) for r in rows]) if panel.size_key else [9] * len(rows)
     size_of = {id(r): size for r, size in zip(rows, sizes)}
-    fig = go.Figure()
-    fig.add_trace(
-        go.Scatter(
-            x=[r.get(xk) for r in rows],
-            y=[r.get(yk) for r in rows],
-            mode="lines",
-            line={"color": "#c7c7c7", "shape": "hv"},
-            name="remaining",
-            hoverinfo="skip",
-        )
-    )
+    traces: list[dict[str, Any]] = [{
+        "type": "scatter", "x": [r.get(xk) for r in rows], "y": [r.get(yk) for r in rows], "mode": "lines",
+        "line": {"color": "#c7c7c7", "shape": "hv"}, "name": "remaining", "hoverinfo": "skip",
+    }]
+    hover_keys = [k for k in (xk, yk, mk, *panel.hover_keys) if k]
     for outcome in contract.OUTCOMES:
         part = [r for r in rows if r.get(ck) == outcome]
         if not part:
             continue
-        hover = [
-            "<br>".join(f"{_esc(k)}: {_esc(r.get(k))}" for k in (xk, yk, mk, *panel.hover_keys) if k) for r in part
-        ]
-        fig.add_trace(
-            go.Scatter(
-                x=[r.get(xk) for r in part],
-                y=[r.get(yk) for r in part],
-                mode="markers",
-                name=outcome,
-                marker={"color": OUTCOME_COLORS[outcome], "size": [size_of[id(r)] for r in part],
-                        "line": {"width": 0.5, "color": "#333"}},
-                text=hover,
-                hovertemplate="%{text}<extra>" + outcome + "</extra>",
-            )
-        )
+        traces.append({
+            "type": "scatter", "x": [r.get(xk) for r in part], "y": [r.get(yk) for r in part], "mode": "markers",
+            "name": outcome,
+            "marker": {"color": OUTCOME_COLORS[outcome], "size": [size_of[id(r)] for r in part],
+                       "line": {"width": 0.5, "color": "#333"}},
+            "text": ["<br>".join(f"{_esc(k)}: {_esc(r.get(k))}" for k in hover_keys) for r in part],
+            "hovertemplate": "%{text}<extra>" + outcome + "</extra>",
+        })
+    shapes: list[dict[str, Any]] = []
+    annotations: list[dict[str, Any]] = []
     if mk:
         previous = None
         for r in rows:
-            if previous is not None and r.get(mk) != previous and isinstance(r.get(xk), (int, float)):
-                fig.add_vline(x=r[xk] - 0.5, line={"color": "#9467bd", "dash": "dot"})
-                fig.add_annotation(
-                    x=r[xk] - 0.5, y=1, yref="paper", text=f"{_esc(r.get(mk))} waves open", showarrow=False,
-                    xanchor="left", font={"color": "#9467bd"},
-                )
+            x = r.get(xk)
+            if previous is not None and r.get(mk) != previous and isinstance(x, (int, float)):
+                shapes.append({"type": "line", "xref": "x", "yref": "y domain", "x0": x - 0.5, "x1": x - 0.5,
+                               "y0": 0, "y1": 1, "line": {"color": "#9467bd", "dash": "dot"}})
+                annotations.append({"x": x - 0.5, "y": 1, "yref": "paper", "text": f"{_esc(r.get(mk))} waves open",
+                                    "showarrow": False, "xanchor": "left", "font": {"color": "#9467bd"}})
             previous = r.get(mk)
     if rollout_batch_size is not None:
-        fig.add_hline(y=rollout_batch_size, line={"color": "#000", "dash": "dash", "width": 1})
-        fig.add_annotation(x=0, xref="paper", y=rollout_batch_size, text=f"rollout_batch_size {rollout_batch_size}",
-                           showarrow=False, yshift=8, xanchor="left")
-    _layout(fig, x_title="judgement order in the step", y_title=panel.y_title, title=f"step {step}")
-    return fig
+        shapes.append({"type": "line", "xref": "x domain", "yref": "y", "x0": 0, "x1": 1,
+                       "y0": rollout_batch_size, "y1": rollout_batch_size,
+                       "line": {"color": "#000", "dash": "dash", "width": 1}})
+        annotations.append({"x": 0, "xref": "paper", "y": rollout_batch_size, "showarrow": False, "yshift": 8,
+                            "text": f"rollout_batch_size {rollout_batch_size}", "xanchor": "left"})
+    layout = {
+        "height": 360, "margin": {"l": 55, "r": 15, "t": 35, "b": 45}, "legend": {"orientation": "h", "y": -0.22},
+        "xaxis": {"title": {"text": "judgement order in the step"}}, "yaxis": {"title": {"text": panel.y_title}},
+        "title": {"text": f"step {step}"}, "hovermode": "closest", "shapes": shapes, "annotations": annotations,
+    }
+    return {"data": traces, "layout": layout}
 
 
 def marker_sizes(values: list[Any], *, smallest: float = 6.0, largest: float = 20.0) -> list[float]:
@@ -276,9 +281,8 @@ def _ledger_panel(panel: Panel, data: DashboardData, ledger_step: int | None) ->
     for s in pick_ledger_steps(data, step):
         if len(figures) >= MAX_PICKABLE_LEDGER_STEPS:
             break
-        fig_json = ledger_figure(panel, data.ledgers[s], step=s, rollout_batch_size=batch_size(s)).to_plotly_json()
-        fig_json["layout"].pop("template", None)  # the same for every step: taken from the drawn plot
-        text = safe_json(fig_json)
+        # no template: the page's drawn plot lends its own
+        text = safe_json(ledger_figure_dict(panel, data.ledgers[s], step=s, rollout_batch_size=batch_size(s)))
         if figures and size + len(text) > LEDGER_PAYLOAD_BUDGET:
             continue  # too big for the page; a smaller step may still fit
         figures[str(s)] = text

@@ -248,15 +248,19 @@ def read_step_columns(
     for data in iter_step_dicts(path, report):
         rid = data["rollout_id"]
         at = position.get(rid)
+        get = data.get
         if at is None:
             position[rid] = len(order)
             order.append(rid)
             for name, values in columns.items():
-                values.append(finite(data.get(name)))
+                value = get(name)
+                if value.__class__ is float and value - value != 0:  # NaN or infinite: null, as written
+                    value = None
+                values.append(value)
         else:
             report.superseded += 1
             for name, values in columns.items():
-                values[at] = finite(data.get(name))
+                values[at] = finite(get(name))
         if keep_ledger is not None:
             keep_ledger(rid, data, data.get("decisions") or [])
     report.check_not_empty()
