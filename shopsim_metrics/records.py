@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from shopsim_metrics.json_values import json_native
+from shopsim_metrics.json_values import json_native, json_native_fields
 
 
 @dataclass
@@ -47,7 +47,7 @@ class DecisionRow:
     prompt_key: str | None = None  # the group's prompt (shopsim_metrics.prompt_keys); None: no key
 
     def to_dict(self) -> dict[str, Any]:
-        return _clean({name: getattr(self, name) for name in _ROW_FIELDS})
+        return json_native_fields(self, _ROW_FIELDS)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "DecisionRow":
@@ -131,7 +131,7 @@ class StepRecord:
     decisions: list[DecisionRow] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        out = _clean({name: getattr(self, name) for name in _STEP_FIELDS})
+        out = json_native_fields(self, _STEP_FIELDS)
         out["decisions"] = [_row_dict(row) for row in _rows(self.decisions)]
         return out
 
@@ -145,11 +145,6 @@ class StepRecord:
 
 _ROW_FIELDS = tuple(f.name for f in fields(DecisionRow))
 _STEP_FIELDS = tuple(f.name for f in fields(StepRecord) if f.name not in ("decisions", "prompt_table"))
-
-
-def _clean(data: dict[str, Any]) -> dict[str, Any]:
-    """JSON-native copies of the values: non-finite numbers become None (null, never NaN)."""
-    return json_native(data)
 
 
 def _rows(decisions: Any) -> list[Any]:

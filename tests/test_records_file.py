@@ -23,7 +23,7 @@ import pytest
 from hypothesis import given, settings as hsettings, strategies as st
 
 from shopsim_metrics import contract
-from shopsim_metrics.json_values import json_native
+from shopsim_metrics.json_values import json_native, json_native_fields
 from shopsim_metrics.records import DecisionRow, StepRecord
 from shopsim_metrics.sinks import JsonlSink, read_steps, steps_files
 from shopsim_metrics.sinks.jsonl import record_line
@@ -170,6 +170,19 @@ def test_any_value_in_any_field_gives_one_strict_json_line(value, field: str) ->
     data = json.loads(line, parse_constant=refuse)
     assert set(StepRecord(rollout_id=0).to_dict()) <= set(data), "every field is still there"
     assert json_native(json_native(value)) == json_native(value), "converting twice changes nothing"
+
+
+@hsettings(max_examples=300, deadline=None)
+@given(values=st.lists(_values, min_size=1, max_size=4))
+def test_the_one_pass_fields_conversion_equals_the_generic_one(values) -> None:
+    names = tuple(f"f{i}" for i in range(len(values)))
+    obj = type("Fields", (), {})()
+    for name, value in zip(names, values):
+        setattr(obj, name, value)
+    one_pass = json_native_fields(obj, names, on_fallback=None)
+    generic = json_native(dict(zip(names, values)), on_fallback=None)
+    assert json.dumps(one_pass, allow_nan=False, sort_keys=False) == json.dumps(generic, allow_nan=False)
+    assert [type(one_pass[n]) for n in names] == [type(generic[n]) for n in names]
 
 
 # --- disk full, then free: a write seam that acts out a disk of limited room ------------------------
