@@ -37,7 +37,8 @@ def register(subparsers: Any) -> None:
     tune.add_argument("--technical-rate", type=_probability,
                       help="share of judged groups that fail technically (default 0, or measured with --from)")
     tune.add_argument("--from", dest="from_path", metavar="PATH",
-                      help="measure both rates (and the batch knobs) from a run's steps.jsonl or run directory")
+                      help="measure both rates (and the batch knobs) from a run's steps.jsonl or run directory, and "
+                           "calibrate the cost columns (response lengths, time per token) to its records")
     tune.add_argument("--candidates", type=_int_list, help="comma-separated sizes (default: 1, 1.5, 2, 3, 4 x "
                                                            "rollout_batch_size)")
     tune.add_argument("--steps", type=_step_count, default=2000, help="simulated steps per candidate (default 2000)")
@@ -69,7 +70,7 @@ def _tune(args: argparse.Namespace) -> int:
     import os
 
     from shopsim_metrics.simulator.config import SimConfig
-    from shopsim_metrics.simulator.tune import TuneTargets, format_table, measured_rates, write_plot
+    from shopsim_metrics.simulator.tune import TuneTargets, cost_note, format_table, measured_rates, write_plot
 
     knobs: dict[str, int] = {}
     source = "given rates"
@@ -86,6 +87,7 @@ def _tune(args: argparse.Namespace) -> int:
         for name in ("rollout_batch_size", "n_samples_per_prompt", "global_batch_size"):
             if getattr(measured, name):
                 knobs[name] = getattr(measured, name)
+        run_over_sampling = measured.over_sampling_batch_size
     elif zero is None:
         print("tune: give --zero-std-rate (and --technical-rate), or --from PATH to measure them from a run",
               file=sys.stderr)
@@ -99,10 +101,17 @@ def _tune(args: argparse.Namespace) -> int:
             knobs[name] = getattr(args, name)
     rbs = knobs.get("rollout_batch_size", SimConfig.rollout_batch_size)
     base = SimConfig(over_sampling_batch_size=rbs, max_consecutive_failed_groups=args.max_consecutive_failed_groups, **knobs)
+    calibration = None
+    if args.from_path:
+        try:
+            calibration = _calibrate(args, base, run_over_sampling, zero, technical)
+        except (OSError, ValueError) as exc:
+            print(f"tune: cannot calibrate the cost from {args.from_path}: {exc}", file=sys.stderr)
+            return 2
     jobs = args.jobs or min(os.cpu_count() or 1, len(args.candidates) if args.candidates else 5)
     try:
         report = _run_tune(zero, technical, args, base, TuneTargets(args.max_zero_advantage, args.max_second_wave),
-                           source, jobs)
+                           source, jobs, calibration)
     except ValueError as exc:
         print(f"tune: {exc}", file=sys.stderr)
         return 2
@@ -115,14 +124,30 @@ def _tune(args: argparse.Namespace) -> int:
         print(f"recommended over_sampling_batch_size: {report.recommended}  ({report.reason})")
         print(f"rel.time = mean step rollout time / one wave of {base.rollout_batch_size} groups run to completion "
               f"({report.reference_wave_seconds:.1f} s in the latency model); {report.wall_seconds:.1f} s")
+        print(cost_note(report))
     if args.plot:
         path = write_plot(report, args.plot)
         print(f"plot: {path}", file=sys.stderr if args.json else sys.stdout)
     return 0
 
 
+def _calibrate(args: argparse.Namespace, base: Any, over_sampling: int | None, zero: float, technical: float) -> Any:
+    """The cost model fitted to the run at ``--from``: its own loop (knobs, over-sampling, rates) re-simulated."""
+    from shopsim_metrics.simulator.calibration import CALIBRATION_STEPS, calibrate, judged_tokens_per_rollout
+    from shopsim_metrics.sinks.steps_reader import read_step_records
+
+    records, _ = read_step_records(args.from_path, warn=False)  # measured_rates already read (and warned)
+    if judged_tokens_per_rollout(records)[0] is None:
+        print(f"tune: {args.from_path} records no response tokens; the cost columns use the simulator's model",
+              file=sys.stderr)
+        return None
+    run = base.with_(over_sampling_batch_size=max(over_sampling or base.rollout_batch_size, base.rollout_batch_size),
+                     zero_std_rate=zero, technical_rate=technical, seed=args.seed)
+    return calibrate(records, run, source=str(args.from_path), steps=min(args.steps, CALIBRATION_STEPS) or 1)
+
+
 def _run_tune(zero: float, technical: float, args: argparse.Namespace, base: Any, targets: Any, source: str,
-              jobs: int) -> Any:
+              jobs: int, calibration: Any = None) -> Any:
     from shopsim_metrics.simulator.tune import tune
 
     bar = None
@@ -133,7 +158,7 @@ def _run_tune(zero: float, technical: float, args: argparse.Namespace, base: Any
         bar = tqdm(total=total, unit="candidate", desc="simulating candidates", file=sys.stderr)
     try:
         return tune(zero_std_rate=zero, technical_rate=technical, candidates=args.candidates, steps=args.steps,
-                    seed=args.seed, base=base, targets=targets, source=source, jobs=jobs,
+                    seed=args.seed, base=base, targets=targets, source=source, jobs=jobs, calibration=calibration,
                     progress=(lambda size, result: bar.update(1)) if bar is not None else None)
     finally:
         if bar is not None:

@@ -14,12 +14,19 @@ Figures per candidate (over the simulated steps):
 - ``wasted_sample_fraction``: samples of judged groups that do not train / samples of judged groups;
 - ``aborted_per_step``: groups whose generation was discarded at the end of a step;
 - ``relative_rollout_time``: mean step rollout time / the time of one wave of ``rollout_batch_size``
-  groups run to completion (same latency model), so 1.0 means "as slow as no over-sampling".
+  groups run to completion (same latency model), so 1.0 means "as slow as no over-sampling";
+- ``generated_tokens_per_step``: response tokens generated per step (every judged group, every outcome);
+- ``mean_rollout_seconds``: seconds per step (the simulated rollout time). It is a model unless the
+  cost was calibrated from a run that recorded ``rollout_seconds`` (:mod:`.calibration`);
+- ``wasted_token_fraction``: tokens of judged groups that do not train / tokens of judged groups.
 
-**Recommendation rule**: the smallest candidate whose zero-advantage fraction is at most
+**Recommendation rule**: among the candidates whose zero-advantage fraction is at most
 ``max_zero_advantage`` (default 0.05) and whose P(second wave) is at most ``max_second_wave``
-(default 0.05). When none meets both, the candidate that misses them by the smallest factor,
-``max(zero_adv / max_zero_advantage, p_second / max_second_wave)``; ties go to the smaller one.
+(default 0.05), the one that generates the fewest tokens per step (ties go to the smaller one;
+usually the smallest, but a candidate that avoids second waves can be cheaper than a smaller one).
+When none meets both, the candidate that misses them by the smallest factor,
+``max(zero_adv / max_zero_advantage, p_second / max_second_wave)``; ties go to fewer tokens, then the
+smaller one.
 
 Example:
     >>> report = tune(zero_std_rate=0.4, technical_rate=0.0, candidates=[16, 32], steps=50)
@@ -39,6 +46,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
 from shopsim_metrics.records import StepRecord
+from shopsim_metrics.simulator.calibration import CostCalibration
 from shopsim_metrics.simulator.config import SimConfig
 from shopsim_metrics.simulator.latency import reference_wave_time
 from shopsim_metrics.simulator.loop import SimulationResult, Simulator, rng_streams, wave_time_model
@@ -77,6 +85,8 @@ class CandidateResult:
     relative_rollout_time: float
     mean_rollout_seconds: float
     p_limit: float  # share of steps whose technical streak reached the real limit
+    generated_tokens_per_step: float = 0.0
+    wasted_token_fraction: float = 0.0
     meets_targets: bool = False
 
 
@@ -95,6 +105,12 @@ class TuneReport:
     source: str = "given rates"
     wall_seconds: float = 0.0
     extra: dict = field(default_factory=dict)
+    calibration: CostCalibration | None = None  # the cost model fitted to a run (None: the base config's)
+
+    @property
+    def time_measured(self) -> bool:
+        """Whether the seconds per step rest on a run's measured time per token (else they are a model)."""
+        return self.calibration is not None and self.calibration.time_measured
 
     def by_size(self, size: int) -> CandidateResult:
         for candidate in self.candidates:
@@ -110,6 +126,8 @@ class TuneReport:
             "targets": asdict(self.targets), "recommended": self.recommended, "reason": self.reason,
             "reference_wave_seconds": self.reference_wave_seconds,
             "candidates": [asdict(c) for c in self.candidates],
+            "calibration": self.calibration.to_dict() if self.calibration else None,
+            "time_measured": self.time_measured,
         }
 
 
@@ -178,6 +196,8 @@ def summarize(size: int, result: SimulationResult, *, reference_seconds: float,
     accepted_samples = sum(r.accepted_sample_count for r in records)
     train_samples = sum(r.train_sample_count for r in records)
     seconds = sum(o.rollout_time for o in result.outcomes) / (len(result.outcomes) or 1)
+    judged_tokens = sum(r.generated_token_count for r in records)
+    train_tokens = sum(r.train_token_count for r in records)
     return CandidateResult(
         over_sampling_batch_size=size,
         steps=len(records),
@@ -191,6 +211,8 @@ def summarize(size: int, result: SimulationResult, *, reference_seconds: float,
         relative_rollout_time=seconds / reference_seconds if reference_seconds else float("nan"),
         mean_rollout_seconds=seconds,
         p_limit=sum(r.max_consecutive_technical_failures >= max_consecutive_failed_groups for r in records) / n,
+        generated_tokens_per_step=judged_tokens / n,
+        wasted_token_fraction=(judged_tokens - train_tokens) / judged_tokens if judged_tokens else 0.0,
     )
 
 
@@ -203,6 +225,9 @@ def recommend(candidates: Sequence[CandidateResult], targets: TuneTargets) -> tu
         32
         >>> recommend([mk(16, 0.5, 0.0), mk(32, 0.2, 0.0)], TuneTargets())[0]
         32
+        >>> cost = lambda size, tokens: CandidateResult(size, 1, 1, 0, 0, 0, 0, 0, 0, 1, 1, 0, tokens)
+        >>> recommend([cost(16, 9000.0), cost(24, 7000.0), cost(32, 8000.0)], TuneTargets())[0]
+        24
     """
     if not candidates:
         raise ValueError("recommend() needs at least one candidate")
@@ -210,17 +235,19 @@ def recommend(candidates: Sequence[CandidateResult], targets: TuneTargets) -> tu
     for c in ordered:
         c.meets_targets = (c.zero_advantage_fraction <= targets.max_zero_advantage
                            and c.p_second_wave <= targets.max_second_wave)
-    for c in ordered:
-        if c.meets_targets:
-            return c.over_sampling_batch_size, (
-                f"smallest candidate with zero-advantage fraction {c.zero_advantage_fraction:.3f} <= "
-                f"{targets.max_zero_advantage} and P(2nd wave) {c.p_second_wave:.3f} <= {targets.max_second_wave}")
+    meeting = [c for c in ordered if c.meets_targets]
+    if meeting:
+        c = min(meeting, key=lambda c: c.generated_tokens_per_step)  # min() keeps the smaller on ties
+        return c.over_sampling_batch_size, (
+            f"fewest tokens per step ({c.generated_tokens_per_step:,.0f}) with zero-advantage fraction "
+            f"{c.zero_advantage_fraction:.3f} <= {targets.max_zero_advantage} and P(2nd wave) "
+            f"{c.p_second_wave:.3f} <= {targets.max_second_wave}")
 
     def miss(c: CandidateResult) -> float:
         return max(c.zero_advantage_fraction / max(targets.max_zero_advantage, 1e-12),
                    c.p_second_wave / max(targets.max_second_wave, 1e-12))
 
-    best = min(ordered, key=miss)  # min() keeps the first (smallest) on ties
+    best = min(ordered, key=lambda c: (miss(c), c.generated_tokens_per_step))  # then the smaller on ties
     return best.over_sampling_batch_size, (
         f"no candidate meets both targets (zero-advantage <= {targets.max_zero_advantage}, P(2nd wave) <= "
         f"{targets.max_second_wave}); best trade-off: misses them by a factor {miss(best):.2f}")
@@ -238,18 +265,22 @@ def tune(
     source: str = "given rates",
     progress: Callable[[int, CandidateResult], None] | None = None,
     jobs: int = 1,
+    calibration: CostCalibration | None = None,
 ) -> TuneReport:
     """Simulate every candidate at the given rates and recommend one (see the module docstring).
 
     ``base`` holds the other knobs and the latency model (default :class:`SimConfig` defaults).
     ``jobs > 1`` simulates candidates in that many processes (same figures: each candidate has its
-    own simulation from the same seed).
+    own simulation from the same seed). ``calibration`` (:func:`.calibration.calibrate`) replaces
+    ``base``'s token model and time per token by those fitted to a run.
     """
     import time
 
     started = time.perf_counter()
     base = (base or SimConfig()).with_(steps=steps, seed=seed, zero_std_rate=zero_std_rate,
                                        technical_rate=technical_rate, bursts=(), max_technical_streak=None)
+    if calibration is not None:
+        base = calibration.apply(base)
     targets = targets or TuneTargets()
     sizes = sorted(set(candidates)) if candidates is not None else default_candidates(base.rollout_batch_size)
     if not technical_rate < 1.0:
@@ -284,7 +315,7 @@ def tune(
     return TuneReport(
         zero_std_rate=zero_std_rate, technical_rate=technical_rate, base=base, targets=targets, candidates=results,
         recommended=recommended, reason=reason, reference_wave_seconds=reference, source=source,
-        wall_seconds=time.perf_counter() - started,
+        wall_seconds=time.perf_counter() - started, calibration=calibration,
     )
 
 
@@ -305,16 +336,37 @@ _COLUMNS = (
     ("wasted", "wasted_sample_fraction", "{:.3f}"),
     ("aborted", "aborted_per_step", "{:.1f}"),
     ("rel.time", "relative_rollout_time", "{:.2f}"),
+    ("tokens/step", "generated_tokens_per_step", "{:.0f}"),
+    ("sec/step", "mean_rollout_seconds", "{:.1f}"),
+    ("tok.waste", "wasted_token_fraction", "{:.3f}"),
     ("P(limit)", "p_limit", "{:.4f}"),
 )
 
 
+def cost_note(report: TuneReport) -> str:
+    """Where the cost columns come from: fitted to a run, or the simulator's model (not a measurement).
+
+    Example:
+        >>> cost_note(tune(zero_std_rate=0.3, technical_rate=0.0, candidates=[16], steps=3)).startswith("sec/step")
+        True
+    """
+    c = report.calibration
+    tokens = ("tokens fitted to the run: response_length_median {:.0f} reproduces its {:.0f} tokens per judged "
+              "rollout".format(c.response_length_median, c.observed_tokens_per_rollout) if c else
+              "tokens/step from the simulator's token model (response_length_median "
+              f"{report.base.response_length_median:.0f})")
+    if report.time_measured:
+        return (f"sec/step fitted to the run's rollout_seconds ({c.seconds_per_token:.4g} s per token of a group's "
+                f"slowest rollout, {c.timed_steps} timed steps); {tokens}")
+    return f"sec/step is a model, not a measurement (no rollout_seconds calibrated it); {tokens}"
+
+
 def format_table(report: TuneReport) -> str:
     """The terminal table: one row per candidate, the recommended one marked ``*``."""
-    header = "  ".join(f"{name:>9}" for name, _, _ in _COLUMNS) + "  ok"
+    header = "  ".join(f"{name:>11}" for name, _, _ in _COLUMNS) + "  ok"
     lines = [header, "-" * len(header)]
     for c in report.candidates:
-        cells = "  ".join(f"{fmt.format(getattr(c, attr)):>9}" for _, attr, fmt in _COLUMNS)
+        cells = "  ".join(f"{fmt.format(getattr(c, attr)):>11}" for _, attr, fmt in _COLUMNS)
         mark = "*" if c.over_sampling_batch_size == report.recommended else " "
         lines.append(f"{cells}  {'yes' if c.meets_targets else 'no ':>3}{mark}")
     return "\n".join(lines)

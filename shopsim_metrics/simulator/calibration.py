@@ -1,0 +1,150 @@
+"""Calibrate the simulator's cost model from a run's own records: response lengths and seconds per token.
+
+``tune --from RUN`` fits two numbers so that simulating **the run's own loop** (its knobs, its
+``over_sampling_batch_size``, its measured zero-std and technical rates) reproduces what the run
+recorded:
+
+- ``response_length_median``: the simulated judged groups must average the same tokens per rollout
+  as the run's judged groups (ledger ``response_tokens`` / ``unique_rollouts``). The fit re-simulates
+  instead of taking the recorded mean at face value, because judged groups are a biased sample: a
+  group is as slow as its longest rollout, so the long groups are the ones still generating when
+  slime aborts the rest of a wave. A plain mean underestimates the lengths, the more so the larger
+  the over-sampling. Simulating the run's own loop reproduces that selection.
+- ``seconds_per_token`` (only when the records hold ``rollout_seconds``): scaled until the simulated
+  mean step rollout time equals the recorded one.
+
+Both fits are multiplicative fixed points on common random numbers (the same seed every round),
+so the simulated figure is close to proportional to the fitted parameter and a few rounds settle
+it. The shape (``response_length_sigma``) and the dependence on prompt hardness
+(``hard_prompt_length_slope``) stay the base config's: per-group token sums cannot separate them
+from each other.
+
+Example:
+    >>> from shopsim_metrics.records import DecisionRow, StepRecord
+    >>> rows = [DecisionRow(order=1, waves_open=1, group_index=0, outcome="trained", reason=None,
+    ...                     remaining_before=4, unique_rollouts=4, response_tokens=400),
+    ...         DecisionRow(order=2, waves_open=1, group_index=1, outcome="trained", reason=None,
+    ...                     remaining_before=3, unique_rollouts=4, response_tokens=0)]
+    >>> judged_tokens_per_rollout([StepRecord(rollout_id=0, decisions=rows)])
+    (100.0, 1)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+from shopsim_metrics.records import StepRecord
+from shopsim_metrics.simulator.config import SimConfig
+
+ROUNDS = 6
+"""Rounds of each fixed point at most (they settle within 1% in two or three)."""
+
+TOLERANCE = 0.005
+"""Relative gap between the simulated and the recorded figure at which a fit stops."""
+
+CALIBRATION_STEPS = 200
+"""Simulated steps per round of the fit (the CLI's default)."""
+
+CALIBRATION_LIMIT = 10**9
+"""The termination limit while calibrating: none, so a technical streak does not end the simulated run."""
+
+
+@dataclass(frozen=True)
+class CostCalibration:
+    """The fitted cost model and what it was fitted to."""
+
+    source: str
+    response_length_median: float
+    seconds_per_token: float | None  # None: the run holds no rollout_seconds, time stays a model
+    observed_tokens_per_rollout: float  # mean over the run's judged groups that have tokens
+    simulated_tokens_per_rollout: float  # the same in the calibrated simulation of the run's own loop
+    judged_groups: int
+    observed_rollout_seconds: float | None
+    simulated_rollout_seconds: float | None
+    timed_steps: int
+
+    @property
+    def time_measured(self) -> bool:
+        """Whether the time per token comes from the run (else the time column is a model)."""
+        return self.seconds_per_token is not None
+
+    def apply(self, config: SimConfig) -> SimConfig:
+        """``config`` with the fitted median (and seconds per token when measured)."""
+        changes: dict = {"response_length_median": self.response_length_median}
+        if self.seconds_per_token is not None:
+            changes["seconds_per_token"] = self.seconds_per_token
+        return config.with_(**changes)
+
+    def to_dict(self) -> dict:
+        return {name: getattr(self, name) for name in self.__dataclass_fields__} | {
+            "time_measured": self.time_measured}
+
+
+def judged_tokens_per_rollout(records: Sequence[StepRecord]) -> tuple[float | None, int]:
+    """Tokens per rollout over the judged groups that have tokens (ratio of sums), and how many groups.
+
+    Rows with 0 tokens (a run without response lengths) or no unique rollouts are left out; ``None``
+    when no row is left.
+    """
+    tokens = rollouts = groups = 0
+    for record in records:
+        for row in record.decisions:
+            if isinstance(row.response_tokens, int) and row.response_tokens > 0 and row.unique_rollouts > 0:
+                tokens += row.response_tokens
+                rollouts += row.unique_rollouts
+                groups += 1
+    return (tokens / rollouts if rollouts else None), groups
+
+
+def mean_rollout_seconds(records: Sequence[StepRecord]) -> tuple[float | None, int]:
+    """Mean ``rollout_seconds`` over the completed steps that have a positive one, and how many they are."""
+    seconds = [r.rollout_seconds for r in records
+               if not r.terminated and isinstance(r.rollout_seconds, (int, float)) and r.rollout_seconds > 0]
+    return (sum(seconds) / len(seconds), len(seconds)) if seconds else (None, 0)
+
+
+def calibrate(records: Sequence[StepRecord], run: SimConfig, *, source: str = "records",
+              steps: int = CALIBRATION_STEPS) -> CostCalibration:
+    """Fit ``run``'s token model (and seconds per token) to ``records`` (see the module docstring).
+
+    ``run`` is the run's own loop: its knobs, ``over_sampling_batch_size`` and rates (the rates model).
+    ValueError when no judged group has tokens.
+    """
+    from shopsim_metrics.simulator.loop import simulate
+
+    target, groups = judged_tokens_per_rollout(records)
+    if target is None:
+        raise ValueError(f"{source}: no judged group with response tokens (ledger response_tokens are 0 or "
+                         "missing); the cost cannot be calibrated from this run")
+    target_seconds, timed_steps = mean_rollout_seconds(records)
+    config = run.with_(steps=steps, bursts=(), max_technical_streak=None,
+                       max_consecutive_failed_groups=CALIBRATION_LIMIT,
+                       seconds_per_token=run.seconds_per_token or SimConfig.seconds_per_token)
+    simulated = target
+    for _ in range(ROUNDS):
+        simulated = judged_tokens_per_rollout(simulate(config).records)[0] or 1.0
+        gap = target / simulated
+        if abs(gap - 1) < TOLERANCE:
+            break
+        config = config.with_(response_length_median=max(1.0, config.response_length_median * gap))
+    simulated_seconds = None
+    if target_seconds is not None:
+        for _ in range(ROUNDS):
+            outcomes = simulate(config).outcomes
+            simulated_seconds = sum(o.rollout_time for o in outcomes) / len(outcomes) if outcomes else 0.0
+            gap = target_seconds / simulated_seconds if simulated_seconds else 1.0
+            if abs(gap - 1) < TOLERANCE:
+                break
+            config = config.with_(seconds_per_token=config.seconds_per_token * gap)
+    return CostCalibration(
+        source=source,
+        response_length_median=config.response_length_median,
+        seconds_per_token=config.seconds_per_token if target_seconds is not None else None,
+        observed_tokens_per_rollout=target,
+        simulated_tokens_per_rollout=simulated,
+        judged_groups=groups,
+        observed_rollout_seconds=target_seconds,
+        simulated_rollout_seconds=simulated_seconds,
+        timed_steps=timed_steps,
+    )
