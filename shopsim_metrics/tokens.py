@@ -64,7 +64,7 @@ def group_tokens(group: Any) -> int:
         return 0
     try:  # the common case: a flat list of distinct samples with int lengths
         lengths = [sample.response_length for sample in items]
-        if all(type(length) is int and length >= 0 for length in lengths) and len({id(s) for s in items}) == len(items):
+        if set(map(type, lengths)) == {int} and min(lengths) >= 0 and len(set(map(id, items))) == len(items):
             return sum(lengths)
     except Exception:  # noqa: BLE001 - fan-out, odd samples: the careful path below
         pass
