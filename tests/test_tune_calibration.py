@@ -86,8 +86,10 @@ def test_the_recommendation_takes_the_cheapest_candidate_in_tokens_among_those_m
     assert recommend(ties, TuneTargets())[0] == 24
 
 
-def test_cli_without_a_run_says_the_time_is_a_model(capsys):
-    code = main(["tune", "--zero-std-rate", "0.3", "--candidates", "16,32", "--steps", "20", "--jobs", "1"])
+def test_cli_without_a_run_says_the_time_is_a_model(tmp_path, capsys):
+    plot = tmp_path / "tune.html"
+    code = main(["tune", "--zero-std-rate", "0.3", "--candidates", "16,32", "--steps", "20", "--jobs", "1",
+                 "--plot", str(plot)])
     out = capsys.readouterr().out
     assert code == 0
     header = next(line for line in out.splitlines() if "over" in line.split())
@@ -95,6 +97,7 @@ def test_cli_without_a_run_says_the_time_is_a_model(capsys):
     row = next(line for line in out.splitlines() if line.split()[:1] == ["32"])
     assert len(row.split()) == len(header.split())  # one cell per column
     assert "sec/step is a model, not a measurement" in out
+    assert "relative rollout time and tokens per step" in plot.read_text()
 
 
 def test_cli_from_a_timed_run_fits_the_time_and_reports_it(run_records, capsys):

@@ -380,7 +380,7 @@ def write_plot(report: TuneReport, out_path: str | os.PathLike) -> Path:
     sizes = [c.over_sampling_batch_size for c in report.candidates]
     fig = make_subplots(rows=2, cols=2, subplot_titles=(
         "waves per step", "zero-advantage fraction of the train batch", "wasted samples / aborted groups",
-        "relative rollout time"), specs=[[{}, {}], [{"secondary_y": True}, {}]])
+        "relative rollout time and tokens per step"), specs=[[{}, {}], [{"secondary_y": True}, {}]])
     fig.add_trace(go.Scatter(x=sizes, y=[c.mean_waves for c in report.candidates], name="mean waves"), 1, 1)
     fig.add_trace(go.Scatter(x=sizes, y=[c.p_second_wave for c in report.candidates], name="P(2nd wave)"), 1, 1)
     fig.add_trace(go.Scatter(x=sizes, y=[c.p_third_wave for c in report.candidates], name="P(3rd wave)"), 1, 1)
@@ -393,6 +393,9 @@ def write_plot(report: TuneReport, out_path: str | os.PathLike) -> Path:
                          opacity=0.4), 2, 1, secondary_y=True)
     fig.add_trace(go.Scatter(x=sizes, y=[c.relative_rollout_time for c in report.candidates],
                              name="relative rollout time"), 2, 2)
+    smallest_tokens = report.candidates[0].generated_tokens_per_step or 1.0
+    fig.add_trace(go.Scatter(x=sizes, y=[c.generated_tokens_per_step / smallest_tokens for c in report.candidates],
+                             name=f"tokens per step / the smallest candidate's ({smallest_tokens:,.0f})"), 2, 2)
     fig.add_vline(x=report.recommended, line_dash="dash", line_color="green")
     fig.update_xaxes(title_text="over_sampling_batch_size", tickvals=sizes)
     fig.update_layout(
