@@ -304,7 +304,7 @@ def read_reward(raw: Any, reward_key: str | None) -> tuple[float | None, str | N
         if raw is None:
             return None, None
     try:
-        value = _as_float(raw)
+        value = as_float(raw)
     except OverflowError:  # an int beyond the float range, e.g. 10**400
         return None, "reward_not_finite"
     except Exception:  # noqa: BLE001 - str, list, complex, a tensor whose .item() raises, ...
@@ -314,8 +314,14 @@ def read_reward(raw: Any, reward_key: str | None) -> tuple[float | None, str | N
     return value, None
 
 
-def _as_float(raw: Any) -> float:
-    """``float(raw)`` for numbers and 0-dim array-likes; raises for anything else."""
+def as_float(raw: Any) -> float:
+    """``float(raw)`` for numbers and 0-dim array-likes; raises for anything else.
+
+    Example:
+        >>> import numpy as np
+        >>> as_float(np.array(2)), as_float(3)
+        (2.0, 3.0)
+    """
     if type(raw) is float:  # the common case
         return raw
     if isinstance(raw, (str, bytes, complex)):

@@ -67,24 +67,14 @@ def json_native_fields(obj: Any, names: Iterable[str],
                        on_fallback: Callable[[str], None] | None = warn_once_per_type) -> dict[str, Any]:
     """``json_native({name: getattr(obj, name) for name in names})`` in one pass, for records' fields.
 
-    Plain values (``None``, ``bool``, ``str``, an ``int`` within the float range, a finite ``float``)
-    are taken as they are; only the others go through the rules above.
+    The fields are read once and converted by the same rules, without building an intermediate dict.
 
     Example:
         >>> from types import SimpleNamespace
         >>> json_native_fields(SimpleNamespace(a=1, b=float("nan"), c=(2, 3)), ("a", "b", "c"))
         {'a': 1, 'b': None, 'c': [2, 3]}
     """
-    out = {}
-    for name in names:
-        value = getattr(obj, name)
-        kind = type(value)
-        if (value is None or kind is str or kind is bool or (kind is float and value - value == 0.0)
-                or (kind is int and value.bit_length() <= _INT_BITS)):
-            out[name] = value
-        else:
-            out[name] = _convert(value, on_fallback, 1)  # depth 1: a value inside the fields' dict
-    return out
+    return {name: _convert(getattr(obj, name), on_fallback, 1) for name in names}  # depth 1: inside the dict
 
 
 def _convert(value: Any, on_fallback: Callable[[str], None] | None, depth: int) -> Any:

@@ -21,7 +21,10 @@ Example:
 
 from __future__ import annotations
 
+import math
 from typing import Any
+
+from shopsim_metrics.group_judgement import as_float
 
 
 def read_response_length(sample: Any) -> int:
@@ -34,26 +37,16 @@ def read_response_length(sample: Any) -> int:
     """
     try:
         value = getattr(sample, "response_length", None)
-    except Exception:  # noqa: BLE001 - a property that raises reads as unknown
-        return 0
-    if type(value) is int:  # the common case first
-        return value if value > 0 else 0
-    if value is None or isinstance(value, (bool, str, bytes)):
-        return 0
-    try:
-        item = getattr(value, "item", None)
-        if callable(item) and tuple(getattr(value, "shape", ())) == ():
-            value = item()
-        if isinstance(value, bool):
+        if type(value) is int:  # the common case first
+            return value if value > 0 else 0
+        if value is None or isinstance(value, bool) or type(value).__name__ == "bool_":
             return 0
-        as_float = float(value)
+        number = as_float(value)  # numpy integers, 0-dim arrays / tensors, integral floats
     except Exception:  # noqa: BLE001 - unreadable lengths count 0, never raise
         return 0
-    if not as_float == as_float or as_float in (float("inf"), float("-inf")) or as_float < 0:
+    if not math.isfinite(number) or number < 0 or number != int(number):
         return 0
-    if as_float != int(as_float):
-        return 0
-    return int(as_float)
+    return int(number)
 
 
 def group_tokens(group: Any) -> int:
