@@ -267,6 +267,32 @@ def test_html_stacked_outcomes_add_up_to_submitted(records: list[StepRecord]) ->
     assert terminated and [s.x0 for s in fig.layout.shapes] == terminated
 
 
+def test_html_figures_are_plain_valid_plotly_json_and_the_template_is_embedded_once(records: list[StepRecord]) -> None:
+    import plotly.graph_objects as go
+    import plotly.io as pio
+
+    page = render_html(load_dashboard_data(records))
+    figures = {m.group(1): json.loads(m.group(2)) for m in
+               re.finditer(r'<script type="application/json" id="plot-([\w-]+)-figure">(.*?)</script>', page, re.S)}
+    ledger = re.search(r'<script type="application/json" id="ledger-data-remaining_ledger">(.*?)</script>', page, re.S)
+    picker_figures = list(json.loads(ledger.group(1)).values())
+    assert set(figures) == {p.id for p in SPEC.panels} and len(picker_figures) > 1
+    for figure in [*figures.values(), *picker_figures]:
+        go.Figure(data=figure["data"], layout=figure["layout"])  # plotly's validation: raises on a bad property
+        assert "template" not in figure["layout"], "the page lends its template: no copy per figure"
+        assert all(isinstance(t["x"], list) and isinstance(t["y"], list) for t in figure["data"])  # no bdata
+    for panel in SPEC.panels:
+        if panel.kind == "ledger_remaining":
+            continue
+        traces = figures[panel.id]["data"][: len(panel.series)]
+        assert [(t["name"], t["meta"], (t.get("marker") or t["line"])["color"]) for t in traces] == [
+            (s.label, s.key, s.color) for s in panel.series], panel.id
+    templates = re.findall(r'<script type="application/json" id="plotly-template">(.*?)</script>', page, re.S)
+    white = json.loads(json.dumps(pio.templates["plotly_white"].to_plotly_json()))
+    assert len(templates) == 1 and json.loads(templates[0]) == white
+    assert page.count("f.layout.template = PAGE_TEMPLATE;") == len(SPEC.panels)
+
+
 def test_series_values_keep_missing_values_missing() -> None:
     data = load_dashboard_data([StepRecord(rollout_id=0, train_group_count=16, fallback_group_count=3),
                                 StepRecord(rollout_id=1, success_rate=None)])

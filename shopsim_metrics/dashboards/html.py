@@ -2,7 +2,9 @@
 
 plotly.js is inlined (no CDN, no network), so the file opens anywhere, also by e-mail. Each panel
 is a ``<section id="panel-<id>" data-panel-id="<id>">`` holding a plot div ``plot-<id>``; the
-ledger panel has a step picker (default: the latest multi-wave step).
+ledger panel has a step picker (default: the latest multi-wave step). Figures are plain plotly JSON
+built here (plotly's objects validate every element: seconds on a 100k-step run), drawn with the
+``plotly_white`` template that the page embeds once.
 
 Example:
     >>> import tempfile, pathlib
@@ -42,6 +44,9 @@ MAX_TERMINATION_LINES = 20
 """Terminated steps marked by a vertical line; beyond that, by markers on the axis (one trace)."""
 
 _PLOT_CONFIG = {"displaylogo": False, "responsive": True}
+
+TEMPLATE = "plotly_white"
+"""The look of every figure: plotly's template of that name, embedded once in the page (see :func:`template_json`)."""
 
 
 def write_html_dashboard(
@@ -89,6 +94,7 @@ def render_html(
         title=_esc(title),
         css=_CSS,
         plotlyjs=get_plotlyjs(),
+        template=template_json(),
         summary=_summary_html(data),
         sections="\n".join(sections),
         panel_count=len(spec.panels),
@@ -108,7 +114,7 @@ def _panel_html(panel: Panel, data: DashboardData, ledger_step: int | None) -> s
         if data.ledger_note or not present:
             note = f'<p class="note">{_esc(data.ledger_note or "This source has no decision ledger.")}</p>'
     else:
-        fig = step_figure(panel, data)
+        fig = step_figure_dict(panel, data)
         if len(data.rollout_ids) > MAX_POINTS:
             note = f'<p class="note">{_esc(downsample_note(panel, len(data.rollout_ids)))}</p>'
     div = plot_div(fig, f"plot-{panel.id}")
@@ -130,13 +136,21 @@ def series_values(series: Series, data: DashboardData) -> list[float | None]:
 
 
 def step_figure(panel: Panel, data: DashboardData) -> "go.Figure":
-    """A per-step panel: bars (stacked for ``stacked_bar``), lines, and threshold lines.
-
-    Past :data:`~shopsim_metrics.dashboards.downsample.MAX_POINTS` steps the series are downsampled for
-    drawing: stacked bars by bucket means (the stack still adds up), lines by min/max buckets.
-    """
+    """The figure of :func:`step_figure_dict` as a plotly object with the ``plotly_white`` template (for
+    notebooks; the page embeds the plain JSON)."""
     import plotly.graph_objects as go
 
+    return go.Figure(step_figure_dict(panel, data)).update_layout(template=TEMPLATE)
+
+
+def step_figure_dict(panel: Panel, data: DashboardData) -> dict[str, Any]:
+    """A per-step panel as plain plotly JSON (no template): bars (stacked for ``stacked_bar``), lines,
+    threshold lines, and the terminated steps.
+
+    Past :data:`~shopsim_metrics.dashboards.downsample.MAX_POINTS` steps the series are downsampled for
+    drawing: stacked bars by bucket means (the stack still adds up), lines by min/max buckets. Built
+    without plotly's objects, whose per-element validation costs seconds on a 100k-step run.
+    """
     x = data.step_ids()
     values = [series_values(s, data) for s in panel.series]
     if panel.kind == "stacked_bar":
@@ -144,31 +158,31 @@ def step_figure(panel: Panel, data: DashboardData) -> "go.Figure":
         drawn = [(bucket_x, v) for v in bucketed]
     else:
         drawn = [minmax_buckets(x, v) for v in values]
-    fig = go.Figure()
+    traces: list[dict[str, Any]] = []
     for s, (sx, sy) in zip(panel.series, drawn):
-        name = s.label
+        trace: dict[str, Any] = {"x": sx, "y": sy, "name": s.label, "meta": s.key}
         if s.style == "bar":
-            fig.add_trace(go.Bar(x=sx, y=sy, name=name, marker_color=s.color, meta=s.key))
+            trace.update(type="bar", marker={"color": s.color})
         elif s.style == "threshold":
-            fig.add_trace(
-                go.Scatter(x=sx, y=sy, name=name, mode="lines", line={"color": s.color, "dash": "dash"}, meta=s.key)
-            )
+            trace.update(type="scatter", mode="lines", line={"color": s.color, "dash": "dash"})
         else:
-            mode = "lines+markers" if len(sx) <= 500 else "lines"
-            fig.add_trace(go.Scatter(x=sx, y=sy, name=name, mode=mode, line={"color": s.color}, meta=s.key))
+            trace.update(type="scatter", mode="lines+markers" if len(sx) <= 500 else "lines", line={"color": s.color})
+        traces.append(trace)
+    layout = _layout(x_title=f"step ({contract.WANDB_STEP_KEY})", y_title=panel.y_title)
     if panel.kind == "stacked_bar":
-        fig.update_layout(barmode="stack")
+        layout["barmode"] = "stack"
     terminated = _terminated_steps(data)
     if len(terminated) <= MAX_TERMINATION_LINES:
-        for step in terminated:
-            fig.add_vline(x=step, line={"color": "#d62728", "dash": "dot", "width": 1})
-            fig.add_annotation(x=step, y=1, yref="paper", text="terminated", showarrow=False, font={"color": "#d62728"})
+        layout["shapes"] = [{"type": "line", "xref": "x", "yref": "y domain", "x0": step, "x1": step, "y0": 0, "y1": 1,
+                             "line": {"color": "#d62728", "dash": "dot", "width": 1}} for step in terminated]
+        layout["annotations"] = [{"x": step, "y": 1, "yref": "paper", "text": "terminated", "showarrow": False,
+                                  "font": {"color": "#d62728"}} for step in terminated]
     else:
         marks = terminated[:: max(1, len(terminated) // MAX_POINTS + 1)]
-        fig.add_trace(go.Scatter(x=marks, y=[0] * len(marks), name=f"terminated ({len(terminated)} steps)",
-                                 mode="markers", marker={"color": "#d62728", "symbol": "x", "size": 7}))
-    _layout(fig, x_title=f"step ({contract.WANDB_STEP_KEY})", y_title=panel.y_title)
-    return fig
+        traces.append({"type": "scatter", "x": marks, "y": [0] * len(marks), "mode": "markers",
+                       "name": f"terminated ({len(terminated)} steps)",
+                       "marker": {"color": "#d62728", "symbol": "x", "size": 7}})
+    return {"data": traces, "layout": layout}
 
 
 def downsample_note(panel: Panel, steps: int) -> str:
@@ -185,9 +199,8 @@ def ledger_figure(panel: Panel, rows: list[dict[str, Any]], *, step: int, rollou
     """``remaining_before`` by judgement order for one step, coloured by outcome, waves marked."""
     import plotly.graph_objects as go
 
-    fig = go.Figure(ledger_figure_dict(panel, rows, step=step, rollout_batch_size=rollout_batch_size))
-    fig.update_layout(template="plotly_white")
-    return fig
+    return go.Figure(ledger_figure_dict(panel, rows, step=step, rollout_batch_size=rollout_batch_size)).update_layout(
+        template=TEMPLATE)
 
 
 def ledger_figure_dict(
@@ -255,10 +268,11 @@ def marker_sizes(values: list[Any], *, smallest: float = 6.0, largest: float = 2
     return [smallest + (largest - smallest) * (n ** 0.5) / top for n in numbers]
 
 
-def _ledger_panel(panel: Panel, data: DashboardData, ledger_step: int | None) -> tuple["go.Figure", str, int | None, bool]:
-    """The ledger figure, its step picker (HTML) and the chosen step; a per-step summary without a ledger."""
-    import plotly.graph_objects as go
-
+def _ledger_panel(
+    panel: Panel, data: DashboardData, ledger_step: int | None
+) -> tuple[dict[str, Any], str, int | None, bool]:
+    """The ledger figure (plain JSON), its step picker (HTML) and the chosen step; a per-step summary
+    without a ledger."""
     step = ledger_step if ledger_step is not None else data.default_ledger_step()
     if data.ledgers is None or step is None:
         summary = Panel(
@@ -266,22 +280,23 @@ def _ledger_panel(panel: Panel, data: DashboardData, ledger_step: int | None) ->
             section=panel.section, y_title="groups / waves",
             series=tuple(Series(k, k, "bar" if k == "wave_count" else "line") for k in panel.step_summary),
         )
-        fig = step_figure(summary, data) if data.rollout_ids else go.Figure()
+        fig = step_figure_dict(summary, data)
         if data.ledgers is not None:  # a ledger-capable source with no judged group yet
-            fig.add_annotation(text="no judged group yet", x=0.5, y=0.5, xref="paper", yref="paper", showarrow=False)
+            fig["layout"].setdefault("annotations", []).append(
+                {"text": "no judged group yet", "x": 0.5, "y": 0.5, "xref": "paper", "yref": "paper", "showarrow": False})
         return fig, "", None, False
     knob = panel.knob_lines[0] if panel.knob_lines else None
 
     def batch_size(at: int) -> Any:
         return _num(data.values_at(at).get(knob)) if knob else None
 
-    fig = ledger_figure(panel, data.ledgers[step], step=step, rollout_batch_size=batch_size(step))
+    fig = ledger_figure_dict(panel, data.ledgers[step], step=step, rollout_batch_size=batch_size(step))
     figures: dict[str, str] = {}
     size = 0
     for s in pick_ledger_steps(data, step):
         if len(figures) >= MAX_PICKABLE_LEDGER_STEPS:
             break
-        # no template: the page's drawn plot lends its own
+        # no template: the picker lends the drawn plot's
         text = safe_json(ledger_figure_dict(panel, data.ledgers[s], step=s, rollout_batch_size=batch_size(s)))
         if figures and size + len(text) > LEDGER_PAYLOAD_BUDGET:
             continue  # too big for the page; a smaller step may still fit
@@ -355,25 +370,43 @@ def safe_json(value: Any) -> str:
     Example:
         >>> print(safe_json({"group_index": "<!--<script>&"}))
         {"group_index":"\\u003c!--\\u003cscript\\u003e\\u0026"}
+        >>> safe_json({"y": [1.5, float("nan"), None]})  # NaN is not JSON: drawn as a gap
+        '{"y":[1.5,null,null]}'
     """
-    from plotly.io.json import to_json_plotly
+    try:
+        text = json.dumps(value, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError):  # NaN, numpy or date values: plotly's encoder writes NaN as null
+        from plotly.io.json import to_json_plotly
 
-    text = to_json_plotly(value)
+        text = to_json_plotly(value)
     return (text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
             .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
 
 
-def plot_div(fig: "go.Figure", div_id: str) -> str:
-    """The figure as a ``<div>`` drawn by ``Plotly.newPlot``, its JSON embedded safely (see :func:`safe_json`)."""
-    figure = fig.to_plotly_json()
+def plot_div(figure: dict[str, Any], div_id: str) -> str:
+    """A plain plotly JSON figure as a ``<div>`` drawn by ``Plotly.newPlot`` with the page's template (see
+    :func:`template_json`), its JSON embedded safely (see :func:`safe_json`)."""
     payload = safe_json({"data": figure.get("data", []), "layout": figure.get("layout", {}), "config": _PLOT_CONFIG})
     figure_id = f"{div_id}-figure"
     return (
         f'<div id="{_esc(div_id)}" class="plotly-graph-div" style="height:360px; width:100%;"></div>\n'
         f'<script type="application/json" id="{_esc(figure_id)}">{payload}</script>\n'
         f"<script>(function () {{ var f = JSON.parse(document.getElementById({safe_json(figure_id)}).textContent);"
-        f" Plotly.newPlot({safe_json(div_id)}, f.data, f.layout, f.config); }})();</script>"
+        f" f.layout.template = PAGE_TEMPLATE; Plotly.newPlot({safe_json(div_id)}, f.data, f.layout, f.config); }})();</script>"
     )
+
+
+def template_json(name: str = TEMPLATE) -> str:
+    """Plotly's template ``name`` (layout and per-trace-type defaults) as safe JSON: the page embeds it once
+    and every figure draws with it, instead of carrying a copy each.
+
+    Example:
+        >>> json.loads(template_json())["layout"]["plot_bgcolor"]
+        'white'
+    """
+    import plotly.io as pio
+
+    return safe_json(pio.templates[name].to_plotly_json())
 
 
 # --- page ---------------------------------------------------------------------------------------
@@ -407,17 +440,12 @@ def _terminated_steps(data: DashboardData) -> list[int]:
     return [rid for rid, flag in zip(data.rollout_ids, data.column("terminated")) if flag is True or flag == 1]
 
 
-def _layout(fig: "go.Figure", *, x_title: str, y_title: str, title: str | None = None) -> None:
-    fig.update_layout(
-        template="plotly_white",
-        height=360,
-        margin={"l": 55, "r": 15, "t": 35 if title else 20, "b": 45},
-        legend={"orientation": "h", "y": -0.22},
-        xaxis_title=x_title,
-        yaxis_title=y_title,
-        title={"text": title} if title else None,
-        hovermode="closest",
-    )
+def _layout(*, x_title: str, y_title: str) -> dict[str, Any]:
+    """The layout every per-step panel shares (plain plotly JSON; the template comes from the page)."""
+    return {
+        "height": 360, "margin": {"l": 55, "r": 15, "t": 20, "b": 45}, "legend": {"orientation": "h", "y": -0.22},
+        "xaxis": {"title": {"text": x_title}}, "yaxis": {"title": {"text": y_title}}, "hovermode": "closest",
+    }
 
 
 def _num(v: Any) -> float | None:
@@ -464,6 +492,8 @@ _PAGE = """<!DOCTYPE html>
 <title>{title}</title>
 <style>{css}</style>
 <script type="text/javascript">{plotlyjs}</script>
+<script type="application/json" id="plotly-template">{template}</script>
+<script>var PAGE_TEMPLATE = JSON.parse(document.getElementById("plotly-template").textContent);</script>
 </head>
 <body data-panel-count="{panel_count}">
 <h1>{title}</h1>
