@@ -89,7 +89,109 @@ def judge_group(
     success_key: str = "shopsim_success",
     unscored_key: str = "shopsim_unscored",
 ) -> GroupJudgement:
-    """Judge one finished group (see the module docstring for the rules); never raises."""
+    """Judge one finished group (see the module docstring for the rules); never raises.
+
+    The common group (one sample per rollout, normal statuses, plain rewards, no flags) is judged by
+    :func:`judge_plain_group`; every other group by :func:`judge_group_carefully`, with the same result.
+    """
+    plain = judge_plain_group(group, n_samples, success_threshold, success_key, unscored_key)
+    if plain is not None:
+        return plain
+    return judge_group_carefully(group, n_samples=n_samples, reward_key=reward_key,
+                                 success_threshold=success_threshold, success_key=success_key,
+                                 unscored_key=unscored_key)
+
+
+_NONE_TYPE = type(None)
+
+
+def judge_plain_group(
+    group: Sequence[Any],
+    n_samples: int | None = None,
+    success_threshold: float = 1.0,
+    success_key: str = "shopsim_success",
+    unscored_key: str = "shopsim_unscored",
+) -> GroupJudgement | None:
+    """The judgement of a plain group, read a field at a time over the whole group; None for any other group.
+
+    Plain: a flat list (or tuple) of samples, one per rollout (distinct int ``rollout_id``, or no ``rollout_id`` and
+    distinct int ``index``), at least ``n_samples`` of them, every status a normal finish, every reward a
+    finite float or int, metadata None or a dict without ``unscored_key``. That is the group slime's
+    default generate function produces, and nearly every group of a run; the rules are those of
+    :func:`judge_group_carefully`, which judges everything else. Never raises.
+
+    Example:
+        >>> from shopsim_metrics.samples import SimSample as S
+        >>> judge_plain_group([S(index=i, reward=float(i % 2)) for i in range(4)], n_samples=4).kind
+        'spread'
+        >>> judge_plain_group([S(rollout_id=0), S(rollout_id=0)]) is None  # two segments of one rollout
+        True
+    """
+    if type(group) is not list and type(group) is not tuple:  # read once only: the careful path reads it again
+        return None
+    try:
+        return _judge_plain(group, n_samples, success_threshold, success_key, unscored_key)
+    except Exception:  # noqa: BLE001 - fanned-out segments, odd samples: the careful path's to judge
+        return None
+
+
+def _judge_plain(
+    group: Sequence[Any], n_samples: int | None, success_threshold: float, success_key: str, unscored_key: str,
+) -> GroupJudgement | None:
+    if not group or (n_samples is not None and len(group) < n_samples):
+        return None
+    keys = [sample.rollout_id for sample in group]  # AttributeError for fanned-out segments and odd samples
+    id_types = set(map(type, keys))
+    if id_types != {int}:
+        if id_types != {_NONE_TYPE}:
+            return None
+        keys = [sample.index for sample in group]
+        if set(map(type, keys)) != {int}:
+            return None
+    if len(set(keys)) != len(keys):
+        return None
+    rewards = [sample.reward for sample in group]
+    reward_types = set(map(type, rewards))
+    if reward_types != {float} and not reward_types <= {float, int}:
+        return None
+    rewards = tuple(rewards) if reward_types == {float} else tuple(map(float, rewards))
+    if not math.isfinite(sum(rewards)):  # a non-finite reward, or a sum beyond the float range
+        return None
+    statuses = [sample.status for sample in group]
+    one_status = len(set(map(id, statuses))) == 1  # by identity: one enum member, or one interned name
+    if any(map(status_check, statuses[:1] if one_status else statuses)):
+        return None
+    metadatas = [sample.metadata for sample in group]
+    if not set(map(type, metadatas)) <= {dict, _NONE_TYPE}:
+        return None
+    if any(metadatas):
+        successes = 0
+        for metadata, reward in zip(metadatas, rewards):
+            if metadata and (unscored_key in metadata or success_key in metadata):
+                if unscored_key in metadata:
+                    return None
+                flag = read_flag(metadata[success_key])
+                if flag is None:
+                    return None
+                successes += flag
+            else:
+                successes += reward >= success_threshold
+    else:
+        successes = len([reward for reward in rewards if reward >= success_threshold])
+    kind = SPREAD if max(rewards) - min(rewards) > ZERO_STD_TOLERANCE else ZERO_STD
+    return GroupJudgement(kind, None, group_index_of(group[0]), len(group), rewards, successes)
+
+
+def judge_group_carefully(
+    group: Sequence[Any],
+    *,
+    n_samples: int | None = None,
+    reward_key: str | None = None,
+    success_threshold: float = 1.0,
+    success_key: str = "shopsim_success",
+    unscored_key: str = "shopsim_unscored",
+) -> GroupJudgement:
+    """Judge any group, one rollout and one segment at a time (the rules of the module docstring); never raises."""
     try:
         rollouts = segments_by_rollout(group)
     except Exception:  # noqa: BLE001 - not a list of samples at all

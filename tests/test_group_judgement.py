@@ -337,3 +337,55 @@ def test_an_invalid_flag_on_a_later_segment_is_still_invalid():
     later.metadata = {"shopsim_success": False}  # valid: the first segment's flag counts
     j = judge_group([[first, later], [other]], n_samples=2)
     assert (j.kind, j.success_count) == ("spread", 1)
+
+
+_plain_statuses = st.sampled_from(["completed", "truncated", "pending", "failed", "aborted", None,
+                                   Status.COMPLETED, Status.TRUNCATED, Status.FAILED])
+_plain_metadata = st.sampled_from([{}, None, {"x": 1}, {"shopsim_success": True}, {"shopsim_success": "false"},
+                                   {"shopsim_success": 0.5}, {"shopsim_unscored": False}, {"shopsim_unscored": True},
+                                   {"shopsim_prompt_key": "p7"}])
+
+
+@settings(max_examples=600, deadline=None)
+@given(
+    rows=st.lists(st.tuples(st.one_of(st.none(), st.integers(0, 6)), st.integers(0, 6), _plain_statuses,
+                            _plain_metadata, _rewards), max_size=9),
+    n=st.one_of(st.none(), st.integers(1, 9)),
+    threshold=st.sampled_from([0.5, 1.0]),
+    as_tuple=st.booleans(),
+)
+def test_the_plain_path_agrees_with_the_careful_path(rows, n, threshold, as_tuple):
+    """Whenever the field-at-a-time path judges a group, its judgement is the careful path's, exactly."""
+    from shopsim_metrics.group_judgement import judge_group_carefully, judge_plain_group
+
+    group = [SimSample(rollout_id=rid, index=index, group_index=4, status=status, metadata=metadata, reward=reward)
+             for rid, index, status, metadata, reward in rows]
+    group = tuple(group) if as_tuple else group
+    plain = judge_plain_group(group, n, threshold)
+    careful = judge_group_carefully(group, n_samples=n, success_threshold=threshold)
+    if plain is not None:
+        assert plain == careful
+        assert [type(r) for r in plain.rewards] == [float] * len(plain.rewards)
+    assert judge_group(group, n_samples=n, success_threshold=threshold) == careful
+
+
+def test_the_plain_path_judges_slime_shaped_groups():
+    """The default generate function's groups (enum statuses, no rollout_id, metadata with a prompt key,
+    success flags) take the plain path; fan-out, duplicates and bad rewards do not."""
+    from shopsim_metrics.group_judgement import judge_plain_group
+
+    def group(**overrides):
+        samples = [SimSample(rollout_id=None, index=10 + i, group_index=1, status=Status.COMPLETED,
+                             metadata={"shopsim_prompt_key": "p1", **({"shopsim_success": i == 0} if i < 2 else {})},
+                             reward=float(i % 3 == 0)) for i in range(8)]
+        for sample in samples:
+            for name, value in overrides.items():
+                setattr(sample, name, value)
+        return samples
+
+    judged = judge_plain_group(group(), 8)
+    assert (judged.kind, judged.unique_rollouts, judged.success_count, judged.group_index) == ("spread", 8, 3, 1)
+    assert judge_plain_group([[s] for s in group()], 8) is None  # fanned out
+    assert judge_plain_group(group(index=3), 8) is None  # one index for all: de-duplication is careful work
+    assert judge_plain_group(group(reward=float("nan")), 8) is None
+    assert judge_plain_group(iter(group()), 8) is None  # an iterator is read once, by the careful path
