@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from shopsim_metrics.json_values import json_native, json_native_fields
+from shopsim_metrics.json_values import json_native, json_native_fields, json_native_rows
 
 
 @dataclass
@@ -132,7 +132,11 @@ class StepRecord:
 
     def to_dict(self) -> dict[str, Any]:
         out = json_native_fields(self, _STEP_FIELDS)
-        out["decisions"] = [_row_dict(row) for row in _rows(self.decisions)]
+        rows = _rows(self.decisions)
+        if all(type(row) is DecisionRow for row in rows):
+            out["decisions"] = json_native_rows(rows, _ROW_FIELDS)
+        else:
+            out["decisions"] = [_row_dict(row) for row in rows]
         return out
 
     @classmethod
