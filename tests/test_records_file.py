@@ -670,3 +670,15 @@ def test_an_unwritable_run_directory_holds_records_back_and_never_raises(tmp_pat
             sink.emit(make_record(1))
     assert bad.held_back_count == nul.held_back_count == 2
     assert len(_warnings(caplog, "could not write the step record of rollout_id 0")) == 2
+
+
+@pytest.mark.parametrize("group_index, prompt_key", [(5, "plain"), (5, "caf\u00e9 \u2028"), (2**70, "big"),
+                                                     (5, "lone \ud800 surrogate")])
+def test_every_line_parses_back_to_the_converted_record(group_index, prompt_key) -> None:
+    """The fast encoder's lines and the standard encoder's (beyond 64-bit ints, lone surrogates) read back alike."""
+    row = DecisionRow(order=1, waves_open=1, group_index=group_index, outcome="trained", reason=None,
+                      remaining_before=1, unique_rollouts=8, reward_mean=1e16, prompt_key=prompt_key)
+    record = StepRecord(rollout_id=0, reward_mean=0.1, decisions=[row])
+    line = record_line(record)
+    assert line.endswith(b"\n") and line.count(b"\n") == 1
+    assert json.loads(line.decode("utf-8")) == json.loads(json.dumps(record.to_dict()))
