@@ -682,3 +682,27 @@ def test_every_line_parses_back_to_the_converted_record(group_index, prompt_key)
     line = record_line(record)
     assert line.endswith(b"\n") and line.count(b"\n") == 1
     assert json.loads(line.decode("utf-8")) == json.loads(json.dumps(record.to_dict()))
+
+
+_json_texts = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=4)),
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=3), inner, max_size=3)),
+    max_leaves=10,
+).map(json.dumps)
+
+
+@hsettings(max_examples=400, deadline=None)
+@given(text=st.one_of(_json_texts, st.text(max_size=12), st.binary(max_size=12).map(lambda b: b.decode("latin-1"))),
+       encoding=st.sampled_from(["utf-8", "utf-16"]))
+def test_the_readers_parse_a_line_exactly_as_json_loads_does(text: str, encoding: str) -> None:
+    from shopsim_metrics.sinks.steps_reader import parse_line
+
+    raw = text.encode(encoding, "surrogatepass")
+    try:
+        expected = json.loads(raw)
+    except (ValueError, RecursionError) as exc:
+        with pytest.raises(type(exc)):
+            parse_line(raw)
+        return
+    got = parse_line(raw)
+    assert json.dumps(got) == json.dumps(expected) and repr(got) == repr(expected)

@@ -27,9 +27,12 @@ import json
 import logging
 import math
 import os
+import re
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable, Iterator
+
+import orjson
 
 from shopsim_metrics import contract
 from shopsim_metrics.records import DecisionRow, StepRecord
@@ -185,7 +188,7 @@ def _iter_file(path: Path, report: ReadReport, *, prefix: str) -> Iterator[dict[
                 continue
             report.line_count += 1
             try:
-                data = json.loads(raw)
+                data = parse_line(raw)
             except RecursionError:
                 report.skip(f"{prefix}line {number}", "JSON nested too deeply")
                 continue
@@ -198,6 +201,28 @@ def _iter_file(path: Path, report: ReadReport, *, prefix: str) -> Iterator[dict[
                 continue
             report.record_count += 1
             yield data
+
+
+_LONG_DIGIT_RUN = re.compile(rb"\d{19}")
+
+
+def parse_line(raw: bytes) -> Any:
+    """One line of JSON, as ``json.loads`` reads it (NaN, Infinity and integers of any size included).
+
+    orjson parses it when it can (several times faster on a ledger of 1,000s of rows); a line orjson
+    refuses, or one with a run of 19+ digits (an integer beyond 64 bits, which orjson would read as a
+    float), is read by ``json.loads``. Raises what ``json.loads`` raises.
+
+    Example:
+        >>> parse_line(b'{"a": 1, "b": NaN, "c": 123456789012345678901}')
+        {'a': 1, 'b': nan, 'c': 123456789012345678901}
+    """
+    if _LONG_DIGIT_RUN.search(raw) is None:
+        try:
+            return orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            pass
+    return json.loads(raw)
 
 
 def finite(value: Any) -> Any:
