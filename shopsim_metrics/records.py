@@ -22,7 +22,7 @@ from typing import Any
 from shopsim_metrics.json_values import json_native, json_native_fields, json_native_rows
 
 
-@dataclass
+@dataclass(slots=True)
 class DecisionRow:
     """One judged group: what slime did with it and why (a row of the decision ledger)."""
 
