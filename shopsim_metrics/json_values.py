@@ -35,6 +35,7 @@ import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from decimal import Decimal
 from fractions import Fraction
+from operator import attrgetter
 from typing import Any
 
 logger = logging.getLogger("shopsim_metrics")
@@ -46,6 +47,7 @@ _PLAIN_TYPES = {type(None), bool, str}
 _INT_TYPES = {type(None), bool, int}
 _FLOAT_TYPES = {type(None), float}
 _INT_BITS = 1024  # larger integers do not fit a float (and could exceed Python's int-to-str limit)
+_INT_LIMIT = 1 << _INT_BITS  # the integers of at most _INT_BITS bits are those strictly within +-_INT_LIMIT
 
 
 _warned_types: set[str] = set()
@@ -96,7 +98,7 @@ def json_native_rows(objs: Sequence[Any], names: Sequence[str],
     objs = list(objs)
     columns = []
     for name in names:
-        column = [getattr(obj, name) for obj in objs]
+        column = list(map(attrgetter(name), objs))
         if not _plain_column(column):
             column = [_convert(value, on_fallback, 1) for value in column]  # depth 1: inside the row's dict
         columns.append(column)
@@ -110,7 +112,7 @@ def _plain_column(column: list[Any]) -> bool:
         return True
     numbers = [value for value in column if value is not None] if type(None) in types else column
     if types <= _INT_TYPES:
-        return max(map(abs, numbers), default=0).bit_length() <= _INT_BITS
+        return not numbers or (-_INT_LIMIT < min(numbers) and max(numbers) < _INT_LIMIT)
     if types <= _FLOAT_TYPES:
         return math.isfinite(sum(numbers))  # inf or NaN when any value is (or, rarely, when the sum overflows)
     return False

@@ -169,6 +169,7 @@ def test_any_value_in_any_field_gives_one_strict_json_line(value, field: str) ->
 
     data = json.loads(line, parse_constant=refuse)
     assert set(StepRecord(rollout_id=0).to_dict()) <= set(data), "every field is still there"
+    assert data == json.loads(json.dumps(record.to_dict(), allow_nan=False)), "the line is the converted record"
     assert json_native(json_native(value)) == json_native(value), "converting twice changes nothing"
 
 
