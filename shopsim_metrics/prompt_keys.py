@@ -37,6 +37,8 @@ import hashlib
 import json
 from typing import Any, Sequence
 
+import orjson
+
 KEY_METADATA = "metadata"
 KEY_PROMPT_HASH = "prompt_hash"
 KEY_NONE = "none"
@@ -74,6 +76,25 @@ def hash_prompt(prompt: Any, label: Any = None) -> str:
         >>> hash_prompt("2+2=?", "4") == hash_prompt("2+2=?", "4") != hash_prompt("2+2=?", "5")
         True
     """
+    digest = hashlib.blake2b(canonical_bytes(prompt, label), digest_size=8).hexdigest()
+    return HASH_PREFIX + digest[:_HASH_DIGITS]
+
+
+def canonical_bytes(prompt: Any, label: Any = None) -> bytes:
+    """The canonical JSON of ``[prompt, label]`` as UTF-8 (lone surrogates kept): what the hash is taken of.
+
+    Text prompts and chat messages of strings are encoded by orjson (several times faster on long
+    prompts), with the same bytes as the standard encoder's; anything else by the standard encoder.
+
+    Example:
+        >>> canonical_bytes([{"role": "user", "content": "d\u00e9j\u00e0 \\n"}], "x")
+        b'[[{"content":"d\xc3\xa9j\xc3\xa0 \\\\n","role":"user"}],"x"]'
+    """
+    if (type(label) is str or label is None) and (type(prompt) is str or _is_text_chat(prompt)):
+        try:
+            return orjson.dumps([prompt, label], option=orjson.OPT_SORT_KEYS)
+        except orjson.JSONEncodeError:  # lone surrogates: the standard encoder keeps them
+            pass
     try:
         text = _ENCODER.encode([prompt, label])
     except Exception:  # noqa: BLE001 - mixed-type dict keys, cycles: the documented fallback
@@ -81,8 +102,15 @@ def hash_prompt(prompt: Any, label: Any = None) -> str:
             text = "repr:" + repr((prompt, label))
         except Exception:  # noqa: BLE001
             text = "type:" + type(prompt).__name__
-    digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
-    return HASH_PREFIX + digest[:_HASH_DIGITS]
+    return text.encode("utf-8", "surrogatepass")
+
+
+def _is_text_chat(prompt: Any) -> bool:
+    """A list of chat messages whose keys and values are all strings."""
+    return type(prompt) is list and all(
+        type(message) is dict and all(type(k) is str and type(v) is str for k, v in message.items())
+        for message in prompt
+    )
 
 
 def history_key(key: str) -> int | str:

@@ -283,3 +283,32 @@ def test_demo_run_revisits_its_pool_and_persistence_rises_once_learning_slows() 
     assert records[0].revisit_group_count == 0 and records[-1].revisit_group_count == records[-1].accepted_group_count
     quarters = persistence_by_quarter(records)
     assert quarters[1] < quarters[2] < quarters[3]  # the burst sits in the second quarter; then saturation
+
+
+_any_text = st.one_of(st.text(max_size=30), st.text(alphabet=st.characters(min_codepoint=0, max_codepoint=0x3F), max_size=8),
+                      st.sampled_from(["\ud800", "lone \udfff end", "\U0001F600 \u2028 \x7f \x00"]))
+_prompts = st.one_of(_any_text, st.lists(st.dictionaries(_any_text, _any_text, max_size=3), max_size=3),
+                     st.lists(st.dictionaries(_any_text, st.one_of(_any_text, st.integers(), st.floats(), st.none()),
+                                              max_size=2), max_size=2))
+
+
+@hsettings(max_examples=500, deadline=None)
+@given(prompt=_prompts, label=st.one_of(st.none(), _any_text, st.integers(), st.floats()))
+def test_the_canonical_bytes_are_the_standard_encoders_whatever_the_text(prompt, label) -> None:
+    """Prompt keys stay stable from one version to the next: the fast encoder writes the very same bytes
+    (control characters, quotes, non-BMP characters, lone surrogates, key order)."""
+    import json
+
+    from shopsim_metrics.prompt_keys import canonical_bytes
+
+    standard = json.dumps([prompt, label], sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    assert canonical_bytes(prompt, label) == standard.encode("utf-8", "surrogatepass")
+
+
+def test_a_known_prompt_keeps_its_key() -> None:
+    """The key of a fixed prompt, as every earlier version of the project computed it."""
+    import hashlib
+
+    chat = [{"role": "user", "content": "Find running shoes under 50 \u20ac\n\"fast\""}]
+    text = '[[{"content":"Find running shoes under 50 \u20ac\\n\\"fast\\"","role":"user"}],"sku-1"]'
+    assert hash_prompt(chat, "sku-1") == "b2:" + hashlib.blake2b(text.encode(), digest_size=8).hexdigest()[:15]
