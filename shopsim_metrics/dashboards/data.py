@@ -56,6 +56,7 @@ class DashboardData:
         self.source = source
         self.ledger_note = ledger_note
         self.notes: list[str] = list(notes)
+        self._positions: dict[int, int] | None = None  # index of each rollout_id, built on first use
 
     @property
     def steps(self) -> list[dict[str, Any]]:
@@ -75,9 +76,10 @@ class DashboardData:
 
     def values_at(self, step: int) -> dict[str, Any]:
         """Every per-step value of one step (empty when the step is unknown)."""
-        try:
-            i = self.rollout_ids.index(step)
-        except ValueError:
+        if self._positions is None:  # the ids are fixed at construction
+            self._positions = {rid: i for i, rid in enumerate(self.rollout_ids)}
+        i = self._positions.get(step)
+        if i is None:
             return {}
         return {name: values[i] for name, values in self.columns.items()}
 

@@ -37,19 +37,12 @@ def minmax_buckets(x: Sequence[Any], y: Sequence[Any], *, max_points: int = MAX_
     xs: list[Any] = []
     ys: list[Any] = []
     for lo, hi in _edges(n, max(1, max_points // 2)):
-        low = high = None
-        for i in range(lo, hi):
-            v = y[i]
-            if v is None:
-                continue
-            if low is None or v < y[low]:
-                low = i
-            if high is None or v > y[high]:
-                high = i
-        if low is None:  # only missing values: keep the gap
+        present = [v for v in y[lo:hi] if v is not None]
+        if not present:  # only missing values: keep the gap
             xs.append(x[lo])
             ys.append(None)
             continue
+        low, high = y.index(min(present), lo, hi), y.index(max(present), lo, hi)  # the first of each
         for i in sorted({low, high}):
             xs.append(x[i])
             ys.append(y[i])

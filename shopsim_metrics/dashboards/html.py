@@ -129,10 +129,10 @@ def _panel_html(panel: Panel, data: DashboardData, ledger_step: int | None) -> s
 
 def series_values(series: Series, data: DashboardData) -> list[float | None]:
     """The values of one series over the steps (derived ``key - minus`` when ``minus`` is set)."""
-    values = data.column(series.key)
+    values = _numbers(data.column(series.key))
     if series.minus is None:
-        return [_num(v) for v in values]
-    return [None if a is None or b is None else a - b for a, b in zip(map(_num, values), map(_num, data.column(series.minus)))]
+        return values
+    return [None if a is None or b is None else a - b for a, b in zip(values, _numbers(data.column(series.minus)))]
 
 
 def step_figure(panel: Panel, data: DashboardData) -> "go.Figure":
@@ -446,6 +446,11 @@ def _layout(*, x_title: str, y_title: str) -> dict[str, Any]:
         "height": 360, "margin": {"l": 55, "r": 15, "t": 20, "b": 45}, "legend": {"orientation": "h", "y": -0.22},
         "xaxis": {"title": {"text": x_title}}, "yaxis": {"title": {"text": y_title}}, "hovermode": "closest",
     }
+
+
+def _numbers(values: list[Any]) -> list[Any]:
+    """``values`` with booleans as numbers (0.0, 1.0), as plotly draws them; the rest as they are."""
+    return [float(v) if type(v) is bool else v for v in values]
 
 
 def _num(v: Any) -> float | None:
