@@ -205,8 +205,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("shopsim_prompt_key", None, optional_text, "null or a metadata key (a non-empty string)",
             "metadata key that names a group's prompt (read from its first sample); `null`, or a group whose "
             "metadata lacks it: a hash of `Sample.prompt` and `label` (§3.5)"),
-    Setting("shopsim_prompt_history_limit", 1_000_000, integer(1), "an integer >= 1",
-            "prompts tracked at most for the prompt-value fields; the least recently seen is evicted first (§3.5)"),
+    Setting("shopsim_prompt_history_limit", 1_000_000, integer(0), "an integer >= 0",
+            "prompts tracked at most for the prompt-value fields; the least recently seen is evicted first; "
+            "`0` = no prompt tracking (the prompt-value fields are null) (§3.5)"),
     Setting("shopsim_prompts_table_every", 50, integer(0), "an integer >= 0",
             "prompts table (`rollout/shopsim/prompts`) every N rollout steps and at the end of the run; "
             "`0` = only at the end"),

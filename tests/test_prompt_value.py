@@ -86,7 +86,7 @@ def test_history_key_round_trips_the_ledger_text() -> None:
 def test_prompt_settings_defaults_and_errors() -> None:
     s = ShopsimSettings.from_args(make_args())
     assert (s.prompt_key, s.prompt_history_limit, s.prompts_table_every) == (None, 1_000_000, 50)
-    for key, bad in (("shopsim_prompt_key", 3), ("shopsim_prompt_history_limit", 0),
+    for key, bad in (("shopsim_prompt_key", 3), ("shopsim_prompt_history_limit", -1),
                      ("shopsim_prompt_history_limit", True), ("shopsim_prompts_table_every", -1)):
         with pytest.raises(ShopsimConfigError, match=key):
             ShopsimSettings.from_args(make_args(**{key: bad}))
@@ -312,3 +312,28 @@ def test_a_known_prompt_keeps_its_key() -> None:
     chat = [{"role": "user", "content": "Find running shoes under 50 \u20ac\n\"fast\""}]
     text = '[[{"content":"Find running shoes under 50 \u20ac\\n\\"fast\\"","role":"user"}],"sku-1"]'
     assert hash_prompt(chat, "sku-1") == "b2:" + hashlib.blake2b(text.encode(), digest_size=8).hexdigest()[:15]
+
+
+def test_a_history_limit_of_zero_turns_prompt_tracking_off() -> None:
+    from shopsim_metrics.simulator import SimConfig, simulate
+
+    config = SimConfig(steps=4, seed=3, prompt_pool=20)
+    tracked = simulate(config).records
+    off = simulate(config, extra_args={"shopsim_prompt_history_limit": 0}).records
+    assert all(r.tracked_prompt_count for r in tracked) and all(row.prompt_key for row in tracked[-1].decisions)
+    for record in off:
+        assert (record.tracked_prompt_count, record.revisit_group_count, record.prompt_key_source) == (None, None, None)
+        assert all(row.prompt_key is None for row in record.decisions)
+    # everything else is the same run
+    def strip(record):
+        data = {k: v for k, v in record.to_dict().items() if k not in _PROMPT_FIELDS}
+        data["decisions"] = [{k: v for k, v in row.items() if k != "prompt_key"} for row in data["decisions"]]
+        return data
+
+    assert [strip(r) for r in off] == [strip(r) for r in tracked]
+
+
+_PROMPT_FIELDS = ("prompt_key_source", "prompt_history_limit", "revisit_group_count",
+                  "repeat_zero_std_group_count", "zero_std_persistence", "skippable_group_count",
+                  "skippable_spread_group_count", "skippable_token_fraction", "tracked_prompt_count",
+                  "filter_seconds", "filter_time_fraction")

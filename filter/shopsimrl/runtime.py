@@ -66,7 +66,8 @@ class ShopsimRuntime:
                 global_batch_size=settings.global_batch_size,
                 clock=getattr(self.loop_state, "clock", None),  # a simulated loop's own clock, else monotonic
                 prompts=PromptValueTracker(metadata_key=settings.prompt_key, limit=settings.prompt_history_limit,
-                                           table_every=settings.prompts_table_every),
+                                           table_every=settings.prompts_table_every)
+                if settings.prompt_history_limit else None,  # 0: no prompt tracking
             )
             if settings.rollout_batch_size is not None
             else None

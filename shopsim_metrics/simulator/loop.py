@@ -332,6 +332,11 @@ class Simulator:
         return result
 
 
+TUNING_ARGS: dict[str, Any] = {"shopsim_prompt_history_limit": 0}
+"""``extra_args`` of the runs ``tune`` and its calibration make: they read no prompt-value field, so the
+prompts are not tracked (the filter, the accounting and every other field are the same)."""
+
+
 def simulate(config: SimConfig, **kwargs: Any) -> SimulationResult:
     """Shorthand: ``Simulator(config, sinks=[], ...).run()`` (tuning mode: real filter and accounting only).
 

@@ -49,7 +49,7 @@ from shopsim_metrics.records import StepRecord
 from shopsim_metrics.simulator.calibration import CostCalibration
 from shopsim_metrics.simulator.config import SimConfig
 from shopsim_metrics.simulator.latency import reference_wave_time
-from shopsim_metrics.simulator.loop import SimulationResult, Simulator, rng_streams, wave_time_model
+from shopsim_metrics.simulator.loop import TUNING_ARGS, SimulationResult, Simulator, rng_streams, wave_time_model
 
 TUNING_LIMIT = 10**9
 """The termination limit while tuning: effectively none (``p_limit`` reports the real one)."""
@@ -322,7 +322,7 @@ def tune(
 def _simulate_candidate(item: tuple[SimConfig, float, int]) -> CandidateResult:
     """One candidate's simulation in tuning mode (a module-level function, so worker processes can run it)."""
     config, reference, max_consecutive_failed_groups = item
-    result = Simulator(config, sinks=[]).run()
+    result = Simulator(config, sinks=[], extra_args=TUNING_ARGS).run()
     return summarize(config.over_sampling_batch_size, result, reference_seconds=reference,
                      max_consecutive_failed_groups=max_consecutive_failed_groups)
 
