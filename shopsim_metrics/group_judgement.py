@@ -32,7 +32,7 @@ from __future__ import annotations
 import math
 import operator
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 from enum import Enum
 from typing import Any, Hashable, Sequence
@@ -62,6 +62,9 @@ class GroupJudgement:
     unique_rollouts: int
     rewards: tuple[float, ...] = ()
     success_count: int = 0
+    response_tokens: int | None = field(default=None, compare=False)
+    """The group's response tokens when the plain path read them on its way (None: not read here;
+    :func:`shopsim_metrics.tokens.group_tokens` counts them from the group)."""
 
     @property
     def scorable_rollouts(self) -> int:
@@ -179,7 +182,9 @@ def _judge_plain(
     else:
         successes = len([reward for reward in rewards if reward >= success_threshold])
     kind = SPREAD if max(rewards) - min(rewards) > ZERO_STD_TOLERANCE else ZERO_STD
-    return GroupJudgement(kind, None, group_index_of(group[0]), len(group), rewards, successes)
+    lengths = [getattr(sample, "response_length", None) for sample in group]  # one sample per rollout
+    tokens = sum(lengths) if set(map(type, lengths)) == {int} and min(lengths) >= 0 else None
+    return GroupJudgement(kind, None, group_index_of(group[0]), len(group), rewards, successes, tokens)
 
 
 def judge_group_carefully(

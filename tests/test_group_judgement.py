@@ -18,6 +18,7 @@ from shopsim_metrics.contract import FAILED_CHECKS, REASON_TECHNICAL, REASON_ZER
 from shopsim_metrics.samples import SimSample
 from shopsimrl import slime_runtime
 from shopsim_metrics.group_judgement import judge_group, read_reward
+from shopsim_metrics.tokens import group_tokens
 from shopsimrl.slime_bridge import DynamicFilterOutput
 
 
@@ -349,7 +350,7 @@ _plain_metadata = st.sampled_from([{}, None, {"x": 1}, {"shopsim_success": True}
 @settings(max_examples=600, deadline=None)
 @given(
     rows=st.lists(st.tuples(st.one_of(st.none(), st.integers(0, 6)), st.integers(0, 6), _plain_statuses,
-                            _plain_metadata, _rewards), max_size=9),
+                            _plain_metadata, _rewards, st.sampled_from([0, 7, 300, -1, None, 2.0, True])), max_size=9),
     n=st.one_of(st.none(), st.integers(1, 9)),
     threshold=st.sampled_from([0.5, 1.0]),
     as_tuple=st.booleans(),
@@ -358,14 +359,15 @@ def test_the_plain_path_agrees_with_the_careful_path(rows, n, threshold, as_tupl
     """Whenever the field-at-a-time path judges a group, its judgement is the careful path's, exactly."""
     from shopsim_metrics.group_judgement import judge_group_carefully, judge_plain_group
 
-    group = [SimSample(rollout_id=rid, index=index, group_index=4, status=status, metadata=metadata, reward=reward)
-             for rid, index, status, metadata, reward in rows]
+    group = [SimSample(rollout_id=rid, index=index, group_index=4, status=status, metadata=metadata, reward=reward,
+                       response_length=length) for rid, index, status, metadata, reward, length in rows]
     group = tuple(group) if as_tuple else group
     plain = judge_plain_group(group, n, threshold)
     careful = judge_group_carefully(group, n_samples=n, success_threshold=threshold)
     if plain is not None:
         assert plain == careful
         assert [type(r) for r in plain.rewards] == [float] * len(plain.rewards)
+        assert plain.response_tokens in (None, group_tokens(group))
     assert judge_group(group, n_samples=n, success_threshold=threshold) == careful
 
 
@@ -383,8 +385,9 @@ def test_the_plain_path_judges_slime_shaped_groups():
                 setattr(sample, name, value)
         return samples
 
-    judged = judge_plain_group(group(), 8)
+    judged = judge_plain_group(group(response_length=5), 8)
     assert (judged.kind, judged.unique_rollouts, judged.success_count, judged.group_index) == ("spread", 8, 3, 1)
+    assert judged.response_tokens == 40
     assert judge_plain_group([[s] for s in group()], 8) is None  # fanned out
     assert judge_plain_group(group(index=3), 8) is None  # one index for all: de-duplication is careful work
     assert judge_plain_group(group(reward=float("nan")), 8) is None
