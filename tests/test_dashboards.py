@@ -13,6 +13,8 @@ import socket
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from dashboard_records import make_records
 from shopsim_metrics import contract
@@ -443,3 +445,25 @@ def test_html_from_the_simulator_draws_every_panel(tmp_path: Path) -> None:
     assert set(sections) == {p.id for p in SPEC.panels}
     latest_multi = max(r.rollout_id for r in records if r.wave_count >= 2)
     assert f'data-ledger-step="{latest_multi}"' in sections["remaining_ledger"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 30), st.integers(1, 3), st.integers(0, 3)), max_size=120))
+def test_the_ledger_keeper_keeps_the_latest_record_of_a_step_and_the_latest_steps(writes) -> None:
+    """A resumed run writes a step again: the later record's ledger wins, also when it has none. Written
+    once each, the latest steps with a ledger and the latest multi-wave steps are kept."""
+    from shopsim_metrics.dashboards.data import LedgerKeeper
+
+    keeper = LedgerKeeper(per_kind=3)
+    latest: dict[int, dict] = {}
+    for n, (step, waves, rows) in enumerate(writes):
+        record = {"rollout_id": step, "wave_count": waves, "decisions": [{"order": rows - k, "write": n} for k in range(rows)]}
+        keeper(step, record, json.dumps(record).encode())
+        latest[step] = record
+    kept = keeper.ledgers()
+    assert all(rows and rows == sorted(latest[step]["decisions"], key=lambda d: d["order"]) for step, rows in kept.items())
+    assert len(kept) <= 2 * 3 * 5
+    if len(latest) == len(writes):  # no step written twice
+        with_rows = sorted(step for step, record in latest.items() if record["decisions"])
+        multi = [step for step in with_rows if latest[step]["wave_count"] >= 2]
+        assert set(with_rows[-3:]) | set(multi[-3:]) <= set(kept)

@@ -138,32 +138,40 @@ class LedgerKeeper:
     """Keeps, while a file streams by, the ledgers of at most ``per_kind`` steps of each kind of
     :data:`LEDGER_KINDS` (with some slack), plus the ``wanted`` step: bounded memory for any run length.
 
-    A later record of a step replaces the earlier one everywhere.
+    It keeps a step's line as read (one bytes object) and parses the ledgers it still keeps at the end:
+    cheaper than holding the parsed rows of every candidate step. A later record of a step replaces the
+    earlier one everywhere.
 
     Example:
+        >>> import json
         >>> keeper = LedgerKeeper(per_kind=1)
         >>> for step in range(10):
-        ...     keeper(step, {"wave_count": 2 if step in (3, 7) else 1}, [{"order": 1}])
+        ...     record = {"rollout_id": step, "wave_count": 2 if step in (3, 7) else 1, "decisions": [{"order": 1}]}
+        ...     keeper(step, record, json.dumps(record).encode())
         >>> sorted(keeper.ledgers())  # both multi-wave steps, and the latest (8 is slack, pruned later)
         [3, 7, 8, 9]
+        >>> keeper.ledgers()[9]
+        [{'order': 1}]
     """
 
     def __init__(self, *, per_kind: int = 25, wanted: int | None = None) -> None:
         self.per_kind = per_kind
         self.wanted = wanted
         self._scores: dict[str, dict[int, tuple[float, int]]] = {kind: {} for kind in LEDGER_KINDS}
-        self._rows: dict[int, list[dict[str, Any]]] = {}
+        self._lines: dict[int, bytes] = {}  # every step of the scores, and the wanted one
 
-    def __call__(self, step: int, values: dict[str, Any], rows: list[dict[str, Any]]) -> None:
-        for scores in self._scores.values():
-            scores.pop(step, None)
-        self._rows.pop(step, None)
-        if not rows:
+    def __call__(self, step: int, record: dict[str, Any], line: bytes) -> None:
+        """Consider one record (``line`` parsed: its per-step values and ``decisions``)."""
+        if step in self._lines:
+            for scores in self._scores.values():
+                scores.pop(step, None)
+            del self._lines[step]
+        if not record.get("decisions"):
             return
-        kinds = [*ledger_kinds(values), "latest"]
+        kinds = [*ledger_kinds(record), "latest"]
         for kind in kinds:
-            self._scores[kind][step] = ledger_score(kind, step, values)
-        self._rows[step] = rows
+            self._scores[kind][step] = ledger_score(kind, step, record)
+        self._lines[step] = line
         for kind in kinds:
             if len(self._scores[kind]) > 2 * self.per_kind:
                 self._prune(kind)
@@ -173,12 +181,15 @@ class LedgerKeeper:
         best = sorted(scores, key=scores.__getitem__, reverse=True)[: self.per_kind]
         self._scores[kind] = {step: scores[step] for step in best}
         kept = set().union(*self._scores.values())
-        for step in [s for s in self._rows if s not in kept and s != self.wanted]:
-            del self._rows[step]
+        for step in [s for s in self._lines if s not in kept and s != self.wanted]:
+            del self._lines[step]
 
     def ledgers(self) -> dict[int, list[dict[str, Any]]]:
         """The kept ledgers by step, rows in judgement order."""
-        return {step: sorted(rows, key=lambda d: _number(d.get("order"))) for step, rows in self._rows.items()}
+        from shopsim_metrics.sinks.steps_reader import parse_line
+
+        return {step: sorted(parse_line(line)["decisions"], key=lambda d: _number(d.get("order")))
+                for step, line in self._lines.items()}
 
 
 def load_dashboard_data(source: Any, *, ledger_step: int | None = None) -> DashboardData:

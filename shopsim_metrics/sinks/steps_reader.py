@@ -165,11 +165,17 @@ def iter_step_dicts(path: str | os.PathLike, report: ReadReport | None = None) -
     records file of a run directory; bad lines are counted in ``report``. Memory: one line at a time."""
     files, name = resolve_steps_files(path)
     report = report if report is not None else ReadReport(Path(name))
+    for data, _ in _iter_records(files, report):
+        yield data
+
+
+def _iter_records(files: list[Path], report: ReadReport) -> Iterator[tuple[dict[str, Any], bytes]]:
+    """Every good record of ``files`` in order, with its line as read."""
     for file in files:
         yield from _iter_file(file, report, prefix=f"{file.name} " if len(files) > 1 else "")
 
 
-def _iter_file(path: Path, report: ReadReport, *, prefix: str) -> Iterator[dict[str, Any]]:
+def _iter_file(path: Path, report: ReadReport, *, prefix: str) -> Iterator[tuple[dict[str, Any], bytes]]:
     with open(path, "rb") as fh:
         number = 0
         while True:
@@ -199,7 +205,7 @@ def _iter_file(path: Path, report: ReadReport, *, prefix: str) -> Iterator[dict[
                 report.skip(f"{prefix}line {number}", problem)
                 continue
             report.record_count += 1
-            yield data
+            yield data, raw
 
 
 _DIGITS_AS_ZEROS = bytes.maketrans(b"123456789", b"000000000")
@@ -247,9 +253,10 @@ def finite(value: Any) -> Any:
     return None if isinstance(value, float) and not math.isfinite(value) else value
 
 
-LedgerKeeper = Callable[[int, dict[str, Any], list[dict[str, Any]]], None]
-"""Called with ``(rollout_id, per-step values, ledger rows)`` for each record; keeps what it wants.
-A later record of the same rollout_id calls it again: it replaces the earlier one."""
+LedgerKeeper = Callable[[int, dict[str, Any], bytes], None]
+"""Called with ``(rollout_id, record, its line as read)`` for each record; keeps what it wants (the
+record's ``decisions`` are the ledger; keeping the line costs less than holding the parsed rows). A later
+record of the same rollout_id calls it again: it replaces the earlier one."""
 
 
 @dataclass
@@ -283,11 +290,12 @@ def read_step_columns(
     Raises :class:`NoStepRecords` when no line is a step record; logs one warning per note of the
     :class:`ReadReport` (skipped lines, superseded records) unless ``warn`` is false.
     """
-    report = ReadReport(Path(resolve_steps_files(path)[1]))
+    files, shown_as = resolve_steps_files(path)
+    report = ReadReport(Path(shown_as))
     position: dict[int, int] = {}
     columns: dict[str, list[Any]] = {name: [] for name in names if name != "rollout_id"}
     order: list[int] = []
-    for data in iter_step_dicts(path, report):
+    for data, line in _iter_records(files, report):
         rid = data["rollout_id"]
         at = position.get(rid)
         get = data.get
@@ -304,7 +312,7 @@ def read_step_columns(
             for name, values in columns.items():
                 values[at] = finite(get(name))
         if keep_ledger is not None:
-            keep_ledger(rid, data, data.get("decisions") or [])
+            keep_ledger(rid, data, line)
     report.check_not_empty()
     if warn:
         report.warn()
