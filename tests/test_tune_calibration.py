@@ -130,3 +130,21 @@ def test_cli_from_a_run_without_tokens_or_time_falls_back_to_the_model(run_recor
     assert code == 0
     assert captured.err.count("\n") == 1 and "records no response tokens" in captured.err
     assert "sec/step is a model, not a measurement" in captured.out
+
+
+def test_a_records_file_is_read_in_one_streaming_pass_to_what_its_records_give(run_records, tmp_path):
+    from shopsim_metrics.simulator.calibration import ObservedCost, read_observed_cost
+
+    out, records = run_records
+    observed = read_observed_cost(out)
+    assert observed == ObservedCost.of_records(records) and observed.tokens_per_rollout and observed.timed_steps
+    # a resumed run wrote steps again: the later record wins, its ledger and its time
+    lines = (out / "steps.jsonl").read_text().splitlines()
+    again = json.loads(lines[3])
+    again["decisions"] = again["decisions"][:1]
+    again["decisions"][0].update(response_tokens=10**6, unique_rollouts=2)
+    again["rollout_seconds"] = 1e6
+    resumed = tmp_path / "steps.jsonl"
+    resumed.write_text("\n".join([*lines, json.dumps(again)]) + "\n")
+    observed = read_observed_cost(resumed)
+    assert observed == ObservedCost.of_records(read_steps(resumed)) != ObservedCost.of_records(records)

@@ -31,8 +31,9 @@ Example:
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Sequence
 
 from shopsim_metrics.records import StepRecord
 from shopsim_metrics.simulator.config import SimConfig
@@ -104,20 +105,66 @@ def mean_rollout_seconds(records: Sequence[StepRecord]) -> tuple[float | None, i
     return (sum(seconds) / len(seconds), len(seconds)) if seconds else (None, 0)
 
 
-def calibrate(records: Sequence[StepRecord], run: SimConfig, *, source: str = "records",
+@dataclass(frozen=True)
+class ObservedCost:
+    """What a run recorded that the fit reproduces (see :func:`judged_tokens_per_rollout` and
+    :func:`mean_rollout_seconds`)."""
+
+    tokens_per_rollout: float | None  # None: no judged group has tokens
+    judged_groups: int
+    rollout_seconds: float | None  # None: no completed step has a rollout_seconds
+    timed_steps: int
+
+    @classmethod
+    def of_records(cls, records: Sequence[StepRecord]) -> "ObservedCost":
+        return cls(*judged_tokens_per_rollout(records), *mean_rollout_seconds(records))
+
+
+def read_observed_cost(path: str | os.PathLike) -> ObservedCost:
+    """:meth:`ObservedCost.of_records` of a ``steps.jsonl`` (or its run directory) in one streaming pass,
+    by the rules of the records file (the latest record of a step wins): a few numbers per step are held,
+    never the ledgers, so a run of any length fits in memory."""
+    from shopsim_metrics.sinks.steps_reader import read_step_columns
+
+    ledger_sums: dict[int, tuple[int, int, int]] = {}  # step -> (tokens, rollouts, groups) of its rows with tokens
+
+    def add_ledger(step: int, record: dict[str, Any], line: bytes) -> None:
+        tokens = rollouts = groups = 0
+        for row in record.get("decisions") or ():
+            row_tokens, row_rollouts = row.get("response_tokens", 0), row.get("unique_rollouts")
+            if (isinstance(row_tokens, int) and row_tokens > 0
+                    and isinstance(row_rollouts, (int, float)) and row_rollouts > 0):
+                tokens, rollouts, groups = tokens + row_tokens, rollouts + row_rollouts, groups + 1
+        ledger_sums[step] = (tokens, rollouts, groups)
+
+    table = read_step_columns(path, names=("rollout_id", "terminated", "rollout_seconds"), keep_ledger=add_ledger,
+                              warn=False)
+    tokens = sum(t for t, _, _ in ledger_sums.values())
+    rollouts = sum(r for _, r, _ in ledger_sums.values())
+    groups = sum(g for _, _, g in ledger_sums.values())
+    seconds = [s for s, terminated in zip(table.column("rollout_seconds"), table.column("terminated"))
+               if not terminated and isinstance(s, (int, float)) and s > 0]
+    return ObservedCost(tokens / rollouts if rollouts else None, groups,
+                        sum(seconds) / len(seconds) if seconds else None, len(seconds))
+
+
+def calibrate(observed: ObservedCost | Sequence[StepRecord], run: SimConfig, *, source: str = "records",
               steps: int = CALIBRATION_STEPS) -> CostCalibration:
-    """Fit ``run``'s token model (and seconds per token) to ``records`` (see the module docstring).
+    """Fit ``run``'s token model (and seconds per token) to what a run recorded: ``observed``, or its step
+    records (see the module docstring).
 
     ``run`` is the run's own loop: its knobs, ``over_sampling_batch_size`` and rates (the rates model).
     ValueError when no judged group has tokens.
     """
     from shopsim_metrics.simulator.loop import TUNING_ARGS, simulate
 
-    target, groups = judged_tokens_per_rollout(records)
+    if not isinstance(observed, ObservedCost):
+        observed = ObservedCost.of_records(observed)
+    target, groups = observed.tokens_per_rollout, observed.judged_groups
     if target is None:
         raise ValueError(f"{source}: no judged group with response tokens (ledger response_tokens are 0 or "
                          "missing); the cost cannot be calibrated from this run")
-    target_seconds, timed_steps = mean_rollout_seconds(records)
+    target_seconds, timed_steps = observed.rollout_seconds, observed.timed_steps
     config = run.with_(steps=steps, bursts=(), max_technical_streak=None,
                        max_consecutive_failed_groups=CALIBRATION_LIMIT,
                        seconds_per_token=run.seconds_per_token or SimConfig.seconds_per_token)

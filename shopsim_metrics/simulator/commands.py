@@ -133,17 +133,16 @@ def _tune(args: argparse.Namespace) -> int:
 
 def _calibrate(args: argparse.Namespace, base: Any, over_sampling: int | None, zero: float, technical: float) -> Any:
     """The cost model fitted to the run at ``--from``: its own loop (knobs, over-sampling, rates) re-simulated."""
-    from shopsim_metrics.simulator.calibration import CALIBRATION_STEPS, calibrate, judged_tokens_per_rollout
-    from shopsim_metrics.sinks.steps_reader import read_step_records
+    from shopsim_metrics.simulator.calibration import CALIBRATION_STEPS, calibrate, read_observed_cost
 
-    records, _ = read_step_records(args.from_path, warn=False)  # measured_rates already read (and warned)
-    if judged_tokens_per_rollout(records)[0] is None:
+    observed = read_observed_cost(args.from_path)  # measured_rates already read (and warned)
+    if observed.tokens_per_rollout is None:
         print(f"tune: {args.from_path} records no response tokens; the cost columns use the simulator's model",
               file=sys.stderr)
         return None
     run = base.with_(over_sampling_batch_size=max(over_sampling or base.rollout_batch_size, base.rollout_batch_size),
                      zero_std_rate=zero, technical_rate=technical, seed=args.seed)
-    return calibrate(records, run, source=str(args.from_path), steps=min(args.steps, CALIBRATION_STEPS) or 1)
+    return calibrate(observed, run, source=str(args.from_path), steps=min(args.steps, CALIBRATION_STEPS) or 1)
 
 
 def _run_tune(zero: float, technical: float, args: argparse.Namespace, base: Any, targets: Any, source: str,
