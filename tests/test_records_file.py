@@ -707,3 +707,13 @@ def test_the_readers_parse_a_line_exactly_as_json_loads_does(text: str, encoding
         return
     got = parse_line(raw)
     assert json.dumps(got) == json.dumps(expected) and repr(got) == repr(expected)
+
+
+def test_a_ledger_row_with_an_extra_attribute_is_written_with_its_fields_only() -> None:
+    rows = [DecisionRow(order=i, waves_open=1, group_index=i, outcome="trained", reason=None, remaining_before=1,
+                        unique_rollouts=8, reward_sum=1.0) for i in range(3)]
+    rows[1].scratch = float("nan")  # an attribute that is not a field: neither written nor converted
+    line = json.loads(record_line(StepRecord(rollout_id=0, decisions=rows)))
+    assert [set(row) for row in line["decisions"]] == [set(rows[0].to_dict())] * 3
+    del rows[1].reward_sum  # a field gone: the record is still written
+    assert json.loads(record_line(StepRecord(rollout_id=0, decisions=rows)))["rollout_id"] == 0

@@ -56,14 +56,15 @@ def record_line(record: StepRecord) -> bytes:
     >>> record_line(StepRecord(rollout_id=3, reward_mean=float("nan")))[:40]
     b'{"rollout_id":3,"terminated":false,"roll'
     """
+    try:  # a ledger of 1,000s of rows: orjson writes it at 20x json's speed, plain rows as they are
+        return orjson.dumps(record.to_json_data(), option=orjson.OPT_APPEND_NEWLINE)
+    except Exception:  # noqa: BLE001 - integers beyond 64 bits, lone surrogates, an unreadable field
+        pass
     try:
         data: Any = record.to_dict()
     except Exception:  # noqa: BLE001 - an unreadable field still leaves the step a record
         data = json_native(getattr(record, "__dict__", {"rollout_id": getattr(record, "rollout_id", None)}))
-    try:
-        return orjson.dumps(data, option=orjson.OPT_APPEND_NEWLINE)  # a ledger of 1,000s of rows: 20x json's speed
-    except orjson.JSONEncodeError:  # integers beyond 64 bits, lone surrogates: the standard encoder writes them
-        return (json.dumps(data, allow_nan=False, separators=(",", ":")) + "\n").encode("utf-8")
+    return (json.dumps(data, allow_nan=False, separators=(",", ":")) + "\n").encode("utf-8")
 
 
 class JsonlSink(StepSink):
