@@ -105,17 +105,6 @@ def json_native_rows(objs: Sequence[Any], names: Sequence[str],
     return [dict(zip(names, row)) for row in zip(*columns)]
 
 
-def plain_rows(objs: Sequence[Any], names: Sequence[str]) -> bool:
-    """True when every ``name`` of every object already holds a JSON-native value (nothing to convert).
-
-    Example:
-        >>> from types import SimpleNamespace as N
-        >>> plain_rows([N(a=1, b="x")], ("a", "b")), plain_rows([N(a=1, b=float("nan"))], ("a", "b"))
-        (True, False)
-    """
-    return all(_plain_column(list(map(attrgetter(name), objs))) for name in names)
-
-
 def _plain_column(column: list[Any]) -> bool:
     """True when every value of ``column`` is JSON-native as it is (what :func:`_convert` would return)."""
     types = set(map(type, column))

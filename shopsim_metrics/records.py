@@ -17,9 +17,10 @@ Example:
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
+from itertools import chain
 from typing import Any
 
-from shopsim_metrics.json_values import json_native, json_native_fields, json_native_rows, plain_rows
+from shopsim_metrics.json_values import json_native, json_native_fields, json_native_rows
 
 
 @dataclass
@@ -140,16 +141,16 @@ class StepRecord:
         return out
 
     def to_json_data(self) -> dict[str, Any]:
-        """:meth:`to_dict` for an encoder that writes a dataclass as the dict of its fields (orjson).
+        """:meth:`to_dict` for orjson, which writes a dataclass as the dict of its attributes, a
+        non-finite float as null and refuses integers beyond 64 bits.
 
-        Ledger rows whose every field is JSON-native already stay :class:`DecisionRow` objects: the
-        encoded JSON is the same, without a dict built per row (a ledger holds 1,000s at scale). Rows
-        that carry attributes besides their fields (the encoder would write them) go through
-        :meth:`to_dict`.
+        Ledger rows that hold only None, bool, str, int and float values, and no attribute besides
+        their fields, stay :class:`DecisionRow` objects: orjson writes them as :meth:`to_dict` would
+        (or refuses them), without a dict built per row (a ledger holds 1,000s at scale).
         """
         rows = _rows(self.decisions)
         if (not all(type(row) is DecisionRow for row in rows) or set(map(len, map(vars, rows))) - {len(_ROW_FIELDS)}
-                or not plain_rows(rows, _ROW_FIELDS)):
+                or not set(map(type, chain.from_iterable(map(dict.values, map(vars, rows))))) <= _ORJSON_AS_IS):
             return self.to_dict()
         out = json_native_fields(self, _STEP_FIELDS)
         out["decisions"] = rows
@@ -164,6 +165,7 @@ class StepRecord:
 
 
 _ROW_FIELDS = tuple(f.name for f in fields(DecisionRow))
+_ORJSON_AS_IS = {type(None), bool, str, int, float}  # orjson writes these as the conversion rules do
 _STEP_FIELDS = tuple(f.name for f in fields(StepRecord) if f.name not in ("decisions", "prompt_table"))
 
 

@@ -155,12 +155,16 @@ _values = st.recursive(
 
 
 @hsettings(max_examples=300, deadline=None)
-@given(value=_values, field=st.sampled_from(["reward_mean", "group_index", "slime_drop_counts", "rollout_id"]))
+@given(value=_values, field=st.sampled_from(["reward_mean", "group_index", "slime_drop_counts", "rollout_id",
+                                             "row.reward_min", "row.prompt_key", "row.response_tokens"]))
 def test_any_value_in_any_field_gives_one_strict_json_line(value, field: str) -> None:
     row = DecisionRow(order=1, waves_open=1, group_index=0, outcome="trained", reason=None, remaining_before=1,
                       unique_rollouts=1)
-    record = StepRecord(rollout_id=0, decisions=[row])
-    setattr(row if field == "group_index" else record, field, value)
+    record = StepRecord(rollout_id=0, decisions=[row, DecisionRow(order=2, waves_open=1, group_index=1,
+                                                                  outcome="surplus", reason=None, remaining_before=1,
+                                                                  unique_rollouts=1, reward_mean=0.5)])
+    on_row = field == "group_index" or field.startswith("row.")
+    setattr(row if on_row else record, field.removeprefix("row."), value)
     line = record_line(record)
     assert line.endswith(b"\n") and line.count(b"\n") == 1
 
