@@ -270,9 +270,11 @@ class StepAccountant:
         train_samples = sum(
             row.unique_rollouts for row in rows if row.outcome in (C.OUTCOME_TRAINED, C.OUTCOME_FALLBACK)
         )
-        ledger_stats, train_stats = GenerationStats(), GenerationStats()
+        ledger_stats = GenerationStats() if stats is None else None  # the all-samples hook's figures come first
+        train_stats = GenerationStats()
         for judgement, outcome, *_ in state.rows:
-            ledger_stats.add(judgement)
+            if ledger_stats is not None:
+                ledger_stats.add(judgement)
             if outcome == C.OUTCOME_TRAINED or outcome == C.OUTCOME_FALLBACK:
                 train_stats.add(judgement)
         all_stats = stats if stats is not None else ledger_stats

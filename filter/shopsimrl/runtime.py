@@ -185,10 +185,11 @@ class ShopsimRuntime:
         if self.accountant is None:
             return None
         stats = GenerationStats()
-        judged = {id(group): (group, judgement) for group, judgement in self.accountant.open_groups()}
+        # the filter's own judgement of this very group object (the ledger holds the groups: ids are unique)
+        judged = {id(group): judgement for group, judgement in self.accountant.open_groups()}
         for group in all_groups:
-            seen = judged.get(id(group))  # the filter's own judgement of this very group object
-            stats.add(seen[1] if seen is not None and seen[0] is group else judge_group(group, **self._judge_kwargs))
+            judgement = judged.get(id(group))
+            stats.add(judgement if judgement is not None else judge_group(group, **self._judge_kwargs))
         record = self.accountant.close_step(stats=stats, all_groups=len(all_groups))
         if record is not None and record.all_samples_group_count != record.accepted_group_count:
             self._warn_once("all_groups", "shopsim-metrics: the all-samples hook received %d groups but the filter "
