@@ -173,11 +173,12 @@ class StepAccountant:
         state = self._open
         return state.rollout_id if state is not None else self._last_rollout_id
 
-    def open_groups(self) -> list[tuple[Any, GroupJudgement]]:
-        """(group, judgement) of every group judged in the open step, in judgement order."""
+    def open_judgements(self) -> dict[int, GroupJudgement]:
+        """The judgement of every group judged in the open step, by ``id()`` of the group object (the
+        ledger holds the groups, so no other live object has their ids)."""
         with self._lock:
             state = self._open
-            return [(row[4], row[0]) for row in state.rows] if state is not None else []
+            return {id(row[4]): row[0] for row in state.rows} if state is not None else {}
 
     def add_hook_seconds(self, seconds: float) -> None:
         """Add the project's own time in a hook to the open step, else to the last closed, unemitted one."""

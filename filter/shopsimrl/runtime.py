@@ -185,8 +185,7 @@ class ShopsimRuntime:
         if self.accountant is None:
             return None
         stats = GenerationStats()
-        # the filter's own judgement of this very group object (the ledger holds the groups: ids are unique)
-        judged = {id(group): judgement for group, judgement in self.accountant.open_groups()}
+        judged = self.accountant.open_judgements()  # the filter's own judgement of this very group object
         for group in all_groups:
             judgement = judged.get(id(group))
             stats.add(judgement if judgement is not None else judge_group(group, **self._judge_kwargs))
