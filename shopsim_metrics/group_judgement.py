@@ -182,8 +182,11 @@ def _judge_plain(
     else:
         successes = len([reward for reward in rewards if reward >= success_threshold])
     kind = SPREAD if max(rewards) - min(rewards) > ZERO_STD_TOLERANCE else ZERO_STD
-    lengths = [getattr(sample, "response_length", None) for sample in group]  # one sample per rollout
-    tokens = sum(lengths) if set(map(type, lengths)) == {int} and min(lengths) >= 0 else None
+    try:
+        lengths = [sample.response_length for sample in group]  # one sample per rollout
+        tokens = sum(lengths) if set(map(type, lengths)) == {int} and min(lengths) >= 0 else None
+    except AttributeError:  # the ledger counts them from the group (as 0)
+        tokens = None
     return GroupJudgement(kind, None, group_index_of(group[0]), len(group), rewards, successes, tokens)
 
 
