@@ -255,7 +255,7 @@ class StepAccountant:
                 failed_check=j.failed_check if technical else None,
                 scorable_rollouts=j.scorable_rollouts,
                 reward_sum=float(sum(j.rewards)),  # inf when huge rewards overflow: null in the records
-                response_tokens=group_tokens(group) if j.response_tokens is None else j.response_tokens,
+                response_tokens=group_tokens(group),
                 judged_at=clock - start,
             ))
         return rows

@@ -32,7 +32,7 @@ from __future__ import annotations
 import math
 import operator
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from decimal import Decimal
 from enum import Enum
 from typing import Any, Hashable, Sequence
@@ -62,9 +62,6 @@ class GroupJudgement:
     unique_rollouts: int
     rewards: tuple[float, ...] = ()
     success_count: int = 0
-    response_tokens: int | None = field(default=None, compare=False)
-    """The group's response tokens when the plain path read them on its way (None: not read here;
-    :func:`shopsim_metrics.tokens.group_tokens` counts them from the group)."""
 
     @property
     def scorable_rollouts(self) -> int:
@@ -155,7 +152,7 @@ def _judge_plain(
         return None
     rewards = [sample.reward for sample in group]
     reward_types = set(map(type, rewards))
-    if reward_types != {float} and not reward_types <= {float, int}:
+    if not reward_types <= {float, int}:
         return None
     rewards = tuple(rewards) if reward_types == {float} else tuple(map(float, rewards))
     if not math.isfinite(sum(rewards)):  # a non-finite reward, or a sum beyond the float range
@@ -182,12 +179,7 @@ def _judge_plain(
     else:
         successes = len([reward for reward in rewards if reward >= success_threshold])
     kind = SPREAD if max(rewards) - min(rewards) > ZERO_STD_TOLERANCE else ZERO_STD
-    try:
-        lengths = [sample.response_length for sample in group]  # one sample per rollout
-        tokens = sum(lengths) if set(map(type, lengths)) == {int} and min(lengths) >= 0 else None
-    except AttributeError:  # the ledger counts them from the group (as 0)
-        tokens = None
-    return GroupJudgement(kind, None, group_index_of(group[0]), len(group), rewards, successes, tokens)
+    return GroupJudgement(kind, None, group_index_of(group[0]), len(group), rewards, successes)
 
 
 def judge_group_carefully(
