@@ -36,7 +36,7 @@ from typing import Any, Callable
 from shopsim_metrics import contract as C
 from shopsim_metrics.records import DecisionRow, StepRecord
 from shopsim_metrics.group_judgement import SPREAD, TECHNICAL, ZERO_STD, GroupJudgement, finite_mean
-from shopsim_metrics.tokens import group_tokens
+from shopsim_metrics.tokens import distinct_samples_tokens, group_tokens
 from shopsim_metrics.prompt_value import PromptValueTracker
 
 
@@ -255,7 +255,7 @@ class StepAccountant:
                 failed_check=j.failed_check if technical else None,
                 scorable_rollouts=j.scorable_rollouts,
                 reward_sum=float(sum(j.rewards)),  # inf when huge rewards overflow: null in the records
-                response_tokens=group_tokens(group),
+                response_tokens=distinct_samples_tokens(group) if j.distinct_samples else group_tokens(group),
                 judged_at=clock - start,
             ))
         return rows

@@ -31,8 +31,9 @@ from __future__ import annotations
 
 import math
 import operator
+from bisect import bisect_left
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 from enum import Enum
 from typing import Any, Hashable, Sequence
@@ -62,6 +63,9 @@ class GroupJudgement:
     unique_rollouts: int
     rewards: tuple[float, ...] = ()
     success_count: int = 0
+    distinct_samples: bool = field(default=False, compare=False)
+    """True when every item of the group is a sample of its own rollout (a flat list, no object twice):
+    the plain path checked it, so the ledger counts the group's tokens without checking again."""
 
     @property
     def scorable_rollouts(self) -> int:
@@ -140,15 +144,16 @@ def _judge_plain(
 ) -> GroupJudgement | None:
     if not group or (n_samples is not None and len(group) < n_samples):
         return None
+    # rollout keys compared by hash and equality, as the careful path's grouping compares them
     keys = [sample.rollout_id for sample in group]  # AttributeError for fanned-out segments and odd samples
-    id_types = set(map(type, keys))
-    if id_types != {int}:
-        if id_types != {_NONE_TYPE}:
+    distinct = set(keys)  # TypeError for an unhashable id: the careful path's to judge
+    if None in distinct:
+        if len(distinct) != 1:  # some samples keyed by rollout_id, others by index
             return None
-        keys = [sample.index for sample in group]
-        if set(map(type, keys)) != {int}:
+        distinct = set([sample.index for sample in group])
+        if None in distinct:
             return None
-    if len(set(keys)) != len(keys):
+    if len(distinct) != len(group):
         return None
     rewards = [sample.reward for sample in group]
     reward_types = set(map(type, rewards))
@@ -158,12 +163,14 @@ def _judge_plain(
     if not math.isfinite(sum(rewards)):  # a non-finite reward, or a sum beyond the float range
         return None
     statuses = [sample.status for sample in group]
-    one_status = len(set(map(id, statuses))) == 1  # by identity: one enum member, or one interned name
-    if any(map(status_check, statuses[:1] if one_status else statuses)):
+    first = statuses[0]
+    one_status = statuses.count(first) == len(statuses)  # one enum member or name (identity, then equality)
+    if any(map(status_check, (first,) if one_status else statuses)):
         return None
     metadatas = [sample.metadata for sample in group]
     if not set(map(type, metadatas)) <= {dict, _NONE_TYPE}:
         return None
+    ordered = sorted(rewards)
     if any(metadatas):
         successes = 0
         for metadata, reward in zip(metadatas, rewards):
@@ -177,9 +184,9 @@ def _judge_plain(
             else:
                 successes += reward >= success_threshold
     else:
-        successes = len([reward for reward in rewards if reward >= success_threshold])
-    kind = SPREAD if max(rewards) - min(rewards) > ZERO_STD_TOLERANCE else ZERO_STD
-    return GroupJudgement(kind, None, group_index_of(group[0]), len(group), rewards, successes)
+        successes = len(ordered) - bisect_left(ordered, success_threshold)  # rewards >= the threshold
+    kind = SPREAD if ordered[-1] - ordered[0] > ZERO_STD_TOLERANCE else ZERO_STD
+    return GroupJudgement(kind, None, group_index_of(group[0]), len(group), rewards, successes, True)
 
 
 def judge_group_carefully(

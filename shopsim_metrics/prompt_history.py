@@ -138,42 +138,45 @@ class PromptHistory:
         return key in self._records
 
     def visit(self, key: Hashable, verdict: str, tokens: int | None = None) -> str | None:
-        """Record one visit; returns the verdict of the prompt's previous visit (None: not tracked)."""
+        """Record one visit; returns the verdict of the prompt's previous visit (None: not tracked).
+
+        The packed record is updated field by field in place (each field saturating at its width,
+        the wasted tokens unbounded).
+        """
         records = self._records
         code = _CODE[verdict]
+        zero = code in _ZERO_CODES
+        tokens = tokens if tokens and tokens > 0 else 0
         packed = records.get(key)
         if packed is None:
-            previous = None
-            history = visits = run = spent = zvisits = wasted = 0
+            packed = code | 1 << _VISITS | min(tokens, _M40) << _TOKENS
+            if zero:
+                packed |= 1 << _RUN | 1 << _ZVISITS | tokens << _WASTED
+            records[key] = packed
+            if len(records) > self.limit:
+                records.popitem(last=False)
+                self.evicted += 1
+            return None
+        records.move_to_end(key)
+        previous_code = packed & _M3
+        history = packed & _M24
+        updated = packed - history + (((history << 3) | code) & _M24)
+        if (packed >> _VISITS) & _M24 != _M24:
+            updated += 1 << _VISITS
+        run = (packed >> _RUN) & _M24
+        if zero:
+            new_run = min(run + 1, _M24) if previous_code == code else 1
+            if (packed >> _ZVISITS) & _M24 != _M24:
+                updated += 1 << _ZVISITS
+            updated += tokens << _WASTED
         else:
-            previous_code = packed & _M3
-            previous = _VERDICT.get(previous_code)
-            history = packed & _M24
-            visits = (packed >> _VISITS) & _M24
-            run = (packed >> _RUN) & _M24 if previous_code == code else 0
+            new_run = 0
+        updated += (new_run - run) << _RUN
+        if tokens:
             spent = (packed >> _TOKENS) & _M40
-            zvisits = (packed >> _ZVISITS) & _M24
-            wasted = packed >> _WASTED
-            records.move_to_end(key)
-        tokens = tokens if tokens and tokens > 0 else 0
-        if code in _ZERO_CODES:
-            run += 1
-            zvisits += 1
-            wasted += tokens
-        else:
-            run = 0
-        records[key] = (
-            (((history << 3) | code) & _M24)
-            | min(visits + 1, _M24) << _VISITS
-            | min(run, _M24) << _RUN
-            | min(spent + tokens, _M40) << _TOKENS
-            | min(zvisits, _M24) << _ZVISITS
-            | wasted << _WASTED
-        )
-        if packed is None and len(records) > self.limit:
-            records.popitem(last=False)
-            self.evicted += 1
-        return previous
+            updated += (min(spent + tokens, _M40) - spent) << _TOKENS
+        records[key] = updated
+        return _VERDICT.get(previous_code)
 
     def stats(self, key: Hashable) -> PromptStats | None:
         """The unpacked record of one prompt (None when it is not tracked); does not count as a visit."""

@@ -340,8 +340,17 @@ def test_an_invalid_flag_on_a_later_segment_is_still_invalid():
     assert (j.kind, j.success_count) == ("spread", 1)
 
 
+class _Name(str):
+    """A str subclass: equal to the plain name, another type."""
+
+
 _plain_statuses = st.sampled_from(["completed", "truncated", "pending", "failed", "aborted", None,
-                                   Status.COMPLETED, Status.TRUNCATED, Status.FAILED])
+                                   Status.COMPLETED, Status.TRUNCATED, Status.FAILED,
+                                   "".join(["comp", "leted"]), _Name("completed"), _Name("failed")])
+# rollout ids and indexes of every kind the careful path keys by: ints, equal floats and bools, text,
+# numpy ints, NaN (never equal to itself), unhashable lists, None
+_plain_ids = st.one_of(st.none(), st.integers(0, 6), st.sampled_from([1.0, True, "a", np.int64(2), float("nan"), [1]]))
+_plain_indexes = st.one_of(st.integers(0, 6), st.sampled_from([None, 2.0, "b", [0]]))
 _plain_metadata = st.sampled_from([{}, None, {"x": 1}, {"shopsim_success": True}, {"shopsim_success": "false"},
                                    {"shopsim_success": 0.5}, {"shopsim_unscored": False}, {"shopsim_unscored": True},
                                    {"shopsim_prompt_key": "p7"}])
@@ -349,24 +358,30 @@ _plain_metadata = st.sampled_from([{}, None, {"x": 1}, {"shopsim_success": True}
 
 @settings(max_examples=600, deadline=None)
 @given(
-    rows=st.lists(st.tuples(st.one_of(st.none(), st.integers(0, 6)), st.integers(0, 6), _plain_statuses,
+    rows=st.lists(st.tuples(_plain_ids, _plain_indexes, _plain_statuses,
                             _plain_metadata, _rewards, st.sampled_from([0, 7, 300, -1, None, 2.0, True])), max_size=9),
     n=st.one_of(st.none(), st.integers(1, 9)),
     threshold=st.sampled_from([0.5, 1.0]),
     as_tuple=st.booleans(),
+    first_twice=st.booleans(),
 )
-def test_the_plain_path_agrees_with_the_careful_path(rows, n, threshold, as_tuple):
+def test_the_plain_path_agrees_with_the_careful_path(rows, n, threshold, as_tuple, first_twice):
     """Whenever the field-at-a-time path judges a group, its judgement is the careful path's, exactly."""
     from shopsim_metrics.group_judgement import judge_group_carefully, judge_plain_group
+    from shopsim_metrics.tokens import distinct_samples_tokens
 
     group = [SimSample(rollout_id=rid, index=index, group_index=4, status=status, metadata=metadata, reward=reward,
                        response_length=length) for rid, index, status, metadata, reward, length in rows]
+    if first_twice and group:  # one sample object listed twice
+        group.append(group[0])
     group = tuple(group) if as_tuple else group
     plain = judge_plain_group(group, n, threshold)
     careful = judge_group_carefully(group, n_samples=n, success_threshold=threshold)
     if plain is not None:
         assert plain == careful
         assert [type(r) for r in plain.rewards] == [float] * len(plain.rewards)
+        # one sample per rollout, no object twice: the ledger's shorter token count is the careful one
+        assert plain.distinct_samples and distinct_samples_tokens(group) == group_tokens(group)
     assert judge_group(group, n_samples=n, success_threshold=threshold) == careful
 
 
