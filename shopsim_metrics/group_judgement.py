@@ -118,9 +118,10 @@ def judge_plain_group(
 ) -> GroupJudgement | None:
     """The judgement of a plain group, read a field at a time over the whole group; None for any other group.
 
-    Plain: a flat list (or tuple) of samples, one per rollout (distinct int ``rollout_id``, or no ``rollout_id`` and
-    distinct int ``index``), at least ``n_samples`` of them, every status a normal finish, every reward a
-    finite float or int, metadata None or a dict without ``unscored_key``. That is the group slime's
+    Plain: a flat list (or tuple) of samples, one per rollout (distinct ``rollout_id``, or no ``rollout_id`` and
+    distinct ``index``; keys compared by hash and equality, as the careful path groups them), at least
+    ``n_samples`` of them, every status a normal finish, every reward a finite float or int, metadata
+    None or a dict without ``unscored_key``. That is the group slime's
     default generate function produces, and nearly every group of a run; the rules are those of
     :func:`judge_group_carefully`, which judges everything else. Never raises.
 
