@@ -77,8 +77,14 @@ class GenerationStats:
 class _OpenStep:
     rollout_id: int
     source: str
-    # (judgement, outcome, remaining_before, submitted, group, clock reading); tokens are read at close
-    rows: list[tuple] = field(default_factory=list)
+    # one entry per judged group, in judgement order (parallel lists: no container per group); tokens are
+    # read at close
+    judgements: list[GroupJudgement] = field(default_factory=list)
+    outcomes: list[str] = field(default_factory=list)
+    remaining_before: list[int] = field(default_factory=list)  # remaining_batch_size before the judgement
+    submitted_so_far: list[int] = field(default_factory=list)
+    groups: list[Any] = field(default_factory=list)
+    clock_readings: list[float] = field(default_factory=list)
     submitted: int = 0
     drops: int = 0
     train_len: int = 0
@@ -146,7 +152,7 @@ class StepAccountant:
                     outcome = C.OUTCOME_TRAINED
                     state.train_len += 1
                     if state.train_len == self.rollout_batch_size:
-                        state.filled_at = len(state.rows)
+                        state.filled_at = len(state.judgements)
                 else:
                     outcome = C.OUTCOME_SURPLUS
             elif kind == ZERO_STD:
@@ -157,13 +163,18 @@ class StepAccountant:
                     outcome = C.OUTCOME_FALLBACK
                     state.train_len += 1
                     if state.train_len == self.rollout_batch_size:
-                        state.filled_at = len(state.rows)
+                        state.filled_at = len(state.judgements)
                 else:
                     outcome = C.OUTCOME_SURPLUS
             else:
                 outcome = C.OUTCOME_DROPPED_TECHNICAL
                 state.drops = drops + 1
-            state.rows.append((judgement, outcome, remaining, state.submitted, group, self.clock()))
+            state.judgements.append(judgement)
+            state.outcomes.append(outcome)
+            state.remaining_before.append(remaining)
+            state.submitted_so_far.append(state.submitted)
+            state.groups.append(group)
+            state.clock_readings.append(self.clock())
             state.streak = streak
             state.max_streak = max(state.max_streak, streak)
             return outcome
@@ -178,7 +189,7 @@ class StepAccountant:
         ledger holds the groups, so no other live object has their ids)."""
         with self._lock:
             state = self._open
-            return {id(row[4]): row[0] for row in state.rows} if state is not None else {}
+            return dict(zip(map(id, state.groups), state.judgements)) if state is not None else {}
 
     def add_hook_seconds(self, seconds: float) -> None:
         """Add the project's own time in a hook to the open step, else to the last closed, unemitted one."""
@@ -237,8 +248,10 @@ class StepAccountant:
 
     def _ledger(self, state: _OpenStep) -> list[DecisionRow]:
         rows = []
-        start = state.rows[0][5] if state.rows else 0.0
-        for order, (j, outcome, remaining, submitted, group, clock) in enumerate(state.rows, start=1):
+        start = state.clock_readings[0] if state.clock_readings else 0.0
+        columns = zip(state.judgements, state.outcomes, state.remaining_before, state.submitted_so_far, state.groups,
+                      state.clock_readings)
+        for order, (j, outcome, remaining, submitted, group, clock) in enumerate(columns, start=1):
             technical = j.kind == TECHNICAL
             rows.append(DecisionRow(
                 order=order,
@@ -264,26 +277,30 @@ class StepAccountant:
         self, state: _OpenStep, *, terminated: bool, stats: GenerationStats | None, all_groups: int | None
     ) -> StepRecord:
         rows = self._ledger(state)
-        counts = Counter(row.outcome for row in rows)
+        counts, samples, tokens = Counter(), Counter(), Counter()  # groups, unique rollouts, tokens per outcome
+        failed_checks: Counter[str] = Counter()
+        zero_std_seen = 0  # zero-std groups: dropped, fallback or surplus
+        for row in rows:
+            counts[row.outcome] += 1
+            samples[row.outcome] += row.unique_rollouts
+            tokens[row.outcome] += row.response_tokens
+            if row.reason == C.REASON_ZERO_STD:
+                zero_std_seen += 1
+            if row.failed_check:
+                failed_checks[row.failed_check] += 1
         accepted = len(rows)
         train = counts[C.OUTCOME_TRAINED] + counts[C.OUTCOME_FALLBACK]
-        accepted_samples = sum(row.unique_rollouts for row in rows)
-        train_samples = sum(
-            row.unique_rollouts for row in rows if row.outcome in (C.OUTCOME_TRAINED, C.OUTCOME_FALLBACK)
-        )
+        accepted_samples = sum(samples.values())
+        train_samples = samples[C.OUTCOME_TRAINED] + samples[C.OUTCOME_FALLBACK]
         ledger_stats = GenerationStats() if stats is None else None  # the all-samples hook's figures come first
         train_stats = GenerationStats()
-        for judgement, outcome, *_ in state.rows:
+        for judgement, outcome in zip(state.judgements, state.outcomes):
             if ledger_stats is not None:
                 ledger_stats.add(judgement)
             if outcome == C.OUTCOME_TRAINED or outcome == C.OUTCOME_FALLBACK:
                 train_stats.add(judgement)
         all_stats = stats if stats is not None else ledger_stats
-        zero_std_seen = sum(1 for row in rows if row.reason == C.REASON_ZERO_STD)  # dropped, fallback or surplus
         wave_count = math.ceil(state.submitted / self.over_sampling_batch_size)
-        tokens = Counter()
-        for row in rows:
-            tokens[row.outcome] += row.response_tokens
         generated = sum(tokens.values())
         train_tokens = tokens[C.OUTCOME_TRAINED] + tokens[C.OUTCOME_FALLBACK]
         fill, extra = self._wave_seconds(rows, state.filled_at, wave_count)
@@ -323,7 +340,7 @@ class StepAccountant:
             optimizer_update_count=_ratio(train_samples, self.global_batch_size or 0),
             generation_stats_source="all_samples_hook" if stats is not None else "ledger",
             all_samples_group_count=all_groups,
-            failed_check_counts=dict(Counter(row.failed_check for row in rows if row.failed_check)),
+            failed_check_counts=dict(failed_checks),
             generated_token_count=generated,
             train_token_count=train_tokens,
             trained_token_count=tokens[C.OUTCOME_TRAINED],
@@ -338,7 +355,7 @@ class StepAccountant:
             decisions=rows,
         )
         if self.prompts is not None:  # after the record is complete: it may read the step's token counts
-            self.prompts.annotate(record, [row[4] for row in state.rows])
+            self.prompts.annotate(record, state.groups)
         return record
 
     def _wave_seconds(

@@ -52,7 +52,7 @@ class StreakAlertPolicy:
     def alert_for(self, streak: TechnicalStreak, rollout_id: int | None) -> Alert | None:
         """The alert to send after a judgement that left ``streak`` as it is, if any."""
         limit = self.max_consecutive_failed_groups
-        if not self.enabled or streak.count == 0:
+        if not self.enabled or streak.count == 0 or (streak.count < limit and streak.count != self.warn_at):
             return None
         checks = ", ".join(f"{k}={v}" for k, v in streak.checks.items()) or "none recorded"
         if streak.count >= limit:
