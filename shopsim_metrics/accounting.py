@@ -36,7 +36,7 @@ from typing import Any, Callable
 from shopsim_metrics import contract as C
 from shopsim_metrics.records import DecisionRow, StepRecord
 from shopsim_metrics.group_judgement import SPREAD, TECHNICAL, ZERO_STD, GroupJudgement, finite_mean
-from shopsim_metrics.tokens import distinct_samples_tokens, group_tokens
+from shopsim_metrics.tokens import group_tokens
 from shopsim_metrics.prompt_value import PromptValueTracker
 
 
@@ -253,6 +253,7 @@ class StepAccountant:
                       state.clock_readings)
         for order, (j, outcome, remaining, submitted, group, clock) in enumerate(columns, start=1):
             technical = j.kind == TECHNICAL
+            reward_min, reward_max, reward_sum, reward_mean = j.reward_figures()
             rows.append(DecisionRow(
                 order=order,
                 waves_open=-(-submitted // self.over_sampling_batch_size),
@@ -261,14 +262,14 @@ class StepAccountant:
                 reason=C.REASON_TECHNICAL if technical else (C.REASON_ZERO_STD if j.kind == ZERO_STD else None),
                 remaining_before=remaining,
                 unique_rollouts=j.unique_rollouts,
-                reward_min=j.reward_min,
-                reward_max=j.reward_max,
-                reward_mean=j.reward_mean,
+                reward_min=reward_min,
+                reward_max=reward_max,
+                reward_mean=reward_mean,
                 success_count=j.success_count if j.scorable_rollouts else None,
                 failed_check=j.failed_check if technical else None,
                 scorable_rollouts=j.scorable_rollouts,
-                reward_sum=float(sum(j.rewards)),  # inf when huge rewards overflow: null in the records
-                response_tokens=distinct_samples_tokens(group) if j.distinct_samples else group_tokens(group),
+                reward_sum=reward_sum,  # inf when huge rewards overflow: null in the records
+                response_tokens=group_tokens(group) if j.response_tokens is None else j.response_tokens,
                 judged_at=clock - start,
             ))
         return rows

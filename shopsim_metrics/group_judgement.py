@@ -54,7 +54,15 @@ class GroupJudgement:
     """What the filter concluded about one group, and the figures the ledger needs.
 
     ``rewards`` holds the reward of every scorable unique rollout (reading order); the statistics
-    below are computed from it, so they never overflow to inf.
+    below are computed from it, so they never overflow to inf. The plain path also hands over what it
+    read on its way, while the samples were at hand: the group's response tokens and the reward
+    figures (the ledger reads them at the step's close, when the samples are long out of the cache).
+    Neither takes part in equality: they are what the ledger would compute from the group itself.
+
+    Example:
+        >>> j = GroupJudgement("spread", None, 0, 3, (0.0, 1.0, 0.5), 1)
+        >>> j.reward_figures(), j.response_tokens
+        ((0.0, 1.0, 1.5, 0.5), None)
     """
 
     kind: str  # SPREAD, ZERO_STD or TECHNICAL
@@ -63,9 +71,21 @@ class GroupJudgement:
     unique_rollouts: int
     rewards: tuple[float, ...] = ()
     success_count: int = 0
-    distinct_samples: bool = field(default=False, compare=False)
-    """True when every item of the group is a sample of its own rollout (a flat list, no object twice):
-    the plain path checked it, so the ledger counts the group's tokens without checking again."""
+    response_tokens: int | None = field(default=None, compare=False)
+    """The group's response tokens when the plain path read them (``tokens.group_tokens`` of the group); None:
+    the ledger counts them from the group."""
+    figures: tuple[float, float, float, float] | None = field(default=None, compare=False, repr=False)
+    """``(min, max, sum, mean)`` of ``rewards`` when the plain path computed them; see :meth:`reward_figures`."""
+
+    def reward_figures(self) -> tuple[float | None, float | None, float, float | None]:
+        """``(min, max, sum, mean)`` of ``rewards`` (``(None, None, 0.0, None)`` without rewards); the sum is
+        inf when huge rewards overflow it, the mean never is."""
+        if self.figures is not None:
+            return self.figures
+        rewards = self.rewards
+        if not rewards:
+            return None, None, 0.0, None
+        return min(rewards), max(rewards), float(sum(rewards)), finite_mean(rewards)
 
     @property
     def scorable_rollouts(self) -> int:
@@ -73,15 +93,15 @@ class GroupJudgement:
 
     @property
     def reward_min(self) -> float | None:
-        return min(self.rewards) if self.rewards else None
+        return self.reward_figures()[0]
 
     @property
     def reward_max(self) -> float | None:
-        return max(self.rewards) if self.rewards else None
+        return self.reward_figures()[1]
 
     @property
     def reward_mean(self) -> float | None:
-        return finite_mean(self.rewards)
+        return self.reward_figures()[3]
 
 
 def judge_group(
@@ -161,7 +181,8 @@ def _judge_plain(
     if not reward_types <= {float, int}:
         return None
     rewards = tuple(rewards) if reward_types == {float} else tuple(map(float, rewards))
-    if not math.isfinite(sum(rewards)):  # a non-finite reward, or a sum beyond the float range
+    total = sum(rewards)
+    if not math.isfinite(total):  # a non-finite reward, or a sum beyond the float range
         return None
     statuses = [sample.status for sample in group]
     first = statuses[0]
@@ -187,7 +208,20 @@ def _judge_plain(
     else:
         successes = len(ordered) - bisect_left(ordered, success_threshold)  # rewards >= the threshold
     kind = SPREAD if ordered[-1] - ordered[0] > ZERO_STD_TOLERANCE else ZERO_STD
-    return GroupJudgement(kind, None, group_index_of(group[0]), len(group), rewards, successes, True)
+    return GroupJudgement(kind, None, group_index_of(group[0]), len(group), rewards, successes, _plain_tokens(group),
+                          (ordered[0], ordered[-1], total, finite_mean(rewards)))
+
+
+def _plain_tokens(group: Sequence[Any]) -> int | None:
+    """The response tokens of a plain group (one sample per rollout): the sum of int lengths; None when a
+    length is missing or not a non-negative int (the ledger then reads each sample carefully)."""
+    try:
+        lengths = [sample.response_length for sample in group]
+    except AttributeError:
+        return None
+    if set(map(type, lengths)) == {int} and min(lengths) >= 0:
+        return sum(lengths)
+    return None
 
 
 def judge_group_carefully(

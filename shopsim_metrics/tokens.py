@@ -49,26 +49,6 @@ def read_response_length(sample: Any) -> int:
     return int(number)
 
 
-def distinct_samples_tokens(group: Any) -> int:
-    """:func:`group_tokens` of a group already known to hold one sample per rollout, no object twice
-    (:attr:`~shopsim_metrics.group_judgement.GroupJudgement.distinct_samples`); never raises.
-
-    Example:
-        >>> from shopsim_metrics.samples import SimSample as S
-        >>> distinct_samples_tokens([S(index=0, response_length=100), S(index=1, response_length=50)])
-        150
-        >>> distinct_samples_tokens([S(index=0, response_length=7.0), S(index=1, response_length=-1)])
-        7
-    """
-    try:  # the common case: int lengths
-        lengths = [sample.response_length for sample in group]
-        if set(map(type, lengths)) == {int} and min(lengths) >= 0:
-            return sum(lengths)
-    except Exception:  # noqa: BLE001 - a missing length: read each sample carefully below
-        pass
-    return group_tokens(group)
-
-
 def group_tokens(group: Any) -> int:
     """Response tokens of every segment of every rollout of ``group`` (0 for an unreadable group)."""
     try:
