@@ -4,7 +4,9 @@ A lean stand-in for slime's loop judges groups in completion order (drop rule, w
 calls the three real hooks; only the hook calls are timed. wandb's own entry points (``Run.log``,
 ``wandb.Table``, ``Run.alert``) are wrapped here to measure the time spent inside them, and the JSONL sink's
 write (with fsync) is timed too, so the project's own work is ``hooks − wandb`` (and, for the CPU
-part, ``− JSONL I/O``). Groups: 60 % spread, 30 % zero-std, 10 % technical (never 8 in a row).
+part, ``− JSONL I/O``). Groups: 60 % spread, 30 % zero-std, 10 % technical (never 8 in a row); each group
+has its own chat prompt of about 1.6 KB (hashed for its prompt key at the step's close) and response
+lengths of 300-2,100 tokens.
 
 Targets (project's own work): < 2 ms per step at the defaults (16 kept of 32 x 8), < 100 ms at scale
 (1024 kept, n 16, over_sampling_batch_size 2048), growing linearly with the groups judged.
@@ -82,13 +84,24 @@ def time_wandb_calls(timer: Timer) -> None:
         setattr(owner, name, timed)
 
 
+SYSTEM_PROMPT = "You are a shopping agent: search the catalogue, compare offers and answer with one product. " * 8
+
+
+def chat_prompt(gid: int) -> list[dict[str, str]]:
+    """A chat prompt of about 1.6 KB, its own for each group (the prompt key hashes all of it)."""
+    request = f"Request {gid}: running shoes under ${50 + gid % 100}, size {6 + gid % 8}, good arch support. " * 8
+    return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": request}]
+
+
 def make_group(gid: int, n: int) -> list[SimSample]:
     kind = gid % 10
     if kind < 6:
         rewards = [float(i % 2) for i in range(n)]  # spread
     else:
         rewards = [float(kind % 2)] * n  # zero-std (all 0 or all 1)
-    group = [SimSample(index=gid * n + i, group_index=gid, rollout_id=gid * n + i, reward=r, status="completed")
+    prompt = chat_prompt(gid)
+    group = [SimSample(index=gid * n + i, group_index=gid, rollout_id=gid * n + i, reward=r, status="completed",
+                       prompt=prompt, label=f"sku-{gid}", response_length=300 + 37 * ((gid + i) % 50))
              for i, r in enumerate(rewards)]
     if kind == 9 and gid % 20 == 9:  # 1 group in 20 technical, never a streak
         group[0].status = "failed"

@@ -208,7 +208,10 @@ def _judge_plain(
     else:
         successes = len(ordered) - bisect_left(ordered, success_threshold)  # rewards >= the threshold
     kind = SPREAD if ordered[-1] - ordered[0] > ZERO_STD_TOLERANCE else ZERO_STD
-    return GroupJudgement(kind, None, group_index_of(group[0]), len(group), rewards, successes, _plain_tokens(group),
+    index = getattr(group[0], "group_index", None)
+    if type(index) is not int:  # numpy integers, or no group_index: read as the careful path reads it
+        index = group_index_of(group[0])
+    return GroupJudgement(kind, None, index, len(group), rewards, successes, _plain_tokens(group),
                           (ordered[0], ordered[-1], total, finite_mean(rewards)))
 
 

@@ -106,11 +106,21 @@ def canonical_bytes(prompt: Any, label: Any = None) -> bytes:
 
 
 def _is_text_chat(prompt: Any) -> bool:
-    """A list of chat messages whose keys and values are all strings."""
-    return type(prompt) is list and all(
-        type(message) is dict and all(type(k) is str and type(v) is str for k, v in message.items())
-        for message in prompt
-    )
+    """A list of chat messages whose keys and values are all strings (plain loops: a step checks 1,000s).
+
+    Example:
+        >>> _is_text_chat([{"role": "user", "content": "hi"}]), _is_text_chat([{"role": "user", "content": 1}])
+        (True, False)
+    """
+    if type(prompt) is not list:
+        return False
+    for message in prompt:
+        if type(message) is not dict:
+            return False
+        for key, value in message.items():
+            if type(key) is not str or type(value) is not str:
+                return False
+    return True
 
 
 def history_key(key: str) -> int | str:

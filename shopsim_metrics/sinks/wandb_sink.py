@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import logging
 import netrc
+import operator
 import os
 import threading
 from dataclasses import asdict, is_dataclass
@@ -57,6 +58,9 @@ FAILED_CHECK_PREFIX = contract.wandb_key("failed_check/")
 """Per-check technical drop counts: ``rollout/shopsim/failed_check/<name>``, names from FAILED_CHECKS."""
 
 SINK_MODES = ("auto", "join", "standalone", "off")
+
+row_values = operator.attrgetter(*contract.LEDGER_COLUMNS)
+"""A ledger row's values in ``contract.LEDGER_COLUMNS`` order: one row of the decisions table."""
 _DEFAULT_WANDB_HOST = "https://api.wandb.ai"
 
 
@@ -255,7 +259,7 @@ class WandbSink(StepSink):
         data: dict[str, Any] = record_scalars(record)
         data[contract.WANDB_STEP_KEY] = step
         if table_due(record, self.table_every):
-            rows = [[getattr(row, c) for c in contract.LEDGER_COLUMNS] for row in record.decisions]
+            rows = [list(row_values(row)) for row in record.decisions]
             data[DECISIONS_KEY] = self._wandb.Table(columns=list(contract.LEDGER_COLUMNS), data=rows,
                                                     allow_mixed_types=True)
         if record.prompt_table is not None:
