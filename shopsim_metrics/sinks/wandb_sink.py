@@ -115,15 +115,19 @@ def record_scalars(record: StepRecord) -> dict[str, float | int]:
         (1, False)
     """
     out: dict[str, float | int] = {}
-    for name in contract.WANDB_STEP_FIELDS:
+    for name, key in _SCALAR_KEYS:
         value = getattr(record, name, None)
         if value is None:
             continue
-        out[contract.wandb_key(name)] = int(value) if isinstance(value, bool) else value
+        out[key] = int(value) if isinstance(value, bool) else value
     counts = record.failed_check_counts or {}
-    for check in contract.FAILED_CHECKS:
-        out[failed_check_key(check)] = int(counts.get(check, 0))
+    for check, key in _FAILED_CHECK_KEYS:
+        out[key] = int(counts.get(check, 0))
     return out
+
+
+_SCALAR_KEYS = tuple((name, contract.wandb_key(name)) for name in contract.WANDB_STEP_FIELDS)
+_FAILED_CHECK_KEYS = tuple((check, failed_check_key(check)) for check in contract.FAILED_CHECKS)
 
 
 def api_key_configured(environ: dict[str, str] | None = None) -> bool:
