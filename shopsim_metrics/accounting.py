@@ -30,7 +30,7 @@ import math
 import threading
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Callable
 
 from shopsim_metrics import contract as C
@@ -247,30 +247,35 @@ class StepAccountant:
             return closed
 
     def _ledger(self, state: _OpenStep) -> list[DecisionRow]:
+        """The step's ledger rows, built positionally in :data:`LEDGER_ROW_ORDER` (a ledger holds 1,000s of
+        rows; keyword arguments would cost a third of the row)."""
         rows = []
         start = state.clock_readings[0] if state.clock_readings else 0.0
+        osb = self.over_sampling_batch_size
         columns = zip(state.judgements, state.outcomes, state.remaining_before, state.submitted_so_far, state.groups,
                       state.clock_readings)
         for order, (j, outcome, remaining, submitted, group, clock) in enumerate(columns, start=1):
-            technical = j.kind == TECHNICAL
-            reward_min, reward_max, reward_sum, reward_mean = j.reward_figures()
+            kind = j.kind
+            technical = kind == TECHNICAL
+            reward_min, reward_max, reward_sum, reward_mean = j.reward_figures()  # the sum is inf on overflow: null
+            scorable = j.scorable_rollouts
             rows.append(DecisionRow(
-                order=order,
-                waves_open=-(-submitted // self.over_sampling_batch_size),
-                group_index=j.group_index,
-                outcome=outcome,
-                reason=C.REASON_TECHNICAL if technical else (C.REASON_ZERO_STD if j.kind == ZERO_STD else None),
-                remaining_before=remaining,
-                unique_rollouts=j.unique_rollouts,
-                reward_min=reward_min,
-                reward_max=reward_max,
-                reward_mean=reward_mean,
-                success_count=j.success_count if j.scorable_rollouts else None,
-                failed_check=j.failed_check if technical else None,
-                scorable_rollouts=j.scorable_rollouts,
-                reward_sum=reward_sum,  # inf when huge rewards overflow: null in the records
-                response_tokens=group_tokens(group) if j.response_tokens is None else j.response_tokens,
-                judged_at=clock - start,
+                order,
+                -(-submitted // osb),  # waves_open
+                j.group_index,
+                outcome,
+                C.REASON_TECHNICAL if technical else (C.REASON_ZERO_STD if kind == ZERO_STD else None),  # reason
+                remaining,  # remaining_before
+                j.unique_rollouts,
+                reward_min,
+                reward_max,
+                reward_mean,
+                j.success_count if scorable else None,
+                j.failed_check if technical else None,
+                scorable,
+                reward_sum,
+                group_tokens(group) if j.response_tokens is None else j.response_tokens,
+                clock - start,  # judged_at
             ))
         return rows
 
@@ -388,6 +393,13 @@ class StepAccountant:
 
 
 _DROPS = (C.OUTCOME_DROPPED_TECHNICAL, C.OUTCOME_DROPPED_ZERO_STD)
+
+LEDGER_ROW_ORDER = ("order", "waves_open", "group_index", "outcome", "reason", "remaining_before", "unique_rollouts",
+                    "reward_min", "reward_max", "reward_mean", "success_count", "failed_check", "scorable_rollouts",
+                    "reward_sum", "response_tokens", "judged_at")
+"""The order in which :meth:`StepAccountant._ledger` passes a row's values: :class:`DecisionRow`'s first fields."""
+if tuple(f.name for f in fields(DecisionRow))[:len(LEDGER_ROW_ORDER)] != LEDGER_ROW_ORDER:
+    raise ImportError("DecisionRow's fields changed order: update LEDGER_ROW_ORDER and StepAccountant._ledger")
 
 
 def _ratio(numerator: float, denominator: float) -> float | None:
