@@ -148,3 +148,25 @@ def test_a_records_file_is_read_in_one_streaming_pass_to_what_its_records_give(r
     resumed.write_text("\n".join([*lines, json.dumps(again)]) + "\n")
     observed = read_observed_cost(resumed)
     assert observed == ObservedCost.of_records(read_steps(resumed)) != ObservedCost.of_records(records)
+
+
+def test_tune_from_reads_the_records_once_for_the_rates_and_the_cost(run_records, monkeypatch, capsys):
+    """One streaming pass gives what the two separate reads give; the command makes only that pass."""
+    import shopsim_metrics.sinks.steps_reader as steps_reader
+    from shopsim_metrics.simulator.calibration import read_observed_cost
+    from shopsim_metrics.simulator.tune import measured_rates, measured_rates_and_cost
+
+    out, _ = run_records
+    assert measured_rates_and_cost(out) == (measured_rates(out), read_observed_cost(out))
+    passes = []
+    real = steps_reader.read_step_columns
+
+    def counted(*args, **kwargs):
+        passes.append(args[0])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(steps_reader, "read_step_columns", counted)
+    assert main(["tune", "--from", str(out), "--candidates", "48", "--steps", "10", "--json"]) == 0
+    assert len(passes) == 1
+    calibration = json.loads(capsys.readouterr().out)["calibration"]
+    assert calibration["timed_steps"] == TRUE.steps and calibration["seconds_per_token"] > 0

@@ -120,32 +120,45 @@ class ObservedCost:
         return cls(*judged_tokens_per_rollout(records), *mean_rollout_seconds(records))
 
 
-def read_observed_cost(path: str | os.PathLike) -> ObservedCost:
-    """:meth:`ObservedCost.of_records` of a ``steps.jsonl`` (or its run directory) in one streaming pass,
-    by the rules of the records file (the latest record of a step wins): a few numbers per step are held,
-    never the ledgers, so a run of any length fits in memory."""
-    from shopsim_metrics.sinks.steps_reader import read_step_columns
+COST_COLUMNS = ("rollout_id", "terminated", "rollout_seconds")
+"""The per-step columns :class:`LedgerTokens` needs beside the ledgers."""
 
-    ledger_sums: dict[int, tuple[int, int, int]] = {}  # step -> (tokens, rollouts, groups) of its rows with tokens
 
-    def add_ledger(step: int, record: dict[str, Any], line: bytes) -> None:
+class LedgerTokens:
+    """A ``keep_ledger`` callback of :func:`~shopsim_metrics.sinks.steps_reader.read_step_columns`: per step,
+    the tokens, rollouts and groups of its ledger rows with tokens (the latest record of a step wins); a few
+    numbers per step are held, never the ledgers, so a run of any length fits in memory."""
+
+    def __init__(self) -> None:
+        self.sums: dict[int, tuple[int, int, int]] = {}  # step -> (tokens, rollouts, groups)
+
+    def __call__(self, step: int, record: dict[str, Any], line: bytes) -> None:
         tokens = rollouts = groups = 0
         for row in record.get("decisions") or ():
             row_tokens, row_rollouts = row.get("response_tokens", 0), row.get("unique_rollouts")
             if (isinstance(row_tokens, int) and row_tokens > 0
                     and isinstance(row_rollouts, (int, float)) and row_rollouts > 0):
                 tokens, rollouts, groups = tokens + row_tokens, rollouts + row_rollouts, groups + 1
-        ledger_sums[step] = (tokens, rollouts, groups)
+        self.sums[step] = (tokens, rollouts, groups)
 
-    table = read_step_columns(path, names=("rollout_id", "terminated", "rollout_seconds"), keep_ledger=add_ledger,
-                              warn=False)
-    tokens = sum(t for t, _, _ in ledger_sums.values())
-    rollouts = sum(r for _, r, _ in ledger_sums.values())
-    groups = sum(g for _, _, g in ledger_sums.values())
-    seconds = [s for s, terminated in zip(table.column("rollout_seconds"), table.column("terminated"))
-               if not terminated and isinstance(s, (int, float)) and s > 0]
-    return ObservedCost(tokens / rollouts if rollouts else None, groups,
-                        sum(seconds) / len(seconds) if seconds else None, len(seconds))
+    def observed(self, table: Any) -> ObservedCost:
+        """:class:`ObservedCost` from the ledgers seen and ``table``'s :data:`COST_COLUMNS` (the same pass)."""
+        tokens = sum(t for t, _, _ in self.sums.values())
+        rollouts = sum(r for _, r, _ in self.sums.values())
+        groups = sum(g for _, _, g in self.sums.values())
+        seconds = [s for s, terminated in zip(table.column("rollout_seconds"), table.column("terminated"))
+                   if not terminated and isinstance(s, (int, float)) and s > 0]
+        return ObservedCost(tokens / rollouts if rollouts else None, groups,
+                            sum(seconds) / len(seconds) if seconds else None, len(seconds))
+
+
+def read_observed_cost(path: str | os.PathLike) -> ObservedCost:
+    """:meth:`ObservedCost.of_records` of a ``steps.jsonl`` (or its run directory) in one streaming pass,
+    by the rules of the records file (the latest record of a step wins)."""
+    from shopsim_metrics.sinks.steps_reader import read_step_columns
+
+    tokens = LedgerTokens()
+    return tokens.observed(read_step_columns(path, names=COST_COLUMNS, keep_ledger=tokens, warn=False))
 
 
 def calibrate(observed: ObservedCost | Sequence[StepRecord], run: SimConfig, *, source: str = "records",

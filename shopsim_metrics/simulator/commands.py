@@ -70,14 +70,15 @@ def _tune(args: argparse.Namespace) -> int:
     import os
 
     from shopsim_metrics.simulator.config import SimConfig
-    from shopsim_metrics.simulator.tune import TuneTargets, cost_note, format_table, measured_rates, write_plot
+    from shopsim_metrics.simulator.tune import TuneTargets, cost_note, format_table, measured_rates_and_cost, write_plot
 
     knobs: dict[str, int] = {}
     source = "given rates"
     zero, technical = args.zero_std_rate, args.technical_rate
+    observed = None
     if args.from_path:
         try:
-            measured = measured_rates(args.from_path)
+            measured, observed = measured_rates_and_cost(args.from_path)  # one pass over the records
         except (OSError, ValueError) as exc:
             print(f"tune: cannot measure rates from {args.from_path}: {exc}", file=sys.stderr)
             return 2
@@ -104,7 +105,7 @@ def _tune(args: argparse.Namespace) -> int:
     calibration = None
     if args.from_path:
         try:
-            calibration = _calibrate(args, base, run_over_sampling, zero, technical)
+            calibration = _calibrate(args, base, observed, run_over_sampling, zero, technical)
         except (OSError, ValueError) as exc:
             print(f"tune: cannot calibrate the cost from {args.from_path}: {exc}", file=sys.stderr)
             return 2
@@ -131,11 +132,12 @@ def _tune(args: argparse.Namespace) -> int:
     return 0
 
 
-def _calibrate(args: argparse.Namespace, base: Any, over_sampling: int | None, zero: float, technical: float) -> Any:
-    """The cost model fitted to the run at ``--from``: its own loop (knobs, over-sampling, rates) re-simulated."""
-    from shopsim_metrics.simulator.calibration import CALIBRATION_STEPS, calibrate, read_observed_cost
+def _calibrate(args: argparse.Namespace, base: Any, observed: Any, over_sampling: int | None, zero: float,
+               technical: float) -> Any:
+    """The cost model fitted to what the run at ``--from`` recorded (``observed``): its own loop (knobs,
+    over-sampling, rates) re-simulated."""
+    from shopsim_metrics.simulator.calibration import CALIBRATION_STEPS, calibrate
 
-    observed = read_observed_cost(args.from_path)  # measured_rates already read (and warned)
     if observed.tokens_per_rollout is None:
         print(f"tune: {args.from_path} records no response tokens; the cost columns use the simulator's model",
               file=sys.stderr)

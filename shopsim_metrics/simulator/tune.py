@@ -43,10 +43,10 @@ import math
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from shopsim_metrics.records import StepRecord
-from shopsim_metrics.simulator.calibration import CostCalibration
+from shopsim_metrics.simulator.calibration import COST_COLUMNS, CostCalibration, LedgerTokens, ObservedCost
 from shopsim_metrics.simulator.config import SimConfig
 from shopsim_metrics.simulator.latency import reference_wave_time
 from shopsim_metrics.simulator.loop import TUNING_ARGS, SimulationResult, Simulator, rng_streams, wave_time_model
@@ -155,6 +155,11 @@ def default_candidates(rollout_batch_size: int) -> list[int]:
     return sorted({max(rollout_batch_size, math.ceil(rollout_batch_size * m)) for m in DEFAULT_MULTIPLIERS})
 
 
+RATE_COLUMNS = ("rollout_id", "accepted_group_count", "zero_std_group_count", "technical_group_drop_count",
+                "rollout_batch_size", "n_samples_per_prompt", "global_batch_size", "over_sampling_batch_size")
+"""The per-step columns the rates and the run's knobs are read from."""
+
+
 def measured_rates(path: str | os.PathLike) -> MeasuredRates:
     """Zero-std and technical rates of a run: ``sum(zero_std_group_count) / sum(accepted)`` and likewise.
 
@@ -163,9 +168,22 @@ def measured_rates(path: str | os.PathLike) -> MeasuredRates:
     """
     from shopsim_metrics.sinks.steps_reader import read_step_columns
 
-    names = ("rollout_id", "accepted_group_count", "zero_std_group_count", "technical_group_drop_count",
-             "rollout_batch_size", "n_samples_per_prompt", "global_batch_size", "over_sampling_batch_size")
-    table = read_step_columns(path, names=names)
+    return rates_of(read_step_columns(path, names=RATE_COLUMNS), path)
+
+
+def measured_rates_and_cost(path: str | os.PathLike) -> tuple[MeasuredRates, ObservedCost]:
+    """:func:`measured_rates` and :func:`~.calibration.read_observed_cost` of a run in ONE pass over its
+    records (what ``tune --from`` reads: a big file is read once)."""
+    from shopsim_metrics.sinks.steps_reader import read_step_columns
+
+    tokens = LedgerTokens()
+    names = RATE_COLUMNS + tuple(name for name in COST_COLUMNS if name not in RATE_COLUMNS)
+    table = read_step_columns(path, names=names, keep_ledger=tokens)
+    return rates_of(table, path), tokens.observed(table)
+
+
+def rates_of(table: Any, path: str | os.PathLike) -> MeasuredRates:
+    """:class:`MeasuredRates` from a run's per-step columns (:data:`RATE_COLUMNS`); ValueError without a judged group."""
     accepted = sum(v or 0 for v in table.columns["accepted_group_count"])
     if not accepted:
         raise ValueError(f"{path}: no judged group in {len(table)} step record(s); cannot measure rates")
