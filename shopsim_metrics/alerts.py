@@ -52,14 +52,13 @@ class StreakAlertPolicy:
     def alert_for(self, streak: TechnicalStreak, rollout_id: int | None) -> Alert | None:
         """The alert to send after a judgement that left ``streak`` as it is, if any."""
         limit = self.max_consecutive_failed_groups
-        if not self.enabled or streak.count == 0 or (streak.count < limit and streak.count != self.warn_at):
+        if not self.enabled or streak.count == 0:
             return None
-        checks = ", ".join(f"{k}={v}" for k, v in streak.checks.items()) or "none recorded"
         if streak.count >= limit:
             return Alert(
                 title="shopsim: technical-failure limit reached, terminating",
                 text=(f"{streak.count} consecutive technical groups reached the limit {limit} at rollout step "
-                      f"{rollout_id}; failing checks: {checks}. The run is being terminated."),
+                      f"{rollout_id}; failing checks: {_checks_text(streak)}. The run is being terminated."),
                 level=self.error_level,
                 rollout_id=rollout_id,
             )
@@ -67,8 +66,13 @@ class StreakAlertPolicy:
             return Alert(
                 title="shopsim: technical failures piling up",
                 text=(f"{streak.count} consecutive technical groups (limit {limit}) at rollout step {rollout_id}; "
-                      f"failing checks: {checks}. The run terminates at {limit}."),
+                      f"failing checks: {_checks_text(streak)}. The run terminates at {limit}."),
                 level=self.warn_level,
                 rollout_id=rollout_id,
             )
         return None
+
+
+def _checks_text(streak: TechnicalStreak) -> str:
+    """The streak's failed checks for an alert's text, e.g. ``reward_missing=1, status_failed=2``."""
+    return ", ".join(f"{k}={v}" for k, v in streak.checks.items()) or "none recorded"

@@ -211,15 +211,21 @@ def _judge_plain(
     index = getattr(group[0], "group_index", None)
     if type(index) is not int:  # numpy integers, or no group_index: read as the careful path reads it
         index = group_index_of(group[0])
-    return GroupJudgement(kind, None, index, len(group), rewards, successes, _plain_tokens(group),
+    return GroupJudgement(kind, None, index, len(group), rewards, successes, int_lengths_total(group),
                           (ordered[0], ordered[-1], total, finite_mean(rewards)))
 
 
-def _plain_tokens(group: Sequence[Any]) -> int | None:
-    """The response tokens of a plain group (one sample per rollout): the sum of int lengths; None when a
-    length is missing or not a non-negative int (the ledger then reads each sample carefully)."""
+def int_lengths_total(samples: Sequence[Any]) -> int | None:
+    """The sum of the samples' ``response_length`` when every one is a non-negative int; None otherwise (a
+    missing length, another type): then each sample must be read carefully (:func:`tokens.group_tokens`).
+
+    Example:
+        >>> from shopsim_metrics.samples import SimSample as S
+        >>> int_lengths_total([S(response_length=3), S(response_length=4)]), int_lengths_total([S(response_length=2.0)])
+        (7, None)
+    """
     try:
-        lengths = [sample.response_length for sample in group]
+        lengths = [sample.response_length for sample in samples]
     except AttributeError:
         return None
     if set(map(type, lengths)) == {int} and min(lengths) >= 0:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from shopsim_metrics.group_judgement import as_float
+from shopsim_metrics.group_judgement import as_float, int_lengths_total
 
 
 def read_response_length(sample: Any) -> int:
@@ -56,10 +56,10 @@ def group_tokens(group: Any) -> int:
     except Exception:  # noqa: BLE001 - not iterable: nothing readable was generated
         return 0
     try:  # the common case: a flat list of distinct samples with int lengths
-        lengths = [sample.response_length for sample in items]
-        if set(map(type, lengths)) == {int} and min(lengths) >= 0 and len(set(map(id, items))) == len(items):
-            return sum(lengths)
-    except Exception:  # noqa: BLE001 - fan-out, odd samples: the careful path below
+        total = int_lengths_total(items)
+        if total is not None and len(set(map(id, items))) == len(items):
+            return total
+    except Exception:  # noqa: BLE001 - odd samples: the careful path below
         pass
     seen: set[int] = set()
     total = 0

@@ -123,7 +123,8 @@ class ShopsimRuntime:
             if streak:
                 rollout_id = self._current_rollout_id()
                 alert = self.alerts.alert_for(self.streak, rollout_id)
-                checks = self.streak.checks
+                if streak >= self.settings.max_consecutive_failed_groups:
+                    checks = self.streak.checks  # for the termination, read with the streak it ends
         try:
             if alert is not None:
                 self.send_alert(alert)

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Iterable, Sequence
 
 from shopsim_metrics.records import StepRecord
 from shopsim_metrics.simulator.config import SimConfig
@@ -88,20 +88,30 @@ def judged_tokens_per_rollout(records: Sequence[StepRecord]) -> tuple[float | No
     Rows with 0 tokens (a run without response lengths) or no unique rollouts are left out; ``None``
     when no row is left.
     """
-    tokens = rollouts = groups = 0
-    for record in records:
-        for row in record.decisions:
-            if isinstance(row.response_tokens, int) and row.response_tokens > 0 and row.unique_rollouts > 0:
-                tokens += row.response_tokens
-                rollouts += row.unique_rollouts
-                groups += 1
+    tokens, rollouts, groups = _token_sums(
+        (row.response_tokens, row.unique_rollouts) for record in records for row in record.decisions)
     return (tokens / rollouts if rollouts else None), groups
 
 
 def mean_rollout_seconds(records: Sequence[StepRecord]) -> tuple[float | None, int]:
     """Mean ``rollout_seconds`` over the completed steps that have a positive one, and how many they are."""
-    seconds = [r.rollout_seconds for r in records
-               if not r.terminated and isinstance(r.rollout_seconds, (int, float)) and r.rollout_seconds > 0]
+    return _mean_seconds((r.rollout_seconds, r.terminated) for r in records)
+
+
+def _token_sums(rows: Iterable[tuple[Any, Any]]) -> tuple[int, float, int]:
+    """Tokens, unique rollouts and groups over the ``(response_tokens, unique_rollouts)`` rows that have
+    tokens (the rule of :func:`judged_tokens_per_rollout`)."""
+    tokens = rollouts = groups = 0
+    for row_tokens, row_rollouts in rows:
+        if (isinstance(row_tokens, int) and row_tokens > 0
+                and isinstance(row_rollouts, (int, float)) and row_rollouts > 0):
+            tokens, rollouts, groups = tokens + row_tokens, rollouts + row_rollouts, groups + 1
+    return tokens, rollouts, groups
+
+
+def _mean_seconds(steps: Iterable[tuple[Any, Any]]) -> tuple[float | None, int]:
+    """The rule of :func:`mean_rollout_seconds` over ``(rollout_seconds, terminated)`` pairs."""
+    seconds = [s for s, terminated in steps if not terminated and isinstance(s, (int, float)) and s > 0]
     return (sum(seconds) / len(seconds), len(seconds)) if seconds else (None, 0)
 
 
@@ -133,23 +143,16 @@ class LedgerTokens:
         self.sums: dict[int, tuple[int, int, int]] = {}  # step -> (tokens, rollouts, groups)
 
     def __call__(self, step: int, record: dict[str, Any], line: bytes) -> None:
-        tokens = rollouts = groups = 0
-        for row in record.get("decisions") or ():
-            row_tokens, row_rollouts = row.get("response_tokens", 0), row.get("unique_rollouts")
-            if (isinstance(row_tokens, int) and row_tokens > 0
-                    and isinstance(row_rollouts, (int, float)) and row_rollouts > 0):
-                tokens, rollouts, groups = tokens + row_tokens, rollouts + row_rollouts, groups + 1
-        self.sums[step] = (tokens, rollouts, groups)
+        self.sums[step] = _token_sums((row.get("response_tokens", 0), row.get("unique_rollouts"))
+                                      for row in record.get("decisions") or ())
 
     def observed(self, table: Any) -> ObservedCost:
         """:class:`ObservedCost` from the ledgers seen and ``table``'s :data:`COST_COLUMNS` (the same pass)."""
         tokens = sum(t for t, _, _ in self.sums.values())
         rollouts = sum(r for _, r, _ in self.sums.values())
         groups = sum(g for _, _, g in self.sums.values())
-        seconds = [s for s, terminated in zip(table.column("rollout_seconds"), table.column("terminated"))
-                   if not terminated and isinstance(s, (int, float)) and s > 0]
-        return ObservedCost(tokens / rollouts if rollouts else None, groups,
-                            sum(seconds) / len(seconds) if seconds else None, len(seconds))
+        seconds, timed_steps = _mean_seconds(zip(table.column("rollout_seconds"), table.column("terminated")))
+        return ObservedCost(tokens / rollouts if rollouts else None, groups, seconds, timed_steps)
 
 
 def read_observed_cost(path: str | os.PathLike) -> ObservedCost:

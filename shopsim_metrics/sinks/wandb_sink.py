@@ -58,10 +58,10 @@ FAILED_CHECK_PREFIX = contract.wandb_key("failed_check/")
 """Per-check technical drop counts: ``rollout/shopsim/failed_check/<name>``, names from FAILED_CHECKS."""
 
 SINK_MODES = ("auto", "join", "standalone", "off")
+_DEFAULT_WANDB_HOST = "https://api.wandb.ai"
 
 row_values = operator.attrgetter(*contract.LEDGER_COLUMNS)
 """A ledger row's values in ``contract.LEDGER_COLUMNS`` order: one row of the decisions table."""
-_DEFAULT_WANDB_HOST = "https://api.wandb.ai"
 
 
 def failed_check_key(name: str) -> str:
