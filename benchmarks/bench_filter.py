@@ -16,8 +16,8 @@ import sys
 import timeit
 from types import SimpleNamespace
 
-from shopsim_metrics.loop_state import ManualLoopState
-from shopsim_metrics.samples import SimSample
+from shopsim_metrics.step.loop_state import ManualLoopState
+from shopsim_metrics.simulator.samples import SimSample
 from shopsimrl import slime_runtime
 from shopsimrl.slime_bridge import DynamicFilterOutput
 

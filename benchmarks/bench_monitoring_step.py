@@ -24,9 +24,9 @@ from pathlib import Path
 from types import SimpleNamespace
 
 
-from shopsim_metrics import contract
-from shopsim_metrics.loop_state import ManualLoopState
-from shopsim_metrics.samples import SimSample
+from shopsim_metrics.step import contract
+from shopsim_metrics.step.loop_state import ManualLoopState
+from shopsim_metrics.simulator.samples import SimSample
 from shopsim_metrics.sinks.jsonl import JsonlSink
 from shopsim_metrics.sinks.wandb_sink import WandbSink
 from shopsimrl import slime_runtime

@@ -23,8 +23,8 @@ import time
 import os
 import tracemalloc
 
-from shopsim_metrics.prompt_history import VERDICTS, PromptHistory
-from shopsim_metrics.prompt_keys import hash_prompt, history_key
+from shopsim_metrics.prompts.history import VERDICTS, PromptHistory
+from shopsim_metrics.prompts.keys import hash_prompt, history_key
 
 PROMPTS = 1_000_000
 TARGET_BYTES = 200
@@ -45,10 +45,10 @@ def step_cost(groups_per_step: int = 2048, n: int = 16, steps: int = 5) -> tuple
     """Seconds per judged group: (filter hook with accounting, prompt-value annotation at step close)."""
     from types import SimpleNamespace
 
-    from shopsim_metrics.loop_state import ManualLoopState
-    from shopsim_metrics.prompt_value import PromptValueTracker
-    from shopsim_metrics.records import DecisionRow, StepRecord
-    from shopsim_metrics.samples import SimSample
+    from shopsim_metrics.step.loop_state import ManualLoopState
+    from shopsim_metrics.prompts.value import PromptValueTracker
+    from shopsim_metrics.step.records import DecisionRow, StepRecord
+    from shopsim_metrics.simulator.samples import SimSample
     from shopsimrl import slime_runtime
 
     groups = []

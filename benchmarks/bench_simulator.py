@@ -20,8 +20,9 @@ import sys
 import time
 
 
-from shopsim_metrics.loop_state import ManualLoopState
-from shopsim_metrics.simulator import SimConfig, SimulatedSlimeLoop, simulate
+from shopsim_metrics.step.loop_state import ManualLoopState
+from shopsim_metrics.simulator.config import SimConfig
+from shopsim_metrics.simulator.loop import SimulatedSlimeLoop, simulate
 from shopsim_metrics.simulator.latency import LatencyCompletions
 from shopsim_metrics.simulator.loop import TUNING_ARGS, latency_model, make_group_source, rng_streams
 from shopsim_metrics.simulator.tune import tune

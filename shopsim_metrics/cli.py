@@ -16,7 +16,8 @@ import os
 import sys
 from typing import NoReturn
 
-from shopsim_metrics import config_check, prompts_command
+from shopsim_metrics.settings import check as config_check
+from shopsim_metrics.prompts import command as prompts_command
 from shopsim_metrics.dashboards import commands as dashboard_commands
 from shopsim_metrics.simulator import commands as simulator_commands
 

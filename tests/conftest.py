@@ -8,9 +8,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from shopsim_metrics.loop_state import ManualLoopState
-from shopsim_metrics.samples import SimSample
-from shopsim_metrics.simulator import SimulatedSlimeLoop, StepOutcome
+from shopsim_metrics.step.loop_state import ManualLoopState
+from shopsim_metrics.simulator.samples import SimSample
+from shopsim_metrics.simulator.loop import SimulatedSlimeLoop, StepOutcome
 from shopsim_metrics.simulator.latency import NextBatch, ScriptedCompletions
 from shopsim_metrics.simulator.rewards import FactoryGroupSource
 from shopsim_metrics.sinks import JsonlSink, MemorySink

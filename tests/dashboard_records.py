@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import random
 
-from shopsim_metrics import contract
-from shopsim_metrics.prompt_value import PromptValueTracker
-from shopsim_metrics.records import DecisionRow, StepRecord
+from shopsim_metrics.step import contract
+from shopsim_metrics.prompts.value import PromptValueTracker
+from shopsim_metrics.step.records import DecisionRow, StepRecord
 
 ROLLOUT_BATCH_SIZE, N, OVER_SAMPLING_BATCH_SIZE, GLOBAL, MAX_CONSECUTIVE_FAILED_GROUPS = 16, 8, 32, 64, 8
 

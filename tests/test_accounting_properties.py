@@ -11,12 +11,12 @@ from hypothesis import HealthCheck, given, settings
 from conftest import run_scripted_step, scripted_loop
 from hypothesis import strategies as st
 
-from shopsim_metrics.accounting import StepAccountant
-from shopsim_metrics.loop_state import ManualLoopState
-from shopsim_metrics.samples import SimSample
+from shopsim_metrics.step.accounting import StepAccountant
+from shopsim_metrics.step.loop_state import ManualLoopState
+from shopsim_metrics.simulator.samples import SimSample
 from shopsim_metrics.sinks import JsonlSink, MemorySink, read_steps
 from shopsimrl import slime_runtime
-from shopsim_metrics.group_judgement import judge_group
+from shopsim_metrics.judging.group_judgement import judge_group
 
 knobs = st.fixed_dictionaries(
     {
@@ -157,8 +157,8 @@ def test_records_match_the_loop_and_every_identity_holds(tmp_path_factory, k):
 @given(kinds=st.lists(st.sampled_from(["technical", "spread", "zero_std"]), min_size=1, max_size=60),
        steps=st.lists(st.integers(0, 2), min_size=60, max_size=60))
 def test_streak_is_the_run_of_technical_groups_and_the_records_read_it(kinds, steps):
-    from shopsim_metrics.group_judgement import GroupJudgement
-    from shopsim_metrics.streak import TechnicalStreak
+    from shopsim_metrics.judging.group_judgement import GroupJudgement
+    from shopsim_metrics.step.streak import TechnicalStreak
 
     acc = StepAccountant(rollout_batch_size=4, over_sampling_batch_size=4)
     streak = TechnicalStreak()

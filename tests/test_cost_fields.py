@@ -7,15 +7,15 @@ from types import SimpleNamespace
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from shopsim_metrics import contract as C
-from shopsim_metrics.accounting import StepAccountant
-from shopsim_metrics.group_judgement import judge_group
-from shopsim_metrics.samples import SimSample
+from shopsim_metrics.step import contract as C
+from shopsim_metrics.step.accounting import StepAccountant
+from shopsim_metrics.judging.group_judgement import judge_group
+from shopsim_metrics.simulator.samples import SimSample
 from shopsim_metrics.simulator.config import SimConfig
 from shopsim_metrics.simulator.latency import ScriptedCompletions
 from shopsim_metrics.simulator.loop import Simulator
 from shopsim_metrics.simulator.rewards import FactoryGroupSource
-from shopsim_metrics.tokens import group_tokens, read_response_length
+from shopsim_metrics.judging.tokens import group_tokens, read_response_length
 
 N = 4
 
@@ -227,7 +227,7 @@ from tests.wandb_helpers import wandb_env  # noqa: E402,F401 - fixture
 
 
 def test_cost_keys_read_back_from_an_offline_wandb_run(wandb_env, tmp_path) -> None:  # noqa: F811
-    from shopsim_metrics.wandb_offline import find_run_dirs, read_offline_run
+    from shopsim_metrics.sinks.wandb_offline import find_run_dirs, read_offline_run
 
     config = SimConfig(steps=4, seed=2, technical_rate=0.3, max_technical_streak=3)
     result = Simulator(config, sinks=None, extra_args={"shopsim_run_dir": str(tmp_path / "run")}).run()

@@ -17,13 +17,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dashboard_records import make_records
-from shopsim_metrics import contract
+from shopsim_metrics.step import contract
 from shopsim_metrics.cli import main as cli_main
 from shopsim_metrics.dashboards import spec as spec_mod
 from shopsim_metrics.dashboards.data import history_to_steps, load_dashboard_data
 from shopsim_metrics.dashboards.html import render_html, series_values, step_figure, write_html_dashboard
 from shopsim_metrics.dashboards.spec import DashboardSpec, Panel, Series, dashboard_spec, load_panels_json
-from shopsim_metrics.records import StepRecord
+from shopsim_metrics.step.records import StepRecord
 from shopsim_metrics.sinks import JsonlSink
 from wandb_helpers import wandb_env  # noqa: F401  (fixture)
 
@@ -430,10 +430,10 @@ def test_cli_dashboard_wandb_without_dry_run_needs_entity_and_project(capsys: py
 
 # --- the simulator's output -----------------------------------------------------------------------
 def test_html_from_the_simulator_draws_every_panel(tmp_path: Path) -> None:
-    sim = pytest.importorskip("shopsim_metrics.simulator", reason="the simulator is not in this checkout")
+    from shopsim_metrics.simulator.loop import simulate
     from shopsim_metrics.simulator.demo import demo_config
 
-    result = sim.simulate(demo_config(steps=16, seed=5))  # the demo's burst: opens extra waves, never terminates
+    result = simulate(demo_config(steps=16, seed=5))  # the demo's burst: opens extra waves, never terminates
     records = result.records
     assert any(r.wave_count >= 2 for r in records), "the burst should open a second wave"
     data = load_dashboard_data(records)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import yaml
 
-from shopsim_metrics import contract
+from shopsim_metrics.step import contract
 from shopsim_metrics.sinks.wandb_sink import DECISIONS_KEY, PROMPTS_KEY, WandbSink, record_scalars
 from shopsimrl import slime_runtime
 from shopsim_metrics.settings import DEFAULTS, SETTINGS

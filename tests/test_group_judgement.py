@@ -14,11 +14,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from conftest import group_of
 
-from shopsim_metrics.contract import FAILED_CHECKS, REASON_TECHNICAL, REASON_ZERO_STD
-from shopsim_metrics.samples import SimSample
+from shopsim_metrics.step.contract import FAILED_CHECKS, REASON_TECHNICAL, REASON_ZERO_STD
+from shopsim_metrics.simulator.samples import SimSample
 from shopsimrl import slime_runtime
-from shopsim_metrics.group_judgement import finite_mean, judge_group, read_reward
-from shopsim_metrics.tokens import group_tokens
+from shopsim_metrics.judging.group_judgement import finite_mean, judge_group, read_reward
+from shopsim_metrics.judging.tokens import group_tokens
 from shopsimrl.slime_bridge import DynamicFilterOutput
 
 
@@ -367,7 +367,7 @@ _plain_metadata = st.sampled_from([{}, None, {"x": 1}, {"shopsim_success": True}
 )
 def test_the_plain_path_agrees_with_the_careful_path(rows, n, threshold, as_tuple, first_twice):
     """Whenever the field-at-a-time path judges a group, its judgement is the careful path's, exactly."""
-    from shopsim_metrics.group_judgement import judge_group_carefully, judge_plain_group
+    from shopsim_metrics.judging.group_judgement import judge_group_carefully, judge_plain_group
 
     group = [SimSample(rollout_id=rid, index=index, group_index=4, status=status, metadata=metadata, reward=reward,
                        response_length=length) for rid, index, status, metadata, reward, length in rows]
@@ -391,7 +391,7 @@ def test_the_plain_path_agrees_with_the_careful_path(rows, n, threshold, as_tupl
 def test_the_plain_path_judges_slime_shaped_groups():
     """The default generate function's groups (enum statuses, no rollout_id, metadata with a prompt key,
     success flags) take the plain path; fan-out, duplicates and bad rewards do not."""
-    from shopsim_metrics.group_judgement import judge_plain_group
+    from shopsim_metrics.judging.group_judgement import judge_plain_group
 
     def group(**overrides):
         samples = [SimSample(rollout_id=None, index=10 + i, group_index=1, status=Status.COMPLETED,

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from conftest import make_args, spread, technical, zero
 
-from shopsim_metrics.samples import SimSample
+from shopsim_metrics.simulator.samples import SimSample
 from shopsim_metrics.sinks import MemorySink, read_steps
 from shopsimrl import slime_runtime
 from shopsimrl.slime_bridge import SlimeLoopState
@@ -156,7 +156,7 @@ def test_unclosed_step_is_emitted_when_the_next_begins(tmp_path):
     """Without the all-samples hook and log function, no finished step is lost."""
     args = make_args(over_sampling_batch_size=16)
     memory = MemorySink()
-    from shopsim_metrics.loop_state import ManualLoopState
+    from shopsim_metrics.step.loop_state import ManualLoopState
 
     state = ManualLoopState()
     slime_runtime.configure(args, sinks=[memory], loop_state=state)
@@ -209,7 +209,7 @@ class Block:
 sys.meta_path.insert(0, Block())
 t = time.perf_counter()
 from shopsimrl import slime_runtime
-from shopsim_metrics.samples import SimSample
+from shopsim_metrics.simulator.samples import SimSample
 from types import SimpleNamespace
 args = SimpleNamespace(n_samples_per_prompt=2, reward_key=None)
 out = slime_runtime.fully_scored_group_filter(args, [SimSample(index=0, reward=0.0), SimSample(index=1, reward=1.0)])
@@ -236,7 +236,7 @@ def test_cli_reports_bad_inputs_in_one_line(tmp_path, capsys):
 
 def test_cli_inspect_prints_one_row_per_step(tmp_path, capsys):
     from shopsim_metrics.cli import main
-    from shopsim_metrics.records import StepRecord
+    from shopsim_metrics.step.records import StepRecord
     from shopsim_metrics.sinks import JsonlSink
 
     sink = JsonlSink(tmp_path, fsync=False)

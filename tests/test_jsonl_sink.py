@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings as hsettings, strategies as st
 
-from shopsim_metrics import contract
-from shopsim_metrics.records import DecisionRow, StepRecord
+from shopsim_metrics.step import contract
+from shopsim_metrics.step.records import DecisionRow, StepRecord
 from shopsim_metrics.sinks import JsonlSink, read_steps
 from tests.wandb_helpers import make_record
 

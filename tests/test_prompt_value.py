@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 from hypothesis import given, settings as hsettings, strategies as st
 
-from shopsim_metrics import contract
-from shopsim_metrics.prompt_history import VERDICTS, PromptHistory
-from shopsim_metrics.prompt_keys import hash_prompt, history_key, key_text, prompt_key
-from shopsim_metrics.prompt_value import PromptValueTracker
-from shopsim_metrics.records import DecisionRow, StepRecord
-from shopsim_metrics.samples import SimSample
+from shopsim_metrics.step import contract
+from shopsim_metrics.prompts.history import VERDICTS, PromptHistory
+from shopsim_metrics.prompts.keys import hash_prompt, history_key, key_text, prompt_key
+from shopsim_metrics.prompts.value import PromptValueTracker
+from shopsim_metrics.step.records import DecisionRow, StepRecord
+from shopsim_metrics.simulator.samples import SimSample
 from shopsim_metrics.settings import ShopsimConfigError, ShopsimSettings
 from conftest import make_args
 
@@ -299,7 +299,7 @@ def test_the_canonical_bytes_are_the_standard_encoders_whatever_the_text(prompt,
     (control characters, quotes, non-BMP characters, lone surrogates, key order)."""
     import json
 
-    from shopsim_metrics.prompt_keys import canonical_bytes
+    from shopsim_metrics.prompts.keys import canonical_bytes
 
     standard = json.dumps([prompt, label], sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     assert canonical_bytes(prompt, label) == standard.encode("utf-8", "surrogatepass")
@@ -315,7 +315,8 @@ def test_a_known_prompt_keeps_its_key() -> None:
 
 
 def test_a_history_limit_of_zero_turns_prompt_tracking_off() -> None:
-    from shopsim_metrics.simulator import SimConfig, simulate
+    from shopsim_metrics.simulator.config import SimConfig
+    from shopsim_metrics.simulator.loop import simulate
 
     config = SimConfig(steps=4, seed=3, prompt_pool=20)
     tracked = simulate(config).records

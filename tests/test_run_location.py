@@ -10,11 +10,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from shopsim_metrics.loop_state import ManualLoopState
-from shopsim_metrics.samples import SimSample
+from shopsim_metrics.step.loop_state import ManualLoopState
+from shopsim_metrics.simulator.samples import SimSample
 from shopsim_metrics.sinks import read_steps
 from shopsim_metrics.sinks.factory import SUMMARY_HOST, SUMMARY_RUN_DIR
-from shopsim_metrics.wandb_offline import find_run_dirs, read_offline_run
+from shopsim_metrics.sinks.wandb_offline import find_run_dirs, read_offline_run
 from shopsimrl import slime_runtime
 from tests.wandb_helpers import wandb_env  # noqa: F401 - fixture
 
@@ -130,7 +130,7 @@ class Block:
 sys.meta_path.insert(0, Block())
 from types import SimpleNamespace
 from shopsimrl import slime_runtime
-from shopsim_metrics.samples import SimSample
+from shopsim_metrics.simulator.samples import SimSample
 args = SimpleNamespace(rollout_batch_size=1, n_samples_per_prompt=2, global_batch_size=2, shopsim_wandb='off',
                        shopsim_run_dir={str(tmp_path / 'run')!r})
 group = [SimSample(index=0, reward=0.0), SimSample(index=1, reward=1.0)]

@@ -11,16 +11,17 @@ from conftest import fifo_batches, group_of, make_args, spread, technical, zero
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from shopsim_metrics.loop_state import ManualLoopState
-from shopsim_metrics.samples import SimSample
-from shopsim_metrics.simulator import FailureBurst, SimConfig, SimulatedSlimeLoop, Simulator, simulate
+from shopsim_metrics.step.loop_state import ManualLoopState
+from shopsim_metrics.simulator.samples import SimSample
+from shopsim_metrics.simulator.config import FailureBurst, SimConfig
+from shopsim_metrics.simulator.loop import SimulatedSlimeLoop, Simulator, simulate
 from shopsim_metrics.simulator.latency import LatencyCompletions, LatencyModel, ScriptedCompletions, makespan
 from shopsim_metrics.simulator.rewards import FactoryGroupSource
 from shopsim_metrics.sinks import MemorySink
-from shopsimrl import runtime as runtime_module
+from shopsim_metrics import monitor as runtime_module
 from shopsimrl import slime_runtime
 from shopsim_metrics.errors import TechnicalFailureLimitExceeded
-from shopsim_metrics.group_judgement import SPREAD, ZERO_STD, judge_group
+from shopsim_metrics.judging.group_judgement import SPREAD, ZERO_STD, judge_group
 
 TECH = "shopsim_unscored_technical_group"
 ZERO = "shopsim_zero_std_group"

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from shopsim_metrics.cli import main
-from shopsim_metrics.simulator import SimConfig, Simulator, simulate
+from shopsim_metrics.simulator.config import SimConfig
+from shopsim_metrics.simulator.loop import Simulator, simulate
 from shopsim_metrics.simulator.tune import (
     TUNING_LIMIT,
     CandidateResult,

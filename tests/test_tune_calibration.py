@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 
 from shopsim_metrics.cli import main
-from shopsim_metrics.records import DecisionRow, StepRecord
-from shopsim_metrics.simulator import SimConfig, Simulator, simulate
+from shopsim_metrics.step.records import DecisionRow, StepRecord
+from shopsim_metrics.simulator.config import SimConfig
+from shopsim_metrics.simulator.loop import Simulator, simulate
 from shopsim_metrics.simulator.calibration import calibrate, judged_tokens_per_rollout, mean_rollout_seconds
 from shopsim_metrics.simulator.tokens import TokenModel
 from shopsim_metrics.simulator.tune import TUNING_LIMIT, CandidateResult, TuneTargets, recommend, tune

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from shopsim_metrics import contract
-from shopsim_metrics.records import DecisionRow, StepRecord
+from shopsim_metrics.step import contract
+from shopsim_metrics.step.records import DecisionRow, StepRecord
 
 
 @pytest.fixture

@@ -1,12 +1,12 @@
 """What the renderers draw from: per-step rows and per-step ledgers, loaded from any source.
 
-Sources: a list of :class:`~shopsim_metrics.records.StepRecord`, a ``steps.jsonl`` file, a run
-directory holding one, or a W&B offline run (read with :mod:`shopsim_metrics.wandb_offline`).
+Sources: a list of :class:`~shopsim_metrics.step.records.StepRecord`, a ``steps.jsonl`` file, a run
+directory holding one, or a W&B offline run (read with :mod:`shopsim_metrics.sinks.wandb_offline`).
 A W&B history carries the per-step keys only; the decision ledger lives in ``steps.jsonl``, so
 :attr:`DashboardData.ledger_note` then says where to find it.
 
 Example:
-    >>> from shopsim_metrics.records import StepRecord, DecisionRow
+    >>> from shopsim_metrics.step.records import StepRecord, DecisionRow
     >>> row = DecisionRow(order=1, waves_open=1, group_index=3, outcome="trained",
     ...                   reason=None, remaining_before=32, unique_rollouts=8)
     >>> data = load_dashboard_data([StepRecord(rollout_id=4, wave_count=1, decisions=[row])])
@@ -21,8 +21,8 @@ import os
 from pathlib import Path
 from typing import Any, Iterable
 
-from shopsim_metrics import contract
-from shopsim_metrics.records import StepRecord
+from shopsim_metrics.step import contract
+from shopsim_metrics.step.records import StepRecord
 
 class DashboardData:
     """Per-step columns (contract names, plus ``rollout_id`` and the knobs) and the ledgers of some steps.
@@ -274,10 +274,10 @@ def find_wandb_offline_run(path: Path) -> Path | None:
 def from_wandb_offline_run(run_dir: str | os.PathLike) -> DashboardData:
     """Rows from a W&B offline run's history (``rollout/shopsim/<name>`` against ``rollout/step``)."""
     try:
-        from shopsim_metrics.wandb_offline import read_offline_run
+        from shopsim_metrics.sinks.wandb_offline import read_offline_run
     except ImportError as exc:  # pragma: no cover - depends on the W&B helper module being present
         raise RuntimeError(
-            "reading a W&B offline run needs shopsim_metrics.wandb_offline (read_offline_run); "
+            "reading a W&B offline run needs shopsim_metrics.sinks.wandb_offline (read_offline_run); "
             f"it could not be imported ({exc}). Pass the run's steps.jsonl instead."
         ) from exc
     run = read_offline_run(run_dir)

@@ -8,7 +8,7 @@ built here (plotly's objects validate every element: seconds on a 100k-step run)
 
 Example:
     >>> import tempfile, pathlib
-    >>> from shopsim_metrics.records import StepRecord
+    >>> from shopsim_metrics.step.records import StepRecord
     >>> out = pathlib.Path(tempfile.mkdtemp()) / "dash.html"
     >>> path = write_html_dashboard([StepRecord(rollout_id=0, wave_count=1)], out)
     >>> 'data-panel-id="outcomes"' in path.read_text()
@@ -23,7 +23,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from shopsim_metrics import contract
+from shopsim_metrics.step import contract
 from shopsim_metrics.dashboards.data import (
     LEDGER_KINDS, DashboardData, ledger_kinds, ledger_score, load_dashboard_data,
 )

@@ -29,7 +29,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
-from shopsim_metrics import contract
+from shopsim_metrics.step import contract
 from shopsim_metrics.dashboards.spec import DashboardSpec, Panel, dashboard_spec
 
 if TYPE_CHECKING:

@@ -7,22 +7,13 @@
 - :mod:`.tune` - compare ``over_sampling_batch_size`` candidates by simulation;
 - :mod:`.demo` - the README's main command;
 - :mod:`.commands` - ``shopsim-metrics demo`` and ``shopsim-metrics tune``.
+- :mod:`.samples` - :class:`SimSample`, a stand-in for slime's ``Sample``.
+
+The package itself imports nothing, so the light :mod:`.samples` loads without numpy.
 
 Example:
-    >>> from shopsim_metrics.simulator import SimConfig, simulate
+    >>> from shopsim_metrics.simulator.config import SimConfig
+    >>> from shopsim_metrics.simulator.loop import simulate
     >>> simulate(SimConfig(steps=2, seed=3)).records[0].wave_count >= 1
     True
 """
-
-from shopsim_metrics.simulator.config import FailureBurst, SimConfig
-from shopsim_metrics.simulator.loop import SimulatedSlimeLoop, SimulationResult, Simulator, StepOutcome, simulate
-
-__all__ = [
-    "FailureBurst",
-    "SimConfig",
-    "SimulatedSlimeLoop",
-    "SimulationResult",
-    "Simulator",
-    "StepOutcome",
-    "simulate",
-]

@@ -33,8 +33,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, TextIO
 
-from shopsim_metrics import contract
-from shopsim_metrics.records import StepRecord
+from shopsim_metrics.step import contract
+from shopsim_metrics.step.records import StepRecord
 from shopsim_metrics.simulator.config import FailureBurst, SimConfig
 from shopsim_metrics.simulator.loop import SimulationResult, Simulator, StepOutcome
 from shopsim_metrics.simulator.tally import RunTally
@@ -248,7 +248,7 @@ def persistence_by_quarter(records: list) -> list[float | None]:
     """``zero_std_persistence`` over each quarter of the steps (repeat / skippable summed; None: no skippable).
 
     Example:
-        >>> from shopsim_metrics.records import StepRecord
+        >>> from shopsim_metrics.step.records import StepRecord
         >>> recs = [StepRecord(rollout_id=i, skippable_group_count=4, repeat_zero_std_group_count=i) for i in range(4)]
         >>> persistence_by_quarter(recs)
         [0.0, 0.25, 0.5, 0.75]

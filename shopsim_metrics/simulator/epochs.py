@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from shopsim_metrics.samples import SimSample
+from shopsim_metrics.simulator.samples import SimSample
 from shopsim_metrics.simulator.config import SimConfig
 from shopsim_metrics.simulator.rewards import PromptGroupSource
 from shopsim_metrics.simulator.tokens import TokenModel

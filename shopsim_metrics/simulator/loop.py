@@ -7,7 +7,7 @@ batch, judges every group of the batch in turn with the project's real filter
 (:func:`shopsimrl.slime_runtime.fully_scored_group_filter`), applies slime's drop rule, aborts what
 is still pending once the train batch is full, then calls the all-samples hook and the rollout log
 function. The live facts reach the accountant through a
-:class:`~shopsim_metrics.loop_state.ManualLoopState` set before every filter call.
+:class:`~shopsim_metrics.step.loop_state.ManualLoopState` set before every filter call.
 
 :class:`Simulator` wires a loop to a fresh runtime (``configure``), runs the steps of a
 :class:`~shopsim_metrics.simulator.config.SimConfig`, and always resets the runtime at the end.
@@ -33,10 +33,11 @@ from typing import Any, Callable
 
 import numpy as np
 
-from shopsim_metrics.alerts import Alert
-from shopsim_metrics.contract import slime_drop_metric
-from shopsim_metrics.loop_state import ManualLoopState
-from shopsim_metrics.records import StepRecord
+from shopsim_metrics.step.alerts import Alert
+from shopsim_metrics.step.contract import ALL_SAMPLES_PATH, FILTER_PATH, LOG_PATH, slime_drop_metric
+from shopsim_metrics.monitor import configure, reset_runtime
+from shopsim_metrics.step.loop_state import ManualLoopState
+from shopsim_metrics.step.records import StepRecord
 from shopsim_metrics.simulator.config import SimConfig
 from shopsim_metrics.simulator.latency import CompletionOrder, LatencyCompletions, LatencyModel
 from shopsim_metrics.simulator.epochs import EpochPromptSource
@@ -48,10 +49,6 @@ from shopsim_metrics.errors import TechnicalFailureLimitExceeded
 
 Hook = Callable[..., Any]
 
-HOOKS_MODULE = "shopsimrl.slime_runtime"
-FILTER_PATH = f"{HOOKS_MODULE}.fully_scored_group_filter"
-ALL_SAMPLES_PATH = f"{HOOKS_MODULE}.record_all_samples"
-LOG_PATH = f"{HOOKS_MODULE}.log_rollout_step"
 
 
 def load_hook(path: str) -> Hook:
@@ -305,7 +302,7 @@ class Simulator:
         state = ManualLoopState(source="simulator")
         state.clock = lambda: completions.elapsed  # judged_at and the wave timings in simulated seconds
         own = [s for s in (memory, self.tally) if s is not None]
-        load_hook(f"{HOOKS_MODULE}.configure")(self.args, sinks=[*sinks, *own], loop_state=state)
+        configure(self.args, sinks=[*sinks, *own], loop_state=state)
         loop = SimulatedSlimeLoop(
             self.args, source=source, completions=completions, loop_state=state,
             all_samples_fn=ALL_SAMPLES_PATH if self.all_samples_hook else None,
@@ -327,7 +324,7 @@ class Simulator:
             if raise_on_termination:
                 raise
         finally:
-            load_hook(f"{HOOKS_MODULE}.reset_runtime")()  # emits anything pending and closes the sinks
+            reset_runtime()  # emits anything pending and closes the sinks
             result.wall_seconds = time.perf_counter() - started
         return result
 

@@ -4,7 +4,7 @@ A group source has two calls: ``submit(gids, step)`` when a wave is submitted (p
 are drawn then) and ``group(gid, slot)`` when the group has finished and is about to be judged
 (contents are drawn then, in judgement order, which is what lets ``max_technical_streak`` cap the
 streak the filter sees). ``slot`` is the group's judgement index within the step: sources reuse
-the :class:`~shopsim_metrics.samples.SimSample` objects of a slot from step to step, so building
+the :class:`~shopsim_metrics.simulator.samples.SimSample` objects of a slot from step to step, so building
 a group costs a few attribute writes. A slot's group stays valid until the next step begins (the
 all-samples hook reads every group of the step at its end).
 
@@ -32,7 +32,7 @@ from typing import Any, Callable, Protocol
 
 import numpy as np
 
-from shopsim_metrics.samples import SimSample
+from shopsim_metrics.simulator.samples import SimSample
 from shopsim_metrics.simulator.config import SimConfig
 from shopsim_metrics.simulator.tokens import TokenModel
 

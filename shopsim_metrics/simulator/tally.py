@@ -5,7 +5,7 @@ demo's table), the multi-wave and terminated steps (the first few of each, and h
 technical streak and the alerts (at most :data:`MAX_ALERTS`). A 100,000-step demo keeps kilobytes.
 
 Example:
-    >>> from shopsim_metrics.records import StepRecord
+    >>> from shopsim_metrics.step.records import StepRecord
     >>> tally = RunTally(edge_rows=2)
     >>> for step in range(10):
     ...     tally.emit(StepRecord(rollout_id=step, wave_count=2 if step == 7 else 1))
@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from collections import deque
 
-from shopsim_metrics.records import StepRecord
-from shopsim_metrics.alerts import Alert
+from shopsim_metrics.step.records import StepRecord
+from shopsim_metrics.step.alerts import Alert
 from shopsim_metrics.sinks.base import StepSink
 
 MAX_LISTED = 50

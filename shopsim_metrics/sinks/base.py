@@ -5,7 +5,7 @@ Sinks must not raise into training: :class:`SinkSet` isolates each sink, logs on
 sink on its first failure, and keeps feeding the others.
 
 Example:
-    >>> from shopsim_metrics.records import StepRecord
+    >>> from shopsim_metrics.step.records import StepRecord
     >>> mem = MemorySink()
     >>> SinkSet([mem]).emit(StepRecord(rollout_id=3))
     >>> [r.rollout_id for r in mem.records]
@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import logging
 from abc import ABC, abstractmethod
-from shopsim_metrics.alerts import Alert
-from shopsim_metrics.records import StepRecord
+from shopsim_metrics.step.alerts import Alert
+from shopsim_metrics.step.records import StepRecord
 
 logger = logging.getLogger("shopsim_metrics")
 
@@ -35,7 +35,7 @@ class StepSink(ABC):
         """Deliver an alert; most sinks ignore it."""
 
     def prompt_table(self, rows: list[list], rollout_id: int | None) -> None:
-        """The prompts table at the end of the run (``prompt_value.PROMPT_TABLE_COLUMNS``); most sinks ignore it."""
+        """The prompts table at the end of the run (``contract.PROMPT_TABLE_COLUMNS``); most sinks ignore it."""
 
     def close(self) -> None:
         """Flush and release resources; called once at the end."""

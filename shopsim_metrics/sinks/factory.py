@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import socket
 
-from shopsim_metrics.records import StepRecord
+from shopsim_metrics.step.records import StepRecord
 from shopsim_metrics.settings import ShopsimSettings
 from shopsim_metrics.sinks.base import StepSink
 from shopsim_metrics.sinks.jsonl import JsonlSink

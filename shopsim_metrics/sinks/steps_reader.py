@@ -33,8 +33,8 @@ from typing import Any, Callable, Iterator
 
 import orjson
 
-from shopsim_metrics import contract
-from shopsim_metrics.records import DecisionRow, StepRecord
+from shopsim_metrics.step import contract
+from shopsim_metrics.step.records import DecisionRow, StepRecord
 from shopsim_metrics.sinks.jsonl import steps_files
 
 logger = logging.getLogger("shopsim_metrics")

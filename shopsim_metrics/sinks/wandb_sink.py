@@ -38,9 +38,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 from urllib.parse import urlsplit
 
-from shopsim_metrics import contract
-from shopsim_metrics.alerts import Alert
-from shopsim_metrics.records import StepRecord
+from shopsim_metrics.step import contract
+from shopsim_metrics.step.alerts import Alert
+from shopsim_metrics.step.records import StepRecord
 from shopsim_metrics.sinks.base import StepSink
 
 if TYPE_CHECKING:  # pragma: no cover - types only
@@ -52,7 +52,7 @@ DECISIONS_KEY = contract.wandb_key("decisions")
 """Key of the decision-ledger table (a ``wandb.Table`` with columns ``contract.LEDGER_COLUMNS``)."""
 
 PROMPTS_KEY = contract.wandb_key("prompts")
-"""Key of the prompts table (columns ``prompt_value.PROMPT_TABLE_COLUMNS``): every N steps and at the end."""
+"""Key of the prompts table (columns ``contract.PROMPT_TABLE_COLUMNS``): every N steps and at the end."""
 
 FAILED_CHECK_PREFIX = contract.wandb_key("failed_check/")
 """Per-check technical drop counts: ``rollout/shopsim/failed_check/<name>``, names from FAILED_CHECKS."""
@@ -284,9 +284,7 @@ class WandbSink(StepSink):
             self._guarded("prompt_table", log)
 
     def _prompt_table(self, rows: list[list]) -> Any:
-        from shopsim_metrics.prompt_value import PROMPT_TABLE_COLUMNS
-
-        return self._wandb.Table(columns=list(PROMPT_TABLE_COLUMNS), data=rows, allow_mixed_types=True)
+        return self._wandb.Table(columns=list(contract.PROMPT_TABLE_COLUMNS), data=rows, allow_mixed_types=True)
 
     def _resolve_run(self) -> None:
         import wandb  # lazy: importing the project never imports wandb

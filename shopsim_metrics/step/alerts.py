@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from shopsim_metrics.streak import TechnicalStreak
+from shopsim_metrics.step.streak import TechnicalStreak
 
 
 @dataclass(frozen=True)
@@ -29,7 +29,7 @@ class Alert:
 class StreakAlertPolicy:
     """Decides which alert, if any, the technical streak deserves after a judgement.
 
-    Stateless: it reads the run's one :class:`~shopsim_metrics.streak.TechnicalStreak`. The streak
+    Stateless: it reads the run's one :class:`~shopsim_metrics.step.streak.TechnicalStreak`. The streak
     grows by one per technical group, so "the streak has just reached ``warn_at``" happens once per
     streak: that is the WARN; every judgement at or past the limit gives the ERROR.
     """

@@ -2,8 +2,8 @@
 
 A prompt that was zero-std at one visit is likely to be zero-std at its next one (GRESO, arXiv
 2506.02177). For every closed step, :class:`PromptValueTracker` keys each ledger row by its prompt
-(:mod:`shopsim_metrics.prompt_keys`), looks up the prompt's previous verdict in the bounded
-:class:`~shopsim_metrics.prompt_history.PromptHistory`, records the visit, and fills the step's
+(:mod:`shopsim_metrics.prompts.keys`), looks up the prompt's previous verdict in the bounded
+:class:`~shopsim_metrics.prompts.history.PromptHistory`, records the visit, and fills the step's
 fields (metrics contract, "Prompt value over time"):
 
 - ``revisit_group_count``: groups whose prompt the history already held;
@@ -21,7 +21,7 @@ time. The tracker only measures: it never changes what the filter decides. The s
 a run's records (``shopsim-metrics prompts``), so the live fields and the replay agree.
 
 Example:
-    >>> from shopsim_metrics.records import DecisionRow, StepRecord
+    >>> from shopsim_metrics.step.records import DecisionRow, StepRecord
     >>> def row(order, key, reason):
     ...     return DecisionRow(order=order, waves_open=1, group_index=order, outcome="dropped_zero_std",
     ...                        reason=reason, remaining_before=32, unique_rollouts=8, success_count=0,
@@ -40,8 +40,9 @@ from __future__ import annotations
 import logging
 from typing import Any, Sequence
 
-from shopsim_metrics import contract as C
-from shopsim_metrics.prompt_history import (
+from shopsim_metrics.step import contract as C
+from shopsim_metrics.step.contract import PROMPT_TABLE_COLUMNS
+from shopsim_metrics.prompts.history import (
     DEFAULT_LIMIT,
     SPREAD,
     ZERO_STD_VERDICTS,
@@ -49,14 +50,11 @@ from shopsim_metrics.prompt_history import (
     PromptStats,
     verdict_of,
 )
-from shopsim_metrics.prompt_keys import KEY_NONE, combine_sources, history_key, prompt_key
-from shopsim_metrics.records import DecisionRow, StepRecord
+from shopsim_metrics.prompts.keys import KEY_NONE, combine_sources, history_key, prompt_key
+from shopsim_metrics.step.records import DecisionRow, StepRecord
 
 logger = logging.getLogger("shopsim_metrics")
 
-PROMPT_TABLE_COLUMNS = ("prompt_key", "visits", "verdicts", "zero_std_run", "zero_std_visits", "tokens",
-                        "wasted_tokens")
-"""Columns of the prompts table (W&B ``rollout/shopsim/prompts``, ``shopsim-metrics prompts``)."""
 PROMPT_TABLE_ROWS = 50
 """The prompts table lists this many prompts: the ones that wasted the most generation."""
 

@@ -1,7 +1,7 @@
 """``shopsim-metrics prompts RUN``: the prompts table from a run's records, and a skip list.
 
 The run's ``steps.jsonl`` ledger rows carry each judged group's ``prompt_key``; replaying them in
-step and judgement order through the same :class:`~shopsim_metrics.prompt_value.PromptValueTracker`
+step and judgement order through the same :class:`~shopsim_metrics.prompts.value.PromptValueTracker`
 the runtime uses (with the run's ``shopsim_prompt_history_limit``) gives the same history, so the
 printed table is the one W&B received at the end of the run (the latest record of each step wins, as
 for every reader).
@@ -28,9 +28,10 @@ import json
 from pathlib import Path
 from typing import Any, Iterable
 
-from shopsim_metrics.prompt_history import DEFAULT_LIMIT, ZERO_STD_VERDICTS, PromptStats
-from shopsim_metrics.prompt_value import PROMPT_TABLE_COLUMNS, PROMPT_TABLE_ROWS, PromptValueTracker, table_row
-from shopsim_metrics.records import StepRecord
+from shopsim_metrics.prompts.history import DEFAULT_LIMIT, ZERO_STD_VERDICTS, PromptStats
+from shopsim_metrics.prompts.value import PROMPT_TABLE_ROWS, PromptValueTracker, table_row
+from shopsim_metrics.step.contract import PROMPT_TABLE_COLUMNS
+from shopsim_metrics.step.records import StepRecord
 
 DEFAULT_MIN_VISITS = 2
 """A prompt enters the skip list after this many consecutive visits with the same zero-std verdict."""

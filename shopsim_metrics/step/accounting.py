@@ -3,7 +3,7 @@
 For every judged group the accountant knows slime's verdict (``trained``, ``fallback``,
 ``dropped_technical``, ``dropped_zero_std``, ``surplus``), ``remaining_batch_size`` before it, and
 the waves open at that moment. ``remaining`` comes live from the loop (see
-:mod:`shopsim_metrics.loop_state`); when the loop cannot say, a filter-side mirror stands in
+:mod:`shopsim_metrics.step.loop_state`); when the loop cannot say, a filter-side mirror stands in
 (exact when groups finish one at a time, it drifts when several finish in one batch).
 
 The verdict applies slime's drop rule: a zero-std group is let through (``keep_when_insufficient``)
@@ -18,7 +18,7 @@ Thread-safe: the filter (rollout thread) and the log function (manager thread) s
 
 Example:
     >>> acc = StepAccountant(rollout_batch_size=2, over_sampling_batch_size=4)
-    >>> from shopsim_metrics.group_judgement import GroupJudgement
+    >>> from shopsim_metrics.judging.group_judgement import GroupJudgement
     >>> zero = GroupJudgement("zero_std", None, 0, 8, (0.0,) * 8)
     >>> [acc.judge(zero, step=0, remaining=r) for r in (4, 3, 2)]
     ['dropped_zero_std', 'dropped_zero_std', 'fallback']
@@ -31,13 +31,12 @@ import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field, fields
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
-from shopsim_metrics import contract as C
-from shopsim_metrics.records import DecisionRow, StepRecord
-from shopsim_metrics.group_judgement import SPREAD, TECHNICAL, ZERO_STD, GroupJudgement, finite_mean
-from shopsim_metrics.tokens import group_tokens
-from shopsim_metrics.prompt_value import PromptValueTracker
+from shopsim_metrics.step import contract as C
+from shopsim_metrics.step.records import DecisionRow, StepRecord
+from shopsim_metrics.judging.group_judgement import SPREAD, TECHNICAL, ZERO_STD, GroupJudgement, finite_mean
+from shopsim_metrics.judging.tokens import group_tokens
 
 
 @dataclass
@@ -94,6 +93,12 @@ class _OpenStep:
     hook_seconds: float = 0.0  # the project's own time inside the hooks for this step
 
 
+class StepAnnotator(Protocol):
+    """Adds to a closed step's record what only the step's groups tell (the prompt-value fields)."""
+
+    def annotate(self, record: StepRecord, groups: list[Any]) -> None: ...
+
+
 class StepAccountant:
     """Turns judgements plus live loop facts into decision rows and step records."""
 
@@ -106,7 +111,7 @@ class StepAccountant:
         n_samples: int | None = None,
         global_batch_size: int | None = None,
         clock: Callable[[], float] | None = None,
-        prompts: PromptValueTracker | None = None,
+        prompts: StepAnnotator | None = None,
     ) -> None:
         # the knobs come validated from ShopsimSettings (over_sampling_batch_size >= rollout_batch_size >= 1)
         self.rollout_batch_size = rollout_batch_size
@@ -131,7 +136,7 @@ class StepAccountant:
         """Record one judged group and return its outcome; ``remaining`` is the loop's live value before it.
 
         ``streak`` is the run's technical streak after this judgement, read from its one owner
-        (:class:`~shopsim_metrics.streak.TechnicalStreak`); the step's streak fields come from it.
+        (:class:`~shopsim_metrics.step.streak.TechnicalStreak`); the step's streak fields come from it.
         Afterwards :attr:`current_rollout_id` is the step. Kept lean: this runs once per group on
         slime's rollout thread; ledger rows are built at close.
         """

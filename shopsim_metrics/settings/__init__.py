@@ -392,3 +392,21 @@ class ShopsimSettings:
             prompt_history_limit=values["shopsim_prompt_history_limit"],
             prompts_table_every=values["shopsim_prompts_table_every"],
         )
+
+
+_LOST_WITHOUT = {
+    "rollout_batch_size": "no step is accounted or recorded (the filter still judges every group and the "
+                          "failure limit still holds)",
+    "n_samples_per_prompt": "groups with missing siblings are not caught (check too_few_rollouts is off)",
+    "global_batch_size": "optimizer_update_count is not computed",
+}
+
+
+def missing_knobs_warning(args: Any) -> str | None:
+    """One warning naming every accounting knob ``args`` lacks and what is lost, or None."""
+    missing = missing_knobs(args)
+    if not missing:
+        return None
+    lost = "; ".join(f"without {k}, {_LOST_WITHOUT[k]}" for k in missing)
+    return (f"shopsim-metrics: slime's args lack {', '.join(missing)}: {lost}. Pass them on slime's command "
+            "line (--rollout-batch-size, --n-samples-per-prompt, --global-batch-size).")

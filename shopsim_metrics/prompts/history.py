@@ -5,7 +5,7 @@ zero-std verdicts, the tokens spent on it and the tokens spent on its zero-std v
 At most ``limit`` prompts are tracked; the least recently seen one is evicted first.
 
 Compact form: an ``OrderedDict`` (recency order) from the key (a 64-bit int for hashed prompts,
-the string for metadata keys, see :mod:`shopsim_metrics.prompt_keys`) to ONE packed Python int,
+the string for metadata keys, see :mod:`shopsim_metrics.prompts.keys`) to ONE packed Python int,
 about 170 bytes per prompt at 1,000,000 prompts (``benchmarks/bench_prompt_history.py``). Bits,
 from the lowest:
 
@@ -42,7 +42,7 @@ from heapq import nlargest
 from operator import itemgetter
 from typing import Hashable, Iterator
 
-from shopsim_metrics.prompt_keys import key_text
+from shopsim_metrics.prompts.keys import key_text
 
 SPREAD = "spread"
 ZERO_STD_ALL_PASS = "zero_std_all_pass"

@@ -4,7 +4,7 @@ A :class:`StepRecord` is what one rollout step leaves behind: every per-step fie
 contract, the identity keys, the knobs in force and the decision ledger. Values that do not exist
 (a ratio over zero groups) are ``None``, never NaN. ``to_dict`` gives JSON-native data whatever the
 fields hold (numpy / torch scalars unwrapped, non-finite numbers ``None``, odd values stringified;
-see :mod:`shopsim_metrics.json_values`).
+see :mod:`shopsim_metrics.step.json_values`).
 
 Example:
     >>> row = DecisionRow(order=1, waves_open=1, group_index=0, outcome="trained",
@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, fields
 from itertools import chain
 from typing import Any
 
-from shopsim_metrics.json_values import json_native, json_native_fields, json_native_rows
+from shopsim_metrics.step.json_values import json_native, json_native_fields, json_native_rows
 
 
 @dataclass
@@ -45,7 +45,7 @@ class DecisionRow:
     response_tokens: int = 0  # response tokens of the group (every segment of every unique rollout)
     judged_at: float | None = None  # seconds since the step's first judgement (monotonic clock)
     # prompt value over time
-    prompt_key: str | None = None  # the group's prompt (shopsim_metrics.prompt_keys); None: no key
+    prompt_key: str | None = None  # the group's prompt (shopsim_metrics.prompts.keys); None: no key
 
     def to_dict(self) -> dict[str, Any]:
         return json_native_fields(self, _ROW_FIELDS)

@@ -26,21 +26,21 @@ import atexit
 import logging
 import threading
 import time
-from typing import Any
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
 
-from shopsim_metrics import contract as C
-from shopsim_metrics.accounting import GenerationStats, StepAccountant
-from shopsim_metrics.alerts import Alert, StreakAlertPolicy
-from shopsim_metrics.loop_state import LoopState
-from shopsim_metrics.prompt_value import PromptValueTracker
-from shopsim_metrics.records import StepRecord
+from shopsim_metrics.step import contract as C
+from shopsim_metrics.step.accounting import GenerationStats, StepAccountant
+from shopsim_metrics.step.alerts import Alert, StreakAlertPolicy
+from shopsim_metrics.step.loop_state import LoopState, NoLoopState
+from shopsim_metrics.prompts.value import PromptValueTracker
+from shopsim_metrics.step.records import StepRecord
 from shopsim_metrics.sinks.base import SinkSet, StepSink
 from shopsim_metrics.errors import TechnicalFailureLimitExceeded
-from shopsim_metrics.group_judgement import SPREAD, TECHNICAL, GroupJudgement, judge_group
+from shopsim_metrics.judging.group_judgement import SPREAD, TECHNICAL, GroupJudgement, judge_group
 from shopsim_metrics.settings import ShopsimSettings
-from shopsim_metrics.streak import TechnicalStreak
-from shopsimrl.slime_bridge import DynamicFilterOutput, SlimeLoopState
-from shopsimrl.wiring import missing_knobs_warning
+from shopsim_metrics.step.streak import TechnicalStreak
+from shopsim_metrics.settings import missing_knobs_warning
 
 logger = logging.getLogger("shopsim_metrics")
 
@@ -56,7 +56,7 @@ class ShopsimRuntime:
         loop_state: LoopState | None = None,
     ) -> None:
         self.settings = settings
-        self.loop_state: LoopState = loop_state or SlimeLoopState()
+        self.loop_state: LoopState = loop_state or NoLoopState()
         self.accountant = (
             StepAccountant(
                 rollout_batch_size=settings.rollout_batch_size,
@@ -93,6 +93,7 @@ class ShopsimRuntime:
         self._sinks_lock = threading.Lock()  # builds the sinks once
         self._judge_lock = threading.Lock()  # one judgement at a time: streak and ledger in the same order
         self._emit_lock = threading.RLock()  # one thread at a time hands records and alerts to the sinks
+        self._hook_started = threading.local()  # perf_counter at the entry of the hook running on this thread
         self._warned: set[str] = set()
         self._warned_lock = threading.Lock()
 
@@ -109,9 +110,30 @@ class ShopsimRuntime:
                     self._sinks = SinkSet(build_sinks(self.settings))
             return self._sinks
 
+    # --- the project's own time (filter_seconds) ----------------------------------------------
+    @contextmanager
+    def own_time(self, *, emits: bool = False) -> Iterator[None]:
+        """Count one hook call in ``filter_seconds``: the one place the project's own time is measured.
+
+        The filter's and the all-samples hook's time goes to the open step (else the last closed,
+        unemitted one); the log function (``emits=True``) counts its time up to the sinks in the step
+        it emits, inside :meth:`emit_step`.
+        """
+        started = time.perf_counter()
+        self._hook_started.value = started
+        try:
+            yield
+        finally:
+            self._hook_started.value = None
+            if not emits and self.accountant is not None:
+                try:
+                    self.accountant.add_hook_seconds(time.perf_counter() - started)
+                except Exception:  # noqa: BLE001 - monitoring never stops training
+                    pass
+
     # --- the filter's side --------------------------------------------------------------------
-    def filter_group(self, samples: Any) -> DynamicFilterOutput:
-        """Judge one group, account for it, and give slime the filter's answer (once per group).
+    def filter_group(self, samples: Any) -> str:
+        """Judge one group and account for it (once per group); returns its kind (``SPREAD``, ``ZERO_STD``, ``TECHNICAL``).
 
         Raises only :class:`TechnicalFailureLimitExceeded`, after writing the terminated step.
         """
@@ -135,11 +157,7 @@ class ShopsimRuntime:
                             "failed (%s: %s); the filter's decisions are unaffected.", type(exc).__name__, exc)
         if streak >= self.settings.max_consecutive_failed_groups:
             self._terminate(streak, rollout_id, checks)
-        if judgement.kind == SPREAD:
-            return DynamicFilterOutput(keep=True)
-        if judgement.kind == TECHNICAL:
-            return DynamicFilterOutput(keep=False, reason=C.REASON_TECHNICAL)
-        return DynamicFilterOutput(keep=False, reason=C.REASON_ZERO_STD, keep_when_insufficient=True)
+        return judgement.kind
 
     def _account(self, judgement: GroupJudgement, samples: Any, streak: int) -> None:
         """Record the judgement in the step's ledger with the loop's live facts (when accounting is on)."""
@@ -200,13 +218,13 @@ class ShopsimRuntime:
     # --- the log function's side --------------------------------------------------------------
     def emit_step(
         self, rollout_id: int, rollout_extra_metrics: dict | None, rollout_time: Any = None,
-        started: float | None = None,
     ) -> list[StepRecord]:
         """Emit every closed step (closing ``rollout_id`` from the ledger if the all-samples hook did not).
 
-        ``rollout_time`` is slime's own (``rollout_seconds``); ``started`` the ``perf_counter`` reading
-        at the log function's entry: its time up to the sinks counts in ``filter_seconds``.
+        ``rollout_time`` is slime's own (``rollout_seconds``). Inside :meth:`own_time`, the log
+        function's time up to the sinks counts in the emitted step's ``filter_seconds``.
         """
+        started = getattr(self._hook_started, "value", None)
         if self.accountant is None:
             return []
         with self._emit_lock:
@@ -218,7 +236,7 @@ class ShopsimRuntime:
 
     def _emit_one(
         self, record: StepRecord, rollout_id: int, rollout_extra_metrics: dict | None, rollout_time: Any,
-        started: float | None,
+        started: float | None = None,
     ) -> None:
         """Add what only the log function knows (slime's time and drop counters) and emit the record."""
         if record.rollout_id == rollout_id:
@@ -312,20 +330,20 @@ _runtime_lock = threading.Lock()
 _atexit_registered = False
 
 
-def get_runtime(args: Any) -> ShopsimRuntime:
+def get_runtime(args: Any, *, loop_state: Callable[[], LoopState] | None = None) -> ShopsimRuntime:
     """The process's runtime, created from ``args`` on first use (the first ``args`` seen wins).
 
-    Creating it checks the settings: a bad value or an unknown ``shopsim_*`` key raises
-    :class:`~shopsim_metrics.settings.ShopsimConfigError` from this first hook call; a missing
-    accounting knob (``rollout_batch_size`` ...) is one warning.
+    ``loop_state`` makes the loop state of a runtime created by this call (the slime adapter passes
+    its reader of slime's live state). Creating it checks the settings: a bad value or an unknown
+    ``shopsim_*`` key raises :class:`~shopsim_metrics.settings.ShopsimConfigError` from this first hook
+    call; a missing accounting knob (``rollout_batch_size`` ...) is one warning.
     """
-    global _runtime
     runtime = _runtime
     if runtime is not None:
         return runtime
     with _runtime_lock:
         if _runtime is None:
-            _install(_create(args))
+            _install(_create(args, loop_state=loop_state() if loop_state is not None else None))
         return _runtime
 
 

@@ -9,14 +9,14 @@ or ``pending``), no segment carries an invalid or "unscored" metadata flag, and 
 one finite number. Anything else (status ``failed`` / ``aborted`` / unknown, a bad reward, a sample
 that cannot be read) makes the rollout unscorable and its group **technical**, with the first
 failing check (group-level checks first, then each rollout in turn) named from the fixed set
-``shopsim_metrics.contract.FAILED_CHECKS``. Only scorable rollouts carry rewards and successes
+``shopsim_metrics.step.contract.FAILED_CHECKS``. Only scorable rollouts carry rewards and successes
 (they are the completed generations), also inside a technical group.
 
 :func:`judge_group` never raises, whatever the samples hold: that is what lets the filter promise
 slime a decision for every group.
 
 Example:
-    >>> from shopsim_metrics.samples import SimSample as S
+    >>> from shopsim_metrics.simulator.samples import SimSample as S
     >>> judge_group([S(index=i, reward=float(i % 2)) for i in range(4)], n_samples=4).kind
     'spread'
     >>> j = judge_group([S(index=i, reward=1.0) for i in range(3)], n_samples=4)
@@ -146,7 +146,7 @@ def judge_plain_group(
     :func:`judge_group_carefully`, which judges everything else. Never raises.
 
     Example:
-        >>> from shopsim_metrics.samples import SimSample as S
+        >>> from shopsim_metrics.simulator.samples import SimSample as S
         >>> judge_plain_group([S(index=i, reward=float(i % 2)) for i in range(4)], n_samples=4).kind
         'spread'
         >>> judge_plain_group([S(rollout_id=0), S(rollout_id=0)]) is None  # two segments of one rollout
@@ -220,7 +220,7 @@ def int_lengths_total(samples: Sequence[Any]) -> int | None:
     missing length, another type): then each sample must be read carefully (:func:`tokens.group_tokens`).
 
     Example:
-        >>> from shopsim_metrics.samples import SimSample as S
+        >>> from shopsim_metrics.simulator.samples import SimSample as S
         >>> int_lengths_total([S(response_length=3), S(response_length=4)]), int_lengths_total([S(response_length=2.0)])
         (7, None)
     """
@@ -281,7 +281,7 @@ def segments_by_rollout(group: Sequence[Any]) -> dict[Hashable, list[Any]]:
     """The group's samples keyed by rollout (a flat group, or one list of segments per rollout).
 
     Example:
-        >>> from shopsim_metrics.samples import SimSample as S
+        >>> from shopsim_metrics.simulator.samples import SimSample as S
         >>> [len(v) for v in segments_by_rollout([S(rollout_id=7), S(rollout_id=7), S(index=2)]).values()]
         [2, 1]
     """
@@ -300,7 +300,7 @@ def rollout_key(sample: Any) -> Hashable:
     raises on read or cannot be hashed counts as absent (older slime ``Sample`` classes).
 
     Example:
-        >>> from shopsim_metrics.samples import SimSample as S
+        >>> from shopsim_metrics.simulator.samples import SimSample as S
         >>> rollout_key(S(index=3)), rollout_key(S(index=3, rollout_id=9))
         (3, 9)
     """
@@ -321,7 +321,7 @@ def group_index_of(sample: Any) -> int | None:
     """The group's index for the ledger: ``group_index``, else ``index``, as a plain int (or None).
 
     Example:
-        >>> from shopsim_metrics.samples import SimSample as S
+        >>> from shopsim_metrics.simulator.samples import SimSample as S
         >>> group_index_of(S(index=5)), group_index_of(S(index=5, group_index=2)), group_index_of(None)
         (5, 2, None)
     """
@@ -349,7 +349,7 @@ def read_rollout(
     metadata flag ``success_key`` when present, else ``reward >= success_threshold``.
 
     Example:
-        >>> from shopsim_metrics.samples import SimSample as S
+        >>> from shopsim_metrics.simulator.samples import SimSample as S
         >>> read_rollout([S(reward=None), S(reward=1.0)])
         (1.0, True, None)
         >>> read_rollout([S(reward=0.2, metadata={"shopsim_success": "TRUE"})])

@@ -1,6 +1,6 @@
 """The names every part of the project shares: outcomes, reasons, failed checks, per-step fields.
 
-This module is the single source of truth for `../shared/spec/metrics_contract.md`. The W&B sink,
+This module is the single source of truth for the names of docs/training_monitoring.md §3.3. The W&B sink,
 the JSONL sink, the dashboards and `docs/training_monitoring.md` §3.3 all read their keys from here,
 so metric keys stay bounded and every part computes the same thing.
 
@@ -20,6 +20,12 @@ WANDB_PREFIX: Final = "rollout/shopsim/"
 
 WANDB_STEP_KEY: Final = "rollout/step"
 """slime's step metric: the project's keys are declared against it."""
+
+# --- the hooks slime loads by dotted path ------------------------------------------------------
+HOOKS_MODULE: Final = "shopsimrl.slime_runtime"
+FILTER_PATH: Final = f"{HOOKS_MODULE}.fully_scored_group_filter"
+ALL_SAMPLES_PATH: Final = f"{HOOKS_MODULE}.record_all_samples"
+LOG_PATH: Final = f"{HOOKS_MODULE}.log_rollout_step"
 
 # --- reasons (DynamicFilterOutput.reason, and so slime's drop_<reason> counters) ---------------
 REASON_TECHNICAL: Final = "shopsim_unscored_technical_group"
@@ -154,6 +160,10 @@ LEDGER_COLUMNS: Final = (
 )
 
 # --- the local record (one JSON object per step in steps.jsonl) ---------------------------------
+PROMPT_TABLE_COLUMNS: Final = ("prompt_key", "visits", "verdicts", "zero_std_run", "zero_std_visits", "tokens",
+                               "wasted_tokens")
+"""Columns of the prompts table (W&B ``rollout/shopsim/prompts``, ``shopsim-metrics prompts``)."""
+
 STEPS_FILE_NAME: Final = "steps.jsonl"
 RECORD_IDENTITY_KEYS: Final = ("rollout_id", "terminated", "decisions")
 

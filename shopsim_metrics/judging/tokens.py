@@ -10,7 +10,7 @@ and 0-dim arrays / tensors (through ``.item()``) count; anything else (missing, 
 non-finite, fractional, text, an object whose ``.item()`` fails) counts 0.
 
 Example:
-    >>> from shopsim_metrics.samples import SimSample as S
+    >>> from shopsim_metrics.simulator.samples import SimSample as S
     >>> group_tokens([S(index=0, response_length=100), S(index=1, response_length=50)])
     150
     >>> group_tokens([[S(rollout_id=0, response_length=10), S(rollout_id=0, response_length=5)]])
@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from shopsim_metrics.group_judgement import as_float, int_lengths_total
+from shopsim_metrics.judging.group_judgement import as_float, int_lengths_total
 
 
 def read_response_length(sample: Any) -> int:

@@ -17,7 +17,7 @@ when even that fails (dict keys of mixed types, a cycle) the hash is taken of ``
 A group with no sample at all has no key (``None``, source ``"none"``) and is not tracked.
 
 Example:
-    >>> from shopsim_metrics.samples import SimSample as S
+    >>> from shopsim_metrics.simulator.samples import SimSample as S
     >>> chat = [{"role": "user", "content": "hi"}]
     >>> a = prompt_key([S(prompt=chat, label="x")])
     >>> a == prompt_key([S(prompt=[{"content": "hi", "role": "user"}], label="x")])  # dict key order

@@ -46,3 +46,20 @@ class ManualLoopState:
 
     def remaining_batch_size(self) -> int | None:
         return self.remaining
+
+
+class NoLoopState:
+    """No loop to ask (a notebook, a test without a loop): both facts unknown, so the accountant mirrors ``remaining``.
+
+    Example:
+        >>> NoLoopState().remaining_batch_size() is None
+        True
+    """
+
+    source = "none"
+
+    def rollout_step(self) -> int | None:
+        return None
+
+    def remaining_batch_size(self) -> int | None:
+        return None
