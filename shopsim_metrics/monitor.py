@@ -94,6 +94,7 @@ class ShopsimRuntime:
         self._judge_lock = threading.Lock()  # one judgement at a time: streak and ledger in the same order
         self._emit_lock = threading.RLock()  # one thread at a time hands records and alerts to the sinks
         self._hook_started = threading.local()  # perf_counter at the entry of the hook running on this thread
+        self._final_table_sent = False  # the run's last step carried the final prompts table
         self._warned: set[str] = set()
         self._warned_lock = threading.Lock()
 
@@ -251,6 +252,25 @@ class ShopsimRuntime:
                     self._warn_once("reconcile", "shopsim-metrics: step %s: the project's drop counts differ from "
                                     "slime's own counters %s (reported as rollout/shopsim/reconcile_mismatch_count).",
                                     record.rollout_id, record.slime_drop_counts)
+        self._emit(record)
+
+    def _emit(self, record: StepRecord) -> None:
+        """Hand one record to the sinks; the run's last step carries the final prompts table.
+
+        The last step is the one slime's ``train.py`` ends with (``rollout_id == num_rollout - 1``) or a
+        terminated one: slime finishes its W&B run right after it, before any exit handler of the
+        hooks runs, so nothing may wait for the process's end.
+        """
+        tracker = self.accountant.prompts if self.accountant is not None else None
+        last = record.terminated or (self.settings.num_rollout is not None
+                                     and record.rollout_id == self.settings.num_rollout - 1)
+        if last and tracker is not None and not self._final_table_sent:
+            try:
+                record.prompt_table = tracker.table()
+                self._final_table_sent = True
+            except Exception as exc:  # noqa: BLE001 - monitoring never stops training
+                self._warn_once("prompt_table", "shopsim-metrics: the final prompts table failed (%s: %s)",
+                                type(exc).__name__, exc)
         self.sinks.emit(record)
 
     def flush(self) -> None:
@@ -259,7 +279,7 @@ class ShopsimRuntime:
             return
         with self._emit_lock:
             for record in self.accountant.take_closed():
-                self.sinks.emit(record)
+                self._emit(record)
 
     def shutdown(self) -> None:
         """Close the open step from its ledger, emit everything pending, close the sinks."""
@@ -272,10 +292,10 @@ class ShopsimRuntime:
                 self._sinks.close()
 
     def _emit_final_prompt_table(self) -> None:
-        """The prompts table at the end of the run (to sinks that keep tables: W&B)."""
+        """The prompts table at process exit, when no last step carried it (a run without ``num_rollout``)."""
         accountant = self.accountant
         tracker = accountant.prompts if accountant is not None else None
-        if tracker is None or not len(tracker.history) or self._sinks is None:  # nothing was ever emitted
+        if tracker is None or not len(tracker.history) or self._sinks is None or self._final_table_sent:
             return
         try:
             rows = tracker.table()

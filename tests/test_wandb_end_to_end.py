@@ -94,3 +94,52 @@ def test_inside_slime_without_use_wandb_stays_off_wandb(wandb_env: Path, tmp_pat
     run_three_steps(args)
     assert find_run_dirs(wandb_env) == []
     assert len(read_steps(tmp_path / "run")) == 3
+
+
+def test_the_end_of_a_train_py_run_reaches_slimes_run_before_slime_finishes_it(
+        wandb_env: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:  # noqa: F811
+    """As under slime's train.py: the last step is ``num_rollout - 1``; then slime's ``RolloutManager.dispose()``
+    finishes the W&B run, and only then (if at all) do the hooks' exit handlers run."""
+    import logging
+
+    import wandb
+
+    slime_run = wandb.init(project="slime")
+    run_dir = Path(slime_run.dir).parent
+    args = make_args(shopsim_run_dir=str(tmp_path / "run"), use_wandb=True, num_rollout=3, start_rollout_id=0)
+    state = ManualLoopState(source="scripted")
+    hook("shopsimrl.slime_runtime.configure")(args, sinks=None, loop_state=state)
+    loop = scripted_loop(args, state)
+    for rollout_id in range(3):
+        run_scripted_step(loop, rollout_id, lambda gid: zero(gid) if gid % 4 == 0 else spread(gid), fifo_batches(1))
+    slime_run.finish()  # slime's finish_tracking, inside the actor, before any exit handler of the hooks
+    with caplog.at_level(logging.INFO, logger="shopsim_metrics"):
+        hook("shopsimrl.slime_runtime.reset_runtime")()  # what atexit would do, if Ray lets it run
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING], "a run finished by slime is no W&B failure"
+
+    run = read_offline_run(run_dir)
+    tables = run.tables[PROMPTS_KEY]
+    # on schedule at step 0, and the final one with the run's last step (num_rollout - 1), not at exit
+    assert [t.row[contract.WANDB_STEP_KEY] for t in tables] == [0, 2]
+    records = read_steps(tmp_path / "run")
+    (final,) = tables[-1].records()
+    assert final["visits"] == sum(r.accepted_group_count for r in records)
+
+
+def test_a_terminated_step_carries_the_final_prompts_table(wandb_env: Path, tmp_path: Path) -> None:  # noqa: F811
+    import wandb
+
+    slime_run = wandb.init(project="slime")
+    run_dir = Path(slime_run.dir).parent
+    args = make_args(shopsim_run_dir=str(tmp_path / "run"), use_wandb=True, num_rollout=100)
+    state = ManualLoopState(source="scripted")
+    hook("shopsimrl.slime_runtime.configure")(args, sinks=None, loop_state=state)
+    loop = scripted_loop(args, state)
+    run_scripted_step(loop, 0, spread, fifo_batches(1))
+    run_scripted_step(loop, 1, spread, fifo_batches(1))
+    with pytest.raises(TechnicalFailureLimitExceeded):
+        run_scripted_step(loop, 2, technical, fifo_batches(1))
+    slime_run.finish()
+    hook("shopsimrl.slime_runtime.reset_runtime")()
+    tables = read_offline_run(run_dir).tables[PROMPTS_KEY]
+    assert [t.row[contract.WANDB_STEP_KEY] for t in tables] == [0, 2]

@@ -350,6 +350,8 @@ class ShopsimSettings:
     prompt_key: str | None = None
     prompt_history_limit: int = 1_000_000
     prompts_table_every: int = 50
+    num_rollout: int | None = None  # slime's --num-rollout: the step ``num_rollout - 1`` ends the run
+    start_rollout_id: int = 0  # slime's first step in this process (> 0: resumed from a checkpoint)
 
     @classmethod
     def from_args(cls, args: Any) -> "ShopsimSettings":
@@ -391,7 +393,19 @@ class ShopsimSettings:
             prompt_key=values["shopsim_prompt_key"],
             prompt_history_limit=values["shopsim_prompt_history_limit"],
             prompts_table_every=values["shopsim_prompts_table_every"],
+            num_rollout=_whole_or_none(getattr(args, "num_rollout", None)),
+            start_rollout_id=_whole_or_none(getattr(args, "start_rollout_id", None)) or 0,
         )
+
+
+def _whole_or_none(value: Any) -> int | None:
+    """A step count slime set (a non-negative int), else None: these are slime's, never a user's typo.
+
+    Example:
+        >>> _whole_or_none(3), _whole_or_none(None), _whole_or_none(-1), _whole_or_none(True)
+        (3, None, None, None)
+    """
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
 _LOST_WITHOUT = {

@@ -211,10 +211,18 @@ class WandbSink(StepSink):
 
     @property
     def run(self) -> Any:
-        """The W&B run records go to (resolved on first use), or None when the sink is disabled."""
+        """The W&B run records go to (resolved on first use), or None when the sink is disabled.
+
+        A joined run that its owner finished (slime's ``RolloutManager.dispose()`` calls
+        ``wandb.finish()`` at the end of ``train.py``) is no longer the process's run: the sink stops
+        logging into it, quietly. That is the end of the run, not a W&B failure.
+        """
         with self._lock:
             if self._run is None and self.enabled:
                 self._guarded("start", self._resolve_run)
+            if self._run is not None and not self.owns_run and self._wandb.run is not self._run:
+                self._disable("the W&B run was finished by its owner (slime ends its run with the last step)",
+                              warn=False)
             return self._run if self.enabled else None
 
     # --- StepSink ---------------------------------------------------------------------------
@@ -274,8 +282,8 @@ class WandbSink(StepSink):
     def prompt_table(self, rows: list[list], rollout_id: int | None) -> None:
         """The prompts table at the end of the run, against the last step logged."""
         with self._lock:
-            run = self._run if self.enabled else None
-            if run is None or self._last_step is None:  # never start a run for the table alone
+            run = self.run if self._run is not None else None  # never start a run for the table alone
+            if run is None or self._last_step is None:
                 return
 
             def log() -> None:
