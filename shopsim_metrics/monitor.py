@@ -41,6 +41,7 @@ from shopsim_metrics.judging.group_judgement import SPREAD, TECHNICAL, GroupJudg
 from shopsim_metrics.settings import ShopsimSettings
 from shopsim_metrics.step.streak import TechnicalStreak
 from shopsim_metrics.settings import missing_knobs_warning
+from shopsim_metrics.resume import restore, resume_warning
 
 logger = logging.getLogger("shopsim_metrics")
 
@@ -95,6 +96,9 @@ class ShopsimRuntime:
         self._emit_lock = threading.RLock()  # one thread at a time hands records and alerts to the sinks
         self._hook_started = threading.local()  # perf_counter at the entry of the hook running on this thread
         self._final_table_sent = False  # the run's last step carried the final prompts table
+        self._history_partial = False  # a resume found no record of some step before start_rollout_id
+        if settings.start_rollout_id > 0:
+            self._restore()
         self._warned: set[str] = set()
         self._warned_lock = threading.Lock()
 
@@ -110,6 +114,26 @@ class ShopsimRuntime:
 
                     self._sinks = SinkSet(build_sinks(self.settings))
             return self._sinks
+
+    def _restore(self) -> None:
+        """A resumed run (``start_rollout_id`` > 0): the streak and prompt history as of the records before it."""
+        start = self.settings.start_rollout_id
+        prompts = self.accountant.prompts if self.accountant is not None else None
+        try:
+            restored = restore(self.settings.run_dir, start_rollout_id=start, streak=self.streak, prompts=prompts)
+        except Exception as exc:  # noqa: BLE001 - monitoring never stops training
+            logger.warning("shopsim-metrics: restoring the run's state from %s failed (%s: %s); the streak and the "
+                           "prompt history start empty.", self.settings.run_dir, type(exc).__name__, exc)
+            self._history_partial = True
+            return
+        self._history_partial = restored.partial
+        warning = resume_warning(restored, start, self.settings.run_dir)
+        if warning:
+            logger.warning(warning)
+        else:
+            logger.info("shopsim-metrics: resumed at rollout step %d: streak %d and %d prompts restored from %s",
+                        start, self.streak.count, len(prompts.history) if prompts is not None else 0,
+                        self.settings.run_dir)
 
     # --- the project's own time (filter_seconds) ----------------------------------------------
     @contextmanager
@@ -264,6 +288,8 @@ class ShopsimRuntime:
         tracker = self.accountant.prompts if self.accountant is not None else None
         last = record.terminated or (self.settings.num_rollout is not None
                                      and record.rollout_id == self.settings.num_rollout - 1)
+        if tracker is not None:
+            record.prompt_history_partial = self._history_partial
         if last and tracker is not None and not self._final_table_sent:
             try:
                 record.prompt_table = tracker.table()

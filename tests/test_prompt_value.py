@@ -336,7 +336,7 @@ def test_a_history_limit_of_zero_turns_prompt_tracking_off() -> None:
 
 _PROMPT_FIELDS = ("prompt_key_source", "prompt_history_limit", "revisit_group_count",
                   "repeat_zero_std_group_count", "zero_std_persistence", "skippable_group_count",
-                  "skippable_spread_group_count", "skippable_token_fraction", "tracked_prompt_count",
+                  "skippable_spread_group_count", "skippable_token_fraction", "tracked_prompt_count", "prompt_history_partial",
                   "filter_seconds", "filter_time_fraction")
 
 

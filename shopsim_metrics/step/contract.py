@@ -129,6 +129,7 @@ PROMPT_VALUE_FIELDS: Final = (
     "skippable_spread_group_count",  # skippable groups that had spread after all
     "skippable_token_fraction",  # tokens of repeat zero-std groups / generated_token_count
     "tracked_prompt_count",  # prompts held in the history at step end
+    "prompt_history_partial",  # a resumed run found no record for some step before it (history and streak partial)
 )
 """The prompt-value table of the contract ("Prompt value over time"), in its order."""
 

@@ -127,6 +127,7 @@ class StepRecord:
     skippable_spread_group_count: int | None = None
     skippable_token_fraction: float | None = None
     tracked_prompt_count: int | None = None
+    prompt_history_partial: bool | None = None  # resumed without a record of every earlier step (None: not tracked)
     # the prompts table on the steps it is due: for W&B only, not part of the record (JSONL, equality)
     prompt_table: list[list[Any]] | None = field(default=None, compare=False, repr=False)
     decisions: list[DecisionRow] = field(default_factory=list)
