@@ -1,0 +1,1 @@
+"""Prompts: keys, history, value, and skipping before generation."""
