@@ -430,8 +430,9 @@ def _slime_data_source():
         pytest.skip(f"slime does not import here ({exc}); install the slime-checks extra")
 
 
-@pytest.mark.slime
-def test_off_serves_what_slimes_own_data_source_serves(tmp_path, monkeypatch) -> None:
+@pytest.fixture
+def slime_args(tmp_path, monkeypatch):
+    """slime's data source module, and a builder of its args over a dataset of 7 plain-text prompts."""
     slime_ds = _slime_data_source()
     monkeypatch.setattr(slime_ds, "load_tokenizer", lambda *a, **k: None)  # no model checkpoint: plain text prompts
     monkeypatch.setattr(slime_ds, "load_processor", lambda *a, **k: None)
@@ -447,6 +448,12 @@ def test_off_serves_what_slimes_own_data_source_serves(tmp_path, monkeypatch) ->
         base.update(overrides)
         return SimpleNamespace(**base)
 
+    return slime_ds, args
+
+
+@pytest.mark.slime
+def test_off_serves_what_slimes_own_data_source_serves(tmp_path, slime_args) -> None:
+    slime_ds, args = slime_args
     bare = slime_ds.RolloutDataSourceWithBuffer(args("bare"))
     wrapped = PromptSkipDataSource(args("wrapped", shopsim_prompt_skip="off"))
     assert type(wrapped.inner) is slime_ds.RolloutDataSourceWithBuffer and len(wrapped) == len(bare) == 7
@@ -465,3 +472,22 @@ def test_off_serves_what_slimes_own_data_source_serves(tmp_path, monkeypatch) ->
     fresh_bare = slime_ds.RolloutDataSourceWithBuffer(args("bare"))
     fresh_bare.load(4)
     assert [g[0].group_index for g in restored.get_samples(4)] == [g[0].group_index for g in fresh_bare.get_samples(4)]
+
+
+@pytest.mark.slime
+def test_greso_on_slimes_own_data_source(tmp_path, slime_args) -> None:
+    slime_ds, args = slime_args
+    ds = PromptSkipDataSource(args("greso", shopsim_prompt_skip="greso", **CERTAIN))
+    first = ds.get_samples(7)  # one epoch: every prompt once, nothing known yet
+    hard = {g[0].label for g in first[:3]}
+    for group in first:
+        ds.history.observe(prompt_key(group)[0], "zero_std_all_fail" if group[0].label in hard else "spread")
+    ds.add_samples(first[:1])  # a hard prompt back in slime's buffer: served, not skipped
+    again = ds.get_samples(5)
+    assert len(again) == 5 and again[0] is first[0]
+    assert not hard & {g[0].label for g in again[1:]}
+    skipped = {s.prompt_key for s in ds.take_skipped()}
+    assert skipped and skipped <= {prompt_key(g)[0] for g in first[:3]}
+    ds.save(0)
+    assert sorted(p.name for p in (tmp_path / "greso" / "rollout").iterdir()) == [
+        "global_dataset_state_dict_0.pt", "shopsim_prompt_skip_state_0.json"]
