@@ -20,7 +20,7 @@ What a skipped prompt costs slime's bookkeeping: it was drawn, so it consumed it
 pass in fewer steps than without skipping: with ``--num-epoch`` the run keeps its number of steps and
 walks the dataset more often.
 
-The search for replacements is bounded: after :attr:`PromptSkipDataSource.max_rounds` draws in one
+The search for replacements is bounded: after :attr:`PromptSkipDataSource.max_rounds` rounds of draws in one
 call, or once one call has drawn ``max_epochs_per_call`` times the dataset's length (nearly every
 prompt skippable), the rest of the wave is served without asking the rule. Groups slime serves from
 its buffer (aborted groups of a partial rollout, put back with ``add_samples``) are never skipped:
@@ -40,13 +40,12 @@ as an unbroken one would.
 
 Settings (read from ``args``; absent or None means the default):
 
-========================================== =================== ==================================
-``shopsim_prompt_skip``                     ``off``             ``off`` or ``greso``
-``shopsim_prompt_skip_<field>``             the field's default every field of
-                                                                :class:`SkipRuleSettings`
-``shopsim_prompt_skip_seed``                slime's ``rollout_seed`` (else 0)
-``shopsim_prompt_key``                      None                the prompt key's metadata column
-========================================== =================== ==================================
+- ``shopsim_prompt_skip``: ``off`` (default) or ``greso``;
+- ``shopsim_prompt_skip_<field>`` for every field of :class:`SkipRuleSettings` (``target_share``,
+  ``easy_share_of_target``, ``floor``, ``step``, ``p_min``, ``p_max``, ``p_easy_start``,
+  ``p_hard_start``, ``seed``): the field's default, GRESO's published value; the seed defaults to
+  slime's ``rollout_seed``;
+- ``shopsim_prompt_key``: the metadata column that names a prompt (the monitor's setting).
 
 Example:
     >>> from types import SimpleNamespace
