@@ -1,0 +1,313 @@
+"""slime's data source, with prompts skipped before generation by GRESO's rule (opt-in).
+
+Wire it with ``--data-source-path shopsimrl.data_source.PromptSkipDataSource``; slime constructs it as
+``cls(args)``. It wraps slime's default data source
+(``slime.rollout.data_source.RolloutDataSourceWithBuffer``, imported when the class is constructed,
+so this module imports without slime) and delegates to it:
+
+- ``shopsim_prompt_skip: off`` (the default; YAML's unquoted ``off``/``false``/``no`` mean ``off``):
+  every call goes to slime's data source as it is: the same prompts in the same order, the same
+  ``group_index``/``index``, the same checkpoint files, nothing of its own saved.
+- ``shopsim_prompt_skip: greso``: each wave's groups are drawn from slime's data source, and each
+  group's prompt (keyed as the monitor keys it: ``metadata[shopsim_prompt_key]`` or the prompt hash)
+  is put to :class:`~shopsim_metrics.prompts.skip_rule.GresoSkipRule` with its ``zero_std_run`` from
+  the prompt history; the groups it skips are dropped and replacements drawn until the wave has the
+  ``num_samples`` groups slime asked for.
+
+What a skipped prompt costs slime's bookkeeping: it was drawn, so it consumed its slot of the epoch
+(slime's ``sample_offset``, ``group_index`` and ``index`` counters moved past it). The served
+``group_index`` values therefore have gaps, and slime's epochs, counted by ``len(dataset)`` draws,
+pass in fewer steps than without skipping: with ``--num-epoch`` the run keeps its number of steps and
+walks the dataset more often.
+
+The search for replacements is bounded: after :attr:`PromptSkipDataSource.max_rounds` rounds of draws in one
+call, or once one call has drawn ``max_epochs_per_call`` times the dataset's length (nearly every
+prompt skippable), the rest of the wave is served without asking the rule. Groups slime serves from
+its buffer (aborted groups of a partial rollout, put back with ``add_samples``) are never skipped:
+their generation has begun.
+
+The prompt history is an injectable :class:`~shopsim_metrics.prompts.skip_history.SkipHistory`;
+by default an :class:`~shopsim_metrics.prompts.skip_history.InMemorySkipHistory` that someone must
+feed (``data_source.history.observe(key, verdict)`` per judged group, ``close_step(rollout_id)`` per
+step): slime's all-samples hook receives the data source as its third argument. The rule adapts its
+``p`` values once per closed step, at the first wave after the step closed. Skipped prompts are
+recorded per step and handed over by :meth:`PromptSkipDataSource.take_skipped`.
+
+State: with slime's checkpoint ``<save>/rollout/global_dataset_state_dict_<N>.pt`` this class writes
+``<save>/rollout/shopsim_prompt_skip_state_<N>.json`` (the rule's ``p`` values and random state, the
+history's state, the last step adapted to) and reads it back on ``load``, so a resumed run skips
+as an unbroken one would.
+
+Settings (read from ``args``; absent or None means the default):
+
+- ``shopsim_prompt_skip``: ``off`` (default) or ``greso``;
+- ``shopsim_prompt_skip_<field>`` for every field of :class:`SkipRuleSettings` (``target_share``,
+  ``easy_share_of_target``, ``floor``, ``step``, ``p_min``, ``p_max``, ``p_easy_start``,
+  ``p_hard_start``, ``seed``): the field's default, GRESO's published value; the seed defaults to
+  slime's ``rollout_seed``;
+- ``shopsim_prompt_key``: the metadata column that names a prompt (the monitor's setting).
+
+Example:
+    >>> from types import SimpleNamespace
+    >>> class Inner:  # stands in for slime's data source: one prompt, drawn again and again
+    ...     def __init__(self): self.drawn = 0
+    ...     def get_samples(self, n):
+    ...         self.drawn += n
+    ...         return [[SimpleNamespace(prompt="2+2=?", label="4", metadata={}, group_index=None)] for _ in range(n)]
+    ...     def __len__(self): return 100
+    >>> ds = PromptSkipDataSource(SimpleNamespace(shopsim_prompt_skip="greso"), inner=Inner())
+    >>> key = prompt_key(ds.get_samples(1)[0])[0]
+    >>> for _ in range(3): ds.history.observe(key, "zero_std_all_pass")
+    >>> len(ds.get_samples(4)), ds.inner.drawn > 5   # skipped draws were replaced
+    (4, True)
+    >>> row = ds.take_skipped()[0]; (row.zero_std_run, row.kind, row.skip_probability)
+    (3, 'zero_std_all_pass', 0.875)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import json
+import logging
+import os
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from shopsim_metrics.prompt_keys import prompt_key
+from shopsim_metrics.prompts.skip_history import InMemorySkipHistory, SkipHistory
+from shopsim_metrics.prompts.skip_rule import GresoSkipRule, SkipRuleSettings, SkipRuleSettingsError
+
+logger = logging.getLogger("shopsim_metrics")
+
+__all__ = ["PromptSkipDataSource", "SkippedPrompt", "skip_mode", "rule_settings_from_args"]
+
+OFF = "off"
+GRESO = "greso"
+PROMPT_SKIP_MODES = (OFF, GRESO)
+MODE_ARG = "shopsim_prompt_skip"
+RULE_ARG_PREFIX = "shopsim_prompt_skip_"
+SLIME_DATA_SOURCE = "slime.rollout.data_source.RolloutDataSourceWithBuffer"
+STATE_FILE = "shopsim_prompt_skip_state_{rollout_id}.json"
+STATE_FORMAT = 1
+DEFAULT_MAX_ROUNDS = 64
+DEFAULT_MAX_EPOCHS_PER_CALL = 2
+
+
+def skip_mode(args: Any) -> str:
+    """``args.shopsim_prompt_skip`` read: ``off`` (absent, None, YAML's false) or ``greso``.
+
+    Example:
+        >>> from types import SimpleNamespace
+        >>> skip_mode(SimpleNamespace()), skip_mode(SimpleNamespace(shopsim_prompt_skip=False))
+        ('off', 'off')
+        >>> skip_mode(SimpleNamespace(shopsim_prompt_skip=True))
+        Traceback (most recent call last):
+        ...
+        ValueError: shopsim_prompt_skip: expected one of off, greso; got True (YAML reads unquoted on/yes/true as a boolean: write greso)
+    """
+    value = getattr(args, MODE_ARG, None)
+    if value is None or value is False:
+        return OFF
+    if isinstance(value, str) and value.strip().lower() in PROMPT_SKIP_MODES:
+        return value.strip().lower()
+    hint = " (YAML reads unquoted on/yes/true as a boolean: write greso)" if value is True else ""
+    raise ValueError(f"{MODE_ARG}: expected one of {', '.join(PROMPT_SKIP_MODES)}; got {value!r}{hint}")
+
+
+def rule_settings_from_args(args: Any) -> SkipRuleSettings:
+    """The rule's settings from ``args.shopsim_prompt_skip_<field>`` (absent or None: the field's default).
+
+    The seed defaults to slime's ``rollout_seed``. A bad value is named by its ``args`` name.
+
+    Example:
+        >>> from types import SimpleNamespace
+        >>> rule_settings_from_args(SimpleNamespace(rollout_seed=42, shopsim_prompt_skip_floor=0.02)).seed
+        42
+        >>> rule_settings_from_args(SimpleNamespace(shopsim_prompt_skip_step="0.1"))
+        Traceback (most recent call last):
+        ...
+        ValueError: shopsim_prompt_skip_step: expected a number in [0, 1]; got '0.1'
+    """
+    values = {}
+    for field in dataclasses.fields(SkipRuleSettings):
+        value = getattr(args, RULE_ARG_PREFIX + field.name, None)
+        if value is not None:
+            values[field.name] = value
+    seed = getattr(args, "rollout_seed", None)
+    if "seed" not in values and isinstance(seed, int) and not isinstance(seed, bool) and seed >= 0:
+        values["seed"] = seed
+    try:
+        return SkipRuleSettings(**values)
+    except SkipRuleSettingsError as exc:
+        raise ValueError(f"{RULE_ARG_PREFIX}{exc.field}: expected {exc.expected}; got {exc.value!r}") from None
+
+
+@dataclass(frozen=True)
+class SkippedPrompt:
+    """One prompt drawn for a wave and skipped without generating (a row of the ``skipped_prompts`` table)."""
+
+    prompt_key: str
+    zero_std_run: int  # its consecutive zero-std visits when it was skipped
+    skip_probability: float  # 1 - max(p ** zero_std_run, floor)
+    kind: str  # the zero-std verdict of that run: which p applied (zero_std_other uses the hard p)
+    group_index: int | None  # slime's running counter of the skipped draw (the slot of the epoch it took)
+
+
+class PromptSkipDataSource:
+    """slime's data source with GRESO's skipping before generation (see the module docstring).
+
+    ``inner``: the data source to wrap (default: slime's ``RolloutDataSourceWithBuffer(args)``, or
+    the class :attr:`inner_class` names); ``history``: the prompt history (default: an
+    :class:`InMemorySkipHistory`).
+    """
+
+    inner_class: str = SLIME_DATA_SOURCE
+    """Dotted path of the data source wrapped when none is given (a subclass may name its own)."""
+    max_rounds: int = DEFAULT_MAX_ROUNDS
+    """Draws per call after which the rest of a wave is served without asking the rule."""
+    max_epochs_per_call: int = DEFAULT_MAX_EPOCHS_PER_CALL
+    """Dataset lengths one call may draw before the rest of the wave is served without asking the rule."""
+
+    def __init__(self, args: Any, *, inner: Any = None, history: SkipHistory | None = None) -> None:
+        self.args = args
+        self.mode = skip_mode(args)
+        self.metadata_key: str | None = getattr(args, "shopsim_prompt_key", None)
+        self.rule = GresoSkipRule(rule_settings_from_args(args))
+        self.history: SkipHistory = history if history is not None else InMemorySkipHistory()
+        self.inner = inner if inner is not None else _load_class(self.inner_class)(args)
+        self.adapted_step: int | None = None  # rollout_id of the last closed step the rule adapted to
+        self._skipped: list[SkippedPrompt] = []
+        self._lock = threading.Lock()
+
+    # --- slime's interface -------------------------------------------------------------------------
+    def get_samples(self, num_samples: int) -> list[list[Any]]:
+        """``num_samples`` groups; with ``greso``, skipped prompts are replaced by further draws."""
+        if self.mode == OFF:
+            return self.inner.get_samples(num_samples)
+        self._adapt_to_closed_step()
+        dataset_length = len(self.inner)
+        served: list[list[Any]] = []
+        rounds = drawn = 0
+        while len(served) < num_samples:
+            skipping = rounds < self.max_rounds and (
+                dataset_length == 0 or drawn < self.max_epochs_per_call * dataset_length)
+            buffered = self._buffer_length()
+            groups = self.inner.get_samples(num_samples - len(served))
+            if not groups:
+                raise RuntimeError(f"{type(self.inner).__name__}.get_samples({num_samples - len(served)}) returned "
+                                   "no group: PromptSkipDataSource needs a data source that always serves")
+            from_buffer = buffered - self._buffer_length()  # slime serves its buffer first
+            rounds += 1
+            drawn += len(groups) - from_buffer
+            for position, group in enumerate(groups):
+                if skipping and position >= from_buffer and self._skips(group):
+                    continue
+                served.append(group)
+        return served
+
+    def add_samples(self, samples: list[list[Any]]) -> None:
+        """Put groups back (slime's partial rollout): they go to the wrapped source's buffer."""
+        self.inner.add_samples(samples)
+
+    def save(self, rollout_id: int) -> None:
+        """slime's checkpoint of the data source, and with ``greso`` this class's state beside it."""
+        self.inner.save(rollout_id)
+        save_dir = getattr(self.args, "save", None)
+        if self.mode == OFF or not getattr(self.args, "rollout_global_dataset", True) or not save_dir:
+            return
+        path = _state_path(save_dir, rollout_id)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        temporary = f"{path}.tmp"
+        with open(temporary, "w", encoding="utf-8") as handle:
+            json.dump(self.state_dict(), handle)
+        os.replace(temporary, path)
+
+    def load(self, rollout_id: int | None = None) -> None:
+        """slime's restore of the data source, and with ``greso`` this class's state saved with it."""
+        self.inner.load(rollout_id)
+        load_dir = getattr(self.args, "load", None)
+        if (self.mode == OFF or not getattr(self.args, "rollout_global_dataset", True) or load_dir is None
+                or rollout_id is None):
+            return
+        path = _state_path(load_dir, rollout_id)
+        if not os.path.exists(path):
+            logger.warning("shopsim-metrics: %s does not exist: prompt skipping starts afresh (p values at their "
+                           "start, empty history) while slime resumes at rollout %s", path, rollout_id)
+            return
+        with open(path, encoding="utf-8") as handle:
+            state = json.load(handle)
+        try:
+            self.load_state_dict(state)
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ValueError(f"{path}: not a prompt-skip state this version can read ({exc}); move the file "
+                             "away to start skipping afresh") from exc
+
+    def __len__(self) -> int:
+        return len(self.inner)
+
+    def __getattr__(self, name: str) -> Any:
+        """Anything else slime's data source offers (``buffer``, ``get_buffer_length``, ``dataset`` ...)."""
+        if name == "inner":  # not set yet (during construction): no recursion
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+    # --- for the monitor ----------------------------------------------------------------------------
+    def take_skipped(self) -> list[SkippedPrompt]:
+        """The prompts skipped since the last call (one step's, when called once per step), oldest first."""
+        with self._lock:
+            skipped, self._skipped = self._skipped, []
+        return skipped
+
+    def state_dict(self) -> dict[str, Any]:
+        """The rule's and the history's state and the last step adapted to, JSON-able."""
+        return {"format": STATE_FORMAT, "mode": self.mode, "adapted_step": self.adapted_step,
+                "rule": self.rule.state_dict(), "history": self.history.state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if state.get("format") != STATE_FORMAT:
+            raise ValueError(f"format: expected {STATE_FORMAT}; got {state.get('format')!r}")
+        self.rule.load_state_dict(state["rule"])
+        self.history.load_state_dict(state["history"])
+        self.adapted_step = state["adapted_step"]
+
+    # --- internals ----------------------------------------------------------------------------------
+    def _adapt_to_closed_step(self) -> None:
+        closed = self.history.last_closed_step()
+        if closed is not None and closed.step != self.adapted_step:
+            self.rule.adapt(closed.easy_share, closed.hard_share)
+            self.adapted_step = closed.step
+
+    def _skips(self, group: list[Any]) -> bool:
+        """Ask the rule about one drawn group; a skipped one is recorded."""
+        key, _ = prompt_key(group, self.metadata_key)
+        if key is None:
+            return False
+        run, kind = self.history.zero_std_run(key)
+        decision = self.rule.decide(run, kind)
+        if decision.skip:
+            skipped = SkippedPrompt(prompt_key=key, zero_std_run=run, skip_probability=decision.probability,
+                                    kind=kind,  # type: ignore[arg-type]  # a run >= 1 has a kind
+                                    group_index=getattr(group[0], "group_index", None))
+            with self._lock:
+                self._skipped.append(skipped)
+        return decision.skip
+
+    def _buffer_length(self) -> int:
+        get_buffer_length = getattr(self.inner, "get_buffer_length", None)
+        return get_buffer_length() if get_buffer_length is not None else 0
+
+
+def _state_path(directory: str, rollout_id: int) -> str:
+    return os.path.join(directory, "rollout", STATE_FILE.format(rollout_id=rollout_id))
+
+
+def _load_class(path: str) -> Any:
+    module_name, _, name = path.rpartition(".")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ImportError(f"PromptSkipDataSource wraps {path}, which could not be imported ({exc}); run it inside "
+                          "slime's environment, or pass the data source to wrap as inner=") from exc
+    return getattr(module, name)

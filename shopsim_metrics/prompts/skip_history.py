@@ -1,0 +1,146 @@
+"""What the skip rule needs to know of past visits, behind one small interface.
+
+The data source that skips prompts (``shopsimrl.data_source.PromptSkipDataSource``) asks a
+:class:`SkipHistory` two things:
+
+- ``zero_std_run(key) -> (run, kind)``: the prompt's consecutive visits with the same zero-std
+  verdict up to its last visit, and that verdict (``zero_std_all_pass``, ``zero_std_all_fail``,
+  ``zero_std_other``); ``(0, None)`` when its last visit spread or was technical, or it was never seen;
+- ``last_closed_step()``: the observed all-pass and all-fail (with other) zero-std shares of the
+  latest closed step, which the rule adapts its ``p`` values to once.
+
+Keys are prompt keys as the ledger writes them (``shopsim_metrics.prompt_keys.prompt_key``).
+The monitor's own prompt history is meant to be wired in behind this interface; until then
+:class:`InMemorySkipHistory` is fed verdicts directly (``observe``, ``close_step``) and keeps, like
+the monitor's history, a run that a spread or technical visit resets and a change of zero-std
+verdict restarts at 1.
+
+Example:
+    >>> h = InMemorySkipHistory()
+    >>> h.observe("a", "zero_std_all_fail"); h.observe("a", "zero_std_all_fail"); h.observe("b", "spread")
+    >>> h.zero_std_run("a"), h.zero_std_run("b"), h.zero_std_run("never seen")
+    ((2, 'zero_std_all_fail'), (0, None), (0, None))
+    >>> h.close_step(0)
+    StepShares(step=0, easy_share=0.0, hard_share=0.6666666666666666, judged=3)
+"""
+
+from __future__ import annotations
+
+from collections import Counter, OrderedDict
+from dataclasses import asdict, dataclass
+from typing import Any, Mapping, Protocol
+
+from shopsim_metrics.prompts.skip_rule import EASY, HARD, OTHER, ZERO_STD_KINDS
+
+SPREAD = "spread"
+TECHNICAL = "technical"
+VERDICTS = (SPREAD, EASY, HARD, OTHER, TECHNICAL)
+"""A visit's verdict, as in the monitor's prompt history."""
+DEFAULT_LIMIT = 1_000_000
+STATE_FORMAT = 1
+
+
+@dataclass(frozen=True)
+class StepShares:
+    """What one closed step showed, for the rule's once-per-step adaptation."""
+
+    step: int  # the step's rollout_id: a step is adapted to once, however many waves read it
+    easy_share: float | None  # all-pass groups / judged groups (None: no group was judged)
+    hard_share: float | None  # all-fail and other zero-std groups / judged groups
+    judged: int  # groups judged in the step
+
+
+class SkipHistory(Protocol):
+    """What :class:`~shopsimrl.data_source.PromptSkipDataSource` reads; the monitor's history may implement it."""
+
+    def zero_std_run(self, key: str) -> tuple[int, str | None]:
+        """(consecutive visits with the same zero-std verdict up to the last one, that verdict); (0, None) else."""
+        ...
+
+    def last_closed_step(self) -> StepShares | None:
+        """The shares of the latest closed step (None before the first one closes)."""
+        ...
+
+    def state_dict(self) -> dict[str, Any]:
+        """JSON-able state, saved with the data source (``{}`` for a history restored elsewhere)."""
+        ...
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore what :meth:`state_dict` returned."""
+        ...
+
+
+class InMemorySkipHistory:
+    """A bounded in-memory :class:`SkipHistory`, fed verdicts one visit at a time.
+
+    Only prompts whose last visit was zero-std are held (the others have a run of 0), at most
+    ``limit`` of them, the least recently seen evicted first.
+    """
+
+    def __init__(self, limit: int = DEFAULT_LIMIT) -> None:
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise ValueError(f"InMemorySkipHistory limit: expected an integer >= 1; got {limit!r}")
+        self.limit = limit
+        self._runs: OrderedDict[str, tuple[int, str]] = OrderedDict()
+        self._open: Counter[str] = Counter()  # verdicts of the step not yet closed
+        self._closed: StepShares | None = None
+
+    def __len__(self) -> int:
+        return len(self._runs)
+
+    def observe(self, key: str, verdict: str) -> None:
+        """Record one visit (one judged group) of a prompt in the open step."""
+        if verdict not in VERDICTS:
+            raise ValueError(f"verdict: expected one of {', '.join(VERDICTS)}; got {verdict!r}")
+        self._open[verdict] += 1
+        if verdict not in ZERO_STD_KINDS:
+            self._runs.pop(key, None)
+            return
+        run, kind = self._runs.pop(key, (0, None))
+        self._runs[key] = (run + 1 if kind == verdict else 1, verdict)
+        if len(self._runs) > self.limit:
+            self._runs.popitem(last=False)
+
+    def close_step(self, step: int) -> StepShares:
+        """End the open step (``step``: its rollout_id): its shares become :meth:`last_closed_step`."""
+        judged = sum(self._open.values())
+        if judged:
+            easy = self._open[EASY] / judged
+            hard = (self._open[HARD] + self._open[OTHER]) / judged
+        else:
+            easy = hard = None
+        self._closed = StepShares(step=step, easy_share=easy, hard_share=hard, judged=judged)
+        self._open.clear()
+        return self._closed
+
+    def zero_std_run(self, key: str) -> tuple[int, str | None]:
+        """See :meth:`SkipHistory.zero_std_run`; does not count as a visit."""
+        return self._runs.get(key, (0, None))
+
+    def last_closed_step(self) -> StepShares | None:
+        return self._closed
+
+    def state_dict(self) -> dict[str, Any]:
+        """The held runs (least recently seen first), the open step's verdict counts, the last closed step."""
+        return {
+            "format": STATE_FORMAT,
+            "runs": [[key, run, kind] for key, (run, kind) in self._runs.items()],
+            "open": dict(self._open),
+            "closed": asdict(self._closed) if self._closed is not None else None,
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        missing = [k for k in ("format", "runs", "open", "closed") if k not in state]
+        if missing:
+            raise ValueError(f"skip history state: missing {', '.join(missing)}; expected the dict that "
+                             f"InMemorySkipHistory.state_dict() returns; got keys {sorted(state)}")
+        if state["format"] != STATE_FORMAT:
+            raise ValueError(f"skip history state: format: expected {STATE_FORMAT}; got {state['format']!r}")
+        runs: OrderedDict[str, tuple[int, str]] = OrderedDict()
+        for key, run, kind in state["runs"]:
+            runs[key] = (int(run), kind)
+        while len(runs) > self.limit:
+            runs.popitem(last=False)
+        self._runs = runs
+        self._open = Counter(state["open"])
+        self._closed = StepShares(**state["closed"]) if state["closed"] is not None else None
