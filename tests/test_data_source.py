@@ -19,8 +19,8 @@ from types import SimpleNamespace
 import pytest
 from hypothesis import given, settings as hsettings, strategies as st
 
-from shopsim_metrics.prompt_keys import prompt_key
-from shopsim_metrics.samples import SimSample
+from shopsim_metrics.prompts.keys import prompt_key
+from shopsim_metrics.simulator.samples import SimSample
 from shopsimrl.data_source import PromptSkipDataSource, rule_settings_from_args, skip_mode
 
 ROOT = Path(__file__).resolve().parents[1]

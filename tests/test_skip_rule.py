@@ -8,7 +8,7 @@ import math
 import pytest
 from hypothesis import given, settings as hsettings, strategies as st
 
-from shopsim_metrics import prompt_history
+from shopsim_metrics.prompts import history as prompt_history
 from shopsim_metrics.prompts.skip_history import VERDICTS, InMemorySkipHistory, StepShares
 from shopsim_metrics.prompts.skip_rule import (
     EASY,

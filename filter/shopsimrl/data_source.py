@@ -75,7 +75,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from shopsim_metrics.prompt_keys import prompt_key
+from shopsim_metrics.prompts.keys import prompt_key
 from shopsim_metrics.prompts.skip_history import InMemorySkipHistory, SkipHistory
 from shopsim_metrics.prompts.skip_rule import GresoSkipRule, SkipRuleSettings, SkipRuleSettingsError
 

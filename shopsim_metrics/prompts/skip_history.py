@@ -9,7 +9,7 @@ The data source that skips prompts (``shopsimrl.data_source.PromptSkipDataSource
 - ``last_closed_step()``: the observed all-pass and all-fail (with other) zero-std shares of the
   latest closed step, which the rule adapts its ``p`` values to once.
 
-Keys are prompt keys as the ledger writes them (``shopsim_metrics.prompt_keys.prompt_key``).
+Keys are prompt keys as the ledger writes them (``shopsim_metrics.prompts.keys.prompt_key``).
 The monitor's own prompt history is meant to be wired in behind this interface; until then
 :class:`InMemorySkipHistory` is fed verdicts directly (``observe``, ``close_step``) and keeps, like
 the monitor's history, a run that a spread or technical visit resets and a change of zero-std
