@@ -8,8 +8,8 @@
 #   --rollout-all-samples-process-path  shopsimrl.slime_runtime.record_all_samples
 #   --custom-rollout-log-function-path  shopsimrl.slime_runtime.log_rollout_step
 #   --custom-config-path                examples/shopsim.yaml
-# ) is run_shopsimrl_slime.sh beside this file, which first checks the YAML with
-# `shopsim-metrics check-config` and stops on a problem. DRY_RUN=1 prints the command instead of running it.
+# ) is run_shopsimrl_slime.sh beside this file, which first checks the launch with
+# `shopsim-metrics preflight` and stops on a problem. DRY_RUN=1 checks, then prints the command instead of running it.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"

@@ -17,6 +17,7 @@ import sys
 from typing import NoReturn
 
 from shopsim_metrics.settings import check as config_check
+from shopsim_metrics.settings import preflight as preflight_command
 from shopsim_metrics.prompts import command as prompts_command
 from shopsim_metrics.dashboards import commands as dashboard_commands
 from shopsim_metrics.simulator import commands as simulator_commands
@@ -41,6 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
     dashboard_commands.register(sub)
     config_check.register(sub)
     prompts_command.register(sub)
+    preflight_command.register(sub)
     return parser
 
 

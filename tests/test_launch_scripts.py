@@ -35,7 +35,8 @@ KNOB_FLAGS = {
 
 def script_env(**env: str) -> dict[str, str]:
     """A clean environment for a launch script; its config check runs with this test's Python."""
-    return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "SHOPSIM_PYTHON": sys.executable, **env}
+    return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "SHOPSIM_PYTHON": sys.executable,
+            "SAVE_DIR": env.pop("SAVE_DIR", "/tmp/shopsim-launch-test-save"), **env}
 
 
 def dry_run(script: str, **env: str) -> dict[str, str | None]:
@@ -135,8 +136,9 @@ def test_a_bad_config_stops_the_script_before_anything_starts(tmp_path: Path, sc
     assert result.returncode == 2
     assert result.stdout == ""  # no command printed under DRY_RUN
     assert not (tmp_path / "trained").exists()  # and none run without it
-    problems = result.stderr.splitlines()
-    assert len(problems) == 2 and all(p.startswith(f"shopsim-metrics check-config: {config}: ") for p in problems)
+    problems = [line for line in result.stderr.splitlines() if ": error: " in line]
+    prefix = f"shopsim-metrics preflight: error: --custom-config-path: {config}: "
+    assert len(problems) == 2 and all(p.startswith(prefix) for p in problems), result.stderr
     assert any("did you mean 'shopsim_max_consecutive_failed_groups'?" in p for p in problems)
 
 
@@ -147,14 +149,43 @@ def test_a_clean_config_is_checked_then_the_run_starts(tmp_path: Path, script: s
     result = subprocess.run(["bash", str(EXAMPLES / script)], capture_output=True, text=True, env=script_env(
         DRY_RUN="0", SHOPSIM_CONFIG=str(config), SLIME_DIR=str(fake_slime(tmp_path))))
     assert result.returncode == 0, result.stderr
-    assert result.stderr.strip() == f"shopsim-metrics check-config: {config}: OK"
+    assert result.stderr.startswith("shopsim-metrics preflight: OK"), result.stderr
+    assert f"--custom-config-path {config}" in result.stderr
     assert (tmp_path / "trained").exists()
 
 
 def test_the_dry_run_checks_the_example_config_first() -> None:
     result = subprocess.run(["bash", str(EXAMPLES / "run_full_train.sh")], capture_output=True, text=True,
                             env=script_env(DRY_RUN="1"), check=True)
-    assert result.stderr.strip() == f"shopsim-metrics check-config: {EXAMPLES / 'shopsim.yaml'}: OK"
+    assert result.stderr.startswith("shopsim-metrics preflight: OK"), result.stderr
+    assert f"--custom-config-path {EXAMPLES / 'shopsim.yaml'}" in result.stderr
+
+
+def test_the_ray_job_submits_train_py_with_the_records_in_the_runtime_env(tmp_path: Path) -> None:
+    import json
+
+    out = subprocess.run(["bash", str(EXAMPLES / "run_ray_job.sh")], capture_output=True, text=True, check=True,
+                         env=script_env(DRY_RUN="1", SAVE_DIR=str(tmp_path / "shared"), RAY_ADDRESS="http://head:8265"))
+    argv = shlex.split(out.stdout)
+    assert argv[:5] == ["ray", "job", "submit", "--address", "http://head:8265"]
+    runtime_env = json.loads(argv[argv.index("--runtime-env-json") + 1])
+    assert runtime_env["env_vars"]["SHOPSIM_RUN_DIR"] == str(tmp_path / "shared" / "shopsim")
+    rest = argv[argv.index("--") + 1:]
+    assert rest[0] == "python3" and rest[1].endswith("train.py")
+    assert "--disable-wandb-random-suffix" in rest
+    assert out.stderr.startswith("shopsim-metrics preflight: OK")
+
+
+def test_without_the_package_the_dry_run_says_so_in_one_line(tmp_path: Path) -> None:
+    bare = tmp_path / "bare-python"
+    bare.write_text("#!/bin/sh\nexit 1\n")  # a Python without the package: every import fails
+    bare.chmod(0o755)
+    result = subprocess.run(["bash", str(EXAMPLES / "run_full_train.sh")], capture_output=True, text=True,
+                            env=script_env(DRY_RUN="1", SHOPSIM_PYTHON=str(bare)), cwd=tmp_path)
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.strip().splitlines() == [
+        f"shopsim-metrics is not installed for {bare}: pip install the project (pip install -e .), or set "
+        "SHOPSIM_PYTHON to a Python that has it"]
 
 
 def test_the_docs_launch_snippet_checks_an_absolute_config_path_first() -> None:

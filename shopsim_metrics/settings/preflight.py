@@ -1,0 +1,308 @@
+"""``shopsim-metrics preflight -- <train.py arguments>``: check a slime launch before any GPU starts.
+
+slime loads the hook paths lazily, at the first rollout, after the engines started and the weights
+were synced; it applies the ``--custom-config-path`` YAML unchecked. So a typo in a hook path, a
+package missing from the image or slime's W&B incompatibility would cost a GPU start. This takes
+the arguments ``train.py`` takes and checks, without starting anything:
+
+- each hook path imports (as slime's ``load_function`` loads it: ``import_module`` of the part
+  before the last dot, then the attribute) and names a callable that accepts slime's call; the
+  all-samples hook and the log function are set when the project's filter is (without the log
+  function no record is ever written); ``--data-source-path`` names a class built as ``cls(args)``;
+- ``--custom-config-path`` exists and passes ``check-config``;
+- slime's own constraints on the knobs the project relies on;
+- ``--use-wandb`` without ``--disable-wandb-random-suffix`` when wandb lacks ``wandb.util.generate_id``;
+- where the records will go: an unwritable place is a problem; a relative one, or none because
+  ``--save`` is absent, is a warning (the hooks run in a Ray actor on whatever node Ray picks).
+
+Exit 0 with a short summary when sound (warnings included); one line per problem and exit 2
+otherwise. Every line starts ``shopsim-metrics preflight:``; never a traceback.
+
+Example:
+    >>> report = preflight(["--rollout-batch-size", "16", "--over-sampling-batch-size", "8"])
+    >>> report.problems
+    ['--over-sampling-batch-size: 8 is smaller than --rollout-batch-size 16 (slime requires over_sampling_batch_size >= rollout_batch_size)']
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import inspect
+import os
+import sys
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import Any
+
+import yaml
+
+from shopsim_metrics.settings import DEFAULT_RUN_DIR, SAVE_SUBDIR
+from shopsim_metrics.settings.check import check_file
+
+PROJECT_FILTER_MODULE = "shopsimrl."
+"""Hook paths of this project start here (its filter needs its all-samples hook and log function)."""
+
+HOOK_CALLS: dict[str, tuple[str, ...]] = {
+    "--dynamic-sampling-filter-path": ("args", "samples"),
+    "--rollout-all-samples-process-path": ("args", "all_groups", "data_source"),
+    "--custom-rollout-log-function-path": ("rollout_id", "args", "samples", "rollout_extra_metrics", "rollout_time"),
+}
+"""The positional arguments slime calls each hook with."""
+
+
+@dataclass
+class PreflightReport:
+    """What a preflight found: problems (exit 2), warnings and the summary of what was checked."""
+
+    problems: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    checked: list[str] = field(default_factory=list)
+
+
+def launch_parser() -> argparse.ArgumentParser:
+    """The ``train.py`` flags the project relies on; every other flag is let through unread."""
+    parser = argparse.ArgumentParser(prog="train.py", add_help=False, allow_abbrev=False)
+    for flag in HOOK_CALLS:
+        parser.add_argument(flag, default=None)
+    parser.add_argument("--data-source-path", default=None)
+    parser.add_argument("--custom-config-path", default=None)
+    for flag in ("--rollout-batch-size", "--n-samples-per-prompt", "--over-sampling-batch-size",
+                 "--global-batch-size", "--num-steps-per-rollout"):
+        parser.add_argument(flag, default=None)
+    parser.add_argument("--save", default=None)
+    parser.add_argument("--use-wandb", action="store_true")
+    parser.add_argument("--disable-wandb-random-suffix", action="store_true")
+    return parser
+
+
+def preflight(argv: list[str], *, environ: dict[str, str] | None = None) -> PreflightReport:
+    """Check a ``train.py`` command line (see the module docstring); never raises for what it is given."""
+    env = os.environ if environ is None else environ
+    report = PreflightReport()
+    launch, _ = launch_parser().parse_known_args(argv)
+    _check_hooks(launch, report)
+    settings = _check_config(launch, report)
+    _check_knobs(launch, report)
+    _check_wandb(launch, report)
+    _check_run_dir(launch, settings, env, report)
+    return report
+
+
+def _check_hooks(launch: argparse.Namespace, report: PreflightReport) -> None:
+    paths = {flag: getattr(launch, _dest(flag)) for flag in HOOK_CALLS}
+    for flag, path in paths.items():
+        if path:
+            problem = _check_callable(path, HOOK_CALLS[flag])
+            if problem:
+                report.problems.append(f"{flag}: {problem}")
+            else:
+                report.checked.append(f"{flag} {path}")
+    filter_path = paths["--dynamic-sampling-filter-path"]
+    if filter_path and filter_path.startswith(PROJECT_FILTER_MODULE):
+        for flag, lost in (("--custom-rollout-log-function-path", "no step record is ever written"),
+                           ("--rollout-all-samples-process-path",
+                            "success_rate and reward_mean cover only what the filter judged")):
+            if not paths[flag]:
+                report.problems.append(f"{flag}: not set, but the filter is {filter_path}: without it {lost} "
+                                       f"(set it to {filter_path.rpartition('.')[0]}.{_PROJECT_HOOK_NAMES[flag]})")
+    if launch.data_source_path:
+        problem = _check_class(launch.data_source_path)
+        if problem:
+            report.problems.append(f"--data-source-path: {problem}")
+        else:
+            report.checked.append(f"--data-source-path {launch.data_source_path}")
+
+
+_PROJECT_HOOK_NAMES = {"--custom-rollout-log-function-path": "log_rollout_step",
+                       "--rollout-all-samples-process-path": "record_all_samples"}
+
+
+def load_function(path: str) -> Any:
+    """What slime's ``load_function`` returns for ``path`` (the module imported, the attribute read).
+
+    Example:
+        >>> load_function("os.path.join") is os.path.join
+        True
+    """
+    module_name, _, name = path.rpartition(".")
+    if not module_name:
+        raise ValueError(f"{path!r} is not a dotted path module.function")
+    return getattr(importlib.import_module(module_name), name)
+
+
+def _check_callable(path: str, call: tuple[str, ...]) -> str | None:
+    try:
+        fn = load_function(path)
+    except Exception as exc:  # noqa: BLE001 - whatever the import raises is the user's problem to see
+        return f"{path} does not load ({type(exc).__name__}: {exc})"
+    if not callable(fn):
+        return f"{path} is a {type(fn).__name__}, not a function"
+    try:
+        inspect.signature(fn).bind(*call)
+    except TypeError as exc:
+        return f"{path} cannot be called as slime calls it, fn({', '.join(call)}) ({exc})"
+    except ValueError:  # no signature to read (a builtin): slime will find out
+        pass
+    return None
+
+
+def _check_class(path: str) -> str | None:
+    try:
+        cls = load_function(path)
+    except Exception as exc:  # noqa: BLE001
+        return f"{path} does not load ({type(exc).__name__}: {exc})"
+    if not inspect.isclass(cls):
+        return f"{path} is a {type(cls).__name__}, not a class (slime builds it as cls(args))"
+    try:
+        inspect.signature(cls).bind(SimpleNamespace())
+    except TypeError as exc:
+        return f"{path} cannot be built as slime builds it, cls(args) ({exc})"
+    except ValueError:
+        pass
+    return None
+
+
+def _check_config(launch: argparse.Namespace, report: PreflightReport) -> dict[str, Any]:
+    """Check the YAML; returns its mapping (empty when absent or unreadable)."""
+    path = launch.custom_config_path
+    if not path:
+        return {}
+    if not os.path.isfile(path):
+        report.problems.append(f"--custom-config-path: {path}: no such file")
+        return {}
+    problems = check_file(path)
+    report.problems += [f"--custom-config-path: {path}: {line}" for line in problems]
+    if not problems:
+        report.checked.append(f"--custom-config-path {path}")
+    try:
+        with open(path, encoding="utf-8") as fh:
+            loaded = yaml.safe_load(fh)
+    except Exception:  # noqa: BLE001 - already reported by check_file
+        return {}
+    return loaded if isinstance(loaded, dict) else {}
+
+
+def _check_knobs(launch: argparse.Namespace, report: PreflightReport) -> None:
+    knobs: dict[str, int | None] = {}
+    for flag in ("--rollout-batch-size", "--n-samples-per-prompt", "--over-sampling-batch-size",
+                 "--global-batch-size", "--num-steps-per-rollout"):
+        raw = getattr(launch, _dest(flag))
+        if raw is None:
+            knobs[flag] = None
+            continue
+        try:
+            knobs[flag] = int(raw)
+        except ValueError:
+            knobs[flag] = None
+            report.problems.append(f"{flag}: {raw!r} is not an integer")
+            continue
+        if knobs[flag] < 1:
+            report.problems.append(f"{flag}: {raw} must be >= 1")
+            knobs[flag] = None
+    rollout, n, over = knobs["--rollout-batch-size"], knobs["--n-samples-per-prompt"], knobs["--over-sampling-batch-size"]
+    gbs, steps = knobs["--global-batch-size"], knobs["--num-steps-per-rollout"]
+    if rollout is not None and over is not None and over < rollout:
+        report.problems.append(f"--over-sampling-batch-size: {over} is smaller than --rollout-batch-size {rollout} "
+                               "(slime requires over_sampling_batch_size >= rollout_batch_size)")
+    if rollout is not None and n is not None:
+        samples = rollout * n
+        if steps is not None and gbs is not None and gbs != samples // steps:
+            report.problems.append(f"--global-batch-size: {gbs} is not rollout_batch_size {rollout} x n_samples_per_prompt "
+                                   f"{n} // num_steps_per_rollout {steps} = {samples // steps} (slime asserts they agree)")
+        elif gbs is not None and samples % gbs:
+            report.problems.append(f"--global-batch-size: {gbs} does not divide the {samples} samples of a rollout step "
+                                   f"(rollout_batch_size {rollout} x n_samples_per_prompt {n}): the train batch would "
+                                   "not split into whole optimizer updates")
+    if rollout is not None:
+        report.checked.append(f"knobs: rollout_batch_size {rollout}, over_sampling_batch_size {over or rollout}, "
+                              f"n_samples_per_prompt {n}, global_batch_size {gbs}")
+
+
+def _check_wandb(launch: argparse.Namespace, report: PreflightReport) -> None:
+    if not launch.use_wandb:
+        return
+    try:
+        import wandb
+    except Exception as exc:  # noqa: BLE001
+        report.problems.append(f"--use-wandb: wandb does not import ({type(exc).__name__}: {exc}); "
+                               "pip install wandb in the training image, or drop --use-wandb")
+        return
+    has_generate_id = callable(getattr(getattr(wandb, "util", None), "generate_id", None))
+    if not has_generate_id and not launch.disable_wandb_random_suffix:
+        report.problems.append(f"--use-wandb: wandb {getattr(wandb, '__version__', '?')} has no wandb.util.generate_id, "
+                               "which slime calls to suffix the run name: add --disable-wandb-random-suffix")
+    else:
+        report.checked.append(f"--use-wandb (wandb {getattr(wandb, '__version__', '?')})")
+
+
+def _check_run_dir(launch: argparse.Namespace, settings: dict[str, Any], env: Any, report: PreflightReport) -> None:
+    configured = settings.get("shopsim_run_dir") or env.get("SHOPSIM_RUN_DIR")
+    if configured:
+        where, source = str(configured), "shopsim_run_dir" if settings.get("shopsim_run_dir") else "SHOPSIM_RUN_DIR"
+    elif launch.save:
+        where, source = os.path.join(launch.save, SAVE_SUBDIR), "--save"
+    else:
+        report.warnings.append(f"records: neither shopsim_run_dir nor --save is set, so the records go to "
+                               f"{DEFAULT_RUN_DIR}/ in the working directory of slime's rollout actor, on whatever node "
+                               "Ray places it; set shopsim_run_dir to shared storage on a multi-node run")
+        return
+    if not os.path.isabs(os.path.expanduser(where)):
+        report.warnings.append(f"records: {source} gives a relative path ({where}): it resolves against the rollout "
+                               "actor's working directory on whatever node Ray places it; use an absolute path on "
+                               "shared storage for a multi-node run")
+    problem = _unwritable(os.path.abspath(os.path.expanduser(where)))
+    if problem:
+        report.problems.append(f"{source}: the records directory {where} {problem}")
+    else:
+        report.checked.append(f"records: {os.path.abspath(os.path.expanduser(where))}")
+
+
+def _unwritable(path: str) -> str | None:
+    """Why the records could not be written under ``path`` (its nearest existing ancestor decides), or None."""
+    probe = path
+    while not os.path.exists(probe):
+        parent = os.path.dirname(probe)
+        if parent == probe:
+            break
+        probe = parent
+    if not os.path.isdir(probe):
+        return f"cannot be created: {probe} is a file"
+    if not os.access(probe, os.W_OK | os.X_OK):
+        return f"is not writable ({probe} does not allow this user to write)"
+    return None
+
+
+def _dest(flag: str) -> str:
+    return flag.lstrip("-").replace("-", "_")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print the report; 2 on a problem, else 0."""
+    argv = list(args.train_args)
+    if argv and argv[0] == "--":
+        argv = argv[1:]
+    try:
+        report = preflight(argv)
+    except Exception as exc:  # noqa: BLE001 - never a traceback
+        print(f"shopsim-metrics preflight: error: the check itself failed ({type(exc).__name__}: {exc})", file=sys.stderr)
+        return 2
+    for line in report.warnings:
+        print(f"shopsim-metrics preflight: warning: {line}", file=sys.stderr)
+    for line in report.problems:
+        print(f"shopsim-metrics preflight: error: {line}", file=sys.stderr)
+    if report.problems:
+        return 2
+    print(f"shopsim-metrics preflight: OK ({len(report.checked)} checks): " + "; ".join(report.checked))
+    return 0
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``preflight`` subcommand."""
+    parser = subparsers.add_parser(
+        "preflight", help="check a slime launch (the train.py arguments after --) before any GPU starts")
+    parser.add_argument("train_args", nargs=argparse.REMAINDER, metavar="-- TRAIN_PY_ARGS",
+                        help="the arguments you pass to slime's train.py")
+    parser.set_defaults(func=run)
+
+

@@ -1,0 +1,123 @@
+"""`shopsim-metrics preflight -- <train.py arguments>`: a launch checked before any GPU starts."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from shopsim_metrics.cli import main as cli_main
+from shopsim_metrics.step.contract import ALL_SAMPLES_PATH, FILTER_PATH, LOG_PATH
+
+EXAMPLE_YAML = str(Path(__file__).resolve().parents[1] / "examples" / "shopsim.yaml")
+
+
+def launch(tmp_path: Path, **changes: str | None) -> list[str]:
+    """A sound train.py command line (the example's knobs and hooks), with flags changed or dropped (None)."""
+    flags: dict[str, str | None] = {
+        "--dynamic-sampling-filter-path": FILTER_PATH,
+        "--rollout-all-samples-process-path": ALL_SAMPLES_PATH,
+        "--custom-rollout-log-function-path": LOG_PATH,
+        "--custom-config-path": EXAMPLE_YAML,
+        "--rollout-batch-size": "16",
+        "--n-samples-per-prompt": "8",
+        "--over-sampling-batch-size": "32",
+        "--global-batch-size": "64",
+        "--save": str(tmp_path / "save"),
+        "--lr": "1e-6",  # one of slime's flags the check lets through
+    }
+    flags.update(changes)
+    argv: list[str] = []
+    for flag, value in flags.items():
+        if value is not None:
+            argv += [flag, value]
+    return argv
+
+
+def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    code = cli_main(["preflight", "--", *argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_a_sound_launch_passes_with_a_summary(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(launch(tmp_path), capsys)
+    assert (code, err) == (0, "")
+    assert out.startswith("shopsim-metrics preflight: OK")
+    assert FILTER_PATH in out and str(tmp_path / "save" / "shopsim") in out
+
+
+@pytest.mark.parametrize("changes, expected", [
+    ({"--custom-rollout-log-function-path": "shopsimrl.slime_runtime.log_rollout_stepp"},
+     "--custom-rollout-log-function-path: shopsimrl.slime_runtime.log_rollout_stepp does not load (AttributeError"),
+    ({"--dynamic-sampling-filter-path": "shopsimrl.slime_runtme.fully_scored_group_filter"},
+     "--dynamic-sampling-filter-path: shopsimrl.slime_runtme.fully_scored_group_filter does not load "
+     "(ModuleNotFoundError"),
+    ({"--rollout-all-samples-process-path": "math.sqrt"},
+     "--rollout-all-samples-process-path: math.sqrt cannot be called as slime calls it, fn(args, all_groups, "
+     "data_source)"),
+    ({"--custom-rollout-log-function-path": None},
+     "--custom-rollout-log-function-path: not set, but the filter is shopsimrl.slime_runtime.fully_scored_group_filter: "
+     "without it no step record is ever written (set it to shopsimrl.slime_runtime.log_rollout_step)"),
+    ({"--over-sampling-batch-size": "8"},
+     "--over-sampling-batch-size: 8 is smaller than --rollout-batch-size 16"),
+    ({"--global-batch-size": "48"}, "--global-batch-size: 48 does not divide the 128 samples of a rollout step"),
+    ({"--custom-config-path": "/nonexistent/shopsim.yaml"}, "--custom-config-path: /nonexistent/shopsim.yaml: no such file"),
+    ({"--data-source-path": "shopsimrl.data_source.NoSuchSource"}, "--data-source-path: shopsimrl.data_source.NoSuchSource "
+     "does not load"),
+    ({"--save": "/etc/hostname/below_a_file"}, "--save: the records directory /etc/hostname/below_a_file/shopsim cannot "
+     "be created: /etc/hostname is a file"),
+])
+def test_each_problem_is_one_line_naming_the_flag(tmp_path, capsys, changes, expected) -> None:
+    code, out, err = run(launch(tmp_path, **changes), capsys)
+    assert code == 2 and out == ""
+    lines = err.splitlines()
+    errors = [line for line in lines if ": error: " in line]
+    assert len(errors) == 1, err
+    assert errors[0].startswith("shopsim-metrics preflight: error: " + expected), errors[0]
+    assert "Traceback" not in err
+
+
+def test_a_bad_setting_in_the_yaml_is_named_with_its_line(tmp_path, capsys) -> None:
+    yaml_path = tmp_path / "shopsim.yaml"
+    yaml_path.write_text("shopsim_max_consecutive_failed_groups: 8\nshopsim_alerts_warn_fraction: 0.5\n")
+    code, _, err = run(launch(tmp_path, **{"--custom-config-path": str(yaml_path)}), capsys)
+    assert code == 2
+    assert f"--custom-config-path: {yaml_path}: line 2: shopsim_alerts_warn_fraction: unknown key" in err
+
+
+@pytest.mark.parametrize("has_generate_id, suffix_flag, ok", [(False, False, False), (False, True, True), (True, False, True)])
+def test_use_wandb_needs_the_suffix_flag_when_wandb_lacks_generate_id(
+        tmp_path, capsys, monkeypatch, has_generate_id, suffix_flag, ok) -> None:
+    import wandb.util
+
+    if has_generate_id:
+        monkeypatch.setattr(wandb.util, "generate_id", lambda: "abc", raising=False)
+    else:
+        monkeypatch.delattr(wandb.util, "generate_id", raising=False)
+    argv = launch(tmp_path) + ["--use-wandb"] + (["--disable-wandb-random-suffix"] if suffix_flag else [])
+    code, _, err = run(argv, capsys)
+    assert code == (0 if ok else 2)
+    assert ("add --disable-wandb-random-suffix" in err) is (not ok)
+
+
+def test_records_without_save_or_a_relative_dir_are_warnings_not_problems(tmp_path, capsys) -> None:
+    code, out, err = run(launch(tmp_path, **{"--save": None}), capsys)
+    assert code == 0 and "OK" in out
+    assert "warning: records: neither shopsim_run_dir nor --save is set" in err
+    yaml_path = tmp_path / "relative.yaml"
+    yaml_path.write_text("shopsim_run_dir: runs/shopsim\n")
+    code, out, err = run(launch(tmp_path, **{"--custom-config-path": str(yaml_path)}), capsys)
+    assert code == 0
+    assert "warning: records: shopsim_run_dir gives a relative path (runs/shopsim)" in err
+
+
+def test_garbage_arguments_give_lines_never_a_traceback(tmp_path: Path) -> None:
+    out = subprocess.run([sys.executable, "-m", "shopsim_metrics", "preflight", "--", "--rollout-batch-size", "x",
+                          "--dynamic-sampling-filter-path", "nodots"], capture_output=True, text=True)
+    assert out.returncode == 2
+    assert "Traceback" not in out.stderr
+    assert "--rollout-batch-size: 'x' is not an integer" in out.stderr
+    assert "--dynamic-sampling-filter-path: nodots does not load" in out.stderr
