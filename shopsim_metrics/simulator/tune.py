@@ -379,6 +379,10 @@ def tune(
                          f"the run would terminate at the limit); got {technical_rate}")
     if not sizes:
         raise ValueError("candidates must hold at least one over_sampling_batch_size")
+    too_small = [size for size in sizes if size < base.rollout_batch_size]
+    if too_small:
+        raise ValueError(f"candidates: every over_sampling_batch_size must be >= rollout_batch_size "
+                         f"({base.rollout_batch_size}); got {too_small[0]}")
     _, _, reference_rng = rng_streams(seed)
     reference = reference_wave_time(wave_time_model(base, reference_rng), groups=base.rollout_batch_size,
                                     concurrency=base.max_concurrent_groups)
@@ -490,37 +494,92 @@ def format_table(report: TuneReport) -> str:
     return "\n".join(lines)
 
 
+PLOT_PANELS = (
+    ("extra waves", "probability per step"),
+    ("zero-advantage share of the train batch", "fallback groups / train groups"),
+    ("cost per step: every token generated, and the time", "tokens per step"),
+    ("aborted groups and waste", "aborted groups per step"),
+)
+"""The plot's four panels: title and y-axis title (the x axis is always ``over_sampling_batch_size``)."""
+
+PLOT_SECONDARY_Y = {3: "seconds per step", 4: "fraction that does not train"}
+"""Panels (numbered as :data:`PLOT_PANELS`, from 1) with a second y axis on the right, and its title."""
+
+
+def plot_title(report: TuneReport, width: int = 150) -> str:
+    """The plot's title: the recommendation, then the inputs on smaller lines wrapped at ``width``
+    characters (a long ``--from`` path never runs off the page). HTML-escaped, lines joined by ``<br>``.
+
+    Example:
+        >>> report = tune(zero_std_rate=0.3, technical_rate=0.0, candidates=[16], steps=2)
+        >>> plot_title(report).split("<br>")[0]
+        '<b>over_sampling_batch_size by simulation: recommended 16</b>'
+    """
+    import textwrap
+
+    inputs = (f"zero-std rate {report.zero_std_rate:.3f}, technical rate {report.technical_rate:.3f} "
+              f"({report.source}); rollout_batch_size {report.base.rollout_batch_size}, "
+              f"{report.base.steps} simulated steps per candidate")
+    lines = [f"<b>over_sampling_batch_size by simulation: recommended {report.recommended}</b>"]
+    lines += [f"<span style='font-size:12px'>{html.escape(line)}</span>" for line in textwrap.wrap(inputs, width)]
+    return "<br>".join(lines)
+
+
 def write_plot(report: TuneReport, out_path: str | os.PathLike) -> Path:
-    """A self-contained plotly HTML (plotly.js inline): the figures of every candidate against its size."""
+    """A self-contained plotly HTML (plotly.js inline): the figures of every candidate against its size.
+
+    Four panels (:data:`PLOT_PANELS`), each with its own legend below it, axis titles on every axis
+    and the recommended size marked on all of them.
+    """
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
-    sizes = [c.over_sampling_batch_size for c in report.candidates]
-    fig = make_subplots(rows=2, cols=2, subplot_titles=(
-        "waves per step", "zero-advantage fraction of the train batch", "wasted samples / aborted groups",
-        "relative rollout time and tokens per step"), specs=[[{}, {}], [{"secondary_y": True}, {}]])
-    fig.add_trace(go.Scatter(x=sizes, y=[c.mean_waves for c in report.candidates], name="mean waves"), 1, 1)
-    fig.add_trace(go.Scatter(x=sizes, y=[c.p_second_wave for c in report.candidates], name="P(2nd wave)"), 1, 1)
-    fig.add_trace(go.Scatter(x=sizes, y=[c.p_third_wave for c in report.candidates], name="P(3rd wave)"), 1, 1)
-    fig.add_trace(go.Scatter(x=sizes, y=[c.zero_advantage_fraction for c in report.candidates],
-                             name="zero-advantage fraction"), 1, 2)
-    fig.add_hline(y=report.targets.max_zero_advantage, line_dash="dot", row=1, col=2)
-    fig.add_trace(go.Scatter(x=sizes, y=[c.wasted_sample_fraction for c in report.candidates],
-                             name="wasted sample fraction"), 2, 1)
-    fig.add_trace(go.Bar(x=sizes, y=[c.aborted_per_step for c in report.candidates], name="aborted groups / step",
-                         opacity=0.4), 2, 1, secondary_y=True)
-    fig.add_trace(go.Scatter(x=sizes, y=[c.relative_rollout_time for c in report.candidates],
-                             name="relative rollout time"), 2, 2)
-    smallest_tokens = report.candidates[0].generated_tokens_per_step or 1.0
-    fig.add_trace(go.Scatter(x=sizes, y=[c.generated_tokens_per_step / smallest_tokens for c in report.candidates],
-                             name=f"tokens per step / the smallest candidate's ({smallest_tokens:,.0f})"), 2, 2)
-    fig.add_vline(x=report.recommended, line_dash="dash", line_color="green")
-    fig.update_xaxes(title_text="over_sampling_batch_size", tickvals=sizes)
-    fig.update_layout(
-        title=html.escape(f"over_sampling_batch_size by simulation: zero-std rate {report.zero_std_rate:.3f}, "
-                          f"technical rate {report.technical_rate:.3f} ({report.source}); "
-                          f"recommended {report.recommended}"),
-        height=800)
+    cs = report.candidates
+    sizes = [c.over_sampling_batch_size for c in cs]
+    fig = make_subplots(rows=2, cols=2, subplot_titles=[title for title, _ in PLOT_PANELS],
+                        specs=[[{}, {}], [{"secondary_y": True}, {"secondary_y": True}]],
+                        horizontal_spacing=0.12, vertical_spacing=0.3)
+    panels = {1: (1, 1), 2: (1, 2), 3: (2, 1), 4: (2, 2)}
+
+    def add(panel: int, trace: Any, secondary: bool = False) -> None:
+        trace.legend = "legend" if panel == 1 else f"legend{panel}"
+        row, col = panels[panel]
+        fig.add_trace(trace, row, col, secondary_y=secondary if panel in PLOT_SECONDARY_Y else None)
+
+    add(1, go.Scatter(x=sizes, y=[c.p_second_wave for c in cs], name="P(2nd wave)"))
+    add(1, go.Scatter(x=sizes, y=[c.p_third_wave for c in cs], name="P(3rd wave)"))
+    add(2, go.Scatter(x=sizes, y=[c.zero_advantage_fraction for c in cs], name="zero-advantage fraction"))
+    add(3, go.Bar(x=sizes, y=[c.generated_tokens_per_step for c in cs], name="judged groups' tokens"))
+    add(3, go.Bar(x=sizes, y=[c.aborted_tokens_per_step for c in cs], name="aborted groups' tokens (simulated)"))
+    add(3, go.Scatter(x=sizes, y=[c.mean_rollout_seconds for c in cs], name="seconds per step (right axis)",
+                      mode="lines+markers"), secondary=True)
+    add(4, go.Bar(x=sizes, y=[c.aborted_per_step for c in cs], name="aborted groups per step",
+                  marker_color="#d9d9d9"))
+    add(4, go.Scatter(x=sizes, y=[c.total_wasted_token_fraction for c in cs],
+                      name="tokens that do not train (right axis)"), secondary=True)
+    add(4, go.Scatter(x=sizes, y=[c.wasted_sample_fraction for c in cs],
+                      name="judged samples that do not train (right axis)"), secondary=True)
+    fig.add_hline(y=report.targets.max_second_wave, line_dash="dot", row=1, col=1,
+                  annotation_text=f"target {report.targets.max_second_wave}")
+    fig.add_hline(y=report.targets.max_zero_advantage, line_dash="dot", row=1, col=2,
+                  annotation_text=f"target {report.targets.max_zero_advantage}")
+    for panel, (row, col) in panels.items():
+        fig.add_vline(x=report.recommended, line_dash="dash", line_color="green", row=row, col=col)
+        fig.update_xaxes(title_text="over_sampling_batch_size", tickvals=sizes, row=row, col=col)
+        fig.update_yaxes(title_text=PLOT_PANELS[panel - 1][1], rangemode="tozero", row=row, col=col,
+                         **({"secondary_y": False} if panel in PLOT_SECONDARY_Y else {}))
+        if panel in PLOT_SECONDARY_Y:
+            fig.update_yaxes(title_text=PLOT_SECONDARY_Y[panel], rangemode="tozero", showgrid=False,
+                             showticklabels=True, tickmode="auto", nticks=6, row=row, col=col, secondary_y=True)
+    legends = {}
+    for panel, (row, col) in panels.items():
+        domain_x = fig.get_subplot(row, col).xaxis.domain
+        domain_y = fig.get_subplot(row, col).yaxis.domain
+        legends["legend" if panel == 1 else f"legend{panel}"] = dict(
+            orientation="h", x=domain_x[0], xanchor="left", y=domain_y[0] - 0.11, yanchor="top",
+            traceorder="normal")
+    fig.update_layout(title=dict(text=plot_title(report), x=0.01, xanchor="left"), barmode="stack",
+                      height=900, margin=dict(t=110, b=40, l=70, r=70), **legends)
     out = Path(out_path)
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.write_html(str(out), include_plotlyjs=True, full_html=True)
