@@ -511,7 +511,7 @@ def plot_title(report: TuneReport, width: int = 150) -> str:
     characters (a long ``--from`` path never runs off the page). HTML-escaped, lines joined by ``<br>``.
 
     Example:
-        >>> report = tune(zero_std_rate=0.3, technical_rate=0.0, candidates=[16], steps=2)
+        >>> report = tune(zero_std_rate=0.3, technical_rate=0.0, candidates=[16], steps=2, widen=False)
         >>> plot_title(report).split("<br>")[0]
         '<b>over_sampling_batch_size by simulation: recommended 16</b>'
     """
