@@ -186,3 +186,25 @@ def test_from_a_run_the_calibrated_cost_predicts_every_generated_token(tmp_path,
     direct = check_against_direct(report, truth.with_(steps=600), monkeypatch, seed=101)
     old = judged_only_pick(report, report.targets)
     assert old != report.recommended and direct[old]["total"] > 1.05 * direct[report.recommended]["total"]
+
+
+def test_the_plot_titles_every_axis_labels_the_second_axes_and_wraps_a_long_title():
+    import re
+
+    from shopsim_metrics.simulator.tune import tune_figure
+
+    report = tune(zero_std_rate=0.4, technical_rate=0.02, candidates=[16, 32], steps=20, widen=False,
+                  source="measured from /a/very/long/path/" + "run-directory/" * 12 + " (40 steps, 1187 judged groups)")
+    figure = tune_figure(report)
+    layout = figure.layout
+    axes = [name for name in layout.to_plotly_json() if re.fullmatch(r"[xy]axis\d*", name)]
+    assert len(axes) == 4 + 6  # four x axes; four y axes and two second y axes
+    assert all(layout[name].title.text for name in axes)
+    second = [layout[name] for name in axes if layout[name].overlaying]
+    assert len(second) == 2 and all(axis.showticklabels and axis.tickmode == "auto" for axis in second)
+    lines = layout.title.text.split("<br>")
+    assert len(lines) >= 3 and "recommended 32" in lines[0]
+    assert all(len(re.sub(r"<[^>]+>", "", line)) <= 150 for line in lines)  # no line runs off a 1,400 px page
+    assert layout.margin.t >= 80 + 20 * (len(lines) - 1) and layout.height == 900
+    names = {trace.name for trace in figure.data}
+    assert {"judged groups' tokens", "aborted groups' tokens (simulated)", "seconds per step (right axis)"} <= names

@@ -393,7 +393,7 @@ def tune(
         results = sorted(results + _simulate_sizes(widened, base, reference, jobs, progress),
                          key=lambda c: c.over_sampling_batch_size)
         recommended, reason = recommend(results, targets)
-        reason += f" (candidates {', '.join(map(str, widened))} added beyond the edge of the range)"
+        reason += f"; candidates {', '.join(map(str, widened))} added beyond the edge of the range"
     reason += edge_note([c.over_sampling_batch_size for c in results], recommended, base.rollout_batch_size)
     return TuneReport(
         zero_std_rate=zero_std_rate, technical_rate=technical_rate, base=base, targets=targets, candidates=results,
@@ -526,7 +526,15 @@ def plot_title(report: TuneReport, width: int = 150) -> str:
 
 
 def write_plot(report: TuneReport, out_path: str | os.PathLike) -> Path:
-    """A self-contained plotly HTML (plotly.js inline): the figures of every candidate against its size.
+    """A self-contained plotly HTML (plotly.js inline) of :func:`tune_figure`."""
+    out = Path(out_path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tune_figure(report).write_html(str(out), include_plotlyjs=True, full_html=True)
+    return out
+
+
+def tune_figure(report: TuneReport) -> Any:
+    """The plotly figure of every candidate's figures against its size, sized for a 1400 x 900 window.
 
     Four panels (:data:`PLOT_PANELS`), each with its own legend below it, axis titles on every axis
     and the recommended size marked on all of them.
@@ -538,7 +546,7 @@ def write_plot(report: TuneReport, out_path: str | os.PathLike) -> Path:
     sizes = [c.over_sampling_batch_size for c in cs]
     fig = make_subplots(rows=2, cols=2, subplot_titles=[title for title, _ in PLOT_PANELS],
                         specs=[[{}, {}], [{"secondary_y": True}, {"secondary_y": True}]],
-                        horizontal_spacing=0.12, vertical_spacing=0.3)
+                        horizontal_spacing=0.12, vertical_spacing=0.27)
     panels = {1: (1, 1), 2: (1, 2), 3: (2, 1), 4: (2, 2)}
 
     def add(panel: int, trace: Any, secondary: bool = False) -> None:
@@ -578,9 +586,9 @@ def write_plot(report: TuneReport, out_path: str | os.PathLike) -> Path:
         legends["legend" if panel == 1 else f"legend{panel}"] = dict(
             orientation="h", x=domain_x[0], xanchor="left", y=domain_y[0] - 0.11, yanchor="top",
             traceorder="normal")
-    fig.update_layout(title=dict(text=plot_title(report), x=0.01, xanchor="left"), barmode="stack",
-                      height=900, margin=dict(t=110, b=40, l=70, r=70), **legends)
-    out = Path(out_path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.write_html(str(out), include_plotlyjs=True, full_html=True)
-    return out
+    title = plot_title(report)
+    top = 80 + 20 * title.count("<br>")  # room for every line of the title above the panels' own titles
+    fig.update_layout(title=dict(text=title, x=0.01, xanchor="left", yref="container", y=1.0, yanchor="top",
+                                 pad=dict(t=14)),
+                      barmode="stack", height=900, margin=dict(t=top, b=30, l=70, r=70), **legends)
+    return fig
