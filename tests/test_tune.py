@@ -97,13 +97,14 @@ def test_recommendation_rule_on_both_sides_of_the_targets():
     assert recommend(just_outside, targets)[0] == 32
     none_meets = [_candidate(16, 0.5, 0.9), _candidate(24, 0.2, 0.1), _candidate(32, 0.1, 0.3)]
     size, reason = recommend(none_meets, targets)
-    assert size == 24 and "best trade-off" in reason  # misses by max(4, 2) = 4, against 6 for 32
+    assert size == 24 and "the closest misses them by a factor 4.00" in reason  # max(4, 2) = 4, against 6 for 32
     assert not any(c.meets_targets for c in none_meets)
 
 
 def test_default_candidates_and_bad_candidates():
     assert default_candidates(16) == CANDIDATES
-    with pytest.raises(ValueError, match="over_sampling_batch_size: expected an integer >= rollout_batch_size \\(16\\); got 8"):
+    with pytest.raises(ValueError, match="candidates: every over_sampling_batch_size must be >= rollout_batch_size "
+                                         "\\(16\\); got 8"):
         tune(zero_std_rate=0.1, technical_rate=0.0, candidates=[8, 16], steps=10)
     with pytest.raises(ValueError, match="technical_rate must be below 1"):
         tune(zero_std_rate=0.0, technical_rate=1.0, candidates=[16], steps=10)
@@ -131,8 +132,18 @@ def test_cli_from_a_run_measures_rates_and_prints_json(tmp_path, capsys):
     assert code == 0
     assert report["zero_std_rate"] == pytest.approx(0.4, abs=0.08) and report["technical_rate"] == 0.0
     assert report["source"].startswith("measured from")
-    assert [c["over_sampling_batch_size"] for c in report["candidates"]] == [16, 48]
-    assert report["recommended"] == 48
+    # 48 is the largest given and the cheapest within the targets: the range is widened once above it,
+    # and 48 stays the cheapest (more over-sampling only adds aborted tokens), so no edge warning
+    assert [c["over_sampling_batch_size"] for c in report["candidates"]] == [16, 48, 72, 96]
+    assert report["widened"] == [72, 96] and report["recommended"] == 48
+    assert "added beyond the edge" in report["reason"] and "may lie" not in report["reason"]
+    code = main(["tune", "--from", str(tmp_path), "--zero-std-rate", "0.5", "--candidates", "16,48", "--steps", "100",
+                 "--json", "--no-widen"])
+    report = json.loads(capsys.readouterr().out)
+    assert code == 0 and report["zero_std_rate"] == 0.5
+    assert report["source"].startswith("zero-std rate given, technical rate measured from")
+    assert [c["over_sampling_batch_size"] for c in report["candidates"]] == [16, 48] and report["widened"] == []
+    assert report["recommended"] == 48 and "the best value may lie above 48" in report["reason"]
 
 
 def test_cli_needs_rates_or_a_run(tmp_path, capsys):
@@ -142,3 +153,18 @@ def test_cli_needs_rates_or_a_run(tmp_path, capsys):
     assert "cannot measure rates" in capsys.readouterr().err
     assert main(["tune", "--zero-std-rate", "0", "--technical-rate", "1", "--steps", "10"]) == 2
     assert "technical_rate must be below 1" in capsys.readouterr().err
+    assert main(["tune", "--zero-std-rate", "0.3", "--candidates", "8,16", "--steps", "10"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("tune: --candidates:") and "rollout_batch_size (16" in err and "got 8" in err
+    assert "YAML" not in err and "check-config" not in err
+    assert main(["tune", "--zero-std-rate", "0.3", "--rollout-batch-size", "32", "--candidates", "24,32",
+                 "--steps", "10"]) == 2
+    assert "from --rollout-batch-size" in capsys.readouterr().err
+
+
+def test_help_states_the_recommendation_rule_of_the_code(capsys):
+    with pytest.raises(SystemExit):
+        main(["tune", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "the lowest cost (every token generated per step, the tokens of aborted groups included" in text
+    assert "smallest candidate whose" not in text

@@ -76,15 +76,22 @@ def test_observed_figures_are_ratios_of_sums_over_rows_with_tokens():
         calibrate(records[2:], GUESS, steps=5)
 
 
-def test_the_recommendation_takes_the_cheapest_candidate_in_tokens_among_those_meeting_the_targets():
-    def candidate(size: int, zero_adv: float, tokens: float) -> CandidateResult:
-        return CandidateResult(size, 10, 1.0, 0.0, 0.0, zero_adv, 0.1, 0.0, size, 1.0, 60.0, 0.0, tokens, 0.1)
+def test_the_recommendation_takes_the_cheapest_candidate_in_every_generated_token_among_those_meeting_the_targets():
+    def candidate(size: int, zero_adv: float, judged: float, aborted: float, seconds: float = 60.0) -> CandidateResult:
+        return CandidateResult(size, 10, 1.0, 0.0, 0.0, zero_adv, 0.1, 0.0, size, 1.0, seconds, 0.0,
+                               generated_tokens_per_step=judged, aborted_tokens_per_step=aborted,
+                               total_tokens_per_step=judged + aborted)
 
-    cheaper_larger = [candidate(16, 0.2, 5000.0), candidate(24, 0.01, 9000.0), candidate(32, 0.0, 8000.0)]
+    cheaper_larger = [candidate(16, 0.2, 5000.0, 0.0), candidate(24, 0.01, 8500.0, 500.0),
+                      candidate(32, 0.0, 7000.0, 1000.0)]
     size, reason = recommend(cheaper_larger, TuneTargets())
-    assert size == 32 and "fewest tokens per step (8,000)" in reason
-    ties = [candidate(24, 0.01, 8000.0), candidate(32, 0.0, 8000.0)]
-    assert recommend(ties, TuneTargets())[0] == 24
+    assert size == 32 and "8,000 tokens per step generated (1,000 of them by aborted groups)" in reason
+    # fewer judged tokens do not win when the aborted groups cost more than they save
+    aborted_heavy = [candidate(24, 0.01, 8000.0, 1000.0), candidate(32, 0.0, 6000.0, 3001.0)]
+    assert recommend(aborted_heavy, TuneTargets())[0] == 24
+    ties = [candidate(24, 0.01, 8000.0, 0.0, seconds=70.0), candidate(32, 0.0, 8000.0, 0.0, seconds=50.0),
+            candidate(48, 0.0, 8000.0, 0.0, seconds=50.0)]
+    assert recommend(ties, TuneTargets())[0] == 32  # equal tokens: fewer seconds, then the smaller
 
 
 def test_cli_without_a_run_says_the_time_is_a_model(tmp_path, capsys):
@@ -94,11 +101,11 @@ def test_cli_without_a_run_says_the_time_is_a_model(tmp_path, capsys):
     out = capsys.readouterr().out
     assert code == 0
     header = next(line for line in out.splitlines() if "over" in line.split())
-    assert {"tokens/step", "sec/step", "tok.waste"} <= set(header.split())
+    assert {"judged.tok", "aborted.tok", "tokens/step", "sec/step", "tok.waste"} <= set(header.split())
     row = next(line for line in out.splitlines() if line.split()[:1] == ["32"])
     assert len(row.split()) == len(header.split())  # one cell per column
     assert "sec/step is a model, not a measurement" in out
-    assert "relative rollout time and tokens per step" in plot.read_text()
+    assert "cost per step: every token generated, and the time" in plot.read_text()
 
 
 def test_cli_from_a_timed_run_fits_the_time_and_reports_it(run_records, capsys):
@@ -110,6 +117,8 @@ def test_cli_from_a_timed_run_fits_the_time_and_reports_it(run_records, capsys):
     calibration = report["calibration"]
     assert calibration["timed_steps"] == TRUE.steps and calibration["seconds_per_token"] > 0
     assert all(c["generated_tokens_per_step"] > 0 and 0 <= c["wasted_token_fraction"] < 1
+               and c["total_tokens_per_step"] == pytest.approx(c["generated_tokens_per_step"]
+                                                               + c["aborted_tokens_per_step"], rel=1e-12)
                for c in report["candidates"])
     code = main(["tune", "--from", str(path), "--candidates", "48", "--steps", "30"])
     out = capsys.readouterr().out

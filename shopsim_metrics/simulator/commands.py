@@ -31,16 +31,21 @@ def register(subparsers: Any) -> None:
     tune = subparsers.add_parser(
         "tune", help="compare over_sampling_batch_size candidates by simulation",
         description="Compare over_sampling_batch_size candidates by simulating slime's loop with the real filter. "
-                    "Recommendation: the smallest candidate whose zero-advantage fraction and P(2nd wave) are "
-                    "within the targets, else the one that misses them by the smallest factor.")
+                    "Recommendation: among the candidates whose zero-advantage fraction and P(2nd wave) are within "
+                    "the targets, the one with the lowest cost (every token generated per step, the tokens of "
+                    "aborted groups included; ties: fewer seconds per step, then the smaller size), else the one "
+                    "closest to the targets. When that is the smallest or largest candidate, the range is widened "
+                    "once beyond it (unless --no-widen); if it is still at an edge, the output says so.")
     tune.add_argument("--zero-std-rate", type=_probability, help="share of judged groups that are zero-std")
     tune.add_argument("--technical-rate", type=_probability,
                       help="share of judged groups that fail technically (default 0, or measured with --from)")
     tune.add_argument("--from", dest="from_path", metavar="PATH",
                       help="measure both rates (and the batch knobs) from a run's steps.jsonl or run directory, and "
                            "calibrate the cost columns (response lengths, time per token) to its records")
-    tune.add_argument("--candidates", type=_int_list, help="comma-separated sizes (default: 1, 1.5, 2, 3, 4 x "
-                                                           "rollout_batch_size)")
+    tune.add_argument("--candidates", type=_int_list, help="comma-separated sizes, each >= rollout_batch_size "
+                                                           "(default: 1, 1.5, 2, 3, 4 x rollout_batch_size)")
+    tune.add_argument("--no-widen", dest="widen", action="store_false",
+                      help="simulate exactly the candidates, even when the recommendation is at an edge of the range")
     tune.add_argument("--steps", type=_step_count, default=2000, help="simulated steps per candidate (default 2000)")
     tune.add_argument("--seed", type=_seed, default=0)
     tune.add_argument("--rollout-batch-size", type=_positive_int)
@@ -82,7 +87,7 @@ def _tune(args: argparse.Namespace) -> int:
         except (OSError, ValueError) as exc:
             print(f"tune: cannot measure rates from {args.from_path}: {exc}", file=sys.stderr)
             return 2
-        source = f"measured from {args.from_path} ({measured.steps} steps, {measured.accepted_groups} judged groups)"
+        source = _source(args, measured)
         zero = measured.zero_std_rate if zero is None else zero
         technical = measured.technical_rate if technical is None else technical
         for name in ("rollout_batch_size", "n_samples_per_prompt", "global_batch_size"):
@@ -101,6 +106,13 @@ def _tune(args: argparse.Namespace) -> int:
         if getattr(args, name) is not None:
             knobs[name] = getattr(args, name)
     rbs = knobs.get("rollout_batch_size", SimConfig.rollout_batch_size)
+    too_small = [size for size in args.candidates or () if size < rbs]
+    if too_small:
+        origin = "--rollout-batch-size" if args.rollout_batch_size is not None else (
+            f"the run at {args.from_path}" if "rollout_batch_size" in knobs else "the default")
+        print(f"tune: --candidates: every over_sampling_batch_size must be >= rollout_batch_size ({rbs}, from "
+              f"{origin}): slime never keeps more groups than it submits; got {too_small[0]}", file=sys.stderr)
+        return 2
     base = SimConfig(over_sampling_batch_size=rbs, max_consecutive_failed_groups=args.max_consecutive_failed_groups, **knobs)
     calibration = None
     if args.from_path:
@@ -132,6 +144,19 @@ def _tune(args: argparse.Namespace) -> int:
     return 0
 
 
+def _source(args: argparse.Namespace, measured: Any) -> str:
+    """Where the rates come from: each is measured from the run at ``--from`` unless given on the command line."""
+    run = f"{args.from_path} ({measured.steps} steps, {measured.accepted_groups} judged groups)"
+    given = [name for name, value in (("zero-std rate", args.zero_std_rate), ("technical rate", args.technical_rate))
+             if value is not None]
+    if not given:
+        return f"measured from {run}"
+    if len(given) == 2:
+        return f"both rates given; cost calibrated to {run}"
+    other = "technical rate" if given[0] == "zero-std rate" else "zero-std rate"
+    return f"{given[0]} given, {other} measured from {run}"
+
+
 def _calibrate(args: argparse.Namespace, base: Any, observed: Any, over_sampling: int | None, zero: float,
                technical: float) -> Any:
     """The cost model fitted to what the run at ``--from`` recorded (``observed``): its own loop (knobs,
@@ -160,6 +185,7 @@ def _run_tune(zero: float, technical: float, args: argparse.Namespace, base: Any
     try:
         return tune(zero_std_rate=zero, technical_rate=technical, candidates=args.candidates, steps=args.steps,
                     seed=args.seed, base=base, targets=targets, source=source, jobs=jobs, calibration=calibration,
+                    widen=args.widen,
                     progress=(lambda size, result: bar.update(1)) if bar is not None else None)
     finally:
         if bar is not None:

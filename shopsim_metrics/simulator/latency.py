@@ -8,7 +8,7 @@ at once (the rollout servers' capacity); later ones queue in submission order an
 slot frees.
 
 Two completion orders implement the same small interface (``begin_step``, ``submit``,
-``next_batch``, ``abort``, ``elapsed``):
+``next_batch``, ``progress``, ``abort``, ``elapsed``):
 
 - :class:`LatencyCompletions`: from the latency model (the default);
 - :class:`ScriptedCompletions`: an explicit order, ``next_batch(pending_ids) -> finished_ids``
@@ -23,6 +23,14 @@ Example:
     ([0, 1], 10.0)
     >>> done.next_batch(), done.elapsed      # the third started when a slot freed
     ([2], 20.0)
+
+When the train batch fills, slime aborts what is still generating. ``progress()`` says, just before
+the abort, how far each of those groups had got: the share of its generation time that has passed
+(0 for a group still queued), from which the simulator counts the tokens it had generated:
+
+    >>> done.begin_step(); done.submit(range(3), ticks=[4, 10, 10])
+    >>> done.next_batch(), done.progress()   # tick 4: group 1 ran 4 of its 10 ticks, group 2 just started
+    ([0], {1: 0.4, 2: 0.0})
 """
 
 from __future__ import annotations
@@ -46,6 +54,8 @@ class CompletionOrder(Protocol):
     def submit(self, gids: range, ticks: list[int] | None = None) -> None: ...
 
     def next_batch(self) -> list[int]: ...
+
+    def progress(self) -> dict[int, float]: ...
 
     def abort(self) -> list[int]: ...
 
@@ -81,6 +91,7 @@ class LatencyCompletions:
         self._now = 0
         self._running: list[tuple[int, int]] = []  # heap of (finish tick, gid)
         self._queued: deque[tuple[int, int]] = deque()  # (gid, duration in ticks)
+        self._durations: dict[int, int] = {}  # gid -> generation ticks, of the running groups
 
     def submit(self, gids: range, ticks: list[int] | None = None) -> None:
         """Queue a wave; ``ticks``: each group's generation time (from its tokens), else the latency model's."""
@@ -93,6 +104,7 @@ class LatencyCompletions:
         while self._queued and (limit is None or len(self._running) < limit):
             gid, duration = self._queued.popleft()
             heapq.heappush(self._running, (self._now + duration, gid))
+            self._durations[gid] = duration
 
     def next_batch(self) -> list[int]:
         if not self._running:
@@ -101,15 +113,26 @@ class LatencyCompletions:
         now = running[0][0]
         batch = []
         while running and running[0][0] == now:
-            batch.append(heapq.heappop(running)[1])
+            gid = heapq.heappop(running)[1]
+            del self._durations[gid]
+            batch.append(gid)
         self._now = now
         self._start()
         return batch
 
+    def progress(self) -> dict[int, float]:
+        """Each unfinished group's share of its generation time passed by now (queued groups: 0)."""
+        shares = {}
+        for finish, gid in sorted(self._running, key=lambda item: item[1]):
+            duration = self._durations[gid]
+            shares[gid] = (self._now - (finish - duration)) / duration
+        shares.update((gid, 0.0) for gid, _ in self._queued)
+        return shares
+
     def abort(self) -> list[int]:
         """Every group still generating or queued (their generation is discarded)."""
         pending = sorted(gid for _, gid in self._running) + [gid for gid, _ in self._queued]
-        self._running, self._queued = [], deque()
+        self._running, self._queued, self._durations = [], deque(), {}
         return pending
 
     @property
@@ -151,6 +174,10 @@ class ScriptedCompletions:
         self._pending = [gid for gid in self._pending if gid not in finished]
         self._batches += 1
         return batch
+
+    def progress(self) -> dict[int, float]:
+        """An explicit order has no generation times: every unfinished group counts as not started."""
+        return {gid: 0.0 for gid in self._pending}
 
     def abort(self) -> list[int]:
         pending, self._pending = self._pending, []

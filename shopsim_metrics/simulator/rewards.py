@@ -1,9 +1,10 @@
 """What finished groups hold: the group sources the simulated loop asks when it judges a group.
 
-A group source has two calls: ``submit(gids, step)`` when a wave is submitted (prompt properties
-are drawn then) and ``group(gid, slot)`` when the group has finished and is about to be judged
+A group source has three calls: ``submit(gids, step)`` when a wave is submitted (prompt properties
+are drawn then), ``group(gid, slot)`` when the group has finished and is about to be judged
 (contents are drawn then, in judgement order, which is what lets ``max_technical_streak`` cap the
-streak the filter sees). ``slot`` is the group's judgement index within the step: sources reuse
+streak the filter sees), and ``tokens_generated(gid, share)`` for a group aborted when ``share`` of its
+generation time had passed (the tokens it had spent, never judged). ``slot`` is the group's judgement index within the step: sources reuse
 the :class:`~shopsim_metrics.simulator.samples.SimSample` objects of a slot from step to step, so building
 a group costs a few attribute writes. A slot's group stays valid until the next step begins (the
 all-samples hook reads every group of the step at its end).
@@ -34,7 +35,7 @@ import numpy as np
 
 from shopsim_metrics.simulator.samples import SimSample
 from shopsim_metrics.simulator.config import SimConfig
-from shopsim_metrics.simulator.tokens import TokenModel
+from shopsim_metrics.simulator.tokens import TokenModel, tokens_generated_by
 
 TECHNICAL_KINDS = ("status_failed", "reward_missing", "metadata_unscored")
 """How a simulated technical group is broken (each maps to the filter's failed check of that name)."""
@@ -49,6 +50,8 @@ class GroupSource(Protocol):
     def submit(self, gids: range, step: int) -> None: ...
 
     def group(self, gid: int, slot: int) -> list: ...
+
+    def tokens_generated(self, gid: int, share: float) -> int: ...
 
 
 class FactoryGroupSource:
@@ -68,6 +71,10 @@ class FactoryGroupSource:
 
     def group(self, gid: int, slot: int) -> list:
         return self.make_group(gid)
+
+    def tokens_generated(self, gid: int, share: float) -> int:
+        """Explicit contents are built only for judged groups: an aborted one counts no tokens."""
+        return 0
 
 
 class _SlotSource:
@@ -114,6 +121,12 @@ class _SlotSource:
         if self.tokens is None or not self.config.seconds_per_token:
             return None
         return self.tokens.group_ticks([self._lengths[gid] for gid in gids])
+
+    def tokens_generated(self, gid: int, share: float) -> int:
+        """Tokens an unjudged group of this step had produced at ``share`` of its generation time
+        (:func:`~.tokens.tokens_generated_by` of the lengths drawn at submission; 0 without a token model)."""
+        lengths = self._lengths.get(gid)
+        return tokens_generated_by(lengths, share) if lengths is not None else 0
 
     def _slot(self, gid: int, slot: int) -> list[SimSample]:
         slots = self._slots

@@ -8,6 +8,10 @@ difficulty in the prompt model, a draw of the same spread in the rates model), w
 ``--rollout-max-response-len``). A group finishes when its slowest rollout does:
 ``seconds_per_token × max(lengths)``, rounded up to whole ticks.
 
+A group aborted part-way (the train batch filled while it was generating) has spent the tokens its
+rollouts produced until then (:func:`tokens_generated_by`): its rollouts decode side by side at one
+pace, the pace at which the longest one ends when the group does, and a shorter one stops at its length.
+
 Example:
     >>> import numpy as np
     >>> model = TokenModel(median=100.0, sigma=0.0, slope=0.0, max_tokens=1000, seconds_per_token=0.5,
@@ -17,6 +21,8 @@ Example:
     [[100, 100, 100], [100, 100, 100]]
     >>> model.group_ticks(lengths)
     [50, 50]
+    >>> tokens_generated_by([100, 40, 100], share=0.5)   # half of its time: 50 + 40 (done) + 50
+    140
 """
 
 from __future__ import annotations
@@ -80,3 +86,18 @@ class TokenModel:
             return float(np.mean([sum(g) for g in self.lengths(self.hardness(samples))]))
         finally:
             self.rng.bit_generator.state = rng_state
+
+
+def tokens_generated_by(lengths: Sequence[int], share: float) -> int:
+    """Tokens a group's rollouts have produced when ``share`` (0 to 1) of its generation time has passed.
+
+    Each rollout produces ``share × max(lengths)`` tokens, capped at its own length (the rule of the
+    module docstring): 0 at the start, ``sum(lengths)`` at the end.
+
+    Example:
+        >>> tokens_generated_by([300, 100], 0.0), tokens_generated_by([300, 100], 0.25), tokens_generated_by([300, 100], 1.0)
+        (0, 150, 400)
+    """
+    share = min(max(share, 0.0), 1.0)
+    produced = share * max(lengths, default=0)
+    return sum(min(length, math.floor(produced)) for length in lengths)

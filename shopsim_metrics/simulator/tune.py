@@ -15,23 +15,34 @@ Figures per candidate (over the simulated steps):
 - ``aborted_per_step``: groups whose generation was discarded at the end of a step;
 - ``relative_rollout_time``: mean step rollout time / the time of one wave of ``rollout_batch_size``
   groups run to completion (same latency model), so 1.0 means "as slow as no over-sampling";
-- ``generated_tokens_per_step``: response tokens generated per step (every judged group, every outcome);
-- ``mean_rollout_seconds``: seconds per step (the simulated rollout time). It is a model unless the
-  cost was calibrated from a run that recorded ``rollout_seconds`` (:mod:`.calibration`);
-- ``wasted_token_fraction``: tokens of judged groups that do not train / tokens of judged groups.
+- ``generated_tokens_per_step``: response tokens of the judged groups per step (what the live
+  ``generated_token_count`` records);
+- ``aborted_tokens_per_step``: tokens the aborted groups had generated when slime aborted them. No live
+  record sees them (they are never judged); the simulator counts them from the lengths it drew and how
+  far each group had got (:func:`~.tokens.tokens_generated_by`);
+- ``total_tokens_per_step``: the two together, every token generated per step: **the cost**;
+- ``mean_rollout_seconds``: seconds per step (the simulated rollout time, aborted groups' time included:
+  the step ends when the batch fills). It is a model unless the cost was calibrated from a run that
+  recorded ``rollout_seconds`` (:mod:`.calibration`);
+- ``wasted_token_fraction``: tokens of judged groups that do not train / tokens of judged groups (the
+  live field's definition); ``total_wasted_token_fraction``: every token that does not train (aborted
+  included) / every token generated.
 
-**Recommendation rule**: among the candidates whose zero-advantage fraction is at most
-``max_zero_advantage`` (default 0.05) and whose P(second wave) is at most ``max_second_wave``
-(default 0.05), the one that generates the fewest tokens per step (ties go to the smaller one;
-usually the smallest, but a candidate that avoids second waves can be cheaper than a smaller one).
-When none meets both, the candidate that misses them by the smallest factor,
-``max(zero_adv / max_zero_advantage, p_second / max_second_wave)``; ties go to fewer tokens, then the
-smaller one.
+**Recommendation rule** (:func:`recommend`): among the candidates whose zero-advantage fraction is at
+most ``max_zero_advantage`` (default 0.05) and whose P(second wave) is at most ``max_second_wave``
+(default 0.05), the one with the lowest cost, ``total_tokens_per_step`` (ties: fewer seconds per step,
+then the smaller size). When none meets both, the one closest to them: the smallest
+``max(zero_adv / max_zero_advantage, p_second / max_second_wave)`` (ties: lowest cost, then the
+smaller size). When the recommendation is the smallest or the largest candidate, :func:`tune` widens
+the range once beyond that edge (:func:`widened_candidates`) and applies the rule again; if the
+recommendation is still at an edge that could be widened, the reason says so plainly.
 
 Example:
-    >>> report = tune(zero_std_rate=0.4, technical_rate=0.0, candidates=[16, 32], steps=50)
+    >>> report = tune(zero_std_rate=0.4, technical_rate=0.0, candidates=[16, 32], steps=50, widen=False)
     >>> [c.over_sampling_batch_size for c in report.candidates], report.recommended
     ([16, 32], 32)
+    >>> "may lie above 32" in report.reason
+    True
     >>> report.by_size(16).zero_advantage_fraction > report.by_size(32).zero_advantage_fraction
     True
 """
@@ -85,8 +96,11 @@ class CandidateResult:
     relative_rollout_time: float
     mean_rollout_seconds: float
     p_limit: float  # share of steps whose technical streak reached the real limit
-    generated_tokens_per_step: float = 0.0
-    wasted_token_fraction: float = 0.0
+    generated_tokens_per_step: float = 0.0  # judged groups' tokens (the live generated_token_count)
+    wasted_token_fraction: float = 0.0  # of the judged groups' tokens (the live field's definition)
+    aborted_tokens_per_step: float = 0.0  # aborted groups' tokens until the abort: simulated only
+    total_tokens_per_step: float = 0.0  # judged + aborted: every token generated, the cost
+    total_wasted_token_fraction: float = 0.0  # tokens that do not train / every token generated
     meets_targets: bool = False
 
 
@@ -106,6 +120,7 @@ class TuneReport:
     wall_seconds: float = 0.0
     extra: dict = field(default_factory=dict)
     calibration: CostCalibration | None = None  # the cost model fitted to a run (None: the base config's)
+    widened: list[int] = field(default_factory=list)  # candidates tune added beyond an edge of the range
 
     @property
     def time_measured(self) -> bool:
@@ -127,7 +142,7 @@ class TuneReport:
             "reference_wave_seconds": self.reference_wave_seconds,
             "candidates": [asdict(c) for c in self.candidates],
             "calibration": self.calibration.to_dict() if self.calibration else None,
-            "time_measured": self.time_measured,
+            "time_measured": self.time_measured, "widened": self.widened,
         }
 
 
@@ -216,6 +231,9 @@ def summarize(size: int, result: SimulationResult, *, reference_seconds: float,
     seconds = sum(o.rollout_time for o in result.outcomes) / (len(result.outcomes) or 1)
     judged_tokens = sum(r.generated_token_count for r in records)
     train_tokens = sum(r.train_token_count for r in records)
+    completed = {r.rollout_id for r in records}
+    aborted_tokens = sum(o.aborted_tokens for o in result.outcomes if o.rollout_id in completed)
+    total_tokens = judged_tokens + aborted_tokens
     return CandidateResult(
         over_sampling_batch_size=size,
         steps=len(records),
@@ -231,6 +249,9 @@ def summarize(size: int, result: SimulationResult, *, reference_seconds: float,
         p_limit=sum(r.max_consecutive_technical_failures >= max_consecutive_failed_groups for r in records) / n,
         generated_tokens_per_step=judged_tokens / n,
         wasted_token_fraction=(judged_tokens - train_tokens) / judged_tokens if judged_tokens else 0.0,
+        aborted_tokens_per_step=aborted_tokens / n,
+        total_tokens_per_step=total_tokens / n,
+        total_wasted_token_fraction=(total_tokens - train_tokens) / total_tokens if total_tokens else 0.0,
     )
 
 
@@ -238,13 +259,13 @@ def recommend(candidates: Sequence[CandidateResult], targets: TuneTargets) -> tu
     """The recommendation rule of the module docstring: ``(size, reason)``; marks ``meets_targets``.
 
     Example:
-        >>> mk = lambda size, z, p2: CandidateResult(size, 1, 1, p2, 0, z, 0, 0, 0, 1, 1, 0)
-        >>> recommend([mk(16, 0.2, 0.0), mk(32, 0.01, 0.0), mk(48, 0.0, 0.0)], TuneTargets())[0]
+        >>> mk = lambda size, z, tokens: CandidateResult(size, 1, 1, 0, 0, z, 0, 0, 0, 1, 1, 0,
+        ...                                              total_tokens_per_step=tokens)
+        >>> recommend([mk(16, 0.2, 5000.0), mk(32, 0.01, 8000.0), mk(48, 0.0, 9000.0)], TuneTargets())[0]
         32
-        >>> recommend([mk(16, 0.5, 0.0), mk(32, 0.2, 0.0)], TuneTargets())[0]
+        >>> recommend([mk(16, 0.5, 5000.0), mk(32, 0.2, 8000.0)], TuneTargets())[0]
         32
-        >>> cost = lambda size, tokens: CandidateResult(size, 1, 1, 0, 0, 0, 0, 0, 0, 1, 1, 0, tokens)
-        >>> recommend([cost(16, 9000.0), cost(24, 7000.0), cost(32, 8000.0)], TuneTargets())[0]
+        >>> recommend([mk(16, 0.0, 9000.0), mk(24, 0.0, 7000.0), mk(32, 0.0, 8000.0)], TuneTargets())[0]
         24
     """
     if not candidates:
@@ -253,22 +274,72 @@ def recommend(candidates: Sequence[CandidateResult], targets: TuneTargets) -> tu
     for c in ordered:
         c.meets_targets = (c.zero_advantage_fraction <= targets.max_zero_advantage
                            and c.p_second_wave <= targets.max_second_wave)
-    meeting = [c for c in ordered if c.meets_targets]
-    if meeting:
-        c = min(meeting, key=lambda c: c.generated_tokens_per_step)  # min() keeps the smaller on ties
-        return c.over_sampling_batch_size, (
-            f"fewest tokens per step ({c.generated_tokens_per_step:,.0f}) with zero-advantage fraction "
-            f"{c.zero_advantage_fraction:.3f} <= {targets.max_zero_advantage} and P(2nd wave) "
-            f"{c.p_second_wave:.3f} <= {targets.max_second_wave}")
+
+    def cost(c: CandidateResult) -> tuple[float, float, int]:
+        return c.total_tokens_per_step, c.mean_rollout_seconds, c.over_sampling_batch_size
 
     def miss(c: CandidateResult) -> float:
         return max(c.zero_advantage_fraction / max(targets.max_zero_advantage, 1e-12),
                    c.p_second_wave / max(targets.max_second_wave, 1e-12))
 
-    best = min(ordered, key=lambda c: (miss(c), c.generated_tokens_per_step))  # then the smaller on ties
+    meeting = [c for c in ordered if c.meets_targets]
+    if meeting:
+        best = min(meeting, key=cost)
+        return best.over_sampling_batch_size, (
+            f"lowest cost among the {len(meeting)} candidate(s) within the targets: "
+            f"{best.total_tokens_per_step:,.0f} tokens per step generated ({best.aborted_tokens_per_step:,.0f} of "
+            f"them by aborted groups), {best.mean_rollout_seconds:.1f} s per step; zero-advantage fraction "
+            f"{best.zero_advantage_fraction:.3f} <= {targets.max_zero_advantage}, P(2nd wave) "
+            f"{best.p_second_wave:.3f} <= {targets.max_second_wave}")
+    best = min(ordered, key=lambda c: (miss(c), *cost(c)))
     return best.over_sampling_batch_size, (
         f"no candidate meets both targets (zero-advantage <= {targets.max_zero_advantage}, P(2nd wave) <= "
-        f"{targets.max_second_wave}); best trade-off: misses them by a factor {miss(best):.2f}")
+        f"{targets.max_second_wave}); the closest misses them by a factor {miss(best):.2f}")
+
+
+WIDEN_UP = (1.5, 2.0)
+"""Multiples of the largest candidate added when the recommendation is the largest."""
+
+
+def widened_candidates(sizes: Sequence[int], recommended: int, rollout_batch_size: int) -> list[int]:
+    """The candidates beyond the edge of ``sizes`` that ``recommended`` sits on (empty: not at an edge,
+    or an edge nothing lies beyond).
+
+    Above the largest: :data:`WIDEN_UP` times it (up to :data:`MAX_KNOB`). Below the smallest:
+    ``rollout_batch_size`` (the least slime accepts) and the midpoint between it and the smallest.
+
+    Example:
+        >>> widened_candidates([16, 32, 64], 64, 16), widened_candidates([32, 48], 32, 16)
+        ([96, 128], [16, 24])
+        >>> widened_candidates([16, 32, 64], 32, 16), widened_candidates([16, 32], 16, 16)
+        ([], [])
+    """
+    low, high = min(sizes), max(sizes)
+    if recommended == high:
+        extra = {min(MAX_KNOB, math.ceil(high * m)) for m in WIDEN_UP}
+    elif recommended == low:
+        extra = {rollout_batch_size, (rollout_batch_size + low) // 2}
+    else:
+        extra = set()
+    return sorted(extra - set(sizes))
+
+
+def edge_note(sizes: Sequence[int], recommended: int, rollout_batch_size: int) -> str:
+    """What the reason adds when the recommendation is at an edge of the range that could be widened.
+
+    Example:
+        >>> edge_note([16, 32], 32, 16)
+        '; it is the largest candidate: the best value may lie above 32 (try larger --candidates)'
+        >>> edge_note([16, 32], 16, 16)
+        ''
+    """
+    if recommended == max(sizes) and recommended < MAX_KNOB:
+        return (f"; it is the largest candidate: the best value may lie above {recommended} "
+                f"(try larger --candidates)")
+    if recommended == min(sizes) and recommended > rollout_batch_size:
+        return (f"; it is the smallest candidate: the best value may lie below {recommended} "
+                f"(try smaller --candidates, down to rollout_batch_size {rollout_batch_size})")
+    return ""
 
 
 def tune(
@@ -284,13 +355,15 @@ def tune(
     progress: Callable[[int, CandidateResult], None] | None = None,
     jobs: int = 1,
     calibration: CostCalibration | None = None,
+    widen: bool = True,
 ) -> TuneReport:
     """Simulate every candidate at the given rates and recommend one (see the module docstring).
 
     ``base`` holds the other knobs and the latency model (default :class:`SimConfig` defaults).
     ``jobs > 1`` simulates candidates in that many processes (same figures: each candidate has its
     own simulation from the same seed). ``calibration`` (:func:`.calibration.calibrate`) replaces
-    ``base``'s token model and time per token by those fitted to a run.
+    ``base``'s token model and time per token by those fitted to a run. ``widen=False`` keeps exactly
+    ``candidates`` (an edge recommendation is then only noted in the reason).
     """
     import time
 
@@ -306,11 +379,34 @@ def tune(
                          f"the run would terminate at the limit); got {technical_rate}")
     if not sizes:
         raise ValueError("candidates must hold at least one over_sampling_batch_size")
-    # each candidate's config is validated as it is built (a size below rollout_batch_size is refused)
-    configs = [base.with_(over_sampling_batch_size=size, max_consecutive_failed_groups=TUNING_LIMIT) for size in sizes]
+    too_small = [size for size in sizes if size < base.rollout_batch_size]
+    if too_small:
+        raise ValueError(f"candidates: every over_sampling_batch_size must be >= rollout_batch_size "
+                         f"({base.rollout_batch_size}); got {too_small[0]}")
     _, _, reference_rng = rng_streams(seed)
     reference = reference_wave_time(wave_time_model(base, reference_rng), groups=base.rollout_batch_size,
                                     concurrency=base.max_concurrent_groups)
+    results = _simulate_sizes(sizes, base, reference, jobs, progress)
+    recommended, reason = recommend(results, targets)
+    widened = widened_candidates(sizes, recommended, base.rollout_batch_size) if widen else []
+    if widened:
+        results = sorted(results + _simulate_sizes(widened, base, reference, jobs, progress),
+                         key=lambda c: c.over_sampling_batch_size)
+        recommended, reason = recommend(results, targets)
+        reason += f"; candidates {', '.join(map(str, widened))} added beyond the edge of the range"
+    reason += edge_note([c.over_sampling_batch_size for c in results], recommended, base.rollout_batch_size)
+    return TuneReport(
+        zero_std_rate=zero_std_rate, technical_rate=technical_rate, base=base, targets=targets, candidates=results,
+        recommended=recommended, reason=reason, reference_wave_seconds=reference, source=source,
+        wall_seconds=time.perf_counter() - started, calibration=calibration, widened=widened,
+    )
+
+
+def _simulate_sizes(sizes: Sequence[int], base: SimConfig, reference: float, jobs: int,
+                    progress: Callable[[int, CandidateResult], None] | None) -> list[CandidateResult]:
+    """Every size's :class:`CandidateResult`, in ``jobs`` processes when more than one."""
+    # each candidate's config is validated as it is built (a size below rollout_batch_size is refused)
+    configs = [base.with_(over_sampling_batch_size=size, max_consecutive_failed_groups=TUNING_LIMIT) for size in sizes]
     work = [(config, reference, base.max_consecutive_failed_groups) for config in configs]
     results: list[CandidateResult] = []
     if jobs > 1 and len(work) > 1:
@@ -329,12 +425,7 @@ def tune(
             results.append(candidate)
             if progress is not None:
                 progress(candidate.over_sampling_batch_size, candidate)
-    recommended, reason = recommend(results, targets)
-    return TuneReport(
-        zero_std_rate=zero_std_rate, technical_rate=technical_rate, base=base, targets=targets, candidates=results,
-        recommended=recommended, reason=reason, reference_wave_seconds=reference, source=source,
-        wall_seconds=time.perf_counter() - started, calibration=calibration,
-    )
+    return results
 
 
 def _simulate_candidate(item: tuple[SimConfig, float, int]) -> CandidateResult:
@@ -354,11 +445,15 @@ _COLUMNS = (
     ("wasted", "wasted_sample_fraction", "{:.3f}"),
     ("aborted", "aborted_per_step", "{:.1f}"),
     ("rel.time", "relative_rollout_time", "{:.2f}"),
-    ("tokens/step", "generated_tokens_per_step", "{:.0f}"),
+    ("judged.tok", "generated_tokens_per_step", "{:,.0f}"),
+    ("aborted.tok", "aborted_tokens_per_step", "{:,.0f}"),
+    ("tokens/step", "total_tokens_per_step", "{:,.0f}"),
     ("sec/step", "mean_rollout_seconds", "{:.1f}"),
-    ("tok.waste", "wasted_token_fraction", "{:.3f}"),
+    ("tok.waste", "total_wasted_token_fraction", "{:.3f}"),
     ("P(limit)", "p_limit", "{:.4f}"),
 )
+"""The terminal table's columns: header, CandidateResult field, format. ``tokens/step`` (judged + aborted)
+is the cost the recommendation weighs; ``tok.waste`` counts the aborted tokens too."""
 
 
 def cost_note(report: TuneReport) -> str:
@@ -380,48 +475,120 @@ def cost_note(report: TuneReport) -> str:
 
 
 def format_table(report: TuneReport) -> str:
-    """The terminal table: one row per candidate, the recommended one marked ``*``."""
-    header = "  ".join(f"{name:>11}" for name, _, _ in _COLUMNS) + "  ok"
+    """The terminal table: one row per candidate, the recommended one marked ``*``, columns as wide as
+    their widest cell.
+
+    Example:
+        >>> table = format_table(tune(zero_std_rate=0.3, technical_rate=0.0, candidates=[16, 32], steps=3, widen=False))
+        >>> table.splitlines()[0].split()[:3], len(table.splitlines())
+        (['over', 'waves', 'P(2nd)'], 4)
+    """
+    cells = [[fmt.format(getattr(c, attr)) for _, attr, fmt in _COLUMNS] for c in report.candidates]
+    widths = [max(len(name), *(len(row[i]) for row in cells)) for i, (name, _, _) in enumerate(_COLUMNS)]
+    header = "  ".join(f"{name:>{w}}" for (name, _, _), w in zip(_COLUMNS, widths)) + "   ok"
     lines = [header, "-" * len(header)]
-    for c in report.candidates:
-        cells = "  ".join(f"{fmt.format(getattr(c, attr)):>11}" for _, attr, fmt in _COLUMNS)
+    for c, row in zip(report.candidates, cells):
         mark = "*" if c.over_sampling_batch_size == report.recommended else " "
-        lines.append(f"{cells}  {'yes' if c.meets_targets else 'no ':>3}{mark}")
+        lines.append("  ".join(f"{cell:>{w}}" for cell, w in zip(row, widths))
+                     + f"  {'yes' if c.meets_targets else 'no':>3}{mark}")
     return "\n".join(lines)
 
 
+PLOT_PANELS = (
+    ("extra waves", "probability per step"),
+    ("zero-advantage share of the train batch", "fallback groups / train groups"),
+    ("cost per step: every token generated, and the time", "tokens per step"),
+    ("aborted groups and waste", "aborted groups per step"),
+)
+"""The plot's four panels: title and y-axis title (the x axis is always ``over_sampling_batch_size``)."""
+
+PLOT_SECONDARY_Y = {3: "seconds per step", 4: "fraction that does not train"}
+"""Panels (numbered as :data:`PLOT_PANELS`, from 1) with a second y axis on the right, and its title."""
+
+
+def plot_title(report: TuneReport, width: int = 150) -> str:
+    """The plot's title: the recommendation, then the inputs on smaller lines wrapped at ``width``
+    characters (a long ``--from`` path never runs off the page). HTML-escaped, lines joined by ``<br>``.
+
+    Example:
+        >>> report = tune(zero_std_rate=0.3, technical_rate=0.0, candidates=[16], steps=2, widen=False)
+        >>> plot_title(report).split("<br>")[0]
+        '<b>over_sampling_batch_size by simulation: recommended 16</b>'
+    """
+    import textwrap
+
+    inputs = (f"zero-std rate {report.zero_std_rate:.3f}, technical rate {report.technical_rate:.3f} "
+              f"({report.source}); rollout_batch_size {report.base.rollout_batch_size}, "
+              f"{report.base.steps} simulated steps per candidate")
+    lines = [f"<b>over_sampling_batch_size by simulation: recommended {report.recommended}</b>"]
+    lines += [f"<span style='font-size:12px'>{html.escape(line)}</span>" for line in textwrap.wrap(inputs, width)]
+    return "<br>".join(lines)
+
+
 def write_plot(report: TuneReport, out_path: str | os.PathLike) -> Path:
-    """A self-contained plotly HTML (plotly.js inline): the figures of every candidate against its size."""
+    """A self-contained plotly HTML (plotly.js inline) of :func:`tune_figure`."""
+    out = Path(out_path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tune_figure(report).write_html(str(out), include_plotlyjs=True, full_html=True)
+    return out
+
+
+def tune_figure(report: TuneReport) -> Any:
+    """The plotly figure of every candidate's figures against its size, sized for a 1400 x 900 window.
+
+    Four panels (:data:`PLOT_PANELS`), each with its own legend below it, axis titles on every axis
+    and the recommended size marked on all of them.
+    """
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
-    sizes = [c.over_sampling_batch_size for c in report.candidates]
-    fig = make_subplots(rows=2, cols=2, subplot_titles=(
-        "waves per step", "zero-advantage fraction of the train batch", "wasted samples / aborted groups",
-        "relative rollout time and tokens per step"), specs=[[{}, {}], [{"secondary_y": True}, {}]])
-    fig.add_trace(go.Scatter(x=sizes, y=[c.mean_waves for c in report.candidates], name="mean waves"), 1, 1)
-    fig.add_trace(go.Scatter(x=sizes, y=[c.p_second_wave for c in report.candidates], name="P(2nd wave)"), 1, 1)
-    fig.add_trace(go.Scatter(x=sizes, y=[c.p_third_wave for c in report.candidates], name="P(3rd wave)"), 1, 1)
-    fig.add_trace(go.Scatter(x=sizes, y=[c.zero_advantage_fraction for c in report.candidates],
-                             name="zero-advantage fraction"), 1, 2)
-    fig.add_hline(y=report.targets.max_zero_advantage, line_dash="dot", row=1, col=2)
-    fig.add_trace(go.Scatter(x=sizes, y=[c.wasted_sample_fraction for c in report.candidates],
-                             name="wasted sample fraction"), 2, 1)
-    fig.add_trace(go.Bar(x=sizes, y=[c.aborted_per_step for c in report.candidates], name="aborted groups / step",
-                         opacity=0.4), 2, 1, secondary_y=True)
-    fig.add_trace(go.Scatter(x=sizes, y=[c.relative_rollout_time for c in report.candidates],
-                             name="relative rollout time"), 2, 2)
-    smallest_tokens = report.candidates[0].generated_tokens_per_step or 1.0
-    fig.add_trace(go.Scatter(x=sizes, y=[c.generated_tokens_per_step / smallest_tokens for c in report.candidates],
-                             name=f"tokens per step / the smallest candidate's ({smallest_tokens:,.0f})"), 2, 2)
-    fig.add_vline(x=report.recommended, line_dash="dash", line_color="green")
-    fig.update_xaxes(title_text="over_sampling_batch_size", tickvals=sizes)
-    fig.update_layout(
-        title=html.escape(f"over_sampling_batch_size by simulation: zero-std rate {report.zero_std_rate:.3f}, "
-                          f"technical rate {report.technical_rate:.3f} ({report.source}); "
-                          f"recommended {report.recommended}"),
-        height=800)
-    out = Path(out_path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.write_html(str(out), include_plotlyjs=True, full_html=True)
-    return out
+    cs = report.candidates
+    sizes = [c.over_sampling_batch_size for c in cs]
+    fig = make_subplots(rows=2, cols=2, subplot_titles=[title for title, _ in PLOT_PANELS],
+                        specs=[[{}, {}], [{"secondary_y": True}, {"secondary_y": True}]],
+                        horizontal_spacing=0.12, vertical_spacing=0.27)
+    panels = {1: (1, 1), 2: (1, 2), 3: (2, 1), 4: (2, 2)}
+
+    def add(panel: int, trace: Any, secondary: bool = False) -> None:
+        trace.legend = "legend" if panel == 1 else f"legend{panel}"
+        row, col = panels[panel]
+        fig.add_trace(trace, row, col, secondary_y=secondary if panel in PLOT_SECONDARY_Y else None)
+
+    add(1, go.Scatter(x=sizes, y=[c.p_second_wave for c in cs], name="P(2nd wave)"))
+    add(1, go.Scatter(x=sizes, y=[c.p_third_wave for c in cs], name="P(3rd wave)"))
+    add(2, go.Scatter(x=sizes, y=[c.zero_advantage_fraction for c in cs], name="zero-advantage fraction"))
+    add(3, go.Bar(x=sizes, y=[c.generated_tokens_per_step for c in cs], name="judged groups' tokens"))
+    add(3, go.Bar(x=sizes, y=[c.aborted_tokens_per_step for c in cs], name="aborted groups' tokens (simulated)"))
+    add(3, go.Scatter(x=sizes, y=[c.mean_rollout_seconds for c in cs], name="seconds per step (right axis)",
+                      mode="lines+markers"), secondary=True)
+    add(4, go.Bar(x=sizes, y=[c.aborted_per_step for c in cs], name="aborted groups per step",
+                  marker_color="#d9d9d9"))
+    add(4, go.Scatter(x=sizes, y=[c.total_wasted_token_fraction for c in cs],
+                      name="tokens that do not train (right axis)"), secondary=True)
+    add(4, go.Scatter(x=sizes, y=[c.wasted_sample_fraction for c in cs],
+                      name="judged samples that do not train (right axis)"), secondary=True)
+    fig.add_hline(y=report.targets.max_second_wave, line_dash="dot", row=1, col=1,
+                  annotation_text=f"target {report.targets.max_second_wave}")
+    fig.add_hline(y=report.targets.max_zero_advantage, line_dash="dot", row=1, col=2,
+                  annotation_text=f"target {report.targets.max_zero_advantage}")
+    for panel, (row, col) in panels.items():
+        fig.add_vline(x=report.recommended, line_dash="dash", line_color="green", row=row, col=col)
+        fig.update_xaxes(title_text="over_sampling_batch_size", tickvals=sizes, row=row, col=col)
+        fig.update_yaxes(title_text=PLOT_PANELS[panel - 1][1], rangemode="tozero", row=row, col=col,
+                         **({"secondary_y": False} if panel in PLOT_SECONDARY_Y else {}))
+        if panel in PLOT_SECONDARY_Y:
+            fig.update_yaxes(title_text=PLOT_SECONDARY_Y[panel], rangemode="tozero", showgrid=False,
+                             showticklabels=True, tickmode="auto", nticks=6, row=row, col=col, secondary_y=True)
+    legends = {}
+    for panel, (row, col) in panels.items():
+        domain_x = fig.get_subplot(row, col).xaxis.domain
+        domain_y = fig.get_subplot(row, col).yaxis.domain
+        legends["legend" if panel == 1 else f"legend{panel}"] = dict(
+            orientation="h", x=domain_x[0], xanchor="left", y=domain_y[0] - 0.11, yanchor="top",
+            traceorder="normal")
+    title = plot_title(report)
+    top = 80 + 20 * title.count("<br>")  # room for every line of the title above the panels' own titles
+    fig.update_layout(title=dict(text=title, x=0.01, xanchor="left", yref="container", y=1.0, yanchor="top",
+                                 pad=dict(t=14)),
+                      barmode="stack", height=900, margin=dict(t=top, b=30, l=70, r=70), **legends)
+    return fig
