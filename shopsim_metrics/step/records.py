@@ -17,10 +17,9 @@ Example:
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from itertools import chain
 from typing import Any
 
-from shopsim_metrics.step.json_values import json_native, json_native_fields, json_native_rows
+from shopsim_metrics.step.json_values import json_native, json_native_fields
 
 
 @dataclass
@@ -133,27 +132,7 @@ class StepRecord:
 
     def to_dict(self) -> dict[str, Any]:
         out = json_native_fields(self, _STEP_FIELDS)
-        rows = _rows(self.decisions)
-        if all(type(row) is DecisionRow for row in rows):
-            out["decisions"] = json_native_rows(rows, _ROW_FIELDS)
-        else:
-            out["decisions"] = [_row_dict(row) for row in rows]
-        return out
-
-    def to_json_data(self) -> dict[str, Any]:
-        """:meth:`to_dict` for orjson, which writes a dataclass as the dict of its attributes, a
-        non-finite float as null and refuses integers beyond 64 bits.
-
-        Ledger rows that hold only None, bool, str, int and float values, and no attribute besides
-        their fields, stay :class:`DecisionRow` objects: orjson writes them as :meth:`to_dict` would
-        (or refuses them), without a dict built per row (a ledger holds 1,000s at scale).
-        """
-        rows = _rows(self.decisions)
-        if (not all(type(row) is DecisionRow for row in rows) or set(map(len, map(vars, rows))) - {len(_ROW_FIELDS)}
-                or not set(map(type, chain.from_iterable(map(dict.values, map(vars, rows))))) <= _ORJSON_AS_IS):
-            return self.to_dict()
-        out = json_native_fields(self, _STEP_FIELDS)
-        out["decisions"] = rows
+        out["decisions"] = [_row_dict(row) for row in _rows(self.decisions)]
         return out
 
     @classmethod
@@ -165,7 +144,6 @@ class StepRecord:
 
 
 _ROW_FIELDS = tuple(f.name for f in fields(DecisionRow))
-_ORJSON_AS_IS = {type(None), bool, str, int, float}  # orjson writes these as the conversion rules do
 _STEP_FIELDS = tuple(f.name for f in fields(StepRecord) if f.name not in ("decisions", "prompt_table"))
 
 
