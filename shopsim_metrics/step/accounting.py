@@ -279,7 +279,7 @@ class StepAccountant:
                 j.failed_check if technical else None,
                 scorable,
                 reward_sum,
-                group_tokens(group) if j.response_tokens is None else j.response_tokens,
+                group_tokens(group),
                 clock - start,  # judged_at
             ))
         return rows
