@@ -42,15 +42,14 @@ from heapq import nlargest
 from operator import itemgetter
 from typing import Hashable, Iterator
 
+from shopsim_metrics.judging.group_judgement import SPREAD, TECHNICAL, ZERO_STD
 from shopsim_metrics.prompts.keys import key_text
 
-SPREAD = "spread"
 ZERO_STD_ALL_PASS = "zero_std_all_pass"
 ZERO_STD_ALL_FAIL = "zero_std_all_fail"
 ZERO_STD_OTHER = "zero_std_other"
-TECHNICAL = "technical"
 VERDICTS = (SPREAD, ZERO_STD_ALL_PASS, ZERO_STD_ALL_FAIL, ZERO_STD_OTHER, TECHNICAL)
-"""A visit's verdict (exactly one)."""
+"""A visit's verdict (exactly one): the judgement's kind, with a zero-std group split by its successes."""
 ZERO_STD_VERDICTS = frozenset((ZERO_STD_ALL_PASS, ZERO_STD_ALL_FAIL, ZERO_STD_OTHER))
 VERDICT_LETTERS = {SPREAD: "S", ZERO_STD_ALL_PASS: "P", ZERO_STD_ALL_FAIL: "F", ZERO_STD_OTHER: "O", TECHNICAL: "T"}
 """One letter per verdict, for the compact verdict history (``"FFFP"``: oldest first)."""
@@ -72,9 +71,9 @@ def verdict_of(kind: str, success_count: int | None, scorable_rollouts: int | No
         >>> verdict_of("zero_std", 8, 8), verdict_of("zero_std", 0, 8), verdict_of("zero_std", 3, 8)
         ('zero_std_all_pass', 'zero_std_all_fail', 'zero_std_other')
     """
-    if kind == "spread":
+    if kind == SPREAD:
         return SPREAD
-    if kind != "zero_std":
+    if kind != ZERO_STD:
         return TECHNICAL
     if not success_count:
         return ZERO_STD_ALL_FAIL
