@@ -275,7 +275,9 @@ def test_simulated_epochs_every_field_equals_the_ledger_computation(seed: int, p
 
 
 def test_demo_run_revisits_its_pool_and_persistence_rises_once_learning_slows() -> None:
-    from shopsim_metrics.simulator.demo import DEMO_PROMPT_POOL, demo_config, persistence_by_quarter
+    from conftest import persistence_by_quarter
+
+    from shopsim_metrics.simulator.demo import DEMO_PROMPT_POOL, demo_config
     from shopsim_metrics.simulator.loop import simulate
 
     records = simulate(demo_config(steps=40, seed=0)).records
