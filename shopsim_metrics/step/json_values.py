@@ -135,8 +135,6 @@ def _size(value: Any) -> int | None:
 
 def _key(key: Any, on_fallback: Callable[[str], None] | None) -> str:
     """A dict key as JSON allows it: always a string (``1`` -> ``"1"``, ``None`` -> ``"null"``)."""
-    if type(key) is str:
-        return key
     native = _convert(key, on_fallback, MAX_DEPTH - 1)
     if isinstance(native, str):
         return native
