@@ -94,3 +94,16 @@ def wired(tmp_path):
 
     yield build
     slime_runtime.reset_runtime()
+
+
+def persistence_by_quarter(records: list) -> list[float | None]:
+    """``zero_std_persistence`` over each quarter of the steps (repeat / skippable summed; None: no skippable)."""
+    if len(records) < 4:
+        return []
+    out: list[float | None] = []
+    for q in range(4):
+        part = records[q * len(records) // 4:(q + 1) * len(records) // 4]
+        skippable = sum(r.skippable_group_count or 0 for r in part)
+        repeat = sum(r.repeat_zero_std_group_count or 0 for r in part)
+        out.append(repeat / skippable if skippable else None)
+    return out

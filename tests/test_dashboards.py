@@ -21,7 +21,14 @@ from shopsim_metrics.step import contract
 from shopsim_metrics.cli import main as cli_main
 from shopsim_metrics.dashboards import spec as spec_mod
 from shopsim_metrics.dashboards.data import history_to_steps, load_dashboard_data
-from shopsim_metrics.dashboards.html import render_html, series_values, step_figure, write_html_dashboard
+from shopsim_metrics.dashboards.html import render_html, series_values, step_figure_dict, write_html_dashboard
+
+
+def step_figure(panel, data):
+    """The panel's figure as a plotly object, to read its traces and layout."""
+    import plotly.graph_objects as go
+
+    return go.Figure(step_figure_dict(panel, data))
 from shopsim_metrics.dashboards.spec import DashboardSpec, Panel, Series, dashboard_spec, load_panels_json
 from shopsim_metrics.step.records import StepRecord
 from shopsim_metrics.sinks import JsonlSink

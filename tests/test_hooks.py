@@ -245,3 +245,110 @@ def test_cli_inspect_prints_one_row_per_step(tmp_path, capsys):
     assert main(["inspect", str(tmp_path)]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 4 and "0.250" in lines[1] and lines[2].endswith("TERMINATED") and lines[3] == "2 steps"
+
+
+# --- the hooks in slime's image: only what slime's own requirements bring -------------------------
+SLIME_IMAGE_DISTRIBUTIONS = ("numpy", "pyyaml", "wandb")
+"""What slime's requirements bring that the hooks may use (wandb only when logging to W&B)."""
+CLI_ONLY = ("plotly", "tqdm", "orjson", "wandb_workspaces", "hypothesis", "pytest", "websocket")
+"""Needed by the CLI, the dashboards or the tests only: never imported on the hooks' path."""
+
+_THREE_STEPS = """
+import json, sys
+from types import SimpleNamespace
+class Block:  # the CLI's and the tests' dependencies, wherever they are installed
+    def find_spec(self, name, path=None, target=None):
+        if name.split('.')[0] in BLOCKED:
+            raise ImportError('blocked for the test: ' + name)
+sys.meta_path.insert(0, Block())
+from shopsimrl import slime_runtime
+from shopsim_metrics.simulator.samples import SimSample
+args = SimpleNamespace(n_samples_per_prompt=2, rollout_batch_size=2, over_sampling_batch_size=4,
+                       global_batch_size=4, reward_key=None, shopsim_run_dir=RUN_DIR, shopsim_wandb=WANDB)
+for step in range(3):
+    groups = [[SimSample(index=2 * g + i, group_index=g, reward=float(i if g % 2 else 1), prompt=f"p{g}",
+                         response_length=10) for i in range(2)] for g in range(4)]
+    outputs = [slime_runtime.fully_scored_group_filter(args, group) for group in groups]
+    slime_runtime.record_all_samples(args, groups, None)
+    slime_runtime.log_rollout_step(step, args, [], {}, 2.0)
+slime_runtime.reset_runtime()
+imported = sorted({m.split('.')[0] for m in sys.modules if not m.startswith('_')} - set(sys.stdlib_module_names))
+print(json.dumps({"keep": [o.keep for o in outputs], "imported": imported}))
+"""
+
+
+def _three_steps(run_dir: Path, wandb: str) -> str:
+    return f"BLOCKED = {set(CLI_ONLY)!r}\nRUN_DIR = {str(run_dir)!r}\nWANDB = {wandb!r}\n" + _THREE_STEPS
+
+
+def _distribution_closure(names: tuple[str, ...]) -> list:
+    """The installed distributions ``names`` and everything they require (extras left out), recursively."""
+    import re
+    from importlib import metadata
+
+    seen: dict[str, metadata.Distribution] = {}
+    todo = list(names)
+    while todo:
+        name = re.sub(r"[-_.]+", "-", todo.pop()).lower()
+        if name in seen:
+            continue
+        try:
+            dist = metadata.distribution(name)
+        except metadata.PackageNotFoundError:  # a requirement for another platform or Python
+            continue
+        seen[name] = dist
+        for requirement in dist.requires or ():
+            if "extra ==" not in requirement:
+                todo.append(re.match(r"[A-Za-z0-9._-]+", requirement).group(0))
+    return list(seen.values())
+
+
+def _slime_image_path(target: Path) -> Path:
+    """A directory holding only slime's numpy, pyyaml and wandb (with what they require), linked from
+    this environment's site-packages: the path of a training image without the project's other dependencies."""
+    target.mkdir()
+    for dist in _distribution_closure(SLIME_IMAGE_DISTRIBUTIONS):
+        tops = {Path(str(f)).parts[0] for f in dist.files or () if not str(f).startswith("..")}
+        for top in tops - {"__pycache__"}:
+            source = Path(dist.locate_file(top))
+            if source.exists() and not (target / top).exists():
+                (target / top).symlink_to(source)
+    return target
+
+
+def test_the_three_hooks_run_without_the_cli_dependencies(tmp_path):
+    """The filter, the all-samples hook and the log function through three steps, W&B off, with the
+    CLI's dependencies blocked: no package beyond the standard library is imported at all."""
+    code = _three_steps(tmp_path / "run", "off")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout.splitlines()[-1])
+    assert result["keep"] == [False, True, False, True]
+    assert result["imported"] == ["shopsim_metrics", "shopsimrl"]
+    assert [r.rollout_id for r in read_steps(tmp_path / "run")] == [0, 1, 2]
+
+
+def test_the_three_hooks_log_to_wandb_with_only_slimes_requirements(tmp_path):
+    """Python without site-packages, then only numpy, pyyaml and wandb (with their requirements) and the
+    project's source on the path: three steps through the three hooks, logged to an offline W&B run."""
+    from shopsim_metrics.sinks.wandb_offline import find_run_dirs, read_offline_run
+
+    image = _slime_image_path(tmp_path / "image")
+    assert not any((image / name).exists() for name in CLI_ONLY)
+    code = f"import sys; sys.path[:0] = {[str(image), str(ROOT / 'filter'), str(ROOT)]!r}\n"
+    code += _three_steps(tmp_path / "run", "standalone")
+    wb = tmp_path / "wb"
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "WANDB_MODE": "offline", "WANDB_DIR": str(wb),
+           "WANDB_DATA_DIR": str(wb / "data"), "WANDB_CACHE_DIR": str(wb / "cache"),
+           "WANDB_CONFIG_DIR": str(wb / "config"), "WANDB_SILENT": "true", "WANDB_CONSOLE": "off",
+           "WANDB_DISABLE_GIT": "true", "WANDB_BASE_URL": "http://127.0.0.1:9", "NETRC": str(tmp_path / "no-netrc")}
+    out = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, env=env, cwd=tmp_path,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout.splitlines()[-1])
+    assert "wandb" in result["imported"] and not set(result["imported"]) & set(CLI_ONLY)
+    assert [r.rollout_id for r in read_steps(tmp_path / "run")] == [0, 1, 2]
+    (run_dir,) = find_run_dirs(wb)
+    history = [row for row in read_offline_run(run_dir).history if "rollout/shopsim/wave_count" in row]
+    assert [row["rollout/step"] for row in history] == [0, 1, 2]

@@ -23,7 +23,7 @@ import pytest
 from hypothesis import given, settings as hsettings, strategies as st
 
 from shopsim_metrics.step import contract
-from shopsim_metrics.step.json_values import json_native, json_native_fields, json_native_rows
+from shopsim_metrics.step.json_values import json_native, json_native_fields
 from shopsim_metrics.step.records import DecisionRow, StepRecord
 from shopsim_metrics.sinks import JsonlSink, read_steps, steps_files
 from shopsim_metrics.sinks.jsonl import record_line
@@ -188,31 +188,6 @@ def test_the_one_pass_fields_conversion_equals_the_generic_one(values) -> None:
     generic = json_native(dict(zip(names, values)), on_fallback=None)
     assert json.dumps(one_pass, allow_nan=False, sort_keys=False) == json.dumps(generic, allow_nan=False)
     assert [type(one_pass[n]) for n in names] == [type(generic[n]) for n in names]
-
-
-_column_values = st.one_of(
-    st.none(), st.booleans(), st.text(max_size=3), st.integers(-5, 5), st.sampled_from([2**1023, -(2**1024), 10**400]),
-    st.floats(allow_nan=True, allow_infinity=True), st.sampled_from([1e308, -1e308]),
-    st.sampled_from([np.int64(3), np.float32(0.5), Decimal("1.5"), _Color.RED, _Label("x")]),
-)
-
-
-@hsettings(max_examples=300, deadline=None)
-@given(rows=st.lists(st.lists(_column_values, min_size=3, max_size=3), max_size=6))
-def test_the_column_wise_rows_conversion_equals_the_row_by_row_one(rows) -> None:
-    """Columns already plain are taken as they are; the result is exactly the row-by-row conversion."""
-    names = ("a", "b", "c")
-    objs = []
-    for values in rows:
-        obj = type("Row", (), {})()
-        for name, value in zip(names, values):
-            setattr(obj, name, value)
-        objs.append(obj)
-    column_wise = json_native_rows(objs, names, on_fallback=None)
-    row_by_row = [json_native_fields(obj, names, on_fallback=None) for obj in objs]
-    assert json.dumps(column_wise, allow_nan=False) == json.dumps(row_by_row, allow_nan=False)
-    assert [[type(v) for v in row.values()] for row in column_wise] == [[type(v) for v in row.values()]
-                                                                       for row in row_by_row]
 
 
 def test_ledger_rows_with_huge_or_odd_values_are_written_by_the_rules() -> None:
@@ -680,7 +655,7 @@ def test_an_unwritable_run_directory_holds_records_back_and_never_raises(tmp_pat
 @pytest.mark.parametrize("group_index, prompt_key", [(5, "plain"), (5, "caf\u00e9 \u2028"), (2**70, "big"),
                                                      (5, "lone \ud800 surrogate")])
 def test_every_line_parses_back_to_the_converted_record(group_index, prompt_key) -> None:
-    """The fast encoder's lines and the standard encoder's (beyond 64-bit ints, lone surrogates) read back alike."""
+    """Every line, non-ASCII text, integers beyond 64 bits and lone surrogates included, reads back alike."""
     row = DecisionRow(order=1, waves_open=1, group_index=group_index, outcome="trained", reason=None,
                       remaining_before=1, unique_rollouts=8, reward_mean=1e16, prompt_key=prompt_key)
     record = StepRecord(rollout_id=0, reward_mean=0.1, decisions=[row])

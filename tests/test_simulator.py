@@ -386,6 +386,6 @@ def test_without_kept_records_the_simulator_holds_nothing_per_step_and_the_tally
     shown = [r.rollout_id for r in tally.table_records()]
     assert shown == [*range(5), config.bursts[0].step, *range(35, 40)]
     assert [a.title for a in tally.alerts] == [a.title for a in kept.alerts] and tally.alert_count == len(kept.alerts)
-    from shopsim_metrics.simulator.demo import persistence_by_quarter
+    from conftest import persistence_by_quarter
 
     assert tally.persistence_by_quarter() == persistence_by_quarter(kept.records)

@@ -21,7 +21,7 @@ import html as _html
 import json
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from shopsim_metrics.step import contract
 from shopsim_metrics.dashboards.data import (
@@ -29,9 +29,6 @@ from shopsim_metrics.dashboards.data import (
 )
 from shopsim_metrics.dashboards.downsample import MAX_POINTS, mean_buckets, minmax_buckets
 from shopsim_metrics.dashboards.spec import OUTCOME_COLORS, DashboardSpec, Panel, Series, dashboard_spec
-
-if TYPE_CHECKING:
-    import plotly.graph_objects as go
 
 MAX_PICKABLE_LEDGER_STEPS = 100
 """The ledger step picker offers at most this many steps: the chosen one, then multi-wave, terminated,
@@ -135,14 +132,6 @@ def series_values(series: Series, data: DashboardData) -> list[float | None]:
     return [None if a is None or b is None else a - b for a, b in zip(values, _numbers(data.column(series.minus)))]
 
 
-def step_figure(panel: Panel, data: DashboardData) -> "go.Figure":
-    """The figure of :func:`step_figure_dict` as a plotly object with the ``plotly_white`` template (for
-    notebooks; the page embeds the plain JSON)."""
-    import plotly.graph_objects as go
-
-    return go.Figure(step_figure_dict(panel, data)).update_layout(template=TEMPLATE)
-
-
 def step_figure_dict(panel: Panel, data: DashboardData) -> dict[str, Any]:
     """A per-step panel as plain plotly JSON (no template): bars (stacked for ``stacked_bar``), lines,
     threshold lines, and the terminated steps.
@@ -195,19 +184,11 @@ def downsample_note(panel: Panel, steps: int) -> str:
     return f"Downsampled for drawing: {steps:,} steps, at most {MAX_POINTS:,} points per trace; {how}."
 
 
-def ledger_figure(panel: Panel, rows: list[dict[str, Any]], *, step: int, rollout_batch_size: int | None) -> "go.Figure":
-    """``remaining_before`` by judgement order for one step, coloured by outcome, waves marked."""
-    import plotly.graph_objects as go
-
-    return go.Figure(ledger_figure_dict(panel, rows, step=step, rollout_batch_size=rollout_batch_size)).update_layout(
-        template=TEMPLATE)
-
-
 def ledger_figure_dict(
     panel: Panel, rows: list[dict[str, Any]], *, step: int, rollout_batch_size: int | None
 ) -> dict[str, Any]:
-    """The figure of :func:`ledger_figure` as plain plotly JSON (no template): cheap enough to build for
-    every step the picker offers."""
+    """``remaining_before`` by judgement order for one step, coloured by outcome, waves marked, as plain
+    plotly JSON (no template): cheap enough to build for every step the picker offers."""
     xk, yk, ck, mk = panel.x_key or "order", panel.series[0].key, panel.color_key or "outcome", panel.marker_key
     sizes = marker_sizes([r.get(panel.size_key) for r in rows]) if panel.size_key else [9] * len(rows)
     size_of = {id(r): size for r, size in zip(rows, sizes)}

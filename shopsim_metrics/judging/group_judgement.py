@@ -31,9 +31,8 @@ from __future__ import annotations
 
 import math
 import operator
-from bisect import bisect_left
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from decimal import Decimal
 from enum import Enum
 from typing import Any, Hashable, Sequence
@@ -51,18 +50,15 @@ _STATUS_CHECKS = {**dict.fromkeys(NORMAL_STATUSES), "failed": "status_failed", "
 
 @dataclass(slots=True)
 class GroupJudgement:
-    """What the filter concluded about one group, and the figures the ledger needs.
+    """What the filter concluded about one group, and what the ledger needs of it.
 
-    ``rewards`` holds the reward of every scorable unique rollout (reading order); the statistics
-    below are computed from it, so they never overflow to inf. The plain path also hands over what it
-    read on its way, while the samples were at hand: the group's response tokens and the reward
-    figures (the ledger reads them at the step's close, when the samples are long out of the cache).
-    Neither takes part in equality: they are what the ledger would compute from the group itself.
+    ``rewards`` holds the reward of every scorable unique rollout (reading order); the ledger's reward
+    figures are computed from it (:meth:`reward_figures`), so they never overflow to inf.
 
     Example:
         >>> j = GroupJudgement("spread", None, 0, 3, (0.0, 1.0, 0.5), 1)
-        >>> j.reward_figures(), j.response_tokens
-        ((0.0, 1.0, 1.5, 0.5), None)
+        >>> j.reward_figures(), j.scorable_rollouts
+        ((0.0, 1.0, 1.5, 0.5), 3)
     """
 
     kind: str  # SPREAD, ZERO_STD or TECHNICAL
@@ -71,17 +67,10 @@ class GroupJudgement:
     unique_rollouts: int
     rewards: tuple[float, ...] = ()
     success_count: int = 0
-    response_tokens: int | None = field(default=None, compare=False)
-    """The group's response tokens when the plain path read them (``tokens.group_tokens`` of the group); None:
-    the ledger counts them from the group."""
-    figures: tuple[float, float, float, float] | None = field(default=None, compare=False, repr=False)
-    """``(min, max, sum, mean)`` of ``rewards`` when the plain path computed them; see :meth:`reward_figures`."""
 
     def reward_figures(self) -> tuple[float | None, float | None, float, float | None]:
         """``(min, max, sum, mean)`` of ``rewards`` (``(None, None, 0.0, None)`` without rewards); the sum is
         inf when huge rewards overflow it, the mean never is."""
-        if self.figures is not None:
-            return self.figures
         rewards = self.rewards
         if not rewards:
             return None, None, 0.0, None
@@ -90,18 +79,6 @@ class GroupJudgement:
     @property
     def scorable_rollouts(self) -> int:
         return len(self.rewards)
-
-    @property
-    def reward_min(self) -> float | None:
-        return self.reward_figures()[0]
-
-    @property
-    def reward_max(self) -> float | None:
-        return self.reward_figures()[1]
-
-    @property
-    def reward_mean(self) -> float | None:
-        return self.reward_figures()[3]
 
 
 def judge_group(
@@ -113,136 +90,8 @@ def judge_group(
     success_key: str = "shopsim_success",
     unscored_key: str = "shopsim_unscored",
 ) -> GroupJudgement:
-    """Judge one finished group (see the module docstring for the rules); never raises.
-
-    The common group (one sample per rollout, normal statuses, plain rewards, no flags) is judged by
-    :func:`judge_plain_group`; every other group by :func:`judge_group_carefully`, with the same result.
-    """
-    plain = judge_plain_group(group, n_samples, success_threshold, success_key, unscored_key)
-    if plain is not None:
-        return plain
-    return judge_group_carefully(group, n_samples=n_samples, reward_key=reward_key,
-                                 success_threshold=success_threshold, success_key=success_key,
-                                 unscored_key=unscored_key)
-
-
-_NONE_TYPE = type(None)
-
-
-def judge_plain_group(
-    group: Sequence[Any],
-    n_samples: int | None = None,
-    success_threshold: float = 1.0,
-    success_key: str = "shopsim_success",
-    unscored_key: str = "shopsim_unscored",
-) -> GroupJudgement | None:
-    """The judgement of a plain group, read a field at a time over the whole group; None for any other group.
-
-    Plain: a flat list (or tuple) of samples, one per rollout (distinct ``rollout_id``, or no ``rollout_id`` and
-    distinct ``index``; keys compared by hash and equality, as the careful path groups them), at least
-    ``n_samples`` of them, every status a normal finish, every reward a finite float or int, metadata
-    None or a dict without ``unscored_key``. That is the group slime's
-    default generate function produces, and nearly every group of a run; the rules are those of
-    :func:`judge_group_carefully`, which judges everything else. Never raises.
-
-    Example:
-        >>> from shopsim_metrics.simulator.samples import SimSample as S
-        >>> judge_plain_group([S(index=i, reward=float(i % 2)) for i in range(4)], n_samples=4).kind
-        'spread'
-        >>> judge_plain_group([S(rollout_id=0), S(rollout_id=0)]) is None  # two segments of one rollout
-        True
-    """
-    if type(group) is not list and type(group) is not tuple:  # read once only: the careful path reads it again
-        return None
-    try:
-        return _judge_plain(group, n_samples, success_threshold, success_key, unscored_key)
-    except Exception:  # noqa: BLE001 - fanned-out segments, odd samples: the careful path's to judge
-        return None
-
-
-def _judge_plain(
-    group: Sequence[Any], n_samples: int | None, success_threshold: float, success_key: str, unscored_key: str,
-) -> GroupJudgement | None:
-    if not group or (n_samples is not None and len(group) < n_samples):
-        return None
-    # rollout keys compared by hash and equality, as the careful path's grouping compares them
-    keys = [sample.rollout_id for sample in group]  # AttributeError for fanned-out segments and odd samples
-    distinct = set(keys)  # TypeError for an unhashable id: the careful path's to judge
-    if None in distinct:
-        if len(distinct) != 1:  # some samples keyed by rollout_id, others by index
-            return None
-        distinct = set([sample.index for sample in group])
-        if None in distinct:
-            return None
-    if len(distinct) != len(group):
-        return None
-    rewards = [sample.reward for sample in group]
-    reward_types = set(map(type, rewards))
-    if not reward_types <= {float, int}:
-        return None
-    rewards = tuple(rewards) if reward_types == {float} else tuple(map(float, rewards))
-    total = sum(rewards)
-    if not math.isfinite(total):  # a non-finite reward, or a sum beyond the float range
-        return None
-    statuses = [sample.status for sample in group]
-    first = statuses[0]
-    one_status = statuses.count(first) == len(statuses)  # one enum member or name (identity, then equality)
-    if any(map(status_check, (first,) if one_status else statuses)):
-        return None
-    metadatas = [sample.metadata for sample in group]
-    if not set(map(type, metadatas)) <= {dict, _NONE_TYPE}:
-        return None
-    ordered = sorted(rewards)
-    if any(metadatas):
-        successes = 0
-        for metadata, reward in zip(metadatas, rewards):
-            if metadata and (unscored_key in metadata or success_key in metadata):
-                if unscored_key in metadata:
-                    return None
-                flag = read_flag(metadata[success_key])
-                if flag is None:
-                    return None
-                successes += flag
-            else:
-                successes += reward >= success_threshold
-    else:
-        successes = len(ordered) - bisect_left(ordered, success_threshold)  # rewards >= the threshold
-    kind = SPREAD if ordered[-1] - ordered[0] > ZERO_STD_TOLERANCE else ZERO_STD
-    index = getattr(group[0], "group_index", None)
-    if type(index) is not int:  # numpy integers, or no group_index: read as the careful path reads it
-        index = group_index_of(group[0])
-    return GroupJudgement(kind, None, index, len(group), rewards, successes, int_lengths_total(group),
-                          (ordered[0], ordered[-1], total, finite_mean(rewards)))
-
-
-def int_lengths_total(samples: Sequence[Any]) -> int | None:
-    """The sum of the samples' ``response_length`` when every one is a non-negative int; None otherwise (a
-    missing length, another type): then each sample must be read carefully (:func:`tokens.group_tokens`).
-
-    Example:
-        >>> from shopsim_metrics.simulator.samples import SimSample as S
-        >>> int_lengths_total([S(response_length=3), S(response_length=4)]), int_lengths_total([S(response_length=2.0)])
-        (7, None)
-    """
-    try:
-        lengths = [sample.response_length for sample in samples]
-    except AttributeError:
-        return None
-    if set(map(type, lengths)) == {int} and min(lengths) >= 0:
-        return sum(lengths)
-    return None
-
-
-def judge_group_carefully(
-    group: Sequence[Any],
-    *,
-    n_samples: int | None = None,
-    reward_key: str | None = None,
-    success_threshold: float = 1.0,
-    success_key: str = "shopsim_success",
-    unscored_key: str = "shopsim_unscored",
-) -> GroupJudgement:
-    """Judge any group, one rollout and one segment at a time (the rules of the module docstring); never raises."""
+    """Judge one finished group, one rollout and one segment at a time (the rules of the module
+    docstring); never raises."""
     try:
         rollouts = segments_by_rollout(group)
     except Exception:  # noqa: BLE001 - not a list of samples at all
@@ -307,8 +156,6 @@ def rollout_key(sample: Any) -> Hashable:
     for name in ("rollout_id", "index"):
         try:
             key = getattr(sample, name, None)
-            if type(key) is int:  # the common case
-                return key
             if key is not None:
                 hash(key)
                 return key
@@ -360,12 +207,11 @@ def read_rollout(
     reward: float | None = None
     success: bool | None = None
     for sample in segments:
-        status = getattr(sample, "status", None)  # a plain string is looked up here, anything else in status_check
-        check = _STATUS_CHECKS.get(status, "status_unknown") if type(status) is str else status_check(status)
+        check = status_check(getattr(sample, "status", None))
         if check is not None:
             return None, False, check
         metadata = getattr(sample, "metadata", None)
-        if metadata is not None and not (type(metadata) is dict and not metadata):  # None and {}: no flags
+        if metadata is not None:  # None: no flags
             if not isinstance(metadata, Mapping):
                 return None, False, "metadata_invalid"
             if unscored_key in metadata:
@@ -380,13 +226,11 @@ def read_rollout(
                     return None, False, "metadata_invalid"
                 if success is None:
                     success = flag
-        value = getattr(sample, "reward", None)
-        if type(value) is not float or not math.isfinite(value):  # not the common case: read it carefully
-            value, check = read_reward(value, reward_key)
-            if check is not None:
-                return None, False, check
-            if value is None:
-                continue
+        value, check = read_reward(getattr(sample, "reward", None), reward_key)
+        if check is not None:
+            return None, False, check
+        if value is None:
+            continue
         if reward is None:
             reward = value
         elif abs(value - reward) > SEGMENT_TOLERANCE:
@@ -406,11 +250,10 @@ def status_check(status: Any) -> str | None:
         >>> [status_check(s) for s in ("truncated", "failed", "FAILED", None)]
         [None, 'status_failed', 'status_unknown', 'status_unknown']
     """
-    if type(status) is not str:
-        if isinstance(status, Enum):
-            status = status.value
-        if not isinstance(status, str):
-            return "status_unknown"
+    if isinstance(status, Enum):
+        status = status.value
+    if not isinstance(status, str):
+        return "status_unknown"
     return _STATUS_CHECKS.get(status, "status_unknown")
 
 
@@ -446,8 +289,6 @@ def read_reward(raw: Any, reward_key: str | None) -> tuple[float | None, str | N
         >>> read_reward({"acc": 1}, "acc"), read_reward(float("nan"), None), read_reward(10**400, None)
         ((1.0, None), (None, 'reward_not_finite'), (None, 'reward_not_finite'))
     """
-    if type(raw) is float:  # the common case
-        return (raw, None) if math.isfinite(raw) else (None, "reward_not_finite")
     if raw is None:
         return None, None
     if isinstance(raw, Mapping):
@@ -475,8 +316,6 @@ def as_float(raw: Any) -> float:
         >>> as_float(np.array(2)), as_float(3)
         (2.0, 3.0)
     """
-    if type(raw) is float:  # the common case
-        return raw
     if isinstance(raw, (str, bytes, complex)):
         raise TypeError("not a real number")
     if isinstance(raw, Decimal) and not raw.is_finite():  # float() raises for a signalling NaN

@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from shopsim_metrics.judging.group_judgement import as_float, int_lengths_total
+from shopsim_metrics.judging.group_judgement import as_float
 
 
 def read_response_length(sample: Any) -> int:
@@ -37,10 +37,10 @@ def read_response_length(sample: Any) -> int:
     """
     try:
         value = getattr(sample, "response_length", None)
-        if type(value) is int:  # the common case first
-            return value if value > 0 else 0
         if value is None or isinstance(value, bool) or type(value).__name__ == "bool_":
             return 0
+        if isinstance(value, int):  # exact, however large (a float would round it)
+            return int(value) if value > 0 else 0
         number = as_float(value)  # numpy integers, 0-dim arrays / tensors, integral floats
     except Exception:  # noqa: BLE001 - unreadable lengths count 0, never raise
         return 0
@@ -55,12 +55,6 @@ def group_tokens(group: Any) -> int:
         items = list(group)
     except Exception:  # noqa: BLE001 - not iterable: nothing readable was generated
         return 0
-    try:  # the common case: a flat list of distinct samples with int lengths
-        total = int_lengths_total(items)
-        if total is not None and len(set(map(id, items))) == len(items):
-            return total
-    except Exception:  # noqa: BLE001 - odd samples: the careful path below
-        pass
     seen: set[int] = set()
     total = 0
     for item in items:

@@ -4,24 +4,10 @@ For every tracked prompt the history keeps its visits, its last verdicts, the cu
 zero-std verdicts, the tokens spent on it and the tokens spent on its zero-std visits ("wasted").
 At most ``limit`` prompts are tracked; the least recently seen one is evicted first.
 
-Compact form: an ``OrderedDict`` (recency order) from the key (a 64-bit int for hashed prompts,
-the string for metadata keys, see :mod:`shopsim_metrics.prompts.keys`) to ONE packed Python int,
-about 170 bytes per prompt at 1,000,000 prompts (``benchmarks/bench_prompt_history.py``). Bits,
-from the lowest:
-
-====== ======= ====================================================================
-bits   width   field
-====== ======= ====================================================================
-0      24      the last 8 verdicts, 3 bits each, newest lowest (0 = no visit)
-24     24      visits (saturating)
-48     24      current run of equal zero-std verdicts (saturating)
-72     40      tokens over all visits (saturating)
-112    24      zero-std visits (saturating)
-136    --      tokens of zero-std visits (unbounded)
-====== ======= ====================================================================
-
-The highest fields come first when packed ints are compared, so "most wasted generation first" is
-a plain sort of the packed values (wasted tokens, then zero-std visits, then tokens).
+Store: an ``OrderedDict`` (recency order) from the key (a 60-bit int for hashed prompts, the string
+for metadata keys, see :mod:`shopsim_metrics.prompts.keys`) to one small record per prompt
+(:class:`PromptRecord`, slotted): about 280 bytes per prompt at 1,000,000 prompts, within the
+400-byte goal (``benchmarks/bench_prompt_history.py``).
 
 Example:
     >>> h = PromptHistory(limit=2)
@@ -39,18 +25,16 @@ from __future__ import annotations
 from collections import OrderedDict
 from dataclasses import dataclass
 from heapq import nlargest
-from operator import itemgetter
 from typing import Hashable, Iterator
 
+from shopsim_metrics.judging.group_judgement import SPREAD, TECHNICAL, ZERO_STD
 from shopsim_metrics.prompts.keys import key_text
 
-SPREAD = "spread"
 ZERO_STD_ALL_PASS = "zero_std_all_pass"
 ZERO_STD_ALL_FAIL = "zero_std_all_fail"
 ZERO_STD_OTHER = "zero_std_other"
-TECHNICAL = "technical"
 VERDICTS = (SPREAD, ZERO_STD_ALL_PASS, ZERO_STD_ALL_FAIL, ZERO_STD_OTHER, TECHNICAL)
-"""A visit's verdict (exactly one)."""
+"""A visit's verdict (exactly one): the judgement's kind, with a zero-std group split by its successes."""
 ZERO_STD_VERDICTS = frozenset((ZERO_STD_ALL_PASS, ZERO_STD_ALL_FAIL, ZERO_STD_OTHER))
 VERDICT_LETTERS = {SPREAD: "S", ZERO_STD_ALL_PASS: "P", ZERO_STD_ALL_FAIL: "F", ZERO_STD_OTHER: "O", TECHNICAL: "T"}
 """One letter per verdict, for the compact verdict history (``"FFFP"``: oldest first)."""
@@ -58,11 +42,7 @@ VERDICT_LETTERS = {SPREAD: "S", ZERO_STD_ALL_PASS: "P", ZERO_STD_ALL_FAIL: "F", 
 HISTORY_LENGTH = 8  # verdicts kept per prompt
 DEFAULT_LIMIT = 1_000_000
 
-_CODE = {verdict: code for code, verdict in enumerate(VERDICTS, start=1)}
-_VERDICT = {code: verdict for verdict, code in _CODE.items()}
-_ZERO_CODES = frozenset(_CODE[v] for v in ZERO_STD_VERDICTS)
-_M3, _M24, _M40 = (1 << 3) - 1, (1 << 24) - 1, (1 << 40) - 1
-_VISITS, _RUN, _TOKENS, _ZVISITS, _WASTED = 24, 48, 72, 112, 136
+_LETTER_VERDICT = {letter: verdict for verdict, letter in VERDICT_LETTERS.items()}
 
 
 def verdict_of(kind: str, success_count: int | None, scorable_rollouts: int | None) -> str:
@@ -72,9 +52,9 @@ def verdict_of(kind: str, success_count: int | None, scorable_rollouts: int | No
         >>> verdict_of("zero_std", 8, 8), verdict_of("zero_std", 0, 8), verdict_of("zero_std", 3, 8)
         ('zero_std_all_pass', 'zero_std_all_fail', 'zero_std_other')
     """
-    if kind == "spread":
+    if kind == SPREAD:
         return SPREAD
-    if kind != "zero_std":
+    if kind != ZERO_STD:
         return TECHNICAL
     if not success_count:
         return ZERO_STD_ALL_FAIL
@@ -83,7 +63,7 @@ def verdict_of(kind: str, success_count: int | None, scorable_rollouts: int | No
 
 @dataclass(frozen=True)
 class PromptStats:
-    """One tracked prompt, unpacked."""
+    """One tracked prompt, as the prompts table and the ``prompts`` command show it."""
 
     key: str  # as the ledger writes it
     visits: int
@@ -103,22 +83,29 @@ class PromptStats:
         return "".join(VERDICT_LETTERS[v] for v in self.verdicts)
 
 
-def unpack(key: Hashable, packed: int) -> PromptStats:
-    """The fields of one packed record (see the module docstring)."""
-    verdicts = []
-    history = packed & _M24
-    while history:
-        verdicts.append(_VERDICT.get(history & _M3, TECHNICAL))
-        history >>= 3
-    return PromptStats(
-        key=key_text(key),  # type: ignore[arg-type]
-        visits=(packed >> _VISITS) & _M24,
-        verdicts=tuple(reversed(verdicts)),
-        zero_std_run=(packed >> _RUN) & _M24,
-        zero_std_visits=(packed >> _ZVISITS) & _M24,
-        tokens=(packed >> _TOKENS) & _M40,
-        wasted_tokens=packed >> _WASTED,
-    )
+class PromptRecord:
+    """What the history holds for one prompt (the fields of :class:`PromptStats`, the verdicts as letters)."""
+
+    __slots__ = ("letters", "visits", "zero_std_run", "zero_std_visits", "tokens", "wasted_tokens")
+
+    def __init__(self) -> None:
+        self.letters = ""  # the last HISTORY_LENGTH verdicts, oldest first (VERDICT_LETTERS)
+        self.visits = 0
+        self.zero_std_run = 0
+        self.zero_std_visits = 0
+        self.tokens = 0
+        self.wasted_tokens = 0
+
+    def stats(self, key: Hashable) -> PromptStats:
+        return PromptStats(key=key_text(key), visits=self.visits,  # type: ignore[arg-type]
+                           verdicts=tuple(_LETTER_VERDICT[letter] for letter in self.letters),
+                           zero_std_run=self.zero_std_run, zero_std_visits=self.zero_std_visits,
+                           tokens=self.tokens, wasted_tokens=self.wasted_tokens)
+
+
+def _waste_rank(item: tuple[Hashable, PromptRecord]) -> tuple[int, int, int]:
+    record = item[1]
+    return record.wasted_tokens, record.zero_std_visits, record.tokens
 
 
 class PromptHistory:
@@ -128,7 +115,7 @@ class PromptHistory:
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise ValueError(f"PromptHistory limit must be an integer >= 1; got {limit!r}")
         self.limit = limit
-        self._records: OrderedDict[Hashable, int] = OrderedDict()
+        self._records: OrderedDict[Hashable, PromptRecord] = OrderedDict()
         self.evicted = 0  # prompts evicted so far
 
     def __len__(self) -> int:
@@ -138,55 +125,39 @@ class PromptHistory:
         return key in self._records
 
     def visit(self, key: Hashable, verdict: str, tokens: int | None = None) -> str | None:
-        """Record one visit; returns the verdict of the prompt's previous visit (None: not tracked).
-
-        The packed record is updated field by field in place (each field saturating at its width,
-        the wasted tokens unbounded).
-        """
-        records = self._records
-        code = _CODE[verdict]
-        zero = code in _ZERO_CODES
+        """Record one visit; returns the verdict of the prompt's previous visit (None: not tracked)."""
+        letter = VERDICT_LETTERS[verdict]
         tokens = tokens if tokens and tokens > 0 else 0
-        packed = records.get(key)
-        if packed is None:
-            packed = code | 1 << _VISITS | min(tokens, _M40) << _TOKENS
-            if zero:
-                packed |= 1 << _RUN | 1 << _ZVISITS | tokens << _WASTED
-            records[key] = packed
-            if len(records) > self.limit:
-                records.popitem(last=False)
+        record = self._records.get(key)
+        if record is None:
+            record = self._records[key] = PromptRecord()
+            if len(self._records) > self.limit:
+                self._records.popitem(last=False)
                 self.evicted += 1
-            return None
-        records.move_to_end(key)
-        previous_code = packed & _M3
-        history = packed & _M24
-        updated = packed - history + (((history << 3) | code) & _M24)
-        if (packed >> _VISITS) & _M24 != _M24:
-            updated += 1 << _VISITS
-        run = (packed >> _RUN) & _M24
-        if zero:
-            new_run = min(run + 1, _M24) if previous_code == code else 1
-            if (packed >> _ZVISITS) & _M24 != _M24:
-                updated += 1 << _ZVISITS
-            updated += tokens << _WASTED
+            previous = None
         else:
-            new_run = 0
-        updated += (new_run - run) << _RUN
-        if tokens:
-            spent = (packed >> _TOKENS) & _M40
-            updated += (min(spent + tokens, _M40) - spent) << _TOKENS
-        records[key] = updated
-        return _VERDICT.get(previous_code)
+            self._records.move_to_end(key)
+            previous = _LETTER_VERDICT[record.letters[-1]]
+        if verdict in ZERO_STD_VERDICTS:
+            record.zero_std_run = record.zero_std_run + 1 if previous == verdict else 1
+            record.zero_std_visits += 1
+            record.wasted_tokens += tokens
+        else:
+            record.zero_std_run = 0
+        record.letters = (record.letters + letter)[-HISTORY_LENGTH:]
+        record.visits += 1
+        record.tokens += tokens
+        return previous
 
     def stats(self, key: Hashable) -> PromptStats | None:
-        """The unpacked record of one prompt (None when it is not tracked); does not count as a visit."""
-        packed = self._records.get(key)
-        return None if packed is None else unpack(key, packed)
+        """The record of one prompt (None when it is not tracked); does not count as a visit."""
+        record = self._records.get(key)
+        return None if record is None else record.stats(key)
 
     def most_wasted(self, count: int) -> list[PromptStats]:
         """The ``count`` prompts with the most tokens on zero-std visits (then most zero-std visits, tokens)."""
-        return [unpack(k, v) for k, v in nlargest(count, self._records.items(), key=itemgetter(1))]
+        return [record.stats(key) for key, record in nlargest(count, self._records.items(), key=_waste_rank)]
 
     def __iter__(self) -> Iterator[PromptStats]:
         """Every tracked prompt, least recently seen first."""
-        return (unpack(k, v) for k, v in self._records.items())
+        return (record.stats(key) for key, record in self._records.items())

@@ -37,8 +37,6 @@ import hashlib
 import json
 from typing import Any, Sequence
 
-import orjson
-
 KEY_METADATA = "metadata"
 KEY_PROMPT_HASH = "prompt_hash"
 KEY_NONE = "none"
@@ -83,18 +81,10 @@ def hash_prompt(prompt: Any, label: Any = None) -> str:
 def canonical_bytes(prompt: Any, label: Any = None) -> bytes:
     """The canonical JSON of ``[prompt, label]`` as UTF-8 (lone surrogates kept): what the hash is taken of.
 
-    Text prompts and chat messages of strings are encoded by orjson (several times faster on long
-    prompts), with the same bytes as the standard encoder's; anything else by the standard encoder.
-
     Example:
         >>> canonical_bytes([{"role": "user", "content": "d\u00e9j\u00e0 \\n"}], "x")
         b'[[{"content":"d\xc3\xa9j\xc3\xa0 \\\\n","role":"user"}],"x"]'
     """
-    if (type(label) is str or label is None) and (type(prompt) is str or _is_text_chat(prompt)):
-        try:
-            return orjson.dumps([prompt, label], option=orjson.OPT_SORT_KEYS)
-        except orjson.JSONEncodeError:  # lone surrogates: the standard encoder keeps them
-            pass
     try:
         text = _ENCODER.encode([prompt, label])
     except Exception:  # noqa: BLE001 - mixed-type dict keys, cycles: the documented fallback
@@ -103,24 +93,6 @@ def canonical_bytes(prompt: Any, label: Any = None) -> bytes:
         except Exception:  # noqa: BLE001
             text = "type:" + type(prompt).__name__
     return text.encode("utf-8", "surrogatepass")
-
-
-def _is_text_chat(prompt: Any) -> bool:
-    """A list of chat messages whose keys and values are all strings (plain loops: a step checks 1,000s).
-
-    Example:
-        >>> _is_text_chat([{"role": "user", "content": "hi"}]), _is_text_chat([{"role": "user", "content": 1}])
-        (True, False)
-    """
-    if type(prompt) is not list:
-        return False
-    for message in prompt:
-        if type(message) is not dict:
-            return False
-        for key, value in message.items():
-            if type(key) is not str or type(value) is not str:
-                return False
-    return True
 
 
 def history_key(key: str) -> int | str:

@@ -61,13 +61,7 @@ PROMPT_TABLE_ROWS = 50
 
 def row_verdict(row: DecisionRow) -> str:
     """A ledger row's verdict (``spread``, ``zero_std_all_pass`` ... ``technical``), from its reason."""
-    if row.reason == C.REASON_TECHNICAL:
-        kind = "technical"
-    elif row.reason == C.REASON_ZERO_STD:
-        kind = "zero_std"
-    else:
-        kind = "spread"
-    return verdict_of(kind, row.success_count, row.scorable_rollouts)
+    return verdict_of(C.KIND_OF_REASON.get(row.reason, SPREAD), row.success_count, row.scorable_rollouts)
 
 
 def table_row(stats: PromptStats, tokens_known: bool) -> list[Any]:

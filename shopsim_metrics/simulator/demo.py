@@ -244,26 +244,6 @@ def format_steps_table(records: list[StepRecord], *, burst_step: int = -1, alert
     return "\n".join(lines)
 
 
-def persistence_by_quarter(records: list) -> list[float | None]:
-    """``zero_std_persistence`` over each quarter of the steps (repeat / skippable summed; None: no skippable).
-
-    Example:
-        >>> from shopsim_metrics.step.records import StepRecord
-        >>> recs = [StepRecord(rollout_id=i, skippable_group_count=4, repeat_zero_std_group_count=i) for i in range(4)]
-        >>> persistence_by_quarter(recs)
-        [0.0, 0.25, 0.5, 0.75]
-    """
-    if len(records) < 4:
-        return []
-    out: list[float | None] = []
-    for q in range(4):
-        part = records[q * len(records) // 4:(q + 1) * len(records) // 4]
-        skippable = sum(r.skippable_group_count or 0 for r in part)
-        repeat = sum(r.repeat_zero_std_group_count or 0 for r in part)
-        out.append(repeat / skippable if skippable else None)
-    return out
-
-
 def format_cost(records: list[StepRecord]) -> str:
     """What dynamic sampling cost over the run: tokens, waste, wave time and the project's own time.
 

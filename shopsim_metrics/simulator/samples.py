@@ -27,7 +27,6 @@ class SimSample:
     status: Any = "completed"  # pending/completed/truncated/aborted/failed
     metadata: dict = field(default_factory=dict)
     response_length: int = 0
-    remove_sample: bool = False
     prompt: Any = ""  # text or chat messages (list of {"role", "content"} dicts), as slime's Sample
     label: str | None = None
 

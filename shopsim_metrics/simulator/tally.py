@@ -81,8 +81,7 @@ class RunTally(StepSink):
 
     def persistence_by_quarter(self) -> list[float | None]:
         """``zero_std_persistence`` over each quarter of the planned steps (repeat / skippable summed; None:
-        no skippable group); empty without ``planned_steps`` or with fewer than 4 steps. The same figures as
-        :func:`shopsim_metrics.simulator.demo.persistence_by_quarter` over the records of a run that ran them all."""
+        no skippable group); empty without ``planned_steps`` or with fewer than 4 steps."""
         if not self.planned_steps or self.steps < 4:
             return []
         return [repeat / skippable if skippable else None for skippable, repeat in self._quarters]

@@ -1,11 +1,8 @@
 """Builds the sinks a runtime writes to, from its settings.
 
 The JSONL sink is always on and always first (it survives when W&B does not); the W&B sink is
-added by :func:`build_sinks` according to ``shopsim_wandb``:
-
-- ``off``: no W&B sink;
-- ``auto`` inside slime: only when slime runs with ``--use-wandb`` (the sink joins slime's run);
-- ``auto`` outside slime, ``join``, ``standalone``: a :class:`WandbSink` (it resolves the run lazily).
+added by :func:`build_sinks` when :func:`~shopsim_metrics.sinks.wandb_sink.wandb_role` says W&B is
+used at all (``shopsim_wandb`` not ``off``, and inside slime only with ``--use-wandb``).
 
 Example:
     >>> from types import SimpleNamespace
@@ -24,27 +21,13 @@ from shopsim_metrics.step.records import StepRecord
 from shopsim_metrics.settings import ShopsimSettings
 from shopsim_metrics.sinks.base import StepSink
 from shopsim_metrics.sinks.jsonl import JsonlSink
-from shopsim_metrics.sinks.wandb_sink import WandbSink
+from shopsim_metrics.sinks.wandb_sink import WandbSink, wandb_role
 
 logger = logging.getLogger("shopsim_metrics")
 
 SUMMARY_RUN_DIR = "shopsim/run_dir"
 SUMMARY_HOST = "shopsim/host"
 """Keys of the W&B run summary that say where the step records land (the actor may run on any node)."""
-
-
-def resolve_run_dir(settings: ShopsimSettings) -> str:
-    """The absolute run directory, resolved when the settings were read (``settings.resolve_run_dir``)."""
-    return settings.run_dir
-
-
-def wants_wandb(settings: ShopsimSettings) -> bool:
-    """Whether the settings ask for a W&B sink at all (see the module docstring)."""
-    if settings.wandb == "off":
-        return False
-    if settings.wandb == "auto" and settings.inside_slime:
-        return bool(settings.use_wandb)
-    return True
 
 
 def run_location(run_dir: str) -> dict[str, str]:
@@ -78,10 +61,10 @@ def build_sinks(settings: ShopsimSettings) -> list[StepSink]:
 
     The W&B run's summary gets the run dir and host (:func:`run_location`).
     """
-    run_dir = resolve_run_dir(settings)
+    run_dir = settings.run_dir  # resolved and absolute since the settings were read
     location = run_location(run_dir)
     jsonl = JsonlSink(run_dir)
     sinks: list[StepSink] = [jsonl, RunLocationAnnouncement(jsonl, location)]
-    if wants_wandb(settings):
+    if wandb_role(settings.wandb, inside_slime=settings.inside_slime, use_wandb=settings.use_wandb) is not None:
         sinks.append(WandbSink.from_settings(settings, run_dir=run_dir, summary=location))
     return sinks

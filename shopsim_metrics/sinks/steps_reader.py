@@ -31,8 +31,6 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-import orjson
-
 from shopsim_metrics.step import contract
 from shopsim_metrics.step.records import DecisionRow, StepRecord
 from shopsim_metrics.sinks.jsonl import steps_files
@@ -208,43 +206,13 @@ def _iter_file(path: Path, report: ReadReport, *, prefix: str) -> Iterator[tuple
             yield data, raw
 
 
-_DIGITS_AS_ZEROS = bytes.maketrans(b"123456789", b"000000000")
-_LONG_RUN = b"0" * 19
-
-
-def may_hold_a_long_integer(raw: bytes) -> bool:
-    """Whether ``raw`` has a run of 19+ digits that is not the fraction of a float (after a ``.``): an
-    integer that may be beyond 64 bits. Small floats (``0.0027167000025656307``) have such fractions.
-
-    Example:
-        >>> may_hold_a_long_integer(b'[0.0027167000025656307, 1]'), may_hold_a_long_integer(b'[-12345678901234567890]')
-        (False, True)
-    """
-    digits = raw.translate(_DIGITS_AS_ZEROS)  # one scan in C: every run of digits becomes a run of b"0"
-    at = digits.find(_LONG_RUN)
-    while at != -1:  # ``at`` starts a run (a fraction of 38+ digits only costs the slower parser)
-        if at == 0 or digits[at - 1] != ord("."):
-            return True
-        at = digits.find(_LONG_RUN, at + len(_LONG_RUN))
-    return False
-
-
 def parse_line(raw: bytes) -> Any:
     """One line of JSON, as ``json.loads`` reads it (NaN, Infinity and integers of any size included).
-
-    orjson parses it when it can (several times faster on a ledger of 1,000s of rows); a line orjson
-    refuses, or one that may hold an integer of 19+ digits (beyond 64 bits, which orjson would read as a
-    float), is read by ``json.loads``. Raises what ``json.loads`` raises.
 
     Example:
         >>> parse_line(b'{"a": 1, "b": NaN, "c": 123456789012345678901}')
         {'a': 1, 'b': nan, 'c': 123456789012345678901}
     """
-    if not may_hold_a_long_integer(raw):
-        try:
-            return orjson.loads(raw)
-        except orjson.JSONDecodeError:
-            pass
     return json.loads(raw)
 
 
@@ -303,10 +271,7 @@ def read_step_columns(
             position[rid] = len(order)
             order.append(rid)
             for name, values in columns.items():
-                value = get(name)
-                if value.__class__ is float and value - value != 0:  # NaN or infinite: null, as written
-                    value = None
-                values.append(value)
+                values.append(finite(get(name)))
         else:
             report.superseded += 1
             for name, values in columns.items():

@@ -64,6 +64,23 @@ row_values = operator.attrgetter(*contract.LEDGER_COLUMNS)
 """A ledger row's values in ``contract.LEDGER_COLUMNS`` order: one row of the decisions table."""
 
 
+def wandb_role(mode: str, *, inside_slime: bool, use_wandb: bool | None) -> str | None:
+    """What the project does with W&B, decided once for the factory and the sink: ``"join"`` (only the run
+    already in the process), ``"join_or_start"`` (that run, else a standalone one), or None (no W&B).
+
+    Example:
+        >>> [wandb_role("auto", inside_slime=True, use_wandb=u) for u in (True, False)]
+        ['join', None]
+        >>> wandb_role("auto", inside_slime=False, use_wandb=None), wandb_role("off", inside_slime=False, use_wandb=None)
+        ('join_or_start', None)
+    """
+    if mode == "off":
+        return None
+    if mode == "auto" and inside_slime:
+        return "join" if use_wandb else None
+    return "join" if mode == "join" else "join_or_start"
+
+
 def failed_check_key(name: str) -> str:
     """W&B key of the technical drop count of one failed check (from ``contract.FAILED_CHECKS``)."""
     return FAILED_CHECK_PREFIX + name
@@ -177,8 +194,13 @@ class WandbSink(StepSink):
         self.config = dict(config or {})
         self.summary = dict(summary or {})
         """Put into the run's summary once the run is resolved (where the records land: run dir, host)."""
-        self.enabled = mode != "off"
-        self.disabled_reason: str | None = None if self.enabled else "shopsim_wandb is off"
+        self.role = wandb_role(mode, inside_slime=inside_slime, use_wandb=use_wandb)
+        self.enabled = self.role is not None
+        self.disabled_reason: str | None = None
+        if mode == "off":
+            self.disabled_reason = "shopsim_wandb is off"
+        elif not self.enabled:
+            self.disabled_reason = "slime runs without --use-wandb; the project logs to JSONL only"
         self.owns_run = False
         self._run: Any = None
         self._wandb: Any = None
@@ -300,16 +322,10 @@ class WandbSink(StepSink):
         self._wandb = wandb
         existing = wandb.run
         if existing is not None:
-            if self.mode == "auto" and self.inside_slime and not self.use_wandb:
-                self._disable("slime runs without --use-wandb; the project logs to JSONL only", warn=False)
-                return
             self._run, self.owns_run = existing, False
-        elif self.mode == "join" or (self.mode == "auto" and self.inside_slime):
-            self._disable(
-                "no W&B run exists in this process to join (slime starts one with --use-wandb); set "
-                "shopsim_wandb: standalone to start a separate run, or off to silence this",
-                warn=self.mode == "join" or bool(self.use_wandb),
-            )
+        elif self.role == "join":
+            self._disable("no W&B run exists in this process to join (slime starts one with --use-wandb); set "
+                          "shopsim_wandb: standalone to start a separate run, or off to silence this")
             return
         else:
             self._run, self.owns_run = self._start_standalone(wandb), True

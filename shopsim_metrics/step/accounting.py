@@ -30,7 +30,7 @@ import math
 import threading
 import time
 from collections import Counter
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
 from shopsim_metrics.step import contract as C
@@ -72,18 +72,23 @@ class GenerationStats:
         return finite_mean(self.rewards)
 
 
+@dataclass(slots=True)
+class _Judged:
+    """One judged group of the open step, as the filter saw it (the ledger row is built at close)."""
+
+    judgement: GroupJudgement
+    outcome: str
+    remaining_before: int  # remaining_batch_size before the judgement
+    submitted: int  # groups submitted so far in the step
+    group: Any
+    clock: float  # the accountant's clock at the judgement
+
+
 @dataclass
 class _OpenStep:
     rollout_id: int
     source: str
-    # one entry per judged group, in judgement order (parallel lists: no container per group); tokens are
-    # read at close
-    judgements: list[GroupJudgement] = field(default_factory=list)
-    outcomes: list[str] = field(default_factory=list)
-    remaining_before: list[int] = field(default_factory=list)  # remaining_batch_size before the judgement
-    submitted_so_far: list[int] = field(default_factory=list)
-    groups: list[Any] = field(default_factory=list)
-    clock_readings: list[float] = field(default_factory=list)
+    judged: list[_Judged] = field(default_factory=list)  # in judgement order
     submitted: int = 0
     drops: int = 0
     train_len: int = 0
@@ -157,7 +162,7 @@ class StepAccountant:
                     outcome = C.OUTCOME_TRAINED
                     state.train_len += 1
                     if state.train_len == self.rollout_batch_size:
-                        state.filled_at = len(state.judgements)
+                        state.filled_at = len(state.judged)
                 else:
                     outcome = C.OUTCOME_SURPLUS
             elif kind == ZERO_STD:
@@ -168,18 +173,13 @@ class StepAccountant:
                     outcome = C.OUTCOME_FALLBACK
                     state.train_len += 1
                     if state.train_len == self.rollout_batch_size:
-                        state.filled_at = len(state.judgements)
+                        state.filled_at = len(state.judged)
                 else:
                     outcome = C.OUTCOME_SURPLUS
             else:
                 outcome = C.OUTCOME_DROPPED_TECHNICAL
                 state.drops = drops + 1
-            state.judgements.append(judgement)
-            state.outcomes.append(outcome)
-            state.remaining_before.append(remaining)
-            state.submitted_so_far.append(state.submitted)
-            state.groups.append(group)
-            state.clock_readings.append(self.clock())
+            state.judged.append(_Judged(judgement, outcome, remaining, state.submitted, group, self.clock()))
             state.streak = streak
             state.max_streak = max(state.max_streak, streak)
             return outcome
@@ -194,7 +194,7 @@ class StepAccountant:
         ledger holds the groups, so no other live object has their ids)."""
         with self._lock:
             state = self._open
-            return dict(zip(map(id, state.groups), state.judgements)) if state is not None else {}
+            return {id(judged.group): judged.judgement for judged in state.judged} if state is not None else {}
 
     def add_hook_seconds(self, seconds: float) -> None:
         """Add the project's own time in a hook to the open step, else to the last closed, unemitted one."""
@@ -252,35 +252,31 @@ class StepAccountant:
             return closed
 
     def _ledger(self, state: _OpenStep) -> list[DecisionRow]:
-        """The step's ledger rows, built positionally in :data:`LEDGER_ROW_ORDER` (a ledger holds 1,000s of
-        rows; keyword arguments would cost a third of the row)."""
+        """The step's ledger rows, in judgement order."""
+        start = state.judged[0].clock if state.judged else 0.0
         rows = []
-        start = state.clock_readings[0] if state.clock_readings else 0.0
-        osb = self.over_sampling_batch_size
-        columns = zip(state.judgements, state.outcomes, state.remaining_before, state.submitted_so_far, state.groups,
-                      state.clock_readings)
-        for order, (j, outcome, remaining, submitted, group, clock) in enumerate(columns, start=1):
-            kind = j.kind
-            technical = kind == TECHNICAL
-            reward_min, reward_max, reward_sum, reward_mean = j.reward_figures()  # the sum is inf on overflow: null
+        for order, judged in enumerate(state.judged, start=1):
+            j = judged.judgement
+            technical = j.kind == TECHNICAL
+            reward_min, reward_max, reward_sum, reward_mean = j.reward_figures()
             scorable = j.scorable_rollouts
             rows.append(DecisionRow(
-                order,
-                -(-submitted // osb),  # waves_open
-                j.group_index,
-                outcome,
-                C.REASON_TECHNICAL if technical else (C.REASON_ZERO_STD if kind == ZERO_STD else None),  # reason
-                remaining,  # remaining_before
-                j.unique_rollouts,
-                reward_min,
-                reward_max,
-                reward_mean,
-                j.success_count if scorable else None,
-                j.failed_check if technical else None,
-                scorable,
-                reward_sum,
-                group_tokens(group) if j.response_tokens is None else j.response_tokens,
-                clock - start,  # judged_at
+                order=order,
+                waves_open=-(-judged.submitted // self.over_sampling_batch_size),
+                group_index=j.group_index,
+                outcome=judged.outcome,
+                reason=C.REASON_OF_KIND[j.kind],
+                remaining_before=judged.remaining_before,
+                unique_rollouts=j.unique_rollouts,
+                reward_min=reward_min,
+                reward_max=reward_max,
+                reward_mean=reward_mean,
+                success_count=j.success_count if scorable else None,
+                failed_check=j.failed_check if technical else None,
+                scorable_rollouts=scorable,
+                reward_sum=reward_sum,  # inf when huge rewards overflow it: null in the record
+                response_tokens=group_tokens(judged.group),
+                judged_at=judged.clock - start,
             ))
         return rows
 
@@ -305,11 +301,11 @@ class StepAccountant:
         train_samples = samples[C.OUTCOME_TRAINED] + samples[C.OUTCOME_FALLBACK]
         ledger_stats = GenerationStats() if stats is None else None  # the all-samples hook's figures come first
         train_stats = GenerationStats()
-        for judgement, outcome in zip(state.judgements, state.outcomes):
+        for judged in state.judged:
             if ledger_stats is not None:
-                ledger_stats.add(judgement)
-            if outcome == C.OUTCOME_TRAINED or outcome == C.OUTCOME_FALLBACK:
-                train_stats.add(judgement)
+                ledger_stats.add(judged.judgement)
+            if judged.outcome in (C.OUTCOME_TRAINED, C.OUTCOME_FALLBACK):
+                train_stats.add(judged.judgement)
         all_stats = stats if stats is not None else ledger_stats
         wave_count = math.ceil(state.submitted / self.over_sampling_batch_size)
         generated = sum(tokens.values())
@@ -366,7 +362,7 @@ class StepAccountant:
             decisions=rows,
         )
         if self.prompts is not None:  # after the record is complete: it may read the step's token counts
-            self.prompts.annotate(record, state.groups)
+            self.prompts.annotate(record, [judged.group for judged in state.judged])
         return record
 
     def _wave_seconds(
@@ -398,14 +394,6 @@ class StepAccountant:
 
 
 _DROPS = (C.OUTCOME_DROPPED_TECHNICAL, C.OUTCOME_DROPPED_ZERO_STD)
-
-LEDGER_ROW_ORDER = ("order", "waves_open", "group_index", "outcome", "reason", "remaining_before", "unique_rollouts",
-                    "reward_min", "reward_max", "reward_mean", "success_count", "failed_check", "scorable_rollouts",
-                    "reward_sum", "response_tokens", "judged_at")
-"""The order in which :meth:`StepAccountant._ledger` passes a row's values: :class:`DecisionRow`'s first fields."""
-if tuple(f.name for f in fields(DecisionRow))[:len(LEDGER_ROW_ORDER)] != LEDGER_ROW_ORDER:
-    raise ImportError("DecisionRow's fields changed order: update LEDGER_ROW_ORDER and StepAccountant._ledger")
-
 
 def _ratio(numerator: float, denominator: float) -> float | None:
     return numerator / denominator if denominator else None

@@ -1,6 +1,8 @@
 """The names every part of the project shares: outcomes, reasons, failed checks, per-step fields.
 
-This module is the single source of truth for the names of docs/training_monitoring.md §3.3. The W&B sink,
+The names of docs/training_monitoring.md §3.3, each declared once: outcomes, reasons and failed checks here, the per-step
+fields and the ledger columns by :class:`~shopsim_metrics.step.records.StepRecord` and
+:class:`~shopsim_metrics.step.records.DecisionRow` (the tables below are derived from them). The W&B sink,
 the JSONL sink, the dashboards and `docs/training_monitoring.md` §3.3 all read their keys from here,
 so metric keys stay bounded and every part computes the same thing.
 
@@ -13,7 +15,12 @@ Example:
 
 from __future__ import annotations
 
+from dataclasses import fields
 from typing import Final
+
+from shopsim_metrics.judging.group_judgement import SPREAD, TECHNICAL, ZERO_STD
+from shopsim_metrics.step import records
+from shopsim_metrics.step.records import DecisionRow, step_fields
 
 WANDB_PREFIX: Final = "rollout/shopsim/"
 """Every W&B key of the project lives under this prefix."""
@@ -30,6 +37,9 @@ LOG_PATH: Final = f"{HOOKS_MODULE}.log_rollout_step"
 # --- reasons (DynamicFilterOutput.reason, and so slime's drop_<reason> counters) ---------------
 REASON_TECHNICAL: Final = "shopsim_unscored_technical_group"
 REASON_ZERO_STD: Final = "shopsim_zero_std_group"
+REASON_OF_KIND: Final = {TECHNICAL: REASON_TECHNICAL, ZERO_STD: REASON_ZERO_STD, SPREAD: None}
+"""The reason of each judgement kind (``judging.group_judgement``): a kept group has none."""
+KIND_OF_REASON: Final = {reason: kind for kind, reason in REASON_OF_KIND.items()}
 REASONS: Final = (REASON_TECHNICAL, REASON_ZERO_STD)
 SLIME_DROP_METRIC_PREFIX: Final = "rollout/dynamic_filter/drop_"
 
@@ -67,98 +77,37 @@ FAILED_CHECKS: Final = (
 )
 
 # --- per-step fields (W&B key = WANDB_PREFIX + name; JSONL key = name) --------------------------
-COUNT_FIELDS: Final = (
-    "submitted_group_count",
-    "wave_count",
-    "accepted_group_count",
-    "train_group_count",
-    "fallback_group_count",
-    "technical_group_drop_count",
-    "zero_std_group_drop_count",
-    "zero_std_group_count",
-    "surplus_group_count",
-    "aborted_group_count",
-)
-RATIO_FIELDS: Final = (
-    "technical_group_drop_rate",
-    "zero_std_group_drop_rate",
-    "zero_advantage_train_fraction",
-    "wasted_sample_fraction",
-    "success_rate",
-    "reward_mean",
-    "train_success_rate",
-    "train_reward_mean",
-)
-STREAK_FIELDS: Final = (
-    "consecutive_technical_failures",
-    "max_consecutive_technical_failures",
-    "remaining_min",
-    "optimizer_update_count",
-)
-EXTRA_FIELDS: Final = (
-    "accepted_sample_count",  # unique rollouts of accepted groups
-    "train_sample_count",  # unique rollouts of the train batch
-    "scorable_rollout_count",  # denominator of success_rate / reward_mean
-    "technical_failure_limit",  # shopsim_max_consecutive_failed_groups in force
-    "terminated",  # 1 when the step ended in termination (bool in JSONL)
-)
+# declared once, with their types and defaults, by StepRecord; each table below is derived from it
+COUNT_FIELDS: Final = step_fields(records.COUNT)
+RATIO_FIELDS: Final = step_fields(records.RATIO)
+STREAK_FIELDS: Final = step_fields(records.STREAK)
+EXTRA_FIELDS: Final = step_fields(records.EXTRA)
+"""Per-step scalars beyond the contract's table: sample counts, the limit in force, ``terminated`` (1 when
+the step ended in termination; bool in JSONL) and ``reconcile_mismatch_count``."""
 STEP_FIELDS: Final = COUNT_FIELDS + RATIO_FIELDS + STREAK_FIELDS
 """The per-step table of the contract, in its order."""
 
 # --- what dynamic sampling costs: tokens and time per step --------------------------------------
 OUTCOME_TOKEN_FIELDS: Final = tuple(f"{outcome}_token_count" for outcome in OUTCOMES)
 """Response tokens of the groups of each outcome (``trained_token_count``, ...)."""
-COST_FIELDS: Final = (
-    "generated_token_count",  # tokens of every unique rollout of every judged group
-    "train_token_count",  # the same over trained + fallback groups
-    *OUTCOME_TOKEN_FIELDS,
-    "wasted_token_fraction",  # 1 - train / generated (None when nothing was generated)
-    "rollout_seconds",  # slime's rollout_time handed to the log function (None when unknown)
-    "filter_seconds",  # the project's own time inside the three hooks during the step
-    "filter_time_fraction",  # filter_seconds / rollout_seconds (None when rollout_seconds is unknown or 0)
-    "first_wave_fill_seconds",  # first judgement -> the one that filled the batch (or wave 1's last)
-    "extra_wave_seconds",  # judgement that triggered wave 2 -> the step's last judgement (0 with one wave)
-)
+COST_FIELDS: Final = step_fields(records.COST)
 """The cost table of the contract ("What dynamic sampling costs"), in its order."""
+if not set(OUTCOME_TOKEN_FIELDS) <= set(COST_FIELDS):
+    raise ImportError(f"StepRecord needs one cost field per outcome: {OUTCOME_TOKEN_FIELDS}")
 # --- prompt value over time (per step) ------------------------------------------------------------
-PROMPT_VALUE_FIELDS: Final = (
-    "revisit_group_count",  # judged groups whose prompt had been judged before
-    "repeat_zero_std_group_count",  # revisits zero-std now and at the previous visit
-    "zero_std_persistence",  # repeat / skippable: P(zero-std now | zero-std last time)
-    "skippable_group_count",  # revisits whose previous visit was zero-std
-    "skippable_spread_group_count",  # skippable groups that had spread after all
-    "skippable_token_fraction",  # tokens of repeat zero-std groups / generated_token_count
-    "tracked_prompt_count",  # prompts held in the history at step end
-    "prompt_history_partial",  # a resumed run found no record for some step before it (history and streak partial)
-)
+PROMPT_VALUE_FIELDS: Final = step_fields(records.PROMPT_VALUE)
 """The prompt-value table of the contract ("Prompt value over time"), in its order."""
 
 RECONCILE_FIELD: Final = "reconcile_mismatch_count"
 """Logged by the log function: drop counts that disagree with slime's own counters (0 = agree)."""
 
-WANDB_STEP_FIELDS: Final = STEP_FIELDS + EXTRA_FIELDS + (RECONCILE_FIELD,) + COST_FIELDS + PROMPT_VALUE_FIELDS
+WANDB_STEP_FIELDS: Final = STEP_FIELDS + EXTRA_FIELDS + COST_FIELDS + PROMPT_VALUE_FIELDS
 """Every per-step scalar the W&B sink logs under WANDB_PREFIX."""
 
 # --- the per-group decision ledger --------------------------------------------------------------
-LEDGER_COLUMNS: Final = (
-    "order",
-    "waves_open",
-    "group_index",
-    "outcome",
-    "reason",
-    "remaining_before",
-    "unique_rollouts",
-    "reward_min",
-    "reward_max",
-    "reward_mean",
-    "success_count",
-    "failed_check",
-    # cost
-    "response_tokens",  # the group's response tokens (every segment of every unique rollout)
-    "judged_at",  # seconds since the step's first judgement (monotonic clock)
-    # prompt value over time
-    "prompt_key",  # the group's prompt key (metadata value, or "b2:" + hash of prompt and label)
-)
+LEDGER_COLUMNS: Final = tuple(f.name for f in fields(DecisionRow) if not f.metadata.get("record_only"))
+"""The columns of the W&B decisions table: every :class:`DecisionRow` field the record does not keep
+for itself alone (``scorable_rollouts``, ``reward_sum``)."""
 
 # --- the local record (one JSON object per step in steps.jsonl) ---------------------------------
 PROMPT_TABLE_COLUMNS: Final = ("prompt_key", "visits", "verdicts", "zero_std_run", "zero_std_visits", "tokens",

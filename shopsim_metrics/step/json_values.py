@@ -32,10 +32,9 @@ import dataclasses
 import enum
 import logging
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from decimal import Decimal
 from fractions import Fraction
-from operator import attrgetter
 from typing import Any
 
 logger = logging.getLogger("shopsim_metrics")
@@ -43,11 +42,7 @@ logger = logging.getLogger("shopsim_metrics")
 MAX_DEPTH = 32  # deeper nesting is stringified (it also stops self-referencing containers)
 
 _PLAIN = (type(None), bool, str)
-_PLAIN_TYPES = {type(None), bool, str}
-_INT_TYPES = {type(None), bool, int}
-_FLOAT_TYPES = {type(None), float}
 _INT_BITS = 1024  # larger integers do not fit a float (and could exceed Python's int-to-str limit)
-_INT_LIMIT = 1 << _INT_BITS  # the integers of at most _INT_BITS bits are those strictly within +-_INT_LIMIT
 
 
 _warned_types: set[str] = set()
@@ -82,42 +77,6 @@ def json_native_fields(obj: Any, names: Iterable[str],
     return {name: _convert(getattr(obj, name), on_fallback, 1) for name in names}  # depth 1: inside the dict
 
 
-def json_native_rows(objs: Sequence[Any], names: Sequence[str],
-                     on_fallback: Callable[[str], None] | None = warn_once_per_type) -> list[dict[str, Any]]:
-    """``[json_native_fields(obj, names) for obj in objs]``, a column at a time, for the rows of a ledger.
-
-    A column whose values are all plain already (None, bool, str; ints within the float range; finite
-    floats) is taken as it is; any other column is converted value by value by the same rules. The
-    result is the same as converting each object; only the work is less for the common columns.
-
-    Example:
-        >>> from types import SimpleNamespace as N
-        >>> json_native_rows([N(a=1, b=0.5), N(a=2, b=float("inf"))], ("a", "b"))
-        [{'a': 1, 'b': 0.5}, {'a': 2, 'b': None}]
-    """
-    objs = list(objs)
-    columns = []
-    for name in names:
-        column = list(map(attrgetter(name), objs))
-        if not _plain_column(column):
-            column = [_convert(value, on_fallback, 1) for value in column]  # depth 1: inside the row's dict
-        columns.append(column)
-    return [dict(zip(names, row)) for row in zip(*columns)]
-
-
-def _plain_column(column: list[Any]) -> bool:
-    """True when every value of ``column`` is JSON-native as it is (what :func:`_convert` would return)."""
-    types = set(map(type, column))
-    if types <= _PLAIN_TYPES:
-        return True
-    numbers = [value for value in column if value is not None] if type(None) in types else column
-    if types <= _INT_TYPES:
-        return not numbers or (-_INT_LIMIT < min(numbers) and max(numbers) < _INT_LIMIT)
-    if types <= _FLOAT_TYPES:
-        return math.isfinite(sum(numbers))  # inf or NaN when any value is (or, rarely, when the sum overflows)
-    return False
-
-
 def _convert(value: Any, on_fallback: Callable[[str], None] | None, depth: int) -> Any:
     kind = type(value)
     if kind in _PLAIN:
@@ -126,12 +85,6 @@ def _convert(value: Any, on_fallback: Callable[[str], None] | None, depth: int) 
         return value if value.bit_length() <= _INT_BITS else None
     if kind is float:
         return value if math.isfinite(value) else None
-    if kind is dict or kind is list:  # the common containers first, without the generic checks
-        if depth >= MAX_DEPTH:
-            return _stringify(value, on_fallback)
-        if kind is list:
-            return [_convert(item, on_fallback, depth + 1) for item in value]
-        return {_key(k, on_fallback): _convert(v, on_fallback, depth + 1) for k, v in value.items()}
     try:
         return _convert_odd(value, on_fallback, depth)
     except Exception:  # noqa: BLE001 - a value that cannot be read is stringified, never raised
@@ -182,8 +135,6 @@ def _size(value: Any) -> int | None:
 
 def _key(key: Any, on_fallback: Callable[[str], None] | None) -> str:
     """A dict key as JSON allows it: always a string (``1`` -> ``"1"``, ``None`` -> ``"null"``)."""
-    if type(key) is str:
-        return key
     native = _convert(key, on_fallback, MAX_DEPTH - 1)
     if isinstance(native, str):
         return native

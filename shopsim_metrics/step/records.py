@@ -17,10 +17,31 @@ Example:
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from itertools import chain
 from typing import Any
 
-from shopsim_metrics.step.json_values import json_native, json_native_fields, json_native_rows
+from shopsim_metrics.step.json_values import json_native, json_native_fields
+
+COUNT, RATIO, STREAK, EXTRA, COST, PROMPT_VALUE = "count", "ratio", "streak", "extra", "cost", "prompt_value"
+"""The contract's tables of per-step fields (``contract.COUNT_FIELDS`` ... are derived from :class:`StepRecord`)."""
+
+RECORD_ONLY = {"record_only": True}
+"""Metadata of a ledger field that the record keeps but the W&B decisions table does not show."""
+
+
+def per_step(table: str, default: Any) -> Any:
+    """A :class:`StepRecord` field that is a per-step W&B scalar of the contract table ``table``."""
+    return field(default=default, metadata={"table": table})
+
+
+def step_fields(table: str) -> tuple[str, ...]:
+    """The names of the :class:`StepRecord` fields of one contract table, in declaration order.
+
+    Example:
+        >>> step_fields(STREAK)
+        ('consecutive_technical_failures', 'max_consecutive_technical_failures', 'remaining_min', 'optimizer_update_count')
+    """
+    return tuple(f.name for f in fields(StepRecord) if f.metadata.get("table") == table)
+
 
 
 @dataclass
@@ -39,8 +60,9 @@ class DecisionRow:
     reward_mean: float | None = None
     success_count: int | None = None
     failed_check: str | None = None  # one of contract.FAILED_CHECKS for technical groups
-    scorable_rollouts: int = 0  # unique rollouts whose reward is a finite number
-    reward_sum: float = 0.0  # sum over scorable rollouts (so step means can be recomputed)
+    # in the record only, not columns of the W&B decisions table
+    scorable_rollouts: int = field(default=0, metadata=RECORD_ONLY)  # unique rollouts whose reward is a finite number
+    reward_sum: float = field(default=0.0, metadata=RECORD_ONLY)  # sum over scorable rollouts (so step means can be recomputed)
     # cost
     response_tokens: int = 0  # response tokens of the group (every segment of every unique rollout)
     judged_at: float | None = None  # seconds since the step's first judgement (monotonic clock)
@@ -61,100 +83,80 @@ class StepRecord:
     """Everything recorded for one rollout step (see metrics_contract.md)."""
 
     rollout_id: int
-    terminated: bool = False
+    terminated: bool = per_step(EXTRA, False)
     # knobs in force for the step
     rollout_batch_size: int | None = None
     n_samples_per_prompt: int | None = None
     over_sampling_batch_size: int | None = None
     global_batch_size: int | None = None
-    technical_failure_limit: int | None = None
+    technical_failure_limit: int | None = per_step(EXTRA, None)
     loop_state_source: str | None = None  # "slime", "mirror", or the name of a test/simulated loop
     # counts
-    submitted_group_count: int = 0
-    wave_count: int = 0
-    accepted_group_count: int = 0
-    train_group_count: int = 0
-    fallback_group_count: int = 0
-    technical_group_drop_count: int = 0
-    zero_std_group_drop_count: int = 0
-    zero_std_group_count: int = 0
-    surplus_group_count: int = 0
-    aborted_group_count: int = 0
-    accepted_sample_count: int = 0
-    train_sample_count: int = 0
-    scorable_rollout_count: int = 0
+    submitted_group_count: int = per_step(COUNT, 0)
+    wave_count: int = per_step(COUNT, 0)
+    accepted_group_count: int = per_step(COUNT, 0)
+    train_group_count: int = per_step(COUNT, 0)
+    fallback_group_count: int = per_step(COUNT, 0)
+    technical_group_drop_count: int = per_step(COUNT, 0)
+    zero_std_group_drop_count: int = per_step(COUNT, 0)
+    zero_std_group_count: int = per_step(COUNT, 0)
+    surplus_group_count: int = per_step(COUNT, 0)
+    aborted_group_count: int = per_step(COUNT, 0)
+    accepted_sample_count: int = per_step(EXTRA, 0)
+    train_sample_count: int = per_step(EXTRA, 0)
+    scorable_rollout_count: int = per_step(EXTRA, 0)
     # ratios (None when the denominator is 0)
-    technical_group_drop_rate: float | None = None
-    zero_std_group_drop_rate: float | None = None
-    zero_advantage_train_fraction: float | None = None
-    wasted_sample_fraction: float | None = None
-    success_rate: float | None = None
-    reward_mean: float | None = None
-    train_success_rate: float | None = None
-    train_reward_mean: float | None = None
+    technical_group_drop_rate: float | None = per_step(RATIO, None)
+    zero_std_group_drop_rate: float | None = per_step(RATIO, None)
+    zero_advantage_train_fraction: float | None = per_step(RATIO, None)
+    wasted_sample_fraction: float | None = per_step(RATIO, None)
+    success_rate: float | None = per_step(RATIO, None)
+    reward_mean: float | None = per_step(RATIO, None)
+    train_success_rate: float | None = per_step(RATIO, None)
+    train_reward_mean: float | None = per_step(RATIO, None)
     # streak and loop state
-    consecutive_technical_failures: int = 0
-    max_consecutive_technical_failures: int = 0
-    remaining_min: int | None = None
-    optimizer_update_count: float | None = None
+    consecutive_technical_failures: int = per_step(STREAK, 0)
+    max_consecutive_technical_failures: int = per_step(STREAK, 0)
+    remaining_min: int | None = per_step(STREAK, None)
+    optimizer_update_count: float | None = per_step(STREAK, None)
     # where success_rate / reward_mean came from: "all_samples_hook" or "ledger"
     generation_stats_source: str | None = None
     all_samples_group_count: int | None = None  # groups handed to the all-samples hook
-    reconcile_mismatch_count: int | None = None  # set by the log function (None: not reconciled)
+    reconcile_mismatch_count: int | None = per_step(EXTRA, None)  # set by the log function (None: not reconciled)
     slime_drop_counts: dict[str, int] | None = None  # slime's own drop_<reason> counters
     failed_check_counts: dict[str, int] = field(default_factory=dict)
-    # cost: tokens (response_length) per outcome, and time (see contract.COST_FIELDS)
-    generated_token_count: int = 0
-    train_token_count: int = 0
-    trained_token_count: int = 0
-    fallback_token_count: int = 0
-    dropped_technical_token_count: int = 0
-    dropped_zero_std_token_count: int = 0
-    surplus_token_count: int = 0
-    wasted_token_fraction: float | None = None
-    rollout_seconds: float | None = None
-    filter_seconds: float = 0.0
-    filter_time_fraction: float | None = None
-    first_wave_fill_seconds: float | None = None
-    extra_wave_seconds: float | None = None
+    # cost: tokens (response_length) per outcome, and time
+    generated_token_count: int = per_step(COST, 0)
+    train_token_count: int = per_step(COST, 0)
+    trained_token_count: int = per_step(COST, 0)
+    fallback_token_count: int = per_step(COST, 0)
+    dropped_technical_token_count: int = per_step(COST, 0)
+    dropped_zero_std_token_count: int = per_step(COST, 0)
+    surplus_token_count: int = per_step(COST, 0)
+    wasted_token_fraction: float | None = per_step(COST, None)
+    rollout_seconds: float | None = per_step(COST, None)
+    filter_seconds: float = per_step(COST, 0.0)
+    filter_time_fraction: float | None = per_step(COST, None)
+    first_wave_fill_seconds: float | None = per_step(COST, None)
+    extra_wave_seconds: float | None = per_step(COST, None)
     # prompt value over time (None: not tracked)
     prompt_key_source: str | None = None  # metadata | prompt_hash | mixed | none (prompt_keys.KEY_SOURCES)
     prompt_history_limit: int | None = None  # shopsim_prompt_history_limit in force
-    revisit_group_count: int | None = None
-    repeat_zero_std_group_count: int | None = None
-    zero_std_persistence: float | None = None
-    skippable_group_count: int | None = None
-    skippable_spread_group_count: int | None = None
-    skippable_token_fraction: float | None = None
-    tracked_prompt_count: int | None = None
-    prompt_history_partial: bool | None = None  # resumed without a record of every earlier step (None: not tracked)
+    revisit_group_count: int | None = per_step(PROMPT_VALUE, None)
+    repeat_zero_std_group_count: int | None = per_step(PROMPT_VALUE, None)
+    zero_std_persistence: float | None = per_step(PROMPT_VALUE, None)
+    skippable_group_count: int | None = per_step(PROMPT_VALUE, None)
+    skippable_spread_group_count: int | None = per_step(PROMPT_VALUE, None)
+    skippable_token_fraction: float | None = per_step(PROMPT_VALUE, None)
+    tracked_prompt_count: int | None = per_step(PROMPT_VALUE, None)
+    prompt_history_partial: bool | None = per_step(PROMPT_VALUE, None)  # resumed without a record of every earlier step
     # the prompts table on the steps it is due: for W&B only, not part of the record (JSONL, equality)
     prompt_table: list[list[Any]] | None = field(default=None, compare=False, repr=False)
     decisions: list[DecisionRow] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         out = json_native_fields(self, _STEP_FIELDS)
-        rows = _rows(self.decisions)
-        if all(type(row) is DecisionRow for row in rows):
-            out["decisions"] = json_native_rows(rows, _ROW_FIELDS)
-        else:
-            out["decisions"] = [_row_dict(row) for row in rows]
-        return out
-
-    def to_json_data(self) -> dict[str, Any]:
-        """:meth:`to_dict` for orjson, which writes a dataclass as the dict of its attributes, a
-        non-finite float as null and refuses integers beyond 64 bits.
-
-        Ledger rows that hold only None, bool, str, int and float values, and no attribute besides
-        their fields, stay :class:`DecisionRow` objects: orjson writes them as :meth:`to_dict` would
-        (or refuses them), without a dict built per row (a ledger holds 1,000s at scale).
-        """
-        rows = _rows(self.decisions)
-        if (not all(type(row) is DecisionRow for row in rows) or set(map(len, map(vars, rows))) - {len(_ROW_FIELDS)}
-                or not set(map(type, chain.from_iterable(map(dict.values, map(vars, rows))))) <= _ORJSON_AS_IS):
-            return self.to_dict()
-        out = json_native_fields(self, _STEP_FIELDS)
-        out["decisions"] = rows
+        out["decisions"] = [_row_dict(row) for row in _rows(self.decisions)]
         return out
 
     @classmethod
@@ -166,7 +168,6 @@ class StepRecord:
 
 
 _ROW_FIELDS = tuple(f.name for f in fields(DecisionRow))
-_ORJSON_AS_IS = {type(None), bool, str, int, float}  # orjson writes these as the conversion rules do
 _STEP_FIELDS = tuple(f.name for f in fields(StepRecord) if f.name not in ("decisions", "prompt_table"))
 
 
