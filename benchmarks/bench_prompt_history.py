@@ -3,12 +3,13 @@
 Prompts are keyed as the monitor keys them without a metadata key: ``"b2:"`` + 15 hex digits of a
 blake2b hash of the prompt, kept as a 60-bit int. Every prompt is visited through the public
 ``PromptHistory.visit`` (a third of them twice, interleaved, to exercise the update path), then the
-history holds is measured (keys, packed records and the ordered dict together) as the growth of the
+history holds is measured (keys, records and the ordered dict together) as the growth of the
 process's resident memory (``/proc/self/statm``; tracemalloc where that does not exist, slower), and
 cross-checked with ``sys.getsizeof`` of the dict, its keys and its records.
-A second history, full at a smaller limit, measures eviction. Target: <= 400 bytes per prompt (the contract's goal).
+A second history, full at a smaller limit, measures eviction. Target: <= 400 bytes per prompt
+(a million prompts then hold at most 400 MB).
 
-Side by side, the cost the prompt-value fields add when a step closes (key every group from its
+Without a target, side by side: the cost the prompt-value fields add when a step closes (key every group from its
 prompt and label, visit the history) against the filter hook's own cost per judged group, at the
 scale configuration (2048 groups of 16 rollouts with chat prompts).
 
@@ -114,7 +115,8 @@ def main() -> int:
     filter_per_group, annotate_per_group = step_cost()
     ok = per_prompt <= TARGET_BYTES and len(history) == PROMPTS and small.evicted == PROMPTS - PROMPTS // 10
     print(f"prompt history: {len(history):,} prompts tracked, {held / 2**20:.1f} MiB held")
-    print(f"bytes/prompt: {per_prompt:.1f}  (target <= {TARGET_BYTES}: {'ok' if per_prompt <= TARGET_BYTES else 'MISSED'}); "
+    print(f"bytes/prompt: {per_prompt:.1f}   target <= {TARGET_BYTES}   ratio to target {per_prompt / TARGET_BYTES:.2f}   "
+          f"{'ok' if per_prompt <= TARGET_BYTES else 'MISSED'}; "
           f"sys.getsizeof of dict + keys + records: {structural / len(history):.1f}")
     print(f"visit (hash key text -> int, update, recency): {seconds / visits * 1e6:.2f} us per visit")
     print(f"with eviction (limit {small.limit:,}): {evict_seconds / PROMPTS * 1e6:.2f} us per visit, "

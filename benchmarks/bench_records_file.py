@@ -8,7 +8,8 @@ and of 2048 at scale) to a file in a temp dir, without fsync (the disk's share, 
 - ``sink``: ``JsonlSink.emit``: JSON-native conversion of every value, strict JSON, the held-back
   queue, whole-line bookkeeping, the lock taken once at opening.
 
-Printed: microseconds per step for each and their ratio (measured in this one run).
+Printed: microseconds per step for each and their ratio (measured in this one run). No target: it says
+where the records file's time goes (the writes are outside ``filter_seconds``).
 
 Run: ``python benchmarks/bench_records_file.py``.
 """
