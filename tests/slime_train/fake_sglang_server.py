@@ -21,7 +21,7 @@ received is reported by ``GET /stats`` and, one JSON line per request, in ``--lo
 Rewards are not decided here: they come from the dataset's metadata (``harness_reward.py``).
 
     python fake_sglang_server.py --port P --tokenizer DIR --dataset data.jsonl [--key-column prompt_id]
-        [--log-file requests.jsonl] [--base-delay 0.05] [--delay-step 0.04] [--script script.json]
+        [--log-file requests.jsonl] [--base-delay 0.05] [--delay-step 0.1] [--script script.json]
 
 ``--script`` (JSON, key -> {"delay": s, "tokens": n, "finish": "stop"|"length"}) overrides the
 defaults per prompt. The server prints ``READY <port>`` on stdout once it listens.
@@ -192,7 +192,7 @@ def main(argv=None) -> None:
     parser.add_argument("--script", default=None)
     parser.add_argument("--log-file", default=None)
     parser.add_argument("--base-delay", type=float, default=0.05)
-    parser.add_argument("--delay-step", type=float, default=0.04)
+    parser.add_argument("--delay-step", type=float, default=0.1)
     options = parser.parse_args(argv)
     if options.host != "127.0.0.1":
         parser.error(f"--host must be 127.0.0.1 (got {options.host!r}): the harness stays on loopback")

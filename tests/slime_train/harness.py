@@ -223,7 +223,26 @@ class TrainRun:
     returncode: int | None = None
     output: str = ""
     seconds: float = 0.0
-    server_stats: dict = field(default_factory=dict)
+    server_stats: dict = field(default_factory=dict)  # the engine's /stats after the run
+    server_stats_before: dict = field(default_factory=dict)
+
+    def server_delta(self, kind: str = "requests") -> dict[str, int]:
+        """What the engine counted during this run (``requests``, ``answered`` or ``aborted``), by prompt key."""
+        before = self.server_stats_before.get(kind, {})
+        after = self.server_stats.get(kind, {})
+        delta = {key: after.get(key, 0) - before.get(key, 0) for key in after}
+        return {key: n for key, n in delta.items() if n}
+
+    def snapshot_records(self) -> Path:
+        """A copy of the run directory's records as this run left them (a resumed run appends to it)."""
+        target = self.work / "records_at_end"
+        shutil.rmtree(target, ignore_errors=True)
+        shutil.copytree(self.run_dir, target)
+        return target
+
+    @property
+    def records_at_end(self) -> Path:
+        return self.work / "records_at_end"
 
     def perf_lines(self) -> dict[int, dict]:
         """slime's ``perf N: {...}`` rollout log lines (the RolloutManager's), by rollout id."""
@@ -285,6 +304,7 @@ def run_train(run: TrainRun, server: FakeServer, tokenizer: Path, env: dict, ray
     cmd = train_command(run, server, tokenizer, run.work / "shopsim.yaml", slime_src=slime_src, python=python,
                         load=load, **sizes)
     driver_env = dict(env, RAY_ADDRESS=ray_address)
+    run.server_stats_before = server.stats()
     started = time.monotonic()
     log_path = run.work / "train.log"
     with open(log_path, "w") as log:
@@ -300,6 +320,8 @@ def run_train(run: TrainRun, server: FakeServer, tokenizer: Path, env: dict, ray
     run.seconds = time.monotonic() - started
     run.output = log_path.read_text(errors="replace")
     run.server_stats = server.stats()
+    if run.run_dir.is_dir():
+        run.snapshot_records()
     return run
 
 
