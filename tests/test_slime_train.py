@@ -75,14 +75,11 @@ def slime(tmp_path_factory):
     try:
         head = harness.start_ray(env, work / "ray.log")
 
-        def train(name, num_rollout, **kw):
-            run = harness.new_run(work / name, num_rollout, **{k: kw.pop(k) for k in ("save", "start_rollout_id")
-                                                               if k in kw})
-            if "run_dir" in kw:
-                run.run_dir = kw.pop("run_dir")
-            harness.run_train(run, server, tokenizer, env, head.address, slime_src=SLIME_SRC,
+        def train(name, num_rollout, *, load=None, **dirs):
+            run = harness.new_run(work / name, num_rollout, **dirs)
+            harness.run_train(run, server, tokenizer, env, head.address, slime_src=SLIME_SRC, load=load,
                               rollout_batch_size=ROLLOUT_BATCH, over_sampling_batch_size=OVER_SAMPLING,
-                              n_samples_per_prompt=N_SAMPLES, **kw)
+                              n_samples_per_prompt=N_SAMPLES)
             runs[name] = run
             return run
 

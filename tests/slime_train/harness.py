@@ -325,9 +325,11 @@ def run_train(run: TrainRun, server: FakeServer, tokenizer: Path, env: dict, ray
     return run
 
 
-def new_run(work: Path, num_rollout: int, *, save: Path | None = None, start_rollout_id: int = 0) -> TrainRun:
+def new_run(work: Path, num_rollout: int, *, save: Path | None = None, run_dir: Path | None = None,
+            start_rollout_id: int = 0) -> TrainRun:
+    """A run's directories under ``work``; a resumed run passes the first run's ``save`` and ``run_dir``."""
     work.mkdir(parents=True, exist_ok=True)
-    run = TrainRun(work=work, save=save or work / "save", debug_dir=work / "debug", run_dir=work / "shopsim_run",
+    run = TrainRun(work=work, save=save or work / "save", debug_dir=work / "debug", run_dir=run_dir or work / "shopsim_run",
                    wandb_dir=work / "wandb", num_rollout=num_rollout, start_rollout_id=start_rollout_id)
     run.save.mkdir(parents=True, exist_ok=True)
     return run
