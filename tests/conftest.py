@@ -16,8 +16,9 @@ from shopsim_metrics.simulator.rewards import FactoryGroupSource
 from shopsim_metrics.sinks import JsonlSink, MemorySink
 from shopsimrl import slime_runtime
 
-# run by test_slime_integration.py in a subprocess with SLIME_SRC set: not a module to collect
-collect_ignore = ["slime_real_loop_check.py"]
+# run by test_slime_integration.py in a subprocess with SLIME_SRC set, and the harness that
+# test_slime_train.py runs slime's own train.py with (processes and plugins, not tests): not collected
+collect_ignore = ["slime_real_loop_check.py", "slime_train"]
 
 
 def make_args(**overrides) -> SimpleNamespace:

@@ -1,0 +1,203 @@
+"""A fake SGLang engine and router on 127.0.0.1, answering what slime calls in rollout-only mode.
+
+slime's driver (``train.py --rollout-external-engine-addrs HOST:PORT --sglang-router-ip HOST
+--sglang-router-port PORT``) registers an external engine instead of launching one. This one
+process plays both the engine and the router:
+
+- ``GET /server_info``: the engine's settings slime checks (``enable_memory_saver`` false, tp 1);
+- ``POST /workers`` (an engine registering) and ``GET /workers`` (the abort path lists them);
+- ``POST /generate``: answers every request with a few tokens after a per-prompt delay, so the
+  groups of one wave finish in a fixed order (prompts with a lower key finish first);
+- ``POST /abort_request``: every request in flight answers at once with ``finish_reason`` abort;
+- ``GET /v1/loads``: requests in flight (slime polls it until the engine is idle after an abort);
+- ``GET /health``, ``GET /health_generate``, ``GET /flush_cache``: 200.
+
+Which prompt a request is for is read back from its ``input_ids``: the server tokenizes every prompt
+of the dataset with the same tokenizer and keys it by a metadata column (``--key-column``). What it
+received is reported by ``GET /stats`` and, one JSON line per request, in ``--log-file``::
+
+    {"requests": {"p03": 8, ...}, "answered": {...}, "aborted": {...}, "unknown": 0, "in_flight": 0}
+
+Rewards are not decided here: they come from the dataset's metadata (``harness_reward.py``).
+
+    python fake_sglang_server.py --port P --tokenizer DIR --dataset data.jsonl [--key-column prompt_id]
+        [--log-file requests.jsonl] [--base-delay 0.05] [--delay-step 0.1] [--script script.json]
+
+``--script`` (JSON, key -> {"delay": s, "tokens": n, "finish": "stop"|"length"}) overrides the
+defaults per prompt. The server prints ``READY <port>`` on stdout once it listens.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import time
+from collections import Counter
+from pathlib import Path
+
+from aiohttp import web
+
+# words the engine answers with; build_tokenizer.py puts them in the vocabulary
+ANSWER_WORDS = ["answer", "item", "cart", "checkout", "done"]
+
+
+class FakeEngine:
+    """State of the fake engine: prompt keys by token ids, requests in flight, counters."""
+
+    def __init__(self, tokenizer_dir: str, dataset: str, key_column: str, script: dict, base_delay: float,
+                 delay_step: float, log_file: str | None, host: str, port: int):
+        from tokenizers import Tokenizer
+
+        self.tokenizer = Tokenizer.from_file(str(Path(tokenizer_dir) / "tokenizer.json"))
+        self.answer_ids = [self.tokenizer.token_to_id(word) for word in ANSWER_WORDS]
+        rows = [json.loads(line) for line in Path(dataset).read_text().splitlines() if line.strip()]
+        self.key_by_ids: dict[tuple[int, ...], str] = {}
+        for row in rows:
+            ids = tuple(self.tokenizer.encode(row["prompt"], add_special_tokens=False).ids)
+            self.key_by_ids[ids] = str((row.get("metadata") or {}).get(key_column))
+        keys = sorted(set(self.key_by_ids.values()))
+        self.settings = {
+            key: {"delay": base_delay + delay_step * rank, "tokens": 2 + rank % 4, "finish": "stop"}
+            for rank, key in enumerate(keys)
+        }
+        for key, override in (script or {}).items():
+            self.settings.setdefault(key, {"delay": base_delay, "tokens": 2, "finish": "stop"}).update(override)
+        self.in_flight: set[asyncio.Event] = set()
+        self.requests: Counter = Counter()
+        self.answered: Counter = Counter()
+        self.aborted: Counter = Counter()
+        self.unknown = 0
+        self.abort_calls = 0
+        self.workers: list[dict] = []
+        self.url = f"http://{host}:{port}"
+        self.log = open(log_file, "a", buffering=1) if log_file else None
+
+    def key_of(self, input_ids) -> str | None:
+        return self.key_by_ids.get(tuple(int(i) for i in input_ids or []))
+
+    async def generate(self, request: web.Request) -> web.Response:
+        payload = await request.json()
+        key = self.key_of(payload.get("input_ids"))
+        sampling = payload.get("sampling_params") or {}
+        if key is None:
+            self.unknown += 1
+            setting = {"delay": 0.0, "tokens": 1, "finish": "stop"}
+        else:
+            self.requests[key] += 1
+            setting = self.settings[key]
+        max_new = int(sampling.get("max_new_tokens") or setting["tokens"])
+        n_tokens = min(int(setting["tokens"]), max_new)
+        finish = setting["finish"] if n_tokens < max_new or setting["finish"] != "stop" else "length"
+
+        abort = asyncio.Event()
+        self.in_flight.add(abort)
+        started = time.monotonic()
+        try:
+            try:
+                await asyncio.wait_for(abort.wait(), timeout=float(setting["delay"]))
+                aborted = True
+            except asyncio.TimeoutError:
+                aborted = abort.is_set()
+        finally:
+            self.in_flight.discard(abort)
+        if aborted:
+            n_tokens, finish = 0, "abort"
+            self.aborted[key] += 1
+        else:
+            self.answered[key] += 1
+        ids = [self.answer_ids[i % len(self.answer_ids)] for i in range(n_tokens)]
+        if self.log is not None:
+            self.log.write(json.dumps({"key": key, "finish": finish, "tokens": n_tokens,
+                                       "seconds": round(time.monotonic() - started, 4)}) + "\n")
+        meta = {
+            "id": f"req-{sum(self.requests.values()) + self.unknown}",
+            "finish_reason": {"type": finish},
+            "prompt_tokens": len(payload.get("input_ids") or []),
+            "completion_tokens": n_tokens,
+            "cached_tokens": 0,
+            "output_token_logprobs": [[-0.25, token, None] for token in ids],
+            "weight_version": "default",
+        }
+        return web.json_response({"text": " ".join(ANSWER_WORDS[i % len(ANSWER_WORDS)] for i in range(n_tokens)),
+                                  "meta_info": meta})
+
+    async def abort_request(self, request: web.Request) -> web.Response:
+        self.abort_calls += 1
+        for event in list(self.in_flight):
+            event.set()
+        return web.json_response({"success": True})
+
+    async def loads(self, request: web.Request) -> web.Response:
+        n = len(self.in_flight)
+        return web.json_response({"loads": [{"dp_rank": 0, "num_running_reqs": n, "num_waiting_reqs": 0,
+                                             "num_total_reqs": n}]})
+
+    async def server_info(self, request: web.Request) -> web.Response:
+        return web.json_response({"enable_memory_saver": False, "tp_size": 1, "pp_size": 1, "ep_size": 1,
+                                  "dp_size": 1, "num_gpus": 1, "model_path": "fake", "weight_version": "default"})
+
+    async def post_workers(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        if all(worker["url"] != body.get("url") for worker in self.workers):
+            self.workers.append({"id": f"worker-{len(self.workers)}", "url": body.get("url"),
+                                 "worker_type": body.get("worker_type", "regular")})
+        return web.json_response({"status": "ok"})
+
+    async def get_workers(self, request: web.Request) -> web.Response:
+        return web.json_response({"workers": self.workers or [{"id": "self", "url": self.url}]})
+
+    async def ok(self, request: web.Request) -> web.Response:
+        return web.Response(text="ok")
+
+    async def stats(self, request: web.Request) -> web.Response:
+        return web.json_response({"requests": dict(self.requests), "answered": dict(self.answered),
+                                  "aborted": {str(k): v for k, v in self.aborted.items()},
+                                  "unknown": self.unknown, "in_flight": len(self.in_flight),
+                                  "abort_calls": self.abort_calls, "workers": self.workers})
+
+
+def make_app(engine: FakeEngine) -> web.Application:
+    app = web.Application(client_max_size=64 * 1024 * 1024)
+    app.add_routes([
+        web.get("/server_info", engine.server_info), web.get("/get_server_info", engine.server_info),
+        web.post("/workers", engine.post_workers), web.get("/workers", engine.get_workers),
+        web.post("/generate", engine.generate), web.post("/abort_request", engine.abort_request),
+        web.get("/v1/loads", engine.loads), web.get("/health", engine.ok), web.get("/health_generate", engine.ok),
+        web.get("/flush_cache", engine.ok), web.get("/stats", engine.stats),
+    ])
+    return app
+
+
+async def serve(options) -> None:
+    script = json.loads(Path(options.script).read_text()) if options.script else {}
+    engine = FakeEngine(options.tokenizer, options.dataset, options.key_column, script, options.base_delay,
+                        options.delay_step, options.log_file, options.host, options.port)
+    runner = web.AppRunner(make_app(engine), access_log=None)
+    await runner.setup()
+    # slime opens many connections at once and retries on a refused one: a deep listen queue
+    site = web.TCPSite(runner, options.host, options.port, backlog=4096)
+    await site.start()
+    print(f"READY {options.port}", flush=True)
+    await asyncio.Event().wait()
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--tokenizer", required=True, help="directory holding tokenizer.json")
+    parser.add_argument("--dataset", required=True, help="the prompts file slime reads (jsonl)")
+    parser.add_argument("--key-column", default="prompt_id", help="metadata column naming a prompt")
+    parser.add_argument("--script", default=None)
+    parser.add_argument("--log-file", default=None)
+    parser.add_argument("--base-delay", type=float, default=0.05)
+    parser.add_argument("--delay-step", type=float, default=0.1)
+    options = parser.parse_args(argv)
+    if options.host != "127.0.0.1":
+        parser.error(f"--host must be 127.0.0.1 (got {options.host!r}): the harness stays on loopback")
+    asyncio.run(serve(options))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,373 @@
+"""Run slime's own ``train.py --debug-rollout-only`` on a CPU-only machine, and read what it did.
+
+The pieces, each a process this module starts and stops by its id:
+
+- the fake SGLang engine and router (``fake_sglang_server.py``) on 127.0.0.1;
+- a private Ray head (``ray start --head --block``, one logical GPU, loopback only, its own temp
+  dir and ports), stopped by killing its process group and every process that descends from it;
+- slime's ``train.py`` with the project's three hooks loaded by dotted path.
+
+Three views of what slime did, independent of the project's records, are read back here: the debug
+rollout data (``--save-debug-rollout-data``), slime's ``perf N: {...}`` log lines and its data
+source checkpoints (``<save>/rollout/global_dataset_state_dict_N.pt``).
+
+Needs a Python with ray, torch, aiohttp and tokenizers (``setup_env.sh`` builds one), ``SLIME_SRC``
+(a slime checkout) and ``MEGATRON_SRC`` (a directory holding Megatron-LM's ``megatron/`` package).
+
+    python harness.py OUT_DIR [--num-rollout 3]     # one run, by hand; prints where everything is
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+DATASET = HERE / "dataset.jsonl"
+STUBS = HERE / "stubs"
+HOOKS = {
+    "--dynamic-sampling-filter-path": "shopsimrl.slime_runtime.fully_scored_group_filter",
+    "--rollout-all-samples-process-path": "shopsimrl.slime_runtime.record_all_samples",
+    "--custom-rollout-log-function-path": "shopsimrl.slime_runtime.log_rollout_step",
+}
+REASONS = ("shopsim_unscored_technical_group", "shopsim_zero_std_group")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _descendants(pid: int) -> list[int]:
+    try:
+        import psutil
+
+        return [child.pid for child in psutil.Process(pid).children(recursive=True)]
+    except Exception:
+        return []
+
+
+def stop_process(proc: subprocess.Popen, *, grace: float = 10.0) -> None:
+    """Stop a process this module started, its process group and its descendants, by their ids."""
+    if proc.poll() is not None and not _descendants(proc.pid):
+        return
+    family = _descendants(proc.pid)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGTERM)  # started with start_new_session: pgid == pid
+    try:
+        proc.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        pass
+    family += _descendants(proc.pid)
+    deadline = time.monotonic() + grace
+    for pid in [proc.pid, *family]:
+        while time.monotonic() < deadline and _alive(pid):
+            time.sleep(0.1)
+        if _alive(pid):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=grace)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        import psutil
+
+        return psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except Exception:
+        return False
+
+
+def build_tokenizer(out_dir: Path) -> Path:
+    sys.path.insert(0, str(HERE))
+    try:
+        import build_tokenizer
+    finally:
+        sys.path.remove(str(HERE))
+    return build_tokenizer.build(out_dir, DATASET)
+
+
+@dataclass
+class FakeServer:
+    port: int
+    proc: subprocess.Popen
+    log_file: Path
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def stats(self) -> dict:
+        import urllib.request
+
+        with urllib.request.urlopen(f"{self.url}/stats", timeout=10) as response:
+            return json.loads(response.read())
+
+
+def start_fake_server(work: Path, tokenizer: Path, *, python: str = sys.executable) -> FakeServer:
+    port = free_port()
+    log_file = work / "engine_requests.jsonl"
+    proc = subprocess.Popen(
+        [python, str(HERE / "fake_sglang_server.py"), "--port", str(port), "--tokenizer", str(tokenizer),
+         "--dataset", str(DATASET), "--key-column", "prompt_id", "--log-file", str(log_file)],
+        stdout=subprocess.PIPE, stderr=open(work / "engine.stderr", "w"), text=True, start_new_session=True,
+    )
+    line = proc.stdout.readline()
+    if not line.startswith("READY"):
+        stop_process(proc)
+        raise RuntimeError(f"fake engine did not start: {line!r}; see {work / 'engine.stderr'}")
+    return FakeServer(port, proc, log_file)
+
+
+def base_env(slime_src: str, megatron_src: str, work: Path) -> dict:
+    """The environment of Ray (and so of every actor) and of the driver: slime, Megatron, the
+    torchvision stand-in and the harness on the path; W&B's files under ``work``; loopback only."""
+    env = dict(os.environ)
+    for key in [k for k in env if k.startswith(("RAY_", "WANDB_", "SHOPSIM_"))]:
+        del env[key]
+    env["PYTHONPATH"] = os.pathsep.join([slime_src, megatron_src, str(STUBS), str(HERE)])
+    env.update(
+        RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0",
+        RAY_USAGE_STATS_ENABLED="0",
+        RAY_DEDUP_LOGS="0",
+        WANDB_DIR=str(work / "wandb_root"),
+        WANDB_CACHE_DIR=str(work / "wandb_cache"),
+        WANDB_CONFIG_DIR=str(work / "wandb_config"),
+        WANDB_DATA_DIR=str(work / "wandb_data"),
+        WANDB_ARTIFACT_DIR=str(work / "wandb_artifacts"),
+        WANDB_MODE="offline",
+        WANDB_SILENT="true",
+        TOKENIZERS_PARALLELISM="false",
+        PYTHONUNBUFFERED="1",
+        OMP_NUM_THREADS="1",
+    )
+    for name in ("wandb_root", "wandb_cache", "wandb_config", "wandb_data", "wandb_artifacts"):
+        (work / name).mkdir(parents=True, exist_ok=True)
+    return env
+
+
+@dataclass
+class RayHead:
+    address: str
+    proc: subprocess.Popen
+    temp_dir: Path
+
+
+def start_ray(env: dict, log: Path, *, python: str = sys.executable) -> RayHead:
+    """A private Ray head on 127.0.0.1 with one logical GPU; ``--block`` keeps its processes under one
+    parent this module can stop. Its temp dir is short (Unix socket paths are limited to 107 bytes)."""
+    temp_dir = Path(tempfile.mkdtemp(prefix="rh", dir="/tmp"))
+    port = free_port()
+    ray_bin = str(Path(python).parent / "ray")
+    cmd = [ray_bin, "start", "--head", "--block", "--node-ip-address", "127.0.0.1", "--port", str(port),
+           "--num-gpus", "1", "--num-cpus", "8", "--temp-dir", str(temp_dir), "--include-dashboard", "false",
+           "--disable-usage-stats", "--ray-client-server-port", str(free_port()),
+           "--dashboard-agent-listen-port", str(free_port()), "--dashboard-agent-grpc-port", str(free_port()),
+           "--metrics-export-port", str(free_port()), "--runtime-env-agent-port", str(free_port()),
+           "--min-worker-port", "0", "--max-worker-port", "0"]
+    proc = subprocess.Popen(cmd, env=env, stdout=open(log, "w"), stderr=subprocess.STDOUT, start_new_session=True)
+    address = f"127.0.0.1:{port}"
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"ray start exited with {proc.returncode}; see {log}")
+        if list(temp_dir.glob("session_latest/logs/raylet.out")) and "Ray runtime started" in log.read_text():
+            return RayHead(address, proc, temp_dir)
+        time.sleep(0.5)
+    stop_process(proc)
+    raise RuntimeError(f"Ray head did not come up in 90 s; see {log}")
+
+
+def stop_ray(head: RayHead) -> None:
+    stop_process(head.proc, grace=15)
+    shutil.rmtree(head.temp_dir, ignore_errors=True)
+
+
+def shopsim_yaml(path: Path, run_dir: Path) -> Path:
+    """``examples/shopsim.yaml`` with ``shopsim_run_dir`` set, and tables logged every step."""
+    import yaml
+
+    settings = yaml.safe_load((ROOT / "examples" / "shopsim.yaml").read_text())
+    settings.update(shopsim_run_dir=str(run_dir), shopsim_prompt_key="prompt_id", shopsim_wandb_table_every=1,
+                    shopsim_prompts_table_every=0)
+    path.write_text(yaml.safe_dump(settings, sort_keys=False))
+    return path
+
+
+@dataclass
+class TrainRun:
+    """One ``train.py`` run: its directories, its output and slime's own views of what it did."""
+
+    work: Path
+    save: Path
+    debug_dir: Path
+    run_dir: Path
+    wandb_dir: Path
+    num_rollout: int
+    start_rollout_id: int = 0
+    returncode: int | None = None
+    output: str = ""
+    seconds: float = 0.0
+    server_stats: dict = field(default_factory=dict)  # the engine's /stats after the run
+    server_stats_before: dict = field(default_factory=dict)
+
+    def server_delta(self, kind: str = "requests") -> dict[str, int]:
+        """What the engine counted during this run (``requests``, ``answered`` or ``aborted``), by prompt key."""
+        before = self.server_stats_before.get(kind, {})
+        after = self.server_stats.get(kind, {})
+        delta = {key: after.get(key, 0) - before.get(key, 0) for key in after}
+        return {key: n for key, n in delta.items() if n}
+
+    def snapshot_records(self) -> Path:
+        """A copy of the run directory's records as this run left them (a resumed run appends to it)."""
+        target = self.work / "records_at_end"
+        shutil.rmtree(target, ignore_errors=True)
+        shutil.copytree(self.run_dir, target)
+        return target
+
+    @property
+    def records_at_end(self) -> Path:
+        return self.work / "records_at_end"
+
+    def perf_lines(self) -> dict[int, dict]:
+        """slime's ``perf N: {...}`` rollout log lines (the RolloutManager's), by rollout id."""
+        found: dict[int, dict] = {}
+        for match in re.finditer(r"perf (\d+): (\{.*?\})\s*$", self.output, re.M):
+            with contextlib.suppress(ValueError, SyntaxError):
+                values = ast.literal_eval(match.group(2))
+                if any(key.startswith("rollout/") for key in values):
+                    found[int(match.group(1))] = values
+        return found
+
+    def debug_rollout(self, rollout_id: int) -> list[dict]:
+        """The samples slime trained on at ``rollout_id`` (``--save-debug-rollout-data``)."""
+        import torch
+
+        return torch.load(self.debug_dir / f"rollout_{rollout_id}.pt", weights_only=False)["samples"]
+
+    def dataset_state(self, rollout_id: int) -> dict:
+        import torch
+
+        return torch.load(self.save / "rollout" / f"global_dataset_state_dict_{rollout_id}.pt", weights_only=False)
+
+
+def train_command(run: TrainRun, server: FakeServer, tokenizer: Path, config: Path, *, slime_src: str,
+                  python: str = sys.executable, load: Path | None = None, rollout_batch_size: int = 2,
+                  over_sampling_batch_size: int = 4, n_samples_per_prompt: int = 4) -> list[str]:
+    cmd = [
+        python, str(Path(slime_src) / "train.py"),
+        "--debug-rollout-only",
+        "--rollout-external-engine-addrs", f"127.0.0.1:{server.port}",
+        "--sglang-router-ip", "127.0.0.1", "--sglang-router-port", str(server.port),
+        "--actor-num-nodes", "1", "--actor-num-gpus-per-node", "1",
+        "--hf-checkpoint", str(tokenizer),
+        "--prompt-data", str(DATASET), "--input-key", "prompt", "--label-key", "label", "--metadata-key", "metadata",
+        "--num-rollout", str(run.num_rollout),
+        "--rollout-batch-size", str(rollout_batch_size),
+        "--over-sampling-batch-size", str(over_sampling_batch_size),
+        "--n-samples-per-prompt", str(n_samples_per_prompt),
+        "--global-batch-size", str(rollout_batch_size * n_samples_per_prompt),
+        "--rollout-max-response-len", "8", "--rollout-temperature", "1.0",
+        "--custom-rm-path", "harness_reward.reward",
+        "--advantage-estimator", "grpo",
+        *[part for flag, path in HOOKS.items() for part in (flag, path)],
+        "--custom-config-path", str(run.work / "shopsim.yaml"),
+        "--use-wandb", "--wandb-mode", "offline", "--disable-wandb-random-suffix",
+        "--wandb-project", "shopsim-harness", "--wandb-group", "harness", "--wandb-dir", str(run.wandb_dir),
+        "--save-debug-rollout-data", str(run.debug_dir / "rollout_{rollout_id}.pt"),
+        "--save", str(run.save), "--save-interval", "1",
+    ]
+    if load is not None:
+        cmd += ["--load", str(load), "--start-rollout-id", str(run.start_rollout_id)]
+    return cmd
+
+
+def run_train(run: TrainRun, server: FakeServer, tokenizer: Path, env: dict, ray_address: str, *, slime_src: str,
+              python: str = sys.executable, load: Path | None = None, timeout: float = 240, **sizes) -> TrainRun:
+    """Run ``train.py`` to the end (or ``timeout``) and keep its whole output in ``run.output``."""
+    shopsim_yaml(run.work / "shopsim.yaml", run.run_dir)
+    cmd = train_command(run, server, tokenizer, run.work / "shopsim.yaml", slime_src=slime_src, python=python,
+                        load=load, **sizes)
+    driver_env = dict(env, RAY_ADDRESS=ray_address)
+    run.server_stats_before = server.stats()
+    started = time.monotonic()
+    log_path = run.work / "train.log"
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(cmd, env=driver_env, cwd=run.work, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            pass
+        finally:
+            stop_process(proc)
+    run.returncode = proc.returncode
+    run.seconds = time.monotonic() - started
+    run.output = log_path.read_text(errors="replace")
+    run.server_stats = server.stats()
+    if run.run_dir.is_dir():
+        run.snapshot_records()
+    return run
+
+
+def new_run(work: Path, num_rollout: int, *, save: Path | None = None, run_dir: Path | None = None,
+            start_rollout_id: int = 0) -> TrainRun:
+    """A run's directories under ``work``; a resumed run passes the first run's ``save`` and ``run_dir``."""
+    work.mkdir(parents=True, exist_ok=True)
+    run = TrainRun(work=work, save=save or work / "save", debug_dir=work / "debug", run_dir=run_dir or work / "shopsim_run",
+                   wandb_dir=work / "wandb", num_rollout=num_rollout, start_rollout_id=start_rollout_id)
+    run.save.mkdir(parents=True, exist_ok=True)
+    return run
+
+
+def mark_checkpoint(save: Path, rollout_id: int) -> None:
+    """Write Megatron's tracker file into ``save``, which a rollout-only run does not write (its actors
+    save no weights) but slime's ``--load`` requires before it keeps the path (otherwise it swaps
+    ``--load`` for ``--ref-load`` and restores no data source state)."""
+    (save / "latest_checkpointed_iteration.txt").write_text(f"{rollout_id}\n")
+
+
+def main(argv=None) -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser(description="one slime train.py run through the harness")
+    parser.add_argument("out", type=Path)
+    parser.add_argument("--num-rollout", type=int, default=3)
+    options = parser.parse_args(argv)
+    slime_src, megatron_src = os.environ["SLIME_SRC"], os.environ["MEGATRON_SRC"]
+    out = options.out.resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    tokenizer = build_tokenizer(out / "tokenizer")
+    env = base_env(slime_src, megatron_src, out)
+    server = start_fake_server(out, tokenizer)
+    head = None
+    try:
+        head = start_ray(env, out / "ray.log")
+        run = run_train(new_run(out / "run", options.num_rollout), server, tokenizer, env, head.address,
+                        slime_src=slime_src)
+        print(json.dumps({"returncode": run.returncode, "seconds": round(run.seconds, 1),
+                          "log": str(run.work / "train.log"), "perf": run.perf_lines(),
+                          "server": run.server_stats}, indent=1, default=str))
+    finally:
+        if head is not None:
+            stop_ray(head)
+        stop_process(server.proc)
+
+
+if __name__ == "__main__":
+    main()
