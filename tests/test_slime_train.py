@@ -117,7 +117,7 @@ def _trained_group_indices(samples: list[dict]) -> list[int]:
 
 def _shopsim_history(run) -> tuple[object, list[dict]]:
     """The offline W&B run holding the project's rows (the RolloutManager's secondary run), and its rows."""
-    from shopsim_metrics.wandb_offline import find_run_dirs, read_offline_run
+    from shopsim_metrics.sinks.wandb_offline import find_run_dirs, read_offline_run
 
     found = []
     for run_dir in find_run_dirs(run.wandb_dir):
