@@ -253,6 +253,14 @@ def test_every_record_satisfies_the_contract_identities_and_matches_the_loop(con
         assert out.remaining_end == len(out.train_ids) + len(out.surplus_ids) + len(out.aborted_ids)
         assert sum(out.batch_sizes) == rec.accepted_group_count
         assert rec.generation_stats_source == "all_samples_hook"
+        # why a group was zero-std: the three verdicts add up, and each is the ledger's own count
+        causes = (rec.zero_std_all_pass_group_count, rec.zero_std_all_fail_group_count,
+                  rec.zero_std_other_group_count)
+        assert sum(causes) == rec.zero_std_group_count
+        zero_rows = [row for row in rec.decisions if row.reason == ZERO]
+        assert rec.zero_std_all_pass_group_count == sum(row.success_count == row.scorable_rollouts > 0
+                                                        for row in zero_rows)
+        assert rec.zero_std_all_fail_group_count == sum(row.success_count == 0 for row in zero_rows)
 
 
 # --- latency model: batches, concurrency, time --------------------------------------------------------

@@ -194,6 +194,24 @@ def dashboard_spec() -> DashboardSpec:
             ),
         ),
         Panel(
+            id="zero_std_causes",
+            title="Zero-std groups: too easy or too hard",
+            description=(
+                "Stacked: every judged zero-std group (dropped, fallback or surplus) by why it had no spread: all "
+                "rollouts succeeded (too easy), none did (too hard), or neither; the stack is zero_std_group_count, "
+                "of which zero_std_group_drop_count were dropped."
+            ),
+            kind="stacked_bar",
+            source="steps",
+            section=waves,
+            y_title="zero-std groups",
+            series=(
+                Series("zero_std_all_pass_group_count", "all pass (too easy)", "bar", color="#98df8a"),
+                Series("zero_std_all_fail_group_count", "all fail (too hard)", "bar", color="#ff9896"),
+                Series("zero_std_other_group_count", "other (same partial reward)", "bar", color="#c5b0d5"),
+            ),
+        ),
+        Panel(
             id="waves",
             title="Over-sampling waves per step",
             description="1 = the first wave was enough; 2 or more = drops pushed remaining below rollout_batch_size.",

@@ -132,10 +132,19 @@ PROMPT_VALUE_FIELDS: Final = (
 )
 """The prompt-value table of the contract ("Prompt value over time"), in its order."""
 
+# --- why a group was zero-std (per step) -----------------------------------------------------------
+ZERO_STD_CAUSE_FIELDS: Final = (
+    "zero_std_all_pass_group_count",  # judged zero-std groups whose every scorable rollout is a success
+    "zero_std_all_fail_group_count",  # judged zero-std groups with no success
+    "zero_std_other_group_count",  # the other judged zero-std groups (the three add up to zero_std_group_count)
+)
+"""The contract's "Why a group was zero-std" table: too easy, too hard, or neither."""
+
 RECONCILE_FIELD: Final = "reconcile_mismatch_count"
 """Logged by the log function: drop counts that disagree with slime's own counters (0 = agree)."""
 
-WANDB_STEP_FIELDS: Final = STEP_FIELDS + EXTRA_FIELDS + (RECONCILE_FIELD,) + COST_FIELDS + PROMPT_VALUE_FIELDS
+WANDB_STEP_FIELDS: Final = (STEP_FIELDS + EXTRA_FIELDS + (RECONCILE_FIELD,) + COST_FIELDS + PROMPT_VALUE_FIELDS
+                                     + ZERO_STD_CAUSE_FIELDS)
 """Every per-step scalar the W&B sink logs under WANDB_PREFIX."""
 
 # --- the per-group decision ledger --------------------------------------------------------------

@@ -78,6 +78,9 @@ class StepRecord:
     technical_group_drop_count: int = 0
     zero_std_group_drop_count: int = 0
     zero_std_group_count: int = 0
+    zero_std_all_pass_group_count: int = 0  # why a group was zero-std: every scorable rollout a success
+    zero_std_all_fail_group_count: int = 0  # ... no success
+    zero_std_other_group_count: int = 0  # ... neither (the three add up to zero_std_group_count)
     surplus_group_count: int = 0
     aborted_group_count: int = 0
     accepted_sample_count: int = 0
