@@ -31,6 +31,7 @@ class OneLineParser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(prog="shopsim-metrics", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     inspect = sub.add_parser("inspect", help="summarise a steps.jsonl file (or the run directory holding it)")
     inspect.add_argument("path")
@@ -42,6 +43,16 @@ def build_parser() -> argparse.ArgumentParser:
     config_check.register(sub)
     prompts_command.register(sub)
     return parser
+
+
+def _version() -> str:
+    """The installed package's version (``unknown`` when it runs from a bare checkout)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("shopsim-metrics")
+    except PackageNotFoundError:
+        return "unknown"
 
 
 _INSPECT_COLUMNS = (  # header, name, width

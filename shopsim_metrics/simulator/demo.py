@@ -268,7 +268,8 @@ def format_cost(records: list[StepRecord]) -> str:
     """What dynamic sampling cost over the run: tokens, waste, wave time and the project's own time.
 
     ``filter_seconds / rollout_seconds`` is the project's overhead against slime's own rollout time
-    (measured wall-clock in the hooks against simulated generation seconds in the demo).
+    (measured wall-clock in the hooks against simulated generation seconds in the demo). The demo's
+    rollout and wave seconds come from the simulator's clock: they are labelled simulated.
 
     Example:
         >>> rec = StepRecord(rollout_id=0, generated_token_count=1000, train_token_count=800,
@@ -276,8 +277,8 @@ def format_cost(records: list[StepRecord]) -> str:
         ...                  extra_wave_seconds=0.0)
         >>> print(format_cost([rec]))
         tokens per step: 1,000 generated, 800 trained on; wasted tokens 20.0% (samples: -)
-        seconds per step: 40.0 rollout, 30.0 first-wave fill, 0.0 in extra waves (0.0% of the rollout time)
-        own time: filter_seconds / rollout_seconds = 0.0100% (4.0 ms per step)
+        simulated seconds per step: 40.0 rollout, 30.0 first-wave fill, 0.0 in extra waves (0.0% of the rollout time)
+        own time (measured): filter_seconds / simulated rollout_seconds = 0.0100% (4.0 ms per step)
     """
     steps = [r for r in records if not r.terminated] or list(records)
     if not steps:
@@ -295,10 +296,10 @@ def format_cost(records: list[StepRecord]) -> str:
     lines = [
         f"tokens per step: {generated / n:,.0f} generated, {train / n:,.0f} trained on; wasted tokens "
         f"{(1 - train / generated) if generated else 0.0:.1%} (samples: {wasted_samples})",
-        f"seconds per step: {rollout / max(len(timed), 1):.1f} rollout, {fill / n:.1f} first-wave fill, "
+        f"simulated seconds per step: {rollout / max(len(timed), 1):.1f} rollout, {fill / n:.1f} first-wave fill, "
         f"{extra / n:.1f} in extra waves"
         + (f" ({sum(r.extra_wave_seconds or 0.0 for r in timed) / rollout:.1%} of the rollout time)" if rollout else ""),
-        f"own time: filter_seconds / rollout_seconds = "
+        f"own time (measured): filter_seconds / simulated rollout_seconds = "
         + (f"{own / rollout:.4%} ({own / len(timed) * 1000:.1f} ms per step)" if rollout else "- (no rollout time)"),
     ]
     return "\n".join(lines)
@@ -324,7 +325,7 @@ def print_summary(demo: DemoResult, stream: TextIO, *, notes: list[str] | None =
     listed = ", ".join(f"{step} ({waves} waves)" for step, waves in tally.multi_wave)
     if tally.multi_wave_count > len(tally.multi_wave):
         listed += f" and {tally.multi_wave_count - len(tally.multi_wave)} more"
-    print(f"steps: {tally.steps} in {result.wall_seconds:.1f} s;  steps with more than one wave: "
+    print(f"steps: {tally.steps} simulated in {result.wall_seconds:.1f} s of wall-clock time;  steps with more than one wave: "
           + (listed or "none"), file=stream)
     if tally.worst_streak is not None:
         streak, step = tally.worst_streak

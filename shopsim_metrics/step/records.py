@@ -58,7 +58,7 @@ class DecisionRow:
 
 @dataclass
 class StepRecord:
-    """Everything recorded for one rollout step (see metrics_contract.md)."""
+    """Everything recorded for one rollout step (the fields of docs/training_monitoring.md §3.3)."""
 
     rollout_id: int
     terminated: bool = False
