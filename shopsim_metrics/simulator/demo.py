@@ -126,7 +126,7 @@ def run_demo(
                 if run is not None:
                     found["wandb"] = Path(run.dir).parent
             if bar is not None:
-                bar.set_postfix(waves=outcome.waves, judged=len(outcome.judged_ids), refresh=False)
+                bar.set_postfix(waves=outcome.waves, accepted=len(outcome.judged_ids), refresh=False)
                 bar.update(1)
 
         try:
@@ -222,25 +222,22 @@ def _note(record: StepRecord, burst_step: int, alert_steps: dict[int, list[str]]
 
 
 def format_steps_table(records: list[StepRecord], *, burst_step: int = -1, alert_steps: dict | None = None) -> str:
-    """One line per step: waves and the fate of every judged group, success rates, streak, notes.
+    """One line per step in the columns of ``inspect`` (:mod:`shopsim_metrics.step.table`), with notes.
 
     Example:
         >>> rec = StepRecord(rollout_id=0, wave_count=2, accepted_group_count=40, train_group_count=16)
         >>> "2 waves" in format_steps_table([rec])
         True
     """
+    from shopsim_metrics.step.table import STEP_TABLE_COLUMNS, STEP_TABLE_LEGEND, format_header, format_row
+
     alert_steps = alert_steps or {}
-    header = (f"{'step':>4} {'waves':>5} {'judged':>6} {'train':>5} {'fallbk':>6} {'tech':>4} {'zero':>4} "
-              f"{'surpl':>5} {'abort':>5} {'success':>7} {'train.s':>7} {'streak':>6}  note")
-    lines = [header]
+    names = tuple(name for _, name, _ in STEP_TABLE_COLUMNS)
+    lines = [format_header(names) + "  note"]
     for r in records:
-        rate = "-" if r.success_rate is None else f"{r.success_rate:.3f}"
-        train_rate = "-" if r.train_success_rate is None else f"{r.train_success_rate:.3f}"
-        lines.append(
-            f"{r.rollout_id:>4} {r.wave_count:>5} {r.accepted_group_count:>6} {r.train_group_count:>5} "
-            f"{r.fallback_group_count:>6} {r.technical_group_drop_count:>4} {r.zero_std_group_drop_count:>4} "
-            f"{r.surplus_group_count:>5} {r.aborted_group_count:>5} {rate:>7} {train_rate:>7} "
-            f"{r.max_consecutive_technical_failures:>6}  {_note(r, burst_step, alert_steps)}".rstrip())
+        values = {name: getattr(r, name) for name in names}
+        lines.append(f"{format_row(values, names)}  {_note(r, burst_step, alert_steps)}".rstrip())
+    lines.append(STEP_TABLE_LEGEND)
     return "\n".join(lines)
 
 
