@@ -115,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     """
     parser = build_parser()
     args = parser.parse_args(argv)
-    name = f"shopsim-metrics {args.command}"
+    name = " ".join(["shopsim-metrics", args.command, *([args.dashboard_command] if args.command == "dashboard" else [])])
     try:
         code = int(args.func(args) or 0)
         sys.stdout.flush()

@@ -130,7 +130,7 @@ def test_a_bad_config_stops_the_script_before_anything_starts(tmp_path: Path, sc
     assert result.stdout == ""  # no command printed under DRY_RUN
     assert not (tmp_path / "trained").exists()  # and none run without it
     problems = result.stderr.splitlines()
-    assert len(problems) == 2 and all(p.startswith(f"shopsim-metrics check-config: {config}: ") for p in problems)
+    assert len(problems) == 2 and all(p.startswith(f"shopsim-metrics check-config: error: {config}: ") for p in problems)
     assert any("did you mean 'shopsim_max_consecutive_failed_groups'?" in p for p in problems)
 
 
