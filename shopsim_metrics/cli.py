@@ -32,6 +32,7 @@ class OneLineParser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(prog="shopsim-metrics", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     inspect = sub.add_parser("inspect", help="summarise a steps.jsonl file (or the run directory holding it)")
     inspect.add_argument("path")
@@ -46,38 +47,33 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-_INSPECT_COLUMNS = (  # header, name, width
-    ("step", "rollout_id", 5), ("waves", "wave_count", 5), ("accepted", "accepted_group_count", 8),
-    ("train", "train_group_count", 5), ("fallback", "fallback_group_count", 8),
-    ("tech", "technical_group_drop_count", 5), ("zero", "zero_std_group_drop_count", 5),
-    ("surplus", "surplus_group_count", 7), ("aborted", "aborted_group_count", 7),
-    ("success", "success_rate", 8), ("streak", "max_consecutive_technical_failures", 6),
-)
+def _version() -> str:
+    """The installed package's version (``unknown`` when it runs from a bare checkout)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("shopsim-metrics")
+    except PackageNotFoundError:
+        return "unknown"
 
 
 def _inspect(args: argparse.Namespace) -> int:
     from shopsim_metrics.sinks.steps_reader import read_step_columns
+    from shopsim_metrics.step.table import STEP_TABLE_COLUMNS, STEP_TABLE_LEGEND, format_header, format_row
 
     if args.json:
         return _inspect_json(args.path)
-    table = read_step_columns(args.path, names=tuple(n for _, n, _ in _INSPECT_COLUMNS) + ("terminated",))
+    names = tuple(name for _, name, _ in STEP_TABLE_COLUMNS)
+    table = read_step_columns(args.path, names=names + ("terminated",))
     out = sys.stdout
-    out.write(" ".join(f"{head:>{width}}" for head, _, width in _INSPECT_COLUMNS) + "\n")
-    cols = [table.rollout_ids if name == "rollout_id" else table.columns[name] for _, name, _ in _INSPECT_COLUMNS]
-    widths = [width for _, _, width in _INSPECT_COLUMNS]
+    out.write(format_header(names) + "\n")
+    cols = {name: table.rollout_ids if name == "rollout_id" else table.columns[name] for name in names}
     for i, terminated in enumerate(table.columns["terminated"]):
-        cells = [_cell(col[i], name) for col, (_, name, _) in zip(cols, _INSPECT_COLUMNS)]
-        out.write(" ".join(f"{c:>{w}}" for c, w in zip(cells, widths)) + (" TERMINATED" if terminated else "") + "\n")
+        row = format_row({name: col[i] for name, col in cols.items()}, names)
+        out.write(row + (" TERMINATED" if terminated else "") + "\n")
     out.write(f"{len(table)} steps" + "".join(f"; {note}" for note in table.report.notes()) + "\n")
+    out.write(STEP_TABLE_LEGEND + "\n")
     return 0
-
-
-def _cell(value: object, name: str) -> str:
-    if value is None:
-        return "-"
-    if name == "success_rate" and isinstance(value, (int, float)):
-        return f"{value:.3f}"
-    return str(value)
 
 
 def _inspect_json(path: str) -> int:
@@ -121,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     """
     parser = build_parser()
     args = parser.parse_args(argv)
-    name = f"shopsim-metrics {args.command}"
+    name = " ".join(["shopsim-metrics", args.command, *([args.dashboard_command] if args.command == "dashboard" else [])])
     try:
         code = int(args.func(args) or 0)
         sys.stdout.flush()

@@ -1,6 +1,9 @@
-"""The exception that ends a run when technical failures pile up.
+"""The exception that ends a run when technical failures pile up, and the one error for a missing path.
 
 Example:
+    >>> str(missing_path("run/steps.jsonl", "a steps.jsonl or the run directory holding it"))
+    'run/steps.jsonl: no such file or directory (expected a steps.jsonl or the run directory holding it)'
+
     >>> err = TechnicalFailureLimitExceeded(streak=8, max_consecutive_failed_groups=8, rollout_id=3,
     ...                                     failed_checks={"status_failed": 8})
     >>> "8 consecutive technical groups" in str(err)
@@ -8,6 +11,13 @@ Example:
 """
 
 from __future__ import annotations
+
+import os
+
+
+def missing_path(path: str | os.PathLike, expected: str) -> FileNotFoundError:
+    """The error every command gives for a path that does not exist: the path, then what was expected."""
+    return FileNotFoundError(f"{os.fspath(path)}: no such file or directory (expected {expected})")
 
 
 class TechnicalFailureLimitExceeded(RuntimeError):

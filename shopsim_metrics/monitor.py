@@ -169,11 +169,12 @@ class ShopsimRuntime:
             self._account(judgement, samples, streak)
             if streak:
                 rollout_id = self._current_rollout_id()
-                alert = self.alerts.alert_for(self.streak, rollout_id)
+                alert = self.alerts.after_judgement(self.streak, rollout_id)  # the ERROR at the limit, else None
                 if streak >= self.settings.max_consecutive_failed_groups:
                     checks = self.streak.checks  # for the termination, read with the streak it ends
         try:
             if alert is not None:
+                self.send_warnings(up_to=None if rollout_id is None else rollout_id - 1)  # earlier steps first
                 self.send_alert(alert)
             if self.accountant is not None and self.accountant.closed:
                 self.flush()  # earlier steps that no log function emitted: write them now, not at exit
@@ -217,6 +218,11 @@ class ShopsimRuntime:
             rollout_id=rollout_id, failed_checks=checks,
         )
 
+    def send_warnings(self, up_to: int | None = None) -> None:
+        """Send the one WARN of each step up to ``up_to`` (every step when None) that had a burst."""
+        for alert in self.alerts.take_warnings(up_to):
+            self.send_alert(alert)
+
     def send_alert(self, alert: Alert) -> None:
         log = logger.error if alert.level == "ERROR" else logger.warning
         log("%s: %s", alert.title, alert.text)
@@ -251,12 +257,14 @@ class ShopsimRuntime:
         """
         started = getattr(self._hook_started, "value", None)
         if self.accountant is None:
+            self.send_warnings(up_to=rollout_id)
             return []
         with self._emit_lock:
             self.accountant.close_step_of(rollout_id)
             records = self.accountant.take_closed()
             for record in records:
                 self._emit_one(record, rollout_id, rollout_extra_metrics, rollout_time, started)
+            self.send_warnings(up_to=rollout_id)
         return records
 
     def _emit_one(
@@ -304,8 +312,11 @@ class ShopsimRuntime:
         if self.accountant is None:
             return
         with self._emit_lock:
-            for record in self.accountant.take_closed():
+            records = self.accountant.take_closed()
+            for record in records:
                 self._emit(record)
+            if records:
+                self.send_warnings(up_to=records[-1].rollout_id)
 
     def shutdown(self) -> None:
         """Close the open step from its ledger, emit everything pending, close the sinks."""
@@ -313,6 +324,7 @@ class ShopsimRuntime:
             if self.accountant is not None:
                 self.accountant.close_step()
             self.flush()
+            self.send_warnings()
             self._emit_final_prompt_table()
             if self._sinks is not None:
                 self._sinks.close()

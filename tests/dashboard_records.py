@@ -106,6 +106,10 @@ def make_step(step: int, kinds: list[str], *, rng: random.Random, streak: int = 
     rec.zero_std_group_drop_count = count(contract.OUTCOME_DROPPED_ZERO_STD)
     rec.surplus_group_count = count(contract.OUTCOME_SURPLUS)
     rec.zero_std_group_count = sum(1 for r in rows if r.reason == contract.REASON_ZERO_STD)
+    zero_successes = [r.success_count for r in rows if r.reason == contract.REASON_ZERO_STD]
+    rec.zero_std_all_pass_group_count = sum(1 for c in zero_successes if c == N)
+    rec.zero_std_all_fail_group_count = sum(1 for c in zero_successes if c == 0)
+    rec.zero_std_other_group_count = rec.zero_std_group_count - sum(1 for c in zero_successes if c in (0, N))
     rec.aborted_group_count = submitted - len(rows)
     acc = len(rows)
     rec.accepted_sample_count = sum(r.unique_rollouts for r in rows)

@@ -142,6 +142,11 @@ def test_records_match_the_loop_and_every_identity_holds(tmp_path_factory, k):
         judged = [judge_group(make(g), n_samples=args.n_samples_per_prompt) for g in res.judged_ids]
         assert rec.zero_std_group_count == sum(j.kind == "zero_std" for j in judged)
         assert rec.fallback_group_count <= rec.zero_std_group_count - rec.zero_std_group_drop_count
+        zero = [j for j in judged if j.kind == "zero_std"]
+        all_pass = sum(j.success_count == j.scorable_rollouts for j in zero)
+        all_fail = sum(j.success_count == 0 for j in zero)
+        assert (rec.zero_std_all_pass_group_count, rec.zero_std_all_fail_group_count,
+                rec.zero_std_other_group_count) == (all_pass, all_fail, len(zero) - all_pass - all_fail)
         scorable = sum(j.scorable_rollouts for j in judged)
         if scorable:
             assert rec.success_rate == sum(j.success_count for j in judged) / scorable

@@ -12,7 +12,7 @@ import pytest
 from shopsim_metrics.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
-PREFIX = "shopsim-metrics check-config: "
+PREFIX = "shopsim-metrics check-config: error: "
 
 
 def check(tmp_path: Path, capsys: pytest.CaptureFixture, text: str) -> tuple[int, list[str], str]:
@@ -88,7 +88,45 @@ def test_an_empty_config_is_clean(tmp_path, capsys) -> None:
 def test_a_missing_file_is_one_line(tmp_path, capsys) -> None:
     assert main(["check-config", str(tmp_path / "nope.yaml")]) == 2
     (line,) = capsys.readouterr().err.splitlines()
-    assert line == f"{PREFIX}{tmp_path / 'nope.yaml'}: cannot read the file (No such file or directory)"
+    assert line == (f"{PREFIX}{tmp_path / 'nope.yaml'}: no such file or directory (expected a YAML file of "
+                    "shopsim_* settings)")
+
+
+def test_a_missing_path_reads_the_same_in_every_command(tmp_path, capsys) -> None:
+    missing = tmp_path / "nope"
+    messages = {}
+    for argv in (["inspect", str(missing)], ["prompts", str(missing)], ["dashboard", "html", str(missing)],
+                 ["tune", "--from", str(missing), "--steps", "10"], ["check-config", str(missing)]):
+        assert main(argv) == 2
+        (line,) = capsys.readouterr().err.splitlines()
+        command = " ".join(argv[:2] if argv[0] == "dashboard" else argv[:1])
+        assert line.startswith(f"shopsim-metrics {command}: error: {missing}: no such file or directory (expected "), line
+        messages[command] = line
+    assert len(messages) == 5
+
+
+@pytest.mark.parametrize("key, right", [("shopsim-wandb", "shopsim_wandb"), ("Shopsim_alerts", "shopsim_alerts"),
+                                        ("SHOPSIM_RUN_DIR", "shopsim_run_dir"), ("shopsim.wandb-project",
+                                                                                 "shopsim_wandb_project")])
+def test_a_near_miss_of_a_shopsim_key_is_flagged_with_the_right_name(tmp_path, capsys, key: str, right: str) -> None:
+    code, lines, _ = check(tmp_path, capsys, f"{key}: off\n")
+    assert code == 2 and lines == [f"{key}: not read (shopsim_* keys are lower case with '_'); did you mean {right!r}?"]
+
+
+def test_keys_that_are_not_shopsim_keys_stay_unread(tmp_path, capsys) -> None:
+    assert check(tmp_path, capsys, "shopsimple: 1\nlr: 1e-6\nShop_sim: 2\n")[:2] == (0, [])
+
+
+def test_each_file_gets_its_own_verdict(tmp_path, capsys) -> None:
+    good, bad = tmp_path / "good.yaml", tmp_path / "bad.yaml"
+    good.write_text("shopsim_wandb: off\n")
+    bad.write_text("shopsim-wandb: off\n")
+    assert main(["check-config", str(good), str(bad)]) == 2
+    out, err = capsys.readouterr()
+    assert out.splitlines() == [f"shopsim-metrics check-config: {good}: OK"]
+    assert err.splitlines() == [f"{PREFIX}{bad}: line 1: shopsim-wandb: not read (shopsim_* keys are lower case "
+                                "with '_'); did you mean 'shopsim_wandb'?"]
+    assert main(["check-config", str(good), str(good)]) == 0
 
 
 def test_the_command_line_exits_2_on_problems(tmp_path) -> None:

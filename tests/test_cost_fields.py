@@ -219,7 +219,8 @@ def test_simulated_run_records_real_looking_cost_and_a_tiny_own_time_share() -> 
         assert rec.first_wave_fill_seconds <= rec.decisions[-1].judged_at
     assert any(r.wave_count > 1 for r in records)  # the burst
     assert all(r.filter_seconds > 0 for r in records)  # measured (its size is the benchmark's business)
-    assert "filter_seconds / rollout_seconds" in format_cost(records)
+    assert "filter_seconds / simulated rollout_seconds" in format_cost(records)
+    assert "simulated seconds per step" in format_cost(records)
 
 
 # --- W&B: the cost keys read back from an offline run, at the step's rollout/step ----------------------

@@ -276,6 +276,18 @@ def test_html_stacked_outcomes_add_up_to_submitted(records: list[StepRecord]) ->
     assert terminated and [s.x0 for s in fig.layout.shapes] == terminated
 
 
+def test_html_zero_std_causes_stack_up_to_every_zero_std_group(records: list[StepRecord]) -> None:
+    data = load_dashboard_data(records)
+    fig = step_figure(SPEC.panel("zero_std_causes"), data)
+    assert fig.layout.barmode == "stack"
+    bars = [t for t in fig.data if t.type == "bar"]
+    assert [t.meta for t in bars] == list(contract.ZERO_STD_CAUSE_FIELDS)
+    assert any(rec.zero_std_all_pass_group_count and rec.zero_std_all_fail_group_count for rec in records)
+    for i, rec in enumerate(records):
+        assert [t.y[i] for t in bars] == [getattr(rec, name) for name in contract.ZERO_STD_CAUSE_FIELDS]
+        assert sum(t.y[i] for t in bars) == rec.zero_std_group_count >= rec.zero_std_group_drop_count
+
+
 def test_html_figures_are_plain_valid_plotly_json_and_the_template_is_embedded_once(records: list[StepRecord]) -> None:
     import plotly.graph_objects as go
     import plotly.io as pio

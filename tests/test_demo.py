@@ -98,7 +98,12 @@ def test_wandb_offline_run_holds_the_warn_alert_of_the_burst_and_no_error(demo):
     run = read_offline_run(_run_dir(demo))
     levels = {a["level"] for a in run.alerts}
     assert "WARN" in levels and "ERROR" not in levels
-    assert all(f"rollout step {BURST}" in a["text"] for a in run.alerts if a["level"] == "WARN")
+    warns = [a for a in run.alerts if a["level"] == "WARN"]
+    records = read_steps(demo["out"] / "run")
+    # the burst is one event: one WARN for its step, with the number of streaks and the longest
+    assert [a["title"] for a in warns] == [f"shopsim: technical failures piling up at rollout step {BURST}"]
+    assert f"the longest {records[BURST].max_consecutive_technical_failures};" in warns[0]["text"]
+    assert re.search(rf"at rollout step {BURST}, \d+ streaks? of consecutive technical groups reached 4", warns[0]["text"])
 
 
 def test_html_dashboard_holds_every_panel_of_the_spec(demo):

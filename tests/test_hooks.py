@@ -228,7 +228,7 @@ def test_cli_reports_bad_inputs_in_one_line(tmp_path, capsys):
 
     assert main(["inspect", str(tmp_path / "missing")]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("shopsim-metrics inspect: error: no step records at") and err.count("\n") == 1
+    assert err.startswith("shopsim-metrics inspect: error: ") and "no such file or directory" in err and err.count("\n") == 1
     (tmp_path / "steps.jsonl").write_text('{"rollout_id": 0}\nnot json\n{"rollout_id": 1}\n')
     assert main(["inspect", str(tmp_path)]) == 0
     assert "skipped 1 bad line" in capsys.readouterr().out
@@ -244,7 +244,29 @@ def test_cli_inspect_prints_one_row_per_step(tmp_path, capsys):
     sink.emit(StepRecord(rollout_id=1, wave_count=3, terminated=True))
     assert main(["inspect", str(tmp_path)]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert len(lines) == 4 and "0.250" in lines[1] and lines[2].endswith("TERMINATED") and lines[3] == "2 steps"
+    assert len(lines) == 5 and "0.250" in lines[1] and lines[2].endswith("TERMINATED") and lines[3] == "2 steps"
+    assert lines[0].split()[:4] == ["step", "waves", "accepted", "train"]
+    assert lines[4].startswith("accepted = groups judged by the filter")  # the legend: the contract's meanings
+
+
+def test_demo_and_inspect_print_the_same_columns_for_the_same_records(tmp_path, capsys):
+    from shopsim_metrics.cli import main
+    from shopsim_metrics.simulator.demo import format_steps_table
+    from shopsim_metrics.step.records import StepRecord
+    from shopsim_metrics.sinks import JsonlSink
+
+    records = [StepRecord(rollout_id=0, wave_count=4, accepted_group_count=109, train_group_count=16,
+                          fallback_group_count=2, technical_group_drop_count=85, zero_std_group_drop_count=8)]
+    sink = JsonlSink(tmp_path, fsync=False)
+    sink.emit(records[0])
+    assert main(["inspect", str(tmp_path)]) == 0
+    inspect_lines = capsys.readouterr().out.splitlines()
+    demo_lines = format_steps_table(records).splitlines()
+    assert demo_lines[0].removesuffix("  note") == inspect_lines[0]
+    assert demo_lines[1] == inspect_lines[1] + "  4 waves"
+    assert demo_lines[-1] == inspect_lines[-1]
+
+
 
 
 # --- the hooks in slime's image: only what slime's own requirements bring -------------------------

@@ -102,3 +102,14 @@ def test_missing_run_and_records_without_prompt_keys_are_one_line_errors(tmp_pat
     assert main(["prompts", str(run_dir)]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "prompt_key" in err
+
+
+def test_out_is_checked_before_anything_is_printed(tmp_path, capsys) -> None:
+    from shopsim_metrics.cli import main
+
+    (tmp_path / "a_file").write_text("x")
+    for out in (tmp_path, tmp_path / "a_file" / "skip.jsonl"):  # a directory; a path under a file
+        assert main(["prompts", str(tmp_path / "no-run"), "--out", str(out)]) == 2
+        captured = capsys.readouterr()
+        assert captured.out == ""
+        assert captured.err.startswith(f"shopsim-metrics prompts: error: --out {out}: ")

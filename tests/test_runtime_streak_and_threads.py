@@ -73,10 +73,12 @@ def test_alerts_read_the_one_streak_warn_once_per_streak_error_at_the_limit():
     slime_runtime.fully_scored_group_filter(args, spread(3))  # the streak ends
     for gid in range(4, 7):
         slime_runtime.fully_scored_group_filter(args, technical(gid))
-    assert [a.level for a in memory.alerts] == ["WARN", "WARN"]  # once per streak, at 2 of 4
+    assert memory.alerts == []  # the step's WARN is sent when the step is emitted, not from the filter
     with pytest.raises(TechnicalFailureLimitExceeded):
         slime_runtime.fully_scored_group_filter(args, technical(7))
-    assert [a.level for a in memory.alerts] == ["WARN", "WARN", "ERROR"]
+    (error,) = memory.alerts  # the ERROR is the terminated step's one alert
+    assert error.level == "ERROR" and error.title.endswith("at rollout step 0, terminating")
+    assert "1 earlier streak(s) in this step reached 2" in error.text
     record = memory.records[-1]
     assert record.terminated and record.consecutive_technical_failures == 4
     assert record.max_consecutive_technical_failures == 4
@@ -170,4 +172,7 @@ def test_the_filter_thread_and_the_log_thread_share_the_runtime_safely():
         assert record.accepted_group_count == per_step
         assert sum(1 for row in record.decisions if row.outcome == "dropped_technical") == per_step // 2
         assert record.max_consecutive_technical_failures == 2
-    assert len(sink.alerts) == steps * per_step // 4  # one WARN per streak of two technical groups
+    # one WARN per step however many streaks of two crossed the threshold, each with its own title
+    assert [alert.rollout_id for alert in sink.alerts] == list(range(steps))
+    assert len({alert.title for alert in sink.alerts}) == steps
+    assert all(f"{per_step // 4} streaks" in alert.text for alert in sink.alerts)

@@ -253,6 +253,14 @@ def test_every_record_satisfies_the_contract_identities_and_matches_the_loop(con
         assert out.remaining_end == len(out.train_ids) + len(out.surplus_ids) + len(out.aborted_ids)
         assert sum(out.batch_sizes) == rec.accepted_group_count
         assert rec.generation_stats_source == "all_samples_hook"
+        # why a group was zero-std: the three verdicts add up, and each is the ledger's own count
+        causes = (rec.zero_std_all_pass_group_count, rec.zero_std_all_fail_group_count,
+                  rec.zero_std_other_group_count)
+        assert sum(causes) == rec.zero_std_group_count
+        zero_rows = [row for row in rec.decisions if row.reason == ZERO]
+        assert rec.zero_std_all_pass_group_count == sum(row.success_count == row.scorable_rollouts > 0
+                                                        for row in zero_rows)
+        assert rec.zero_std_all_fail_group_count == sum(row.success_count == 0 for row in zero_rows)
 
 
 # --- latency model: batches, concurrency, time --------------------------------------------------------
@@ -333,7 +341,8 @@ def test_a_burst_opens_extra_waves_and_the_streak_cap_keeps_it_below_the_limit()
     assert by_step[3].wave_count >= 2 and by_step[3].max_consecutive_technical_failures == 6
     assert all(by_step[s].technical_group_drop_count == 0 for s in (0, 1, 2, 4, 5))
     warns = [a for a in result.alerts if a.level == "WARN"]
-    assert warns and {a.rollout_id for a in warns} == {3}
+    assert [a.rollout_id for a in warns] == [3]  # the burst is one event: one WARN for its step
+    assert "the longest 6" in warns[0].text
 
 
 def test_termination_ends_the_run_like_slime_and_keeps_the_terminated_record():
@@ -344,7 +353,7 @@ def test_termination_ends_the_run_like_slime_and_keeps_the_terminated_record():
     last = result.records[-1]
     assert last.rollout_id == 2 and last.terminated
     assert last.technical_group_drop_count == 8 == last.max_consecutive_technical_failures
-    assert [a.level for a in result.alerts] == ["WARN", "ERROR"]
+    assert [(a.level, a.rollout_id) for a in result.alerts] == [("ERROR", 2)]  # one alert for the step
     with pytest.raises(TechnicalFailureLimitExceeded):
         Simulator(config, sinks=[]).run(raise_on_termination=True)
 

@@ -150,7 +150,7 @@ def test_cli_needs_rates_or_a_run(tmp_path, capsys):
     assert main(["tune", "--steps", "10"]) == 2
     assert "--zero-std-rate" in capsys.readouterr().err
     assert main(["tune", "--from", str(tmp_path / "missing"), "--steps", "10"]) == 2
-    assert "cannot measure rates" in capsys.readouterr().err
+    assert f"{tmp_path / 'missing'}: no such file or directory" in capsys.readouterr().err
     assert main(["tune", "--zero-std-rate", "0", "--technical-rate", "1", "--steps", "10"]) == 2
     assert "technical_rate must be below 1" in capsys.readouterr().err
     assert main(["tune", "--zero-std-rate", "0.3", "--candidates", "8,16", "--steps", "10"]) == 2

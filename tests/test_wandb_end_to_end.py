@@ -64,12 +64,13 @@ def test_hooks_log_every_step_table_and_alert_to_a_standalone_run(wandb_env: Pat
     assert [t.row[contract.WANDB_STEP_KEY] for t in tables] == [0, 1, 2]
     for table, rec in zip(tables, records):
         assert [r["outcome"] for r in table.records()] == [d.outcome for d in rec.decisions]
-    # WARN at half the limit, ERROR at the limit, each naming streak, limit, step and checks
-    assert [a["level"] for a in run.alerts] == ["WARN", "ERROR"]
-    warn, error = run.alerts
-    assert "4 consecutive technical groups (limit 8) at rollout step 2" in warn["text"]
-    assert "status_failed=4" in warn["text"]
+    # the terminated step's one alert is the ERROR at the limit, naming streak, limit, step and checks (its
+    # streak crossed the warning threshold in the same step: no WARN beside it)
+    assert [(a["level"], a["title"]) for a in run.alerts] == [
+        ("ERROR", "shopsim: technical-failure limit reached at rollout step 2, terminating")]
+    (error,) = run.alerts
     assert "8 consecutive technical groups reached the limit 8 at rollout step 2" in error["text"]
+    assert "status_failed=8" in error["text"] and "earlier streak" not in error["text"]
     assert run.step_metric_of(contract.wandb_key("success_rate")) == contract.WANDB_STEP_KEY
 
 
@@ -86,7 +87,7 @@ def test_inside_slime_the_hooks_join_slimes_run(wandb_env: Path, tmp_path: Path)
     run = read_offline_run(run_dir)
     steps = [row[contract.WANDB_STEP_KEY] for row in run.history if contract.wandb_key("wave_count") in row]
     assert steps == [0, 2, 4]  # rollout_id * 16 * 8 // 64
-    assert [a["level"] for a in run.alerts] == ["WARN", "ERROR"]
+    assert [a["level"] for a in run.alerts] == ["ERROR"]
 
 
 def test_inside_slime_without_use_wandb_stays_off_wandb(wandb_env: Path, tmp_path: Path) -> None:  # noqa: F811

@@ -10,7 +10,7 @@ The renderers are imported on first use, so importing this package stays cheap.
 Example:
     >>> from shopsim_metrics.dashboards import dashboard_spec
     >>> [p.id for p in dashboard_spec().panels][:2]
-    ['outcomes', 'waves']
+    ['outcomes', 'zero_std_causes']
 """
 
 from __future__ import annotations

@@ -54,7 +54,7 @@ def run_html(args: argparse.Namespace) -> int:
     from shopsim_metrics.dashboards.html import write_html_dashboard
 
     if (args.source is None) == (args.source_arg is None):
-        print("shopsim-metrics dashboard html: give the source once, as --from SOURCE or as SOURCE "
+        print("shopsim-metrics dashboard html: error: give the source once, as --from SOURCE or as SOURCE "
               "(a steps.jsonl, its run directory, or a W&B offline run directory)", file=sys.stderr)
         return 2
     source = args.source or args.source_arg
@@ -77,7 +77,7 @@ def run_wandb(args: argparse.Namespace) -> int:
     missing = [flag for flag, value in (("--entity", args.entity), ("--project", args.project)) if not value]
     if missing:
         print(
-            f"shopsim-metrics dashboard wandb: {' and '.join(missing)} required to save to W&B "
+            f"shopsim-metrics dashboard wandb: error: {' and '.join(missing)} required to save to W&B "
             "(or pass --dry-run to write the JSON only)",
             file=sys.stderr,
         )
@@ -88,7 +88,7 @@ def run_wandb(args: argparse.Namespace) -> int:
         if type(exc).__module__.split(".")[0] not in ("wandb", "wandb_workspaces", "requests"):
             raise
         print(
-            f"shopsim-metrics dashboard wandb: W&B refused to save the workspace ({type(exc).__name__}: "
+            f"shopsim-metrics dashboard wandb: error: W&B refused to save the workspace ({type(exc).__name__}: "
             f"{' '.join(str(exc).split())[:200]}). Log in with `wandb login` (or set WANDB_API_KEY), "
             "or pass --dry-run --out DIR to write the workspace and report JSON without network or API key",
             file=sys.stderr,

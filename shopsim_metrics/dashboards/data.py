@@ -213,7 +213,10 @@ def load_dashboard_data(source: Any, *, ledger_step: int | None = None) -> Dashb
                 f"{path} holds neither {contract.STEPS_FILE_NAME} nor a W&B offline run (a directory with a "
                 "run-*.wandb file, e.g. wandb/offline-run-*): pass a steps.jsonl, a run directory or a W&B run directory"
             )
-        raise FileNotFoundError(f"dashboard source {path} does not exist: expected a steps.jsonl or a run directory")
+        from shopsim_metrics.errors import missing_path
+
+        raise missing_path(path, f"a {contract.STEPS_FILE_NAME}, the run directory holding it, or a W&B offline run "
+                                 "directory")
     records = list(source)
     if records and not all(isinstance(r, StepRecord) for r in records):
         kinds = sorted({type(r).__name__ for r in records})

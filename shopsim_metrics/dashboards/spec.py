@@ -177,20 +177,40 @@ def dashboard_spec() -> DashboardSpec:
             id="outcomes",
             title="Outcome of every judged group per step",
             description=(
-                "Stacked: trained + fallback + technical drop + zero-std drop + surplus = accepted groups; "
-                "aborted groups (still generating when the batch filled) on top make the submitted total."
+                "Stacked: trained + fallback = train_group_count (the groups entering the trainer); + technical "
+                "drop + zero-std drop + surplus = accepted_group_count (every group judged by the filter, drops "
+                "included); aborted groups (still generating when the batch filled) on top make the submitted total."
             ),
             kind="stacked_bar",
             source="steps",
             section=waves,
             y_title="groups",
             series=(
-                Series("train_group_count", "trained", "bar", minus="fallback_group_count", color=o["trained"]),
+                Series("train_group_count", "trained (train_group_count - fallback)", "bar", minus="fallback_group_count",
+                       color=o["trained"]),
                 Series("fallback_group_count", "fallback (zero-std let through)", "bar", color=o["fallback"]),
                 Series("technical_group_drop_count", "technical drop", "bar", color=o["dropped_technical"]),
                 Series("zero_std_group_drop_count", "zero-std drop", "bar", color=o["dropped_zero_std"]),
                 Series("surplus_group_count", "surplus", "bar", color=o["surplus"]),
                 Series("aborted_group_count", "aborted (never judged)", "bar", color=o["aborted"]),
+            ),
+        ),
+        Panel(
+            id="zero_std_causes",
+            title="Zero-std groups: too easy or too hard",
+            description=(
+                "Stacked: every judged zero-std group (dropped, fallback or surplus) by why it had no spread: all "
+                "rollouts succeeded (too easy), none did (too hard), or neither; the stack is zero_std_group_count, "
+                "of which zero_std_group_drop_count were dropped."
+            ),
+            kind="stacked_bar",
+            source="steps",
+            section=waves,
+            y_title="zero-std groups",
+            series=(
+                Series("zero_std_all_pass_group_count", "all pass (too easy)", "bar", color="#98df8a"),
+                Series("zero_std_all_fail_group_count", "all fail (too hard)", "bar", color="#ff9896"),
+                Series("zero_std_other_group_count", "other (same partial reward)", "bar", color="#c5b0d5"),
             ),
         ),
         Panel(
@@ -320,7 +340,7 @@ def dashboard_spec() -> DashboardSpec:
             description=(
                 "Revisits whose previous visit was zero-std (a skip-on-last-verdict rule would not have generated "
                 "them), split into those zero-std again (saved) and those with spread after all (signal lost), "
-                "against all judged groups."
+                "against all accepted groups (judged by the filter)."
             ),
             kind="line",
             source="steps",
@@ -329,7 +349,7 @@ def dashboard_spec() -> DashboardSpec:
             series=(
                 Series("repeat_zero_std_group_count", "skippable, zero-std again", "bar", color=o["dropped_zero_std"]),
                 Series("skippable_spread_group_count", "skippable, spread after all", "bar", color=o["trained"]),
-                Series("accepted_group_count", "judged groups", color="#7f7f7f"),
+                Series("accepted_group_count", "accepted groups", color="#7f7f7f"),
             ),
         ),
         Panel(

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -94,6 +95,8 @@ def run_prompts(args: argparse.Namespace) -> int:
 
     top = _positive(args.top, "--top")
     min_visits = _positive(args.min_visits, "--min-visits")
+    if args.out is not None:
+        check_output_file(args.out)
     records = read_steps(args.run)
     if not any(row.prompt_key is not None for record in records for row in record.decisions):
         raise ValueError(f"{args.run}: no ledger row carries a prompt_key (records written before prompt tracking?)")
@@ -112,6 +115,27 @@ def run_prompts(args: argparse.Namespace) -> int:
         out.write_text("".join(json.dumps(e) + "\n" for e in entries), encoding="utf-8")
         print(f"{len(entries)} prompts with their last {min_visits} visits zero-std (same verdict) written to {out}")
     return 0
+
+
+def check_output_file(path: str | Path) -> None:
+    """Raise before any work when ``path`` cannot be written as a file: a directory, or under a file.
+
+    Example:
+        >>> check_output_file(".")
+        Traceback (most recent call last):
+        ...
+        IsADirectoryError: --out .: is a directory; give a file path such as skip.jsonl
+    """
+    out = Path(path)
+    if out.is_dir():
+        raise IsADirectoryError(f"--out {path}: is a directory; give a file path such as {out / 'skip.jsonl'}")
+    for parent in out.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise NotADirectoryError(f"--out {path}: {parent} is a file, not a directory")
+            if not os.access(parent, os.W_OK):
+                raise PermissionError(f"--out {path}: {parent} is not writable")
+            return
 
 
 def _cell(value: Any) -> str:

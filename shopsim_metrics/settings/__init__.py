@@ -196,7 +196,7 @@ SETTINGS: tuple[Setting, ...] = (
     # alerts
     Setting("shopsim_alerts", True, flag, "true or false", "send the technical-streak alerts (W&B and log)"),
     Setting("shopsim_alert_warn_fraction", 0.5, number(0.0, 1.0, low_open=True), "a number in (0, 1]",
-            "WARN once per streak when it reaches this fraction of the limit (4 of 8)"),
+            "one WARN per rollout step in which a streak reaches this fraction of the limit (4 of 8)"),
     Setting("shopsim_alert_warn_level", "WARN", choice(ALERT_LEVELS, upper=True), "one of INFO, WARN, ERROR",
             "W&B alert level of the early warning (`INFO`, `WARN`, `ERROR`)"),
     Setting("shopsim_alert_error_level", "ERROR", choice(ALERT_LEVELS, upper=True), "one of INFO, WARN, ERROR",

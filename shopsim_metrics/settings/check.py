@@ -18,19 +18,43 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from typing import Any, Mapping
 
 import yaml
 
-from shopsim_metrics.settings import validate_settings, validate_slime_knobs
+from shopsim_metrics.errors import missing_path
+from shopsim_metrics.settings import PREFIX, SETTINGS_BY_NAME, unknown_key_problem, validate_settings, validate_slime_knobs
 
 
 def check_mapping(values: Mapping[Any, Any]) -> list[str]:
     """Every problem of a loaded config mapping, one line each (empty when clean)."""
-    problems = validate_settings(values)[1]
+    problems = [problem for key in values if (problem := near_miss_problem(key))]
+    problems += validate_settings(values)[1]
     problems += validate_slime_knobs({k: v for k, v in values.items() if isinstance(k, str)})[1]
     return problems
+
+
+def near_miss_problem(key: Any) -> str | None:
+    """The problem of a key that is a ``shopsim_*`` key written with another separator or case.
+
+    slime sets every YAML key as an attribute of ``args`` as written, so ``shopsim-wandb`` or
+    ``Shopsim_alerts`` is never read: the setting silently keeps its default.
+
+    Example:
+        >>> near_miss_problem("shopsim-wandb")
+        "shopsim-wandb: not read (shopsim_* keys are lower case with '_'); did you mean 'shopsim_wandb'?"
+        >>> near_miss_problem("shopsim_wandb"), near_miss_problem("lr")
+        (None, None)
+    """
+    if not isinstance(key, str):
+        return None
+    normal = re.sub(r"[^a-z0-9]+", "_", key.strip().lower())
+    if key.startswith(PREFIX) or not normal.startswith(PREFIX):  # with the prefix: an unknown key, said elsewhere
+        return None
+    hint = f"did you mean {normal!r}?" if normal in SETTINGS_BY_NAME else unknown_key_problem(normal).split("; ", 1)[-1]
+    return f"{key}: not read (shopsim_* keys are lower case with '_'); {hint}"
 
 
 def check_file(path: str | os.PathLike) -> list[str]:
@@ -40,12 +64,14 @@ def check_file(path: str | os.PathLike) -> list[str]:
 
     Example:
         >>> check_file("/nonexistent/shopsim.yaml")
-        ['cannot read the file (No such file or directory)']
+        ['/nonexistent/shopsim.yaml: no such file or directory (expected a YAML file of shopsim_* settings)']
     """
     try:
         with open(path, encoding="utf-8") as fh:
             text = fh.read()
         loaded = yaml.safe_load(text)
+    except FileNotFoundError:
+        return [str(missing_path(path, "a YAML file of shopsim_* settings"))]
     except (OSError, UnicodeDecodeError) as exc:
         return [f"cannot read the file ({getattr(exc, 'strerror', None) or exc})"]
     except yaml.YAMLError as exc:
@@ -81,14 +107,22 @@ def _with_line(problem: str, key_lines: dict[str, list[int]]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Print one line per problem (stderr) and return 2, or a one-line OK (stdout) and return 0."""
-    problems = [f"{path}: {line}" for path in args.paths for line in check_file(path)]
-    for line in problems:
-        print(f"shopsim-metrics check-config: {line}", file=sys.stderr)
-    if problems:
-        return 2
-    print(f"shopsim-metrics check-config: {', '.join(map(str, args.paths))}: OK")
-    return 0
+    """Each file's verdict: one line per problem (stderr), or ``<path>: OK`` (stdout); 2 when any file has a problem.
+
+    Every problem line starts ``shopsim-metrics check-config: error: <path>: `` (a missing file: the
+    missing-path error every command gives).
+    """
+    status = 0
+    for path in args.paths:
+        problems = check_file(path)
+        for line in problems:
+            where = "" if line.startswith(f"{path}: ") else f"{path}: "
+            print(f"shopsim-metrics check-config: error: {where}{line}", file=sys.stderr)
+        if problems:
+            status = 2
+        else:
+            print(f"shopsim-metrics check-config: {path}: OK")
+    return status
 
 
 def register(subparsers: Any) -> None:

@@ -14,6 +14,9 @@ import json
 import sys
 from typing import Any
 
+_ERROR = "shopsim-metrics tune: error:"
+"""How every error of ``tune`` starts (the prefix of every command's errors)."""
+
 
 def register(subparsers: Any) -> None:
     """Add ``demo`` and ``tune`` to the CLI's subparsers."""
@@ -84,8 +87,11 @@ def _tune(args: argparse.Namespace) -> int:
     if args.from_path:
         try:
             measured, observed = measured_rates_and_cost(args.from_path)  # one pass over the records
+        except FileNotFoundError as exc:  # the missing-path error every command gives
+            print(f"{_ERROR} {exc}", file=sys.stderr)
+            return 2
         except (OSError, ValueError) as exc:
-            print(f"tune: cannot measure rates from {args.from_path}: {exc}", file=sys.stderr)
+            print(f"{_ERROR} cannot measure rates from {args.from_path}: {exc}", file=sys.stderr)
             return 2
         source = _source(args, measured)
         zero = measured.zero_std_rate if zero is None else zero
@@ -95,12 +101,12 @@ def _tune(args: argparse.Namespace) -> int:
                 knobs[name] = getattr(measured, name)
         run_over_sampling = measured.over_sampling_batch_size
     elif zero is None:
-        print("tune: give --zero-std-rate (and --technical-rate), or --from PATH to measure them from a run",
+        print(f"{_ERROR} give --zero-std-rate (and --technical-rate), or --from PATH to measure them from a run",
               file=sys.stderr)
         return 2
     technical = technical or 0.0
     if zero + technical > 1:
-        print(f"tune: --zero-std-rate + --technical-rate must be <= 1; got {zero} + {technical}", file=sys.stderr)
+        print(f"{_ERROR} --zero-std-rate + --technical-rate must be <= 1; got {zero} + {technical}", file=sys.stderr)
         return 2
     for name in ("rollout_batch_size", "n_samples_per_prompt", "global_batch_size"):
         if getattr(args, name) is not None:
@@ -119,14 +125,14 @@ def _tune(args: argparse.Namespace) -> int:
         try:
             calibration = _calibrate(args, base, observed, run_over_sampling, zero, technical)
         except (OSError, ValueError) as exc:
-            print(f"tune: cannot calibrate the cost from {args.from_path}: {exc}", file=sys.stderr)
+            print(f"{_ERROR} cannot calibrate the cost from {args.from_path}: {exc}", file=sys.stderr)
             return 2
     jobs = args.jobs or min(os.cpu_count() or 1, len(args.candidates) if args.candidates else 5)
     try:
         report = _run_tune(zero, technical, args, base, TuneTargets(args.max_zero_advantage, args.max_second_wave),
                            source, jobs, calibration)
     except ValueError as exc:
-        print(f"tune: {exc}", file=sys.stderr)
+        print(f"{_ERROR} {exc}", file=sys.stderr)
         return 2
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))
@@ -164,7 +170,7 @@ def _calibrate(args: argparse.Namespace, base: Any, observed: Any, over_sampling
     from shopsim_metrics.simulator.calibration import CALIBRATION_STEPS, calibrate
 
     if observed.tokens_per_rollout is None:
-        print(f"tune: {args.from_path} records no response tokens; the cost columns use the simulator's model",
+        print(f"shopsim-metrics tune: {args.from_path} records no response tokens; the cost columns use the simulator's model",
               file=sys.stderr)
         return None
     run = base.with_(over_sampling_batch_size=max(over_sampling or base.rollout_batch_size, base.rollout_batch_size),

@@ -126,7 +126,7 @@ def run_demo(
                 if run is not None:
                     found["wandb"] = Path(run.dir).parent
             if bar is not None:
-                bar.set_postfix(waves=outcome.waves, judged=len(outcome.judged_ids), refresh=False)
+                bar.set_postfix(waves=outcome.waves, accepted=len(outcome.judged_ids), refresh=False)
                 bar.update(1)
 
         try:
@@ -222,25 +222,22 @@ def _note(record: StepRecord, burst_step: int, alert_steps: dict[int, list[str]]
 
 
 def format_steps_table(records: list[StepRecord], *, burst_step: int = -1, alert_steps: dict | None = None) -> str:
-    """One line per step: waves and the fate of every judged group, success rates, streak, notes.
+    """One line per step in the columns of ``inspect`` (:mod:`shopsim_metrics.step.table`), with notes.
 
     Example:
         >>> rec = StepRecord(rollout_id=0, wave_count=2, accepted_group_count=40, train_group_count=16)
         >>> "2 waves" in format_steps_table([rec])
         True
     """
+    from shopsim_metrics.step.table import STEP_TABLE_COLUMNS, STEP_TABLE_LEGEND, format_header, format_row
+
     alert_steps = alert_steps or {}
-    header = (f"{'step':>4} {'waves':>5} {'judged':>6} {'train':>5} {'fallbk':>6} {'tech':>4} {'zero':>4} "
-              f"{'surpl':>5} {'abort':>5} {'success':>7} {'train.s':>7} {'streak':>6}  note")
-    lines = [header]
+    names = tuple(name for _, name, _ in STEP_TABLE_COLUMNS)
+    lines = [format_header(names) + "  note"]
     for r in records:
-        rate = "-" if r.success_rate is None else f"{r.success_rate:.3f}"
-        train_rate = "-" if r.train_success_rate is None else f"{r.train_success_rate:.3f}"
-        lines.append(
-            f"{r.rollout_id:>4} {r.wave_count:>5} {r.accepted_group_count:>6} {r.train_group_count:>5} "
-            f"{r.fallback_group_count:>6} {r.technical_group_drop_count:>4} {r.zero_std_group_drop_count:>4} "
-            f"{r.surplus_group_count:>5} {r.aborted_group_count:>5} {rate:>7} {train_rate:>7} "
-            f"{r.max_consecutive_technical_failures:>6}  {_note(r, burst_step, alert_steps)}".rstrip())
+        values = {name: getattr(r, name) for name in names}
+        lines.append(f"{format_row(values, names)}  {_note(r, burst_step, alert_steps)}".rstrip())
+    lines.append(STEP_TABLE_LEGEND)
     return "\n".join(lines)
 
 
@@ -248,7 +245,8 @@ def format_cost(records: list[StepRecord]) -> str:
     """What dynamic sampling cost over the run: tokens, waste, wave time and the project's own time.
 
     ``filter_seconds / rollout_seconds`` is the project's overhead against slime's own rollout time
-    (measured wall-clock in the hooks against simulated generation seconds in the demo).
+    (measured wall-clock in the hooks against simulated generation seconds in the demo). The demo's
+    rollout and wave seconds come from the simulator's clock: they are labelled simulated.
 
     Example:
         >>> rec = StepRecord(rollout_id=0, generated_token_count=1000, train_token_count=800,
@@ -256,8 +254,8 @@ def format_cost(records: list[StepRecord]) -> str:
         ...                  extra_wave_seconds=0.0)
         >>> print(format_cost([rec]))
         tokens per step: 1,000 generated, 800 trained on; wasted tokens 20.0% (samples: -)
-        seconds per step: 40.0 rollout, 30.0 first-wave fill, 0.0 in extra waves (0.0% of the rollout time)
-        own time: filter_seconds / rollout_seconds = 0.0100% (4.0 ms per step)
+        simulated seconds per step: 40.0 rollout, 30.0 first-wave fill, 0.0 in extra waves (0.0% of the rollout time)
+        own time (measured): filter_seconds / simulated rollout_seconds = 0.0100% (4.0 ms per step)
     """
     steps = [r for r in records if not r.terminated] or list(records)
     if not steps:
@@ -275,10 +273,10 @@ def format_cost(records: list[StepRecord]) -> str:
     lines = [
         f"tokens per step: {generated / n:,.0f} generated, {train / n:,.0f} trained on; wasted tokens "
         f"{(1 - train / generated) if generated else 0.0:.1%} (samples: {wasted_samples})",
-        f"seconds per step: {rollout / max(len(timed), 1):.1f} rollout, {fill / n:.1f} first-wave fill, "
+        f"simulated seconds per step: {rollout / max(len(timed), 1):.1f} rollout, {fill / n:.1f} first-wave fill, "
         f"{extra / n:.1f} in extra waves"
         + (f" ({sum(r.extra_wave_seconds or 0.0 for r in timed) / rollout:.1%} of the rollout time)" if rollout else ""),
-        f"own time: filter_seconds / rollout_seconds = "
+        f"own time (measured): filter_seconds / simulated rollout_seconds = "
         + (f"{own / rollout:.4%} ({own / len(timed) * 1000:.1f} ms per step)" if rollout else "- (no rollout time)"),
     ]
     return "\n".join(lines)
@@ -304,7 +302,7 @@ def print_summary(demo: DemoResult, stream: TextIO, *, notes: list[str] | None =
     listed = ", ".join(f"{step} ({waves} waves)" for step, waves in tally.multi_wave)
     if tally.multi_wave_count > len(tally.multi_wave):
         listed += f" and {tally.multi_wave_count - len(tally.multi_wave)} more"
-    print(f"steps: {tally.steps} in {result.wall_seconds:.1f} s;  steps with more than one wave: "
+    print(f"steps: {tally.steps} simulated in {result.wall_seconds:.1f} s of wall-clock time;  steps with more than one wave: "
           + (listed or "none"), file=stream)
     if tally.worst_streak is not None:
         streak, step = tally.worst_streak

@@ -1,7 +1,7 @@
 """The simulated slime loop: waves, completion batches, ``remaining``, abort, and the real hooks.
 
 :class:`SimulatedSlimeLoop` runs one rollout step exactly as slime's ``generate_rollout_async``
-does (``../shared/spec/slime_integration.md``): it opens a wave of ``over_sampling_batch_size``
+does (docs/training_monitoring.md §4.3): it opens a wave of ``over_sampling_batch_size``
 groups whenever ``remaining < rollout_batch_size`` between batches, takes the next completion
 batch, judges every group of the batch in turn with the project's real filter
 (:func:`shopsimrl.slime_runtime.fully_scored_group_filter`), applies slime's drop rule, aborts what

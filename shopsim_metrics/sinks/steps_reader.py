@@ -107,8 +107,10 @@ def resolve_steps_path(path: str | os.PathLike) -> Path:
     if path.is_dir():
         path = path / contract.STEPS_FILE_NAME
     if not path.exists():
-        raise FileNotFoundError(
-            f"no step records at {path}: expected a {contract.STEPS_FILE_NAME} written by the JSONL sink")
+        from shopsim_metrics.errors import missing_path
+
+        raise missing_path(path, f"a {contract.STEPS_FILE_NAME} written by the JSONL sink, or the run directory "
+                                 "holding it")
     if path.is_dir():
         raise IsADirectoryError(f"{path} is a directory, not a {contract.STEPS_FILE_NAME}")
     return path

@@ -37,6 +37,7 @@ from shopsim_metrics.step import contract as C
 from shopsim_metrics.step.records import DecisionRow, StepRecord
 from shopsim_metrics.judging.group_judgement import SPREAD, TECHNICAL, ZERO_STD, GroupJudgement, finite_mean
 from shopsim_metrics.judging.tokens import group_tokens
+from shopsim_metrics.prompts.history import ZERO_STD_ALL_FAIL, ZERO_STD_ALL_PASS, ZERO_STD_OTHER, verdict_of
 
 
 @dataclass
@@ -287,12 +288,14 @@ class StepAccountant:
         counts, samples, tokens = Counter(), Counter(), Counter()  # groups, unique rollouts, tokens per outcome
         failed_checks: Counter[str] = Counter()
         zero_std_seen = 0  # zero-std groups: dropped, fallback or surplus
+        zero_std_causes: Counter[str] = Counter()  # the same groups by verdict: all pass, all fail, other
         for row in rows:
             counts[row.outcome] += 1
             samples[row.outcome] += row.unique_rollouts
             tokens[row.outcome] += row.response_tokens
             if row.reason == C.REASON_ZERO_STD:
                 zero_std_seen += 1
+                zero_std_causes[verdict_of(ZERO_STD, row.success_count, row.scorable_rollouts)] += 1
             if row.failed_check:
                 failed_checks[row.failed_check] += 1
         accepted = len(rows)
@@ -328,6 +331,9 @@ class StepAccountant:
             technical_group_drop_count=counts[C.OUTCOME_DROPPED_TECHNICAL],
             zero_std_group_drop_count=counts[C.OUTCOME_DROPPED_ZERO_STD],
             zero_std_group_count=zero_std_seen,
+            zero_std_all_pass_group_count=zero_std_causes[ZERO_STD_ALL_PASS],
+            zero_std_all_fail_group_count=zero_std_causes[ZERO_STD_ALL_FAIL],
+            zero_std_other_group_count=zero_std_causes[ZERO_STD_OTHER],
             surplus_group_count=counts[C.OUTCOME_SURPLUS],
             aborted_group_count=state.submitted - accepted,
             accepted_sample_count=accepted_samples,

@@ -1,17 +1,31 @@
-"""Alerts on consecutive technical failures: WARN once per streak at a fraction of the limit,
-ERROR just before termination at the limit. Sinks deliver the :class:`Alert` values decided here.
+"""Alerts on consecutive technical failures: one WARN per rollout step, one ERROR at the limit.
+
+A burst of technical failures is one event. Every streak that reaches the warning threshold
+(``ceil(warn_fraction × limit)``) in a rollout step is noted; the step's single WARN says how many
+streaks crossed it and the longest one, and is taken when the step is emitted (the filter itself
+does no I/O for it). The ERROR is sent at once, just before termination, and replaces the step's
+WARN (its text counts the streaks that crossed the threshold earlier in the step). Titles name the
+rollout step, so two alerts never share a title and W&B shows them apart.
 
 Example:
     >>> policy, streak = StreakAlertPolicy(max_consecutive_failed_groups=8), TechnicalStreak()
-    >>> [(streak.observe("status_failed"), policy.alert_for(streak, rollout_id=0) is not None)[1]
-    ...  for _ in range(8)]
-    [False, False, False, True, False, False, False, True]
+    >>> for check in ["status_failed"] * 5 + [None] + ["reward_missing"] * 4:
+    ...     _ = streak.observe(check)
+    ...     assert policy.after_judgement(streak, rollout_id=3) is None
+    >>> (warn,) = policy.take_warnings(up_to=3)
+    >>> warn.title
+    'shopsim: technical failures piling up at rollout step 3'
+    >>> warn.text.split(";")[0]
+    'at rollout step 3, 2 streaks of consecutive technical groups reached 4 (limit 8), the longest 5'
+    >>> policy.take_warnings(up_to=3)
+    []
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+import threading
+from dataclasses import dataclass, field
 
 from shopsim_metrics.step.streak import TechnicalStreak
 
@@ -26,12 +40,21 @@ class Alert:
     rollout_id: int | None = None
 
 
-class StreakAlertPolicy:
-    """Decides which alert, if any, the technical streak deserves after a judgement.
+@dataclass
+class _Burst:
+    """The streaks of one rollout step that reached the warning threshold."""
 
-    Stateless: it reads the run's one :class:`~shopsim_metrics.step.streak.TechnicalStreak`. The streak
-    grows by one per technical group, so "the streak has just reached ``warn_at``" happens once per
-    streak: that is the WARN; every judgement at or past the limit gives the ERROR.
+    crossings: int = 0  # streaks that reached warn_at in the step
+    longest: int = 0  # the longest streak value reached in the step after a crossing
+    checks: dict[str, int] = field(default_factory=dict)  # the failed checks of that longest streak
+
+
+class StreakAlertPolicy:
+    """Decides the alerts the run's one :class:`~shopsim_metrics.step.streak.TechnicalStreak` deserves.
+
+    :meth:`after_judgement` is called after every judgement that left a streak: it notes the step's
+    crossings and returns the ERROR at the limit; :meth:`take_warnings` hands over the one WARN of
+    each finished step. Thread-safe: the filter notes, the log function takes.
     """
 
     def __init__(
@@ -48,31 +71,57 @@ class StreakAlertPolicy:
         self.warn_level = warn_level
         self.error_level = error_level
         self.enabled = enabled
+        self._bursts: dict[int | None, _Burst] = {}  # by rollout step, oldest first
+        self._crossed_in: int | None = None  # the step in which the latest streak to reach warn_at did so
+        self._lock = threading.Lock()
 
-    def alert_for(self, streak: TechnicalStreak, rollout_id: int | None) -> Alert | None:
-        """The alert to send after a judgement that left ``streak`` as it is, if any."""
-        limit = self.max_consecutive_failed_groups
-        if not self.enabled or streak.count == 0:
+    def after_judgement(self, streak: TechnicalStreak, rollout_id: int | None) -> Alert | None:
+        """Note the streak after a judgement of step ``rollout_id``; the ERROR when it reached the limit."""
+        count, limit = streak.count, self.max_consecutive_failed_groups
+        if not self.enabled or count == 0:
             return None
-        if streak.count >= limit:
-            return Alert(
-                title="shopsim: technical-failure limit reached, terminating",
-                text=(f"{streak.count} consecutive technical groups reached the limit {limit} at rollout step "
-                      f"{rollout_id}; failing checks: {_checks_text(streak)}. The run is being terminated."),
-                level=self.error_level,
-                rollout_id=rollout_id,
-            )
-        if streak.count == self.warn_at:
-            return Alert(
-                title="shopsim: technical failures piling up",
-                text=(f"{streak.count} consecutive technical groups (limit {limit}) at rollout step {rollout_id}; "
-                      f"failing checks: {_checks_text(streak)}. The run terminates at {limit}."),
-                level=self.warn_level,
-                rollout_id=rollout_id,
-            )
-        return None
+        with self._lock:
+            burst = self._bursts.get(rollout_id)
+            if count == self.warn_at and count < limit:  # once per streak: it grows by one per technical group
+                burst = self._bursts.setdefault(rollout_id, _Burst())
+                burst.crossings += 1
+                self._crossed_in = rollout_id
+            if burst is not None and count > burst.longest:
+                burst.longest, burst.checks = count, streak.checks
+            if count < limit:
+                return None
+            self._bursts.pop(rollout_id, None)  # the ERROR is the step's one alert
+            earlier = burst.crossings - (self._crossed_in == rollout_id) if burst is not None else 0
+        return Alert(
+            title=f"shopsim: technical-failure limit reached at rollout step {rollout_id}, terminating",
+            text=(f"{count} consecutive technical groups reached the limit {limit} at rollout step {rollout_id}; "
+                  f"failing checks: {_checks_text(streak.checks)}"
+                  + (f"; {earlier} earlier streak(s) in this step reached {self.warn_at}" if earlier > 0 else "")
+                  + ". The run is being terminated."),
+            level=self.error_level,
+            rollout_id=rollout_id,
+        )
+
+    def take_warnings(self, up_to: int | None = None) -> list[Alert]:
+        """The WARN of every noted step up to ``up_to`` (every step when None), oldest first, once each."""
+        with self._lock:
+            ready = [step for step in self._bursts if up_to is None or step is None or step <= up_to]
+            bursts = [(step, self._bursts.pop(step)) for step in ready]
+        return [self._warning(step, burst) for step, burst in bursts]
+
+    def _warning(self, rollout_id: int | None, burst: _Burst) -> Alert:
+        limit = self.max_consecutive_failed_groups
+        streaks = "1 streak" if burst.crossings == 1 else f"{burst.crossings} streaks"
+        return Alert(
+            title=f"shopsim: technical failures piling up at rollout step {rollout_id}",
+            text=(f"at rollout step {rollout_id}, {streaks} of consecutive technical groups reached {self.warn_at} "
+                  f"(limit {limit}), the longest {burst.longest}; failing checks of the longest: "
+                  f"{_checks_text(burst.checks)}. The run terminates at {limit} in a row."),
+            level=self.warn_level,
+            rollout_id=rollout_id,
+        )
 
 
-def _checks_text(streak: TechnicalStreak) -> str:
-    """The streak's failed checks for an alert's text, e.g. ``reward_missing=1, status_failed=2``."""
-    return ", ".join(f"{k}={v}" for k, v in streak.checks.items()) or "none recorded"
+def _checks_text(checks: dict[str, int]) -> str:
+    """Failed checks for an alert's text, e.g. ``reward_missing=1, status_failed=2``."""
+    return ", ".join(f"{k}={v}" for k, v in checks.items()) or "none recorded"

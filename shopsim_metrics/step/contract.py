@@ -98,10 +98,14 @@ if not set(OUTCOME_TOKEN_FIELDS) <= set(COST_FIELDS):
 PROMPT_VALUE_FIELDS: Final = step_fields(records.PROMPT_VALUE)
 """The prompt-value table of the contract ("Prompt value over time"), in its order."""
 
+# --- why a group was zero-std (per step) -----------------------------------------------------------
+ZERO_STD_CAUSE_FIELDS: Final = step_fields(records.ZERO_STD_CAUSE)
+"""The contract's "Why a group was zero-std" table: too easy, too hard, or neither."""
+
 RECONCILE_FIELD: Final = "reconcile_mismatch_count"
 """Logged by the log function: drop counts that disagree with slime's own counters (0 = agree)."""
 
-WANDB_STEP_FIELDS: Final = STEP_FIELDS + EXTRA_FIELDS + COST_FIELDS + PROMPT_VALUE_FIELDS
+WANDB_STEP_FIELDS: Final = STEP_FIELDS + EXTRA_FIELDS + COST_FIELDS + PROMPT_VALUE_FIELDS + ZERO_STD_CAUSE_FIELDS
 """Every per-step scalar the W&B sink logs under WANDB_PREFIX."""
 
 # --- the per-group decision ledger --------------------------------------------------------------

@@ -21,7 +21,8 @@ from typing import Any
 
 from shopsim_metrics.step.json_values import json_native, json_native_fields
 
-COUNT, RATIO, STREAK, EXTRA, COST, PROMPT_VALUE = "count", "ratio", "streak", "extra", "cost", "prompt_value"
+COUNT, RATIO, STREAK, EXTRA, COST, PROMPT_VALUE, ZERO_STD_CAUSE = (
+    "count", "ratio", "streak", "extra", "cost", "prompt_value", "zero_std_cause")
 """The contract's tables of per-step fields (``contract.COUNT_FIELDS`` ... are derived from :class:`StepRecord`)."""
 
 RECORD_ONLY = {"record_only": True}
@@ -80,7 +81,7 @@ class DecisionRow:
 
 @dataclass
 class StepRecord:
-    """Everything recorded for one rollout step (see metrics_contract.md)."""
+    """Everything recorded for one rollout step (the fields of docs/training_monitoring.md §3.3)."""
 
     rollout_id: int
     terminated: bool = per_step(EXTRA, False)
@@ -100,6 +101,9 @@ class StepRecord:
     technical_group_drop_count: int = per_step(COUNT, 0)
     zero_std_group_drop_count: int = per_step(COUNT, 0)
     zero_std_group_count: int = per_step(COUNT, 0)
+    zero_std_all_pass_group_count: int = per_step(ZERO_STD_CAUSE, 0)  # why zero-std: every scorable rollout a success
+    zero_std_all_fail_group_count: int = per_step(ZERO_STD_CAUSE, 0)  # ... no success
+    zero_std_other_group_count: int = per_step(ZERO_STD_CAUSE, 0)  # ... neither (the three add up to zero_std_group_count)
     surplus_group_count: int = per_step(COUNT, 0)
     aborted_group_count: int = per_step(COUNT, 0)
     accepted_sample_count: int = per_step(EXTRA, 0)
