@@ -5,6 +5,22 @@ per process, created from ``args`` on first use (:func:`get_runtime`) or explici
 :func:`configure` (the simulator, tests, notebooks). Nothing here writes on the filter's hot path
 except the rare termination record; records are emitted once per step by the log function.
 
+Who owns what (one owner per piece of state):
+
+- the settings (:class:`~shopsim_metrics.settings.ShopsimSettings`): read and checked once, from ``args``;
+- the technical streak (:class:`~shopsim_metrics.step.streak.TechnicalStreak`): this monitor, fed by
+  every judgement, read by the records, the alerts and the termination;
+- the current step, its ledger, its close and the closed steps not yet emitted: the accountant
+  (:class:`~shopsim_metrics.step.accounting.StepAccountant`); the step number comes from the loop
+  state (slime's live ``_current_rollout_id``), and the accountant numbers on when the loop cannot say;
+- the prompt history: the accountant's prompt tracker (:class:`~shopsim_metrics.prompts.value.PromptValueTracker`),
+  restored on a resumed run by :mod:`shopsim_metrics.resume`;
+- the project's own time (``filter_seconds``): measured only by :meth:`ShopsimRuntime.own_time`, around
+  each of the three hooks;
+- whether and where to log to W&B: decided once, by the sinks built from the settings
+  (:func:`shopsim_metrics.sinks.factory.build_sinks`), lazily, at the first record;
+- the alerts' policy (one warning per step at most, the error at the limit): the alert policy.
+
 Two threads meet here: slime calls the filter and the all-samples hook on its rollout thread (an
 asyncio loop in a background thread) and the log function on its own. One lock orders each
 judgement with its streak and ledger row; another lets one thread at a time hand closed steps and
