@@ -38,7 +38,8 @@ State: with slime's checkpoint ``<save>/rollout/global_dataset_state_dict_<N>.pt
 history's state, the last step adapted to) and reads it back on ``load``, so a resumed run skips
 as an unbroken one would.
 
-Settings (read from ``args``; absent or None means the default):
+Settings (read from ``args`` by the settings table, :mod:`shopsim_metrics.settings`, as check-config
+and the monitor's hooks read them; absent or None means the default):
 
 - ``shopsim_prompt_skip``: ``off`` (default) or ``greso``;
 - ``shopsim_prompt_skip_<field>`` for every field of :class:`SkipRuleSettings` (``target_share``,
@@ -66,7 +67,6 @@ Example:
 
 from __future__ import annotations
 
-import dataclasses
 import importlib
 import json
 import logging
@@ -76,18 +76,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from shopsim_metrics.prompts.keys import prompt_key
+from shopsim_metrics.settings import PROMPT_SKIP, PROMPT_SKIP_MODES, PROMPT_SKIP_RULE_PREFIX, SETTINGS_BY_NAME
+from shopsim_metrics.settings import skip_rule_settings
 from shopsim_metrics.prompts.skip_history import InMemorySkipHistory, SkipHistory
-from shopsim_metrics.prompts.skip_rule import GresoSkipRule, SkipRuleSettings, SkipRuleSettingsError
+from shopsim_metrics.prompts.skip_rule import GresoSkipRule, SkipRuleSettings
 
 logger = logging.getLogger("shopsim_metrics")
 
 __all__ = ["PromptSkipDataSource", "SkippedPrompt", "skip_mode", "rule_settings_from_args"]
 
-OFF = "off"
-GRESO = "greso"
-PROMPT_SKIP_MODES = (OFF, GRESO)
-MODE_ARG = "shopsim_prompt_skip"
-RULE_ARG_PREFIX = "shopsim_prompt_skip_"
+OFF, GRESO = PROMPT_SKIP_MODES
+MODE_ARG = PROMPT_SKIP
+RULE_ARG_PREFIX = PROMPT_SKIP_RULE_PREFIX
 SLIME_DATA_SOURCE = "slime.rollout.data_source.RolloutDataSourceWithBuffer"
 STATE_FILE = "shopsim_prompt_skip_state_{rollout_id}.json"
 STATE_FORMAT = 1
@@ -96,7 +96,7 @@ DEFAULT_MAX_EPOCHS_PER_CALL = 2
 
 
 def skip_mode(args: Any) -> str:
-    """``args.shopsim_prompt_skip`` read: ``off`` (absent, None, YAML's false) or ``greso``.
+    """``args.shopsim_prompt_skip`` read by the settings table: ``off`` (absent, None, YAML's false) or ``greso``.
 
     Example:
         >>> from types import SimpleNamespace
@@ -105,43 +105,29 @@ def skip_mode(args: Any) -> str:
         >>> skip_mode(SimpleNamespace(shopsim_prompt_skip=True))
         Traceback (most recent call last):
         ...
-        ValueError: shopsim_prompt_skip: expected one of off, greso; got True (YAML reads unquoted on/yes/true as a boolean: write greso)
+        shopsim_metrics.settings.ShopsimConfigError: shopsim_prompt_skip: expected one of off, greso; got True (YAML reads unquoted on/yes/true as a boolean: write greso)
     """
-    value = getattr(args, MODE_ARG, None)
-    if value is None or value is False:
-        return OFF
-    if isinstance(value, str) and value.strip().lower() in PROMPT_SKIP_MODES:
-        return value.strip().lower()
-    hint = " (YAML reads unquoted on/yes/true as a boolean: write greso)" if value is True else ""
-    raise ValueError(f"{MODE_ARG}: expected one of {', '.join(PROMPT_SKIP_MODES)}; got {value!r}{hint}")
+    return SETTINGS_BY_NAME[MODE_ARG].read(getattr(args, MODE_ARG, None))
 
 
 def rule_settings_from_args(args: Any) -> SkipRuleSettings:
-    """The rule's settings from ``args.shopsim_prompt_skip_<field>`` (absent or None: the field's default).
+    """The rule's settings from ``args.shopsim_prompt_skip_<field>``, read by the settings table.
 
-    The seed defaults to slime's ``rollout_seed``. A bad value is named by its ``args`` name.
+    Absent or None: the field's default; the seed defaults to slime's ``rollout_seed``. A bad value
+    is named by its ``args`` name.
 
     Example:
         >>> from types import SimpleNamespace
         >>> rule_settings_from_args(SimpleNamespace(rollout_seed=42, shopsim_prompt_skip_floor=0.02)).seed
         42
-        >>> rule_settings_from_args(SimpleNamespace(shopsim_prompt_skip_step="0.1"))
+        >>> rule_settings_from_args(SimpleNamespace(shopsim_prompt_skip_step="a tenth"))
         Traceback (most recent call last):
         ...
-        ValueError: shopsim_prompt_skip_step: expected a number in [0, 1]; got '0.1'
+        shopsim_metrics.settings.ShopsimConfigError: shopsim_prompt_skip_step: expected a number in [0, 1]; got 'a tenth'
     """
-    values = {}
-    for field in dataclasses.fields(SkipRuleSettings):
-        value = getattr(args, RULE_ARG_PREFIX + field.name, None)
-        if value is not None:
-            values[field.name] = value
-    seed = getattr(args, "rollout_seed", None)
-    if "seed" not in values and isinstance(seed, int) and not isinstance(seed, bool) and seed >= 0:
-        values["seed"] = seed
-    try:
-        return SkipRuleSettings(**values)
-    except SkipRuleSettingsError as exc:
-        raise ValueError(f"{RULE_ARG_PREFIX}{exc.field}: expected {exc.expected}; got {exc.value!r}") from None
+    values = {name: SETTINGS_BY_NAME[name].read(getattr(args, name, None))
+              for name in SETTINGS_BY_NAME if name.startswith(RULE_ARG_PREFIX)}
+    return skip_rule_settings(values, getattr(args, "rollout_seed", None))
 
 
 @dataclass(frozen=True)
