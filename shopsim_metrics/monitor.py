@@ -33,6 +33,7 @@ from shopsim_metrics.step import contract as C
 from shopsim_metrics.step.accounting import GenerationStats, StepAccountant
 from shopsim_metrics.step.alerts import Alert, StreakAlertPolicy
 from shopsim_metrics.step.loop_state import LoopState, NoLoopState
+from shopsim_metrics.prompts.skip_history import MonitorSkipHistory
 from shopsim_metrics.prompts.value import PromptValueTracker
 from shopsim_metrics.step.records import StepRecord
 from shopsim_metrics.sinks.base import SinkSet, StepSink
@@ -101,6 +102,8 @@ class ShopsimRuntime:
             self._restore()
         self._warned: set[str] = set()
         self._warned_lock = threading.Lock()
+        self.prompt_skip_source: Any = None
+        """The data source that skips prompts in this process (it attaches itself): its skips go in the records."""
 
     # --- sinks (built lazily: the filter path never builds them unless it terminates) ----------
     @property
@@ -134,6 +137,18 @@ class ShopsimRuntime:
             logger.info("shopsim-metrics: resumed at rollout step %d: streak %d and %d prompts restored from %s",
                         start, self.streak.count, len(prompts.history) if prompts is not None else 0,
                         self.settings.run_dir)
+
+    # --- skipping prompts before generation ---------------------------------------------------
+    def attach_prompt_skip(self, source: Any) -> MonitorSkipHistory | None:
+        """Register the process's skipping data source; returns the monitor's prompt history for it to learn from.
+
+        None when the monitor keeps no prompt history (``shopsim_prompt_history_limit: 0``, or slime's
+        knobs missing): then there is nothing to learn from. ``source.take_skipped()`` is read as
+        each step closes.
+        """
+        self.prompt_skip_source = source
+        prompts = self.accountant.prompts if self.accountant is not None else None
+        return MonitorSkipHistory(prompts) if prompts is not None else None
 
     # --- the project's own time (filter_seconds) ----------------------------------------------
     @contextmanager

@@ -26,16 +26,20 @@ prompt skippable), the rest of the wave is served without asking the rule. Group
 its buffer (aborted groups of a partial rollout, put back with ``add_samples``) are never skipped:
 their generation has begun.
 
-The prompt history is an injectable :class:`~shopsim_metrics.prompts.skip_history.SkipHistory`;
-by default an :class:`~shopsim_metrics.prompts.skip_history.InMemorySkipHistory` that someone must
-feed (``data_source.history.observe(key, verdict)`` per judged group, ``close_step(rollout_id)`` per
-step): slime's all-samples hook receives the data source as its third argument. The rule adapts its
-``p`` values once per closed step, at the first wave after the step closed. Skipped prompts are
-recorded per step and handed over by :meth:`PromptSkipDataSource.take_skipped`.
+The prompt history is the monitor's own (:mod:`shopsim_metrics.monitor`, the process-wide runtime
+slime's hooks share): at its first ``get_samples`` the data source attaches itself to the process's
+monitor (``shopsimrl.slime_runtime.get_runtime(args)``) and reads, through
+:class:`~shopsim_metrics.prompts.skip_history.MonitorSkipHistory`, the history the filter's
+judgements feed as each step closes (the same prompt keys, the same verdicts). The monitor takes the
+skipped prompts (:meth:`PromptSkipDataSource.take_skipped`) into each step's record. A test may
+inject any :class:`~shopsim_metrics.prompts.skip_history.SkipHistory` (``history=``), e.g. an
+:class:`~shopsim_metrics.prompts.skip_history.InMemorySkipHistory` fed by hand. The rule adapts
+its ``p`` values once per closed step, at the first wave after the step closed.
 
 State: with slime's checkpoint ``<save>/rollout/global_dataset_state_dict_<N>.pt`` this class writes
-``<save>/rollout/shopsim_prompt_skip_state_<N>.json`` (the rule's ``p`` values and random state, the
-history's state, the last step adapted to) and reads it back on ``load``, so a resumed run skips
+``<save>/rollout/shopsim_prompt_skip_state_<N>.json`` (the rule's ``p`` values and random state, an
+injected history's state, the last step adapted to; the monitor's history is restored from the
+records, ``shopsim_metrics.resume``) and reads it back on ``load``, so a resumed run skips
 as an unbroken one would.
 
 Settings (read from ``args`` by the settings table, :mod:`shopsim_metrics.settings`, as check-config
@@ -56,7 +60,8 @@ Example:
     ...         self.drawn += n
     ...         return [[SimpleNamespace(prompt="2+2=?", label="4", metadata={}, group_index=None)] for _ in range(n)]
     ...     def __len__(self): return 100
-    >>> ds = PromptSkipDataSource(SimpleNamespace(shopsim_prompt_skip="greso"), inner=Inner())
+    >>> ds = PromptSkipDataSource(SimpleNamespace(shopsim_prompt_skip="greso"), inner=Inner(),
+    ...                           history=InMemorySkipHistory())
     >>> key = prompt_key(ds.get_samples(1)[0])[0]
     >>> for _ in range(3): ds.history.observe(key, "zero_std_all_pass")
     >>> len(ds.get_samples(4)), ds.inner.drawn > 5   # skipped draws were replaced
@@ -145,8 +150,9 @@ class PromptSkipDataSource:
     """slime's data source with GRESO's skipping before generation (see the module docstring).
 
     ``inner``: the data source to wrap (default: slime's ``RolloutDataSourceWithBuffer(args)``, or
-    the class :attr:`inner_class` names); ``history``: the prompt history (default: an
-    :class:`InMemorySkipHistory`).
+    the class :attr:`inner_class` names); ``history``: the prompt history (default: the monitor's,
+    attached at the first ``get_samples``); ``monitor``: the runtime to attach to (default: the
+    process's, ``shopsimrl.slime_runtime.get_runtime(args)``).
     """
 
     inner_class: str = SLIME_DATA_SOURCE
@@ -156,12 +162,14 @@ class PromptSkipDataSource:
     max_epochs_per_call: int = DEFAULT_MAX_EPOCHS_PER_CALL
     """Dataset lengths one call may draw before the rest of the wave is served without asking the rule."""
 
-    def __init__(self, args: Any, *, inner: Any = None, history: SkipHistory | None = None) -> None:
+    def __init__(self, args: Any, *, inner: Any = None, history: SkipHistory | None = None,
+                 monitor: Any = None) -> None:
         self.args = args
         self.mode = skip_mode(args)
         self.metadata_key: str | None = getattr(args, "shopsim_prompt_key", None)
         self.rule = GresoSkipRule(rule_settings_from_args(args))
-        self.history: SkipHistory = history if history is not None else InMemorySkipHistory()
+        self._history: SkipHistory | None = history
+        self._monitor = monitor
         self.inner = inner if inner is not None else _load_class(self.inner_class)(args)
         self.adapted_step: int | None = None  # rollout_id of the last closed step the rule adapted to
         self._skipped: list[SkippedPrompt] = []
@@ -238,6 +246,27 @@ class PromptSkipDataSource:
         if name == "inner":  # not set yet (during construction): no recursion
             raise AttributeError(name)
         return getattr(self.inner, name)
+
+    @property
+    def history(self) -> SkipHistory:
+        """The prompt history the rule reads: the injected one, else the monitor's (attached on first use)."""
+        if self._history is None:
+            self._history = self._attach()
+        return self._history
+
+    def _attach(self) -> SkipHistory:
+        monitor = self._monitor
+        if monitor is None:
+            from shopsimrl.slime_runtime import get_runtime  # the process's monitor, as slime's hooks use it
+
+            monitor = get_runtime(self.args)
+        history = monitor.attach_prompt_skip(self)
+        if history is None:
+            logger.warning("shopsim-metrics: the monitor keeps no prompt history (shopsim_prompt_history_limit: 0, "
+                           "or slime's rollout_batch_size missing): shopsim_prompt_skip has nothing to learn from "
+                           "and skips no prompt")
+            return InMemorySkipHistory()
+        return history
 
     # --- for the monitor ----------------------------------------------------------------------------
     def take_skipped(self) -> list[SkippedPrompt]:
