@@ -34,6 +34,7 @@ from shopsim_metrics.step.accounting import GenerationStats, StepAccountant
 from shopsim_metrics.step.alerts import Alert, StreakAlertPolicy
 from shopsim_metrics.step.loop_state import LoopState, NoLoopState
 from shopsim_metrics.prompts.skip_history import MonitorSkipHistory
+from shopsim_metrics.prompts.skip_record import SkipTally
 from shopsim_metrics.prompts.value import PromptValueTracker
 from shopsim_metrics.step.records import StepRecord
 from shopsim_metrics.sinks.base import SinkSet, StepSink
@@ -104,6 +105,7 @@ class ShopsimRuntime:
         self._warned_lock = threading.Lock()
         self.prompt_skip_source: Any = None
         """The data source that skips prompts in this process (it attaches itself): its skips go in the records."""
+        self.skip_tally: SkipTally | None = None
 
     # --- sinks (built lazily: the filter path never builds them unless it terminates) ----------
     @property
@@ -146,9 +148,24 @@ class ShopsimRuntime:
         knobs missing): then there is nothing to learn from. ``source.take_skipped()`` is read as
         each step closes.
         """
-        self.prompt_skip_source = source
         prompts = self.accountant.prompts if self.accountant is not None else None
-        return MonitorSkipHistory(prompts) if prompts is not None else None
+        if prompts is None:
+            return None
+        history = MonitorSkipHistory(prompts)
+        self.skip_tally = SkipTally(history.tokens_per_visit, limit=prompts.history.limit)
+        self.prompt_skip_source = source
+        return history
+
+    def _fill_skips(self, record: StepRecord) -> None:
+        """The skip fields of a record about to be emitted, from the attached data source (none attached: left None)."""
+        source = self.prompt_skip_source
+        if source is None or self.skip_tally is None:
+            return
+        try:
+            self.skip_tally.fill(record, source.take_skipped(), p_easy=source.rule.p_easy, p_hard=source.rule.p_hard)
+        except Exception as exc:  # noqa: BLE001 - monitoring never stops training
+            self._warn_once("skip_fields", "shopsim-metrics: recording the skipped prompts failed (%s: %s); the "
+                            "step's other fields are complete.", type(exc).__name__, exc)
 
     # --- the project's own time (filter_seconds) ----------------------------------------------
     @contextmanager
@@ -305,6 +322,7 @@ class ShopsimRuntime:
                                      and record.rollout_id == self.settings.num_rollout - 1)
         if tracker is not None:
             record.prompt_history_partial = self._history_partial
+        self._fill_skips(record)
         if last and tracker is not None and not self._final_table_sent:
             try:
                 record.prompt_table = tracker.table()

@@ -77,13 +77,13 @@ import json
 import logging
 import os
 import threading
-from dataclasses import dataclass
 from typing import Any
 
 from shopsim_metrics.prompts.keys import prompt_key
 from shopsim_metrics.settings import PROMPT_SKIP, PROMPT_SKIP_MODES, PROMPT_SKIP_RULE_PREFIX, SETTINGS_BY_NAME
 from shopsim_metrics.settings import skip_rule_settings
 from shopsim_metrics.prompts.skip_history import InMemorySkipHistory, SkipHistory
+from shopsim_metrics.prompts.skip_record import SkippedPrompt
 from shopsim_metrics.prompts.skip_rule import GresoSkipRule, SkipRuleSettings
 
 logger = logging.getLogger("shopsim_metrics")
@@ -133,17 +133,6 @@ def rule_settings_from_args(args: Any) -> SkipRuleSettings:
     values = {name: SETTINGS_BY_NAME[name].read(getattr(args, name, None))
               for name in SETTINGS_BY_NAME if name.startswith(RULE_ARG_PREFIX)}
     return skip_rule_settings(values, getattr(args, "rollout_seed", None))
-
-
-@dataclass(frozen=True)
-class SkippedPrompt:
-    """One prompt drawn for a wave and skipped without generating (a row of the ``skipped_prompts`` table)."""
-
-    prompt_key: str
-    zero_std_run: int  # its consecutive zero-std visits when it was skipped
-    skip_probability: float  # 1 - max(p ** zero_std_run, floor)
-    kind: str  # the zero-std verdict of that run: which p applied (zero_std_other uses the hard p)
-    group_index: int | None  # slime's running counter of the skipped draw (the slot of the epoch it took)
 
 
 class PromptSkipDataSource:

@@ -195,7 +195,7 @@ class MonitorSkipHistory:
         last = self.tracker.last_step
         return None if last is None else step_shares(*last)
 
-    def last_visit_tokens(self, key: str) -> int | None:
+    def tokens_per_visit(self, key: str) -> int | None:
         """Tokens of the prompt's visits on average (None: not tracked or no token counts): a skip's saving."""
         stats = self.tracker.history.stats(history_key(key))
         if stats is None or not stats.visits or not stats.tokens:

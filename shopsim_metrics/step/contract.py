@@ -133,10 +133,27 @@ PROMPT_VALUE_FIELDS: Final = (
 )
 """The prompt-value table of the contract ("Prompt value over time"), in its order."""
 
+# --- skipping prompts before generation (per step; only in runs with shopsim_prompt_skip: greso) --------
+PROMPT_SKIP_FIELDS: Final = (
+    "skipped_prompt_count",  # prompts drawn for the step's waves and skipped without generating
+    "skip_p_easy",  # the rule's p for all-pass prompts, in force for the step's draws
+    "skip_p_hard",  # the rule's p for all-fail (and other zero-std) prompts
+    "skip_saved_token_estimate",  # per skipped prompt: its tokens per visit, else the step's mean group tokens
+    "skip_saved_token_fraction",  # saved estimate / (generated_token_count + saved estimate)
+    "skipped_then_generated_group_count",  # judged groups whose prompt had been skipped since last generated
+    "skipped_then_spread_group_count",  # of those, the groups with spread: the signal skipping delayed
+    "skipped_then_spread_rate",  # spread / generated among them (None when none)
+)
+"""The skip table of the contract ("Skipping prompts before generation"), in its order."""
+SKIPPED_PROMPT_COLUMNS: Final = ("prompt_key", "zero_std_run", "kind", "skip_probability", "group_index",
+                                 "token_estimate")
+"""Columns of the ``skipped_prompts`` rows (records file) and table (W&B ``rollout/shopsim/skipped_prompts``)."""
+
 RECONCILE_FIELD: Final = "reconcile_mismatch_count"
 """Logged by the log function: drop counts that disagree with slime's own counters (0 = agree)."""
 
-WANDB_STEP_FIELDS: Final = STEP_FIELDS + EXTRA_FIELDS + (RECONCILE_FIELD,) + COST_FIELDS + PROMPT_VALUE_FIELDS
+WANDB_STEP_FIELDS: Final = (STEP_FIELDS + EXTRA_FIELDS + (RECONCILE_FIELD,) + COST_FIELDS + PROMPT_VALUE_FIELDS
+                             + PROMPT_SKIP_FIELDS)
 """Every per-step scalar the W&B sink logs under WANDB_PREFIX."""
 
 # --- the per-group decision ledger --------------------------------------------------------------

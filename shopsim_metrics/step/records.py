@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, fields
 from itertools import chain
 from typing import Any
 
+from shopsim_metrics.step.contract import PROMPT_SKIP_FIELDS
 from shopsim_metrics.step.json_values import json_native, json_native_fields, json_native_rows
 
 
@@ -128,12 +129,22 @@ class StepRecord:
     skippable_token_fraction: float | None = None
     tracked_prompt_count: int | None = None
     prompt_history_partial: bool | None = None  # resumed without a record of every earlier step (None: not tracked)
+    # skipping prompts before generation (contract.PROMPT_SKIP_FIELDS; None, and absent from to_dict: no skipping)
+    skipped_prompt_count: int | None = None
+    skip_p_easy: float | None = None
+    skip_p_hard: float | None = None
+    skip_saved_token_estimate: int | None = None
+    skip_saved_token_fraction: float | None = None
+    skipped_then_generated_group_count: int | None = None
+    skipped_then_spread_group_count: int | None = None
+    skipped_then_spread_rate: float | None = None
+    skipped_prompts: list[dict[str, Any]] | None = None  # rows with contract.SKIPPED_PROMPT_COLUMNS
     # the prompts table on the steps it is due: for W&B only, not part of the record (JSONL, equality)
     prompt_table: list[list[Any]] | None = field(default=None, compare=False, repr=False)
     decisions: list[DecisionRow] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        out = json_native_fields(self, _STEP_FIELDS)
+        out = json_native_fields(self, self._field_names())
         rows = _rows(self.decisions)
         if all(type(row) is DecisionRow for row in rows):
             out["decisions"] = json_native_rows(rows, _ROW_FIELDS)
@@ -153,9 +164,15 @@ class StepRecord:
         if (not all(type(row) is DecisionRow for row in rows) or set(map(len, map(vars, rows))) - {len(_ROW_FIELDS)}
                 or not set(map(type, chain.from_iterable(map(dict.values, map(vars, rows))))) <= _ORJSON_AS_IS):
             return self.to_dict()
-        out = json_native_fields(self, _STEP_FIELDS)
+        out = json_native_fields(self, self._field_names())
         out["decisions"] = rows
         return out
+
+    def _field_names(self) -> tuple[str, ...]:
+        """The record's fields; the skip fields only when one is set (a run that skips), so other runs' records stay as they were."""
+        if any(getattr(self, name, None) is not None for name in _SKIP_FIELDS):
+            return _STEP_FIELDS
+        return _STEP_FIELDS_WITHOUT_SKIPS
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "StepRecord":
@@ -168,6 +185,8 @@ class StepRecord:
 _ROW_FIELDS = tuple(f.name for f in fields(DecisionRow))
 _ORJSON_AS_IS = {type(None), bool, str, int, float}  # orjson writes these as the conversion rules do
 _STEP_FIELDS = tuple(f.name for f in fields(StepRecord) if f.name not in ("decisions", "prompt_table"))
+_SKIP_FIELDS = (*PROMPT_SKIP_FIELDS, "skipped_prompts")
+_STEP_FIELDS_WITHOUT_SKIPS = tuple(name for name in _STEP_FIELDS if name not in _SKIP_FIELDS)
 
 
 def _rows(decisions: Any) -> list[Any]:
