@@ -159,3 +159,55 @@ def test_the_skips_reach_the_records_file_and_a_wandb_table(tmp_path, wandb_env)
     assert [r["prompt_key"] for r in tables[0].records()] == [r["prompt_key"] for r in lines[4]["skipped_prompts"]]
     scalars = [r for r in run.history if contract.wandb_key("skipped_prompt_count") in r]
     assert [r[contract.wandb_key("skipped_prompt_count")] for r in scalars] == counts
+
+
+def _step(args, ds, loop, step: int) -> list[str]:
+    """One step through the hooks, then slime's checkpoint of the data source; returns the served labels."""
+    loop.step, loop.remaining = step, 4
+    groups = ds.get_samples(4)
+    for group in groups:
+        generate(group, step)
+        if HOOKS.fully_scored_group_filter(args, group).keep:
+            loop.remaining -= 1
+    HOOKS.record_all_samples(args, groups, ds.get_samples)
+    HOOKS.log_rollout_step(step, args, [], {}, 10.0)
+    ds.save(step)
+    return [g[0].label for g in groups]
+
+
+def test_a_resumed_run_skips_as_the_unbroken_one(tmp_path) -> None:
+    """GRESO's random rule (seeded): the p values and random state come from the data source's file, the
+    prompt history from the monitor's records: the steps after the checkpoint serve the same prompts."""
+    import json
+    import shutil
+
+    def make(run_dir, **extra):
+        return SimpleNamespace(rollout_batch_size=4, n_samples_per_prompt=N, over_sampling_batch_size=4,
+                               global_batch_size=16, reward_key=None, rollout_shuffle=True, rollout_seed=1,
+                               rollout_global_dataset=True, save=str(tmp_path / "ckpt"), shopsim_run_dir=str(run_dir),
+                               shopsim_wandb="off", shopsim_prompt_skip="greso", shopsim_prompt_skip_p_easy_start=0.2,
+                               shopsim_prompt_skip_p_hard_start=0.2, **extra)
+
+    def records(run_dir):
+        return [json.loads(x) for x in (run_dir / "steps.jsonl").read_text().splitlines()]
+
+    args, loop = make(tmp_path / "run", load=None), ManualLoopState("test")
+    HOOKS.configure(args, sinks=None, loop_state=loop)
+    ds = DATA_SOURCE(args, inner=FakeSlimeDataSource(args, pool(16)))
+    unbroken = [_step(args, ds, loop, step) for step in range(10)]
+    HOOKS.reset_runtime()
+    assert sum(r["skipped_prompt_count"] for r in records(tmp_path / "run")[6:]) > 0  # skipping happened
+
+    resumed_dir = tmp_path / "resumed"
+    shutil.copytree(tmp_path / "run", resumed_dir)
+    (resumed_dir / "steps.jsonl").write_text("".join(
+        json.dumps(r) + "\n" for r in records(tmp_path / "run") if r["rollout_id"] < 6))  # what step 5's checkpoint saw
+    args, loop = make(resumed_dir, load=str(tmp_path / "ckpt"), start_rollout_id=6), ManualLoopState("test")
+    HOOKS.configure(args, sinks=None, loop_state=loop)
+    ds = DATA_SOURCE(args, inner=FakeSlimeDataSource(args, pool(16)))
+    ds.load(5)
+    resumed = [_step(args, ds, loop, step) for step in range(6, 10)]
+    HOOKS.reset_runtime()
+    assert resumed == unbroken[6:]
+    skipped = lambda rs: [[row["prompt_key"] for row in r["skipped_prompts"]] for r in rs if r["rollout_id"] >= 6]
+    assert skipped(records(resumed_dir)[6:]) == skipped(records(tmp_path / "run")[6:])
