@@ -99,13 +99,17 @@ class ShopsimRuntime:
         self._hook_started = threading.local()  # perf_counter at the entry of the hook running on this thread
         self._final_table_sent = False  # the run's last step carried the final prompts table
         self._history_partial = False  # a resume found no record of some step before start_rollout_id
+        prompts = self.accountant.prompts if self.accountant is not None else None
+        self.skip_tally: SkipTally | None = (
+            SkipTally(MonitorSkipHistory(prompts).tokens_per_visit, limit=prompts.history.limit)
+            if prompts is not None else None)
+        """The skip fields of each record (used once a skipping data source attaches; restored on resume)."""
+        self.prompt_skip_source: Any = None
+        """The data source that skips prompts in this process (it attaches itself): its skips go in the records."""
         if settings.start_rollout_id > 0:
             self._restore()
         self._warned: set[str] = set()
         self._warned_lock = threading.Lock()
-        self.prompt_skip_source: Any = None
-        """The data source that skips prompts in this process (it attaches itself): its skips go in the records."""
-        self.skip_tally: SkipTally | None = None
 
     # --- sinks (built lazily: the filter path never builds them unless it terminates) ----------
     @property
@@ -125,7 +129,8 @@ class ShopsimRuntime:
         start = self.settings.start_rollout_id
         prompts = self.accountant.prompts if self.accountant is not None else None
         try:
-            restored = restore(self.settings.run_dir, start_rollout_id=start, streak=self.streak, prompts=prompts)
+            restored = restore(self.settings.run_dir, start_rollout_id=start, streak=self.streak, prompts=prompts,
+                               skips=self.skip_tally)
         except Exception as exc:  # noqa: BLE001 - monitoring never stops training
             logger.warning("shopsim-metrics: restoring the run's state from %s failed (%s: %s); the streak and the "
                            "prompt history start empty.", self.settings.run_dir, type(exc).__name__, exc)
@@ -151,10 +156,8 @@ class ShopsimRuntime:
         prompts = self.accountant.prompts if self.accountant is not None else None
         if prompts is None:
             return None
-        history = MonitorSkipHistory(prompts)
-        self.skip_tally = SkipTally(history.tokens_per_visit, limit=prompts.history.limit)
         self.prompt_skip_source = source
-        return history
+        return MonitorSkipHistory(prompts)
 
     def _fill_skips(self, record: StepRecord) -> None:
         """The skip fields of a record about to be emitted, from the attached data source (none attached: left None)."""

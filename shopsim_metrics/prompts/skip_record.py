@@ -80,21 +80,7 @@ class SkipTally:
             saved += estimate or 0
             table.append(dict(zip(SKIPPED_PROMPT_COLUMNS, (skip.prompt_key, skip.zero_std_run, skip.kind,
                                                            skip.skip_probability, skip.group_index, estimate))))
-        generated = spread = 0
-        for _, is_skip, item in sorted([(_order(s.group_index), 0, s) for s in skipped]
-                                       + [(_order(r.group_index), 1, r) for r in rows], key=lambda e: e[:2]):
-            key = item.prompt_key
-            if key is None:
-                continue
-            if is_skip == 0:
-                self._pending[key] = None
-                self._pending.move_to_end(key)
-                if len(self._pending) > self.limit:
-                    self._pending.popitem(last=False)
-            elif key in self._pending:
-                del self._pending[key]
-                generated += 1
-                spread += _is_spread(item)
+        generated, spread = self._walk([(skip.prompt_key, skip.group_index) for skip in skipped], rows)
         record.skipped_prompt_count = len(skipped)
         record.skipped_prompts = table
         record.skip_p_easy = p_easy
@@ -105,6 +91,33 @@ class SkipTally:
         record.skipped_then_generated_group_count = generated
         record.skipped_then_spread_group_count = spread
         record.skipped_then_spread_rate = spread / generated if generated else None
+
+
+    def replay(self, record: StepRecord) -> None:
+        """Walk a recorded step again (a resumed run, from the records): the skipped prompts still pending."""
+        if record.skipped_prompt_count is None:
+            return
+        skips = [(row.get("prompt_key"), row.get("group_index")) for row in record.skipped_prompts or []]
+        self._walk(skips, record.decisions or [])
+
+    def _walk(self, skips: list[tuple[Any, Any]], rows: Sequence[Any]) -> tuple[int, int]:
+        """Skips and judged groups in ``group_index`` order: (groups of prompts skipped since generated, with spread)."""
+        events = sorted([(_order(index), 0, key, None) for key, index in skips]
+                        + [(_order(row.group_index), 1, row.prompt_key, row) for row in rows], key=lambda e: e[:2])
+        generated = spread = 0
+        for _, is_group, key, row in events:
+            if key is None:
+                continue
+            if not is_group:
+                self._pending[key] = None
+                self._pending.move_to_end(key)
+                if len(self._pending) > self.limit:
+                    self._pending.popitem(last=False)
+            elif key in self._pending:
+                del self._pending[key]
+                generated += 1
+                spread += _is_spread(row)
+        return generated, spread
 
 
 def _order(group_index: Any) -> float:
