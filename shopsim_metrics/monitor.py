@@ -49,6 +49,8 @@ from shopsim_metrics.step import contract as C
 from shopsim_metrics.step.accounting import GenerationStats, StepAccountant
 from shopsim_metrics.step.alerts import Alert, StreakAlertPolicy
 from shopsim_metrics.step.loop_state import LoopState, NoLoopState
+from shopsim_metrics.prompts.skip_history import MonitorSkipHistory
+from shopsim_metrics.prompts.skip_record import SkipTally
 from shopsim_metrics.prompts.value import PromptValueTracker
 from shopsim_metrics.step.records import StepRecord
 from shopsim_metrics.sinks.base import SinkSet, StepSink
@@ -113,6 +115,13 @@ class ShopsimRuntime:
         self._hook_started = threading.local()  # perf_counter at the entry of the hook running on this thread
         self._final_table_sent = False  # the run's last step carried the final prompts table
         self._history_partial = False  # a resume found no record of some step before start_rollout_id
+        prompts = self.accountant.prompts if self.accountant is not None else None
+        self.skip_tally: SkipTally | None = (
+            SkipTally(MonitorSkipHistory(prompts).tokens_per_visit, limit=prompts.history.limit)
+            if prompts is not None else None)
+        """The skip fields of each record (used once a skipping data source attaches; restored on resume)."""
+        self.prompt_skip_source: Any = None
+        """The data source that skips prompts in this process (it attaches itself): its skips go in the records."""
         if settings.start_rollout_id > 0:
             self._restore()
         self._warned: set[str] = set()
@@ -136,7 +145,8 @@ class ShopsimRuntime:
         start = self.settings.start_rollout_id
         prompts = self.accountant.prompts if self.accountant is not None else None
         try:
-            restored = restore(self.settings.run_dir, start_rollout_id=start, streak=self.streak, prompts=prompts)
+            restored = restore(self.settings.run_dir, start_rollout_id=start, streak=self.streak, prompts=prompts,
+                               skips=self.skip_tally)
         except Exception as exc:  # noqa: BLE001 - monitoring never stops training
             logger.warning("shopsim-metrics: restoring the run's state from %s failed (%s: %s); the streak and the "
                            "prompt history start empty.", self.settings.run_dir, type(exc).__name__, exc)
@@ -150,6 +160,31 @@ class ShopsimRuntime:
             logger.info("shopsim-metrics: resumed at rollout step %d: streak %d and %d prompts restored from %s",
                         start, self.streak.count, len(prompts.history) if prompts is not None else 0,
                         self.settings.run_dir)
+
+    # --- skipping prompts before generation ---------------------------------------------------
+    def attach_prompt_skip(self, source: Any) -> MonitorSkipHistory | None:
+        """Register the process's skipping data source; returns the monitor's prompt history for it to learn from.
+
+        None when the monitor keeps no prompt history (``shopsim_prompt_history_limit: 0``, or slime's
+        knobs missing): then there is nothing to learn from. ``source.take_skipped()`` is read as
+        each step closes.
+        """
+        prompts = self.accountant.prompts if self.accountant is not None else None
+        if prompts is None:
+            return None
+        self.prompt_skip_source = source
+        return MonitorSkipHistory(prompts)
+
+    def _fill_skips(self, record: StepRecord) -> None:
+        """The skip fields of a record about to be emitted, from the attached data source (none attached: left None)."""
+        source = self.prompt_skip_source
+        if source is None or self.skip_tally is None:
+            return
+        try:
+            self.skip_tally.fill(record, source.take_skipped(), p_easy=source.rule.p_easy, p_hard=source.rule.p_hard)
+        except Exception as exc:  # noqa: BLE001 - monitoring never stops training
+            self._warn_once("skip_fields", "shopsim-metrics: recording the skipped prompts failed (%s: %s); the "
+                            "step's other fields are complete.", type(exc).__name__, exc)
 
     # --- the project's own time (filter_seconds) ----------------------------------------------
     @contextmanager
@@ -314,6 +349,7 @@ class ShopsimRuntime:
                                      and record.rollout_id == self.settings.num_rollout - 1)
         if tracker is not None:
             record.prompt_history_partial = self._history_partial
+        self._fill_skips(record)
         if last and tracker is not None and not self._final_table_sent:
             try:
                 record.prompt_table = tracker.table()

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from shopsim_metrics.prompts.skip_record import SkipTally
 from shopsim_metrics.prompts.value import PromptValueTracker
 from shopsim_metrics.sinks.steps_reader import NoStepRecords, ReadReport, iter_step_dicts
 from shopsim_metrics.step import contract as C
@@ -58,8 +59,8 @@ class Restored:
 
 
 def restore(run_dir: str | os.PathLike, *, start_rollout_id: int, streak: TechnicalStreak,
-            prompts: PromptValueTracker | None) -> Restored:
-    """Replay the records of ``rollout_id < start_rollout_id`` into ``streak`` and ``prompts``.
+            prompts: PromptValueTracker | None, skips: "SkipTally | None" = None) -> Restored:
+    """Replay the records of ``rollout_id < start_rollout_id`` into ``streak``, ``prompts`` and ``skips``.
 
     A missing or unreadable records directory restores nothing (every step is missing); the caller
     warns. Never raises for what the files hold.
@@ -81,6 +82,8 @@ def restore(run_dir: str | os.PathLike, *, start_rollout_id: int, streak: Techni
             streak.observe((row.failed_check or "unknown") if technical else None)
         if prompts is not None:
             prompts.observe(record)
+        if skips is not None:
+            skips.replay(record)
         replayed += 1
     return Restored(steps=replayed, missing=start_rollout_id - replayed)
 

@@ -486,3 +486,16 @@ def test_the_ledger_keeper_keeps_the_latest_record_of_a_step_and_the_latest_step
         with_rows = sorted(step for step, record in latest.items() if record["decisions"])
         multi = [step for step in with_rows if latest[step]["wave_count"] >= 2]
         assert set(with_rows[-3:]) | set(multi[-3:]) <= set(kept)
+
+
+def test_the_skipping_section_draws_a_run_that_skips(tmp_path: Path, records: list[StepRecord]) -> None:
+    import dataclasses
+
+    skipping = [dataclasses.replace(r, skipped_prompt_count=r.rollout_id % 3, skip_p_easy=0.5, skip_p_hard=0.4)
+                for r in records]
+    page = write_html_dashboard(skipping, tmp_path / "s.html").read_text()
+    assert '<h2 class="section">Skipping</h2>' in page
+    data = load_dashboard_data(skipping)
+    bars = step_figure(SPEC.panel("skipped_prompts"), data).data[0]
+    assert list(bars.y) == [r.rollout_id % 3 for r in records]
+    assert {p.id for p in SPEC.panels_in("Skipping")} == {"skipped_prompts", "skip_p", "skip_saving", "skip_cost"}

@@ -8,7 +8,7 @@ from pathlib import Path
 import yaml
 
 from shopsim_metrics.step import contract
-from shopsim_metrics.sinks.wandb_sink import DECISIONS_KEY, PROMPTS_KEY, WandbSink, record_scalars
+from shopsim_metrics.sinks.wandb_sink import DECISIONS_KEY, PROMPTS_KEY, SKIPPED_PROMPTS_KEY, WandbSink, record_scalars
 from shopsimrl import slime_runtime
 from shopsim_metrics.settings import DEFAULTS, SETTINGS
 from tests.wandb_helpers import make_record
@@ -53,7 +53,7 @@ def test_section_3_3_lists_exactly_the_keys_the_sink_logs() -> None:
 
 
 def test_a_full_record_logs_only_documented_keys_and_all_of_them() -> None:
-    logged = set(record_scalars(make_record(0))) | {DECISIONS_KEY, PROMPTS_KEY}
+    logged = set(record_scalars(make_record(0))) | {DECISIONS_KEY, PROMPTS_KEY, SKIPPED_PROMPTS_KEY}
     assert logged == set(documented_keys())
 
 

@@ -195,3 +195,37 @@ def test_settings_resolve_the_run_dir_against_args_save(tmp_path: Path, monkeypa
 
 def test_every_setting_has_its_row() -> None:
     assert set(SETTINGS_BY_NAME) == set(DEFAULTS) and len(SETTINGS) == len(SETTINGS_BY_NAME)
+
+
+# --- skipping prompts before generation: the settings table holds the mode and every rule field ----------
+
+def test_every_skip_rule_field_is_a_setting_at_grescos_default() -> None:
+    import dataclasses
+
+    from shopsim_metrics.prompts.skip_rule import SkipRuleSettings
+    from shopsim_metrics.settings import DEFAULTS, skip_rule_settings
+
+    names = {f"shopsim_prompt_skip_{f.name}" for f in dataclasses.fields(SkipRuleSettings)}
+    assert names <= set(DEFAULTS) and DEFAULTS["shopsim_prompt_skip"] == "off"
+    assert skip_rule_settings(DEFAULTS) == SkipRuleSettings()
+
+
+def test_check_config_reads_the_skip_settings_both_sides() -> None:
+    from shopsim_metrics.settings import ShopsimSettings, validate_settings
+    from types import SimpleNamespace
+
+    good, problems = validate_settings({"shopsim_prompt_skip": "greso", "shopsim_prompt_skip_floor": "2e-2",
+                                        "shopsim_prompt_skip_seed": 3})
+    assert problems == [] and (good["shopsim_prompt_skip"], good["shopsim_prompt_skip_floor"]) == ("greso", 0.02)
+    assert validate_settings({"shopsim_prompt_skip": False})[0]["shopsim_prompt_skip"] == "off"
+    assert validate_settings({"shopsim_prompt_skip": "gerso"})[1] == [
+        "shopsim_prompt_skip: expected one of off, greso; got 'gerso'"]
+    assert validate_settings({"shopsim_prompt_skip_step": 1.5})[1] == [
+        "shopsim_prompt_skip_step: expected a number in [0, 1]; got 1.5"]
+    assert validate_settings({"shopsim_prompt_skip_seed": -1})[1] == [
+        "shopsim_prompt_skip_seed: expected null or an integer >= 0; got -1"]
+    assert validate_settings({"shopsim_prompt_skip_p_easy_start": 0.99})[1] == [
+        "shopsim_prompt_skip_p_easy_start: expected a number in [0.05, 0.95] (between p_min and p_max); got 0.99"]
+    assert "did you mean 'shopsim_prompt_skip_floor'" in validate_settings({"shopsim_prompt_skip_flor": 0.1})[1][0]
+    settings = ShopsimSettings.from_args(SimpleNamespace(shopsim_prompt_skip="greso", shopsim_prompt_skip_p_max=0.9))
+    assert (settings.prompt_skip, settings.prompt_skip_p_max, settings.prompt_skip_seed) == ("greso", 0.9, None)

@@ -44,6 +44,16 @@ NOT_DEFAULT = {
     "shopsim_prompt_key": ("prompt_id", "prompt_id"),
     "shopsim_prompt_history_limit": ("1000", 1000),
     "shopsim_prompts_table_every": ("0", 0),
+    "shopsim_prompt_skip": ("greso", "greso"),
+    "shopsim_prompt_skip_target_share": ("0.3", 0.3),
+    "shopsim_prompt_skip_easy_share_of_target": ("0.5", 0.5),
+    "shopsim_prompt_skip_floor": ("2e-2", 0.02),  # YAML 1.1: a string
+    "shopsim_prompt_skip_step": ("0.02", 0.02),
+    "shopsim_prompt_skip_p_min": ("0.1", 0.1),
+    "shopsim_prompt_skip_p_max": ("0.9", 0.9),
+    "shopsim_prompt_skip_p_easy_start": ("0.4", 0.4),
+    "shopsim_prompt_skip_p_hard_start": ("0.6", 0.6),
+    "shopsim_prompt_skip_seed": ("5", 5),
 }
 
 

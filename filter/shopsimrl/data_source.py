@@ -26,19 +26,24 @@ prompt skippable), the rest of the wave is served without asking the rule. Group
 its buffer (aborted groups of a partial rollout, put back with ``add_samples``) are never skipped:
 their generation has begun.
 
-The prompt history is an injectable :class:`~shopsim_metrics.prompts.skip_history.SkipHistory`;
-by default an :class:`~shopsim_metrics.prompts.skip_history.InMemorySkipHistory` that someone must
-feed (``data_source.history.observe(key, verdict)`` per judged group, ``close_step(rollout_id)`` per
-step): slime's all-samples hook receives the data source as its third argument. The rule adapts its
-``p`` values once per closed step, at the first wave after the step closed. Skipped prompts are
-recorded per step and handed over by :meth:`PromptSkipDataSource.take_skipped`.
+The prompt history is the monitor's own (:mod:`shopsim_metrics.monitor`, the process-wide runtime
+slime's hooks share): at its first ``get_samples`` the data source attaches itself to the process's
+monitor (``shopsimrl.slime_runtime.get_runtime(args)``) and reads, through
+:class:`~shopsim_metrics.prompts.skip_history.MonitorSkipHistory`, the history the filter's
+judgements feed as each step closes (the same prompt keys, the same verdicts). The monitor takes the
+skipped prompts (:meth:`PromptSkipDataSource.take_skipped`) into each step's record. A test may
+inject any :class:`~shopsim_metrics.prompts.skip_history.SkipHistory` (``history=``), e.g. an
+:class:`~shopsim_metrics.prompts.skip_history.InMemorySkipHistory` fed by hand. The rule adapts
+its ``p`` values once per closed step, at the first wave after the step closed.
 
 State: with slime's checkpoint ``<save>/rollout/global_dataset_state_dict_<N>.pt`` this class writes
-``<save>/rollout/shopsim_prompt_skip_state_<N>.json`` (the rule's ``p`` values and random state, the
-history's state, the last step adapted to) and reads it back on ``load``, so a resumed run skips
+``<save>/rollout/shopsim_prompt_skip_state_<N>.json`` (the rule's ``p`` values and random state, an
+injected history's state, the last step adapted to; the monitor's history is restored from the
+records, ``shopsim_metrics.resume``) and reads it back on ``load``, so a resumed run skips
 as an unbroken one would.
 
-Settings (read from ``args``; absent or None means the default):
+Settings (read from ``args`` by the settings table, :mod:`shopsim_metrics.settings`, as check-config
+and the monitor's hooks read them; absent or None means the default):
 
 - ``shopsim_prompt_skip``: ``off`` (default) or ``greso``;
 - ``shopsim_prompt_skip_<field>`` for every field of :class:`SkipRuleSettings` (``target_share``,
@@ -55,7 +60,8 @@ Example:
     ...         self.drawn += n
     ...         return [[SimpleNamespace(prompt="2+2=?", label="4", metadata={}, group_index=None)] for _ in range(n)]
     ...     def __len__(self): return 100
-    >>> ds = PromptSkipDataSource(SimpleNamespace(shopsim_prompt_skip="greso"), inner=Inner())
+    >>> ds = PromptSkipDataSource(SimpleNamespace(shopsim_prompt_skip="greso"), inner=Inner(),
+    ...                           history=InMemorySkipHistory())
     >>> key = prompt_key(ds.get_samples(1)[0])[0]
     >>> for _ in range(3): ds.history.observe(key, "zero_std_all_pass")
     >>> len(ds.get_samples(4)), ds.inner.drawn > 5   # skipped draws were replaced
@@ -66,28 +72,27 @@ Example:
 
 from __future__ import annotations
 
-import dataclasses
 import importlib
 import json
 import logging
 import os
 import threading
-from dataclasses import dataclass
 from typing import Any
 
 from shopsim_metrics.prompts.keys import prompt_key
+from shopsim_metrics.settings import PROMPT_SKIP, PROMPT_SKIP_MODES, PROMPT_SKIP_RULE_PREFIX, SETTINGS_BY_NAME
+from shopsim_metrics.settings import skip_rule_settings
 from shopsim_metrics.prompts.skip_history import InMemorySkipHistory, SkipHistory
-from shopsim_metrics.prompts.skip_rule import GresoSkipRule, SkipRuleSettings, SkipRuleSettingsError
+from shopsim_metrics.prompts.skip_record import SkippedPrompt
+from shopsim_metrics.prompts.skip_rule import GresoSkipRule, SkipRuleSettings
 
 logger = logging.getLogger("shopsim_metrics")
 
 __all__ = ["PromptSkipDataSource", "SkippedPrompt", "skip_mode", "rule_settings_from_args"]
 
-OFF = "off"
-GRESO = "greso"
-PROMPT_SKIP_MODES = (OFF, GRESO)
-MODE_ARG = "shopsim_prompt_skip"
-RULE_ARG_PREFIX = "shopsim_prompt_skip_"
+OFF, GRESO = PROMPT_SKIP_MODES
+MODE_ARG = PROMPT_SKIP
+RULE_ARG_PREFIX = PROMPT_SKIP_RULE_PREFIX
 SLIME_DATA_SOURCE = "slime.rollout.data_source.RolloutDataSourceWithBuffer"
 STATE_FILE = "shopsim_prompt_skip_state_{rollout_id}.json"
 STATE_FORMAT = 1
@@ -96,7 +101,7 @@ DEFAULT_MAX_EPOCHS_PER_CALL = 2
 
 
 def skip_mode(args: Any) -> str:
-    """``args.shopsim_prompt_skip`` read: ``off`` (absent, None, YAML's false) or ``greso``.
+    """``args.shopsim_prompt_skip`` read by the settings table: ``off`` (absent, None, YAML's false) or ``greso``.
 
     Example:
         >>> from types import SimpleNamespace
@@ -105,62 +110,38 @@ def skip_mode(args: Any) -> str:
         >>> skip_mode(SimpleNamespace(shopsim_prompt_skip=True))
         Traceback (most recent call last):
         ...
-        ValueError: shopsim_prompt_skip: expected one of off, greso; got True (YAML reads unquoted on/yes/true as a boolean: write greso)
+        shopsim_metrics.settings.ShopsimConfigError: shopsim_prompt_skip: expected one of off, greso; got True (YAML reads unquoted on/yes/true as a boolean: write greso)
     """
-    value = getattr(args, MODE_ARG, None)
-    if value is None or value is False:
-        return OFF
-    if isinstance(value, str) and value.strip().lower() in PROMPT_SKIP_MODES:
-        return value.strip().lower()
-    hint = " (YAML reads unquoted on/yes/true as a boolean: write greso)" if value is True else ""
-    raise ValueError(f"{MODE_ARG}: expected one of {', '.join(PROMPT_SKIP_MODES)}; got {value!r}{hint}")
+    return SETTINGS_BY_NAME[MODE_ARG].read(getattr(args, MODE_ARG, None))
 
 
 def rule_settings_from_args(args: Any) -> SkipRuleSettings:
-    """The rule's settings from ``args.shopsim_prompt_skip_<field>`` (absent or None: the field's default).
+    """The rule's settings from ``args.shopsim_prompt_skip_<field>``, read by the settings table.
 
-    The seed defaults to slime's ``rollout_seed``. A bad value is named by its ``args`` name.
+    Absent or None: the field's default; the seed defaults to slime's ``rollout_seed``. A bad value
+    is named by its ``args`` name.
 
     Example:
         >>> from types import SimpleNamespace
         >>> rule_settings_from_args(SimpleNamespace(rollout_seed=42, shopsim_prompt_skip_floor=0.02)).seed
         42
-        >>> rule_settings_from_args(SimpleNamespace(shopsim_prompt_skip_step="0.1"))
+        >>> rule_settings_from_args(SimpleNamespace(shopsim_prompt_skip_step="a tenth"))
         Traceback (most recent call last):
         ...
-        ValueError: shopsim_prompt_skip_step: expected a number in [0, 1]; got '0.1'
+        shopsim_metrics.settings.ShopsimConfigError: shopsim_prompt_skip_step: expected a number in [0, 1]; got 'a tenth'
     """
-    values = {}
-    for field in dataclasses.fields(SkipRuleSettings):
-        value = getattr(args, RULE_ARG_PREFIX + field.name, None)
-        if value is not None:
-            values[field.name] = value
-    seed = getattr(args, "rollout_seed", None)
-    if "seed" not in values and isinstance(seed, int) and not isinstance(seed, bool) and seed >= 0:
-        values["seed"] = seed
-    try:
-        return SkipRuleSettings(**values)
-    except SkipRuleSettingsError as exc:
-        raise ValueError(f"{RULE_ARG_PREFIX}{exc.field}: expected {exc.expected}; got {exc.value!r}") from None
-
-
-@dataclass(frozen=True)
-class SkippedPrompt:
-    """One prompt drawn for a wave and skipped without generating (a row of the ``skipped_prompts`` table)."""
-
-    prompt_key: str
-    zero_std_run: int  # its consecutive zero-std visits when it was skipped
-    skip_probability: float  # 1 - max(p ** zero_std_run, floor)
-    kind: str  # the zero-std verdict of that run: which p applied (zero_std_other uses the hard p)
-    group_index: int | None  # slime's running counter of the skipped draw (the slot of the epoch it took)
+    values = {name: SETTINGS_BY_NAME[name].read(getattr(args, name, None))
+              for name in SETTINGS_BY_NAME if name.startswith(RULE_ARG_PREFIX)}
+    return skip_rule_settings(values, getattr(args, "rollout_seed", None))
 
 
 class PromptSkipDataSource:
     """slime's data source with GRESO's skipping before generation (see the module docstring).
 
     ``inner``: the data source to wrap (default: slime's ``RolloutDataSourceWithBuffer(args)``, or
-    the class :attr:`inner_class` names); ``history``: the prompt history (default: an
-    :class:`InMemorySkipHistory`).
+    the class :attr:`inner_class` names); ``history``: the prompt history (default: the monitor's,
+    attached at the first ``get_samples``); ``monitor``: the runtime to attach to (default: the
+    process's, ``shopsimrl.slime_runtime.get_runtime(args)``).
     """
 
     inner_class: str = SLIME_DATA_SOURCE
@@ -170,12 +151,14 @@ class PromptSkipDataSource:
     max_epochs_per_call: int = DEFAULT_MAX_EPOCHS_PER_CALL
     """Dataset lengths one call may draw before the rest of the wave is served without asking the rule."""
 
-    def __init__(self, args: Any, *, inner: Any = None, history: SkipHistory | None = None) -> None:
+    def __init__(self, args: Any, *, inner: Any = None, history: SkipHistory | None = None,
+                 monitor: Any = None) -> None:
         self.args = args
         self.mode = skip_mode(args)
         self.metadata_key: str | None = getattr(args, "shopsim_prompt_key", None)
         self.rule = GresoSkipRule(rule_settings_from_args(args))
-        self.history: SkipHistory = history if history is not None else InMemorySkipHistory()
+        self._history: SkipHistory | None = history
+        self._monitor = monitor
         self.inner = inner if inner is not None else _load_class(self.inner_class)(args)
         self.adapted_step: int | None = None  # rollout_id of the last closed step the rule adapted to
         self._skipped: list[SkippedPrompt] = []
@@ -252,6 +235,27 @@ class PromptSkipDataSource:
         if name == "inner":  # not set yet (during construction): no recursion
             raise AttributeError(name)
         return getattr(self.inner, name)
+
+    @property
+    def history(self) -> SkipHistory:
+        """The prompt history the rule reads: the injected one, else the monitor's (attached on first use)."""
+        if self._history is None:
+            self._history = self._attach()
+        return self._history
+
+    def _attach(self) -> SkipHistory:
+        monitor = self._monitor
+        if monitor is None:
+            from shopsimrl.slime_runtime import get_runtime  # the process's monitor, as slime's hooks use it
+
+            monitor = get_runtime(self.args)
+        history = monitor.attach_prompt_skip(self)
+        if history is None:
+            logger.warning("shopsim-metrics: the monitor keeps no prompt history (shopsim_prompt_history_limit: 0, "
+                           "or slime's rollout_batch_size missing): shopsim_prompt_skip has nothing to learn from "
+                           "and skips no prompt")
+            return InMemorySkipHistory()
+        return history
 
     # --- for the monitor ----------------------------------------------------------------------------
     def take_skipped(self) -> list[SkippedPrompt]:

@@ -172,6 +172,7 @@ def dashboard_spec() -> DashboardSpec:
     waves, signal, health = "Wave dynamics", "Learning signal", "Health and waste"
     prompt_value = "Prompt value"
     cost = "Cost"
+    skipping = "Skipping"
     panels = (
         Panel(
             id="outcomes",
@@ -385,13 +386,91 @@ def dashboard_spec() -> DashboardSpec:
             ),
         ),
         *cost_panels(cost),
+        *skipping_panels(skipping, o),
     )
     return DashboardSpec(
         title="shopsim dynamic sampling",
         x_key=contract.WANDB_STEP_KEY,
         key_prefix=contract.WANDB_PREFIX,
-        sections=(waves, signal, health, prompt_value, cost),
+        sections=(waves, signal, health, prompt_value, cost, skipping),
         panels=panels,
+    )
+
+
+def skipping_panels(section: str, o: dict[str, str]) -> tuple[Panel, ...]:
+    """The "Skipping" section (``shopsim_prompt_skip: greso``): what was skipped, the p values, saving and cost.
+
+    A run that does not skip logs none of these keys: its panels stay empty.
+    """
+    return (
+        Panel(
+            id="skipped_prompts",
+            title="Prompts skipped before generation",
+            description=(
+                "Prompts the data source drew and skipped (each replaced by a further draw), against the groups "
+                "judged in the step. Zero through the first epoch: no prompt has a zero-std run yet."
+            ),
+            kind="line",
+            source="steps",
+            section=section,
+            y_title="prompts / groups",
+            series=(
+                Series("skipped_prompt_count", "skipped prompts", "bar", color=o["dropped_zero_std"]),
+                Series("accepted_group_count", "judged groups", color="#7f7f7f"),
+            ),
+        ),
+        Panel(
+            id="skip_p",
+            title="GRESO's p values",
+            description=(
+                "A prompt with k zero-std visits in a row is skipped with probability 1 - max(p^k, floor). Each p "
+                "falls (more skipping) while its kind's zero-std share is at or above its target, rises otherwise; "
+                "the share of judged groups dropped as zero-std is drawn beside them."
+            ),
+            kind="line",
+            source="steps",
+            section=section,
+            y_title="p / share of judged groups",
+            series=(
+                Series("skip_p_easy", "p, all-pass prompts", color=o["trained"]),
+                Series("skip_p_hard", "p, all-fail prompts", color=o["dropped_technical"]),
+                Series("zero_std_group_drop_rate", "zero-std drop rate", color="#7f7f7f"),
+            ),
+        ),
+        Panel(
+            id="skip_saving",
+            title="Share of generation the skips saved (estimate)",
+            description=(
+                "Estimated tokens of the skipped prompts (their tokens per visit) / (generated + saved), next to "
+                "the share of generated tokens that still did not train."
+            ),
+            kind="line",
+            source="steps",
+            section=section,
+            y_title="fraction of tokens",
+            series=(
+                Series("skip_saved_token_fraction", "saved by skipping (estimate)", color="#17becf"),
+                Series("wasted_token_fraction", "generated, not trained", color="#8c564b"),
+            ),
+        ),
+        Panel(
+            id="skip_cost",
+            title="Skipped prompts generated again: spread after all",
+            description=(
+                "Groups whose prompt had been skipped since it was last generated, and those of them with spread: "
+                "the signal skipping delayed. A rising share says prompts change while skipped."
+            ),
+            kind="line",
+            source="steps",
+            section=section,
+            y_title="groups",
+            series=(
+                Series("skipped_then_generated_group_count", "skipped, then generated", "bar",
+                       color=o["dropped_zero_std"]),
+                Series("skipped_then_spread_group_count", "of those, spread", "bar", color=o["trained"]),
+                Series("zero_std_group_count", "zero-std groups judged", color="#7f7f7f"),
+            ),
+        ),
     )
 
 

@@ -10,10 +10,11 @@ The data source that skips prompts (``shopsimrl.data_source.PromptSkipDataSource
   latest closed step, which the rule adapts its ``p`` values to once.
 
 Keys are prompt keys as the ledger writes them (``shopsim_metrics.prompts.keys.prompt_key``).
-The monitor's own prompt history is meant to be wired in behind this interface; until then
-:class:`InMemorySkipHistory` is fed verdicts directly (``observe``, ``close_step``) and keeps, like
-the monitor's history, a run that a spread or technical visit resets and a change of zero-std
-verdict restarts at 1.
+In a training process the data source reads the monitor's own prompt history through
+:class:`MonitorSkipHistory` (fed by the filter's judgements as each step closes, restored from the
+records on resume). :class:`InMemorySkipHistory` is fed verdicts directly (``observe``,
+``close_step``) and keeps, like the monitor's history, a run that a spread or technical visit resets
+and a change of zero-std verdict restarts at 1.
 
 Example:
     >>> h = InMemorySkipHistory()
@@ -28,9 +29,13 @@ from __future__ import annotations
 
 from collections import Counter, OrderedDict
 from dataclasses import asdict, dataclass
-from typing import Any, Mapping, Protocol
+from typing import TYPE_CHECKING, Any, Mapping, Protocol
 
+from shopsim_metrics.prompts.keys import history_key
 from shopsim_metrics.prompts.skip_rule import EASY, HARD, OTHER, ZERO_STD_KINDS
+
+if TYPE_CHECKING:
+    from shopsim_metrics.prompts.value import PromptValueTracker
 
 SPREAD = "spread"
 TECHNICAL = "technical"
@@ -48,6 +53,20 @@ class StepShares:
     easy_share: float | None  # all-pass groups / judged groups (None: no group was judged)
     hard_share: float | None  # all-fail and other zero-std groups / judged groups
     judged: int  # groups judged in the step
+
+
+def step_shares(step: int, verdicts: Mapping[str, int]) -> StepShares:
+    """The shares of one step from its verdict counts (all-pass; all-fail with other), over every judged group.
+
+    Example:
+        >>> step_shares(4, {"zero_std_all_pass": 1, "zero_std_all_fail": 1, "spread": 2})
+        StepShares(step=4, easy_share=0.25, hard_share=0.25, judged=4)
+    """
+    judged = sum(verdicts.values())
+    if not judged:
+        return StepShares(step=step, easy_share=None, hard_share=None, judged=0)
+    hard = verdicts.get(HARD, 0) + verdicts.get(OTHER, 0)
+    return StepShares(step=step, easy_share=verdicts.get(EASY, 0) / judged, hard_share=hard / judged, judged=judged)
 
 
 class SkipHistory(Protocol):
@@ -103,13 +122,7 @@ class InMemorySkipHistory:
 
     def close_step(self, step: int) -> StepShares:
         """End the open step (``step``: its rollout_id): its shares become :meth:`last_closed_step`."""
-        judged = sum(self._open.values())
-        if judged:
-            easy = self._open[EASY] / judged
-            hard = (self._open[HARD] + self._open[OTHER]) / judged
-        else:
-            easy = hard = None
-        self._closed = StepShares(step=step, easy_share=easy, hard_share=hard, judged=judged)
+        self._closed = step_shares(step, self._open)
         self._open.clear()
         return self._closed
 
@@ -144,3 +157,53 @@ class InMemorySkipHistory:
         self._runs = runs
         self._open = Counter(state["open"])
         self._closed = StepShares(**state["closed"]) if state["closed"] is not None else None
+
+
+class MonitorSkipHistory:
+    """The monitor's prompt history (:class:`~shopsim_metrics.prompts.value.PromptValueTracker`) as a :class:`SkipHistory`.
+
+    ``zero_std_run`` is the tracked prompt's ``zero_std_run`` and last verdict; the shares are those of
+    the latest step the tracker observed (its closed record's verdict counts). It holds no state of its
+    own: the monitor restores its history from the records on resume, so :meth:`state_dict` is ``{}``.
+
+    Example:
+        >>> from shopsim_metrics.prompts.value import PromptValueTracker
+        >>> from shopsim_metrics.step.records import DecisionRow, StepRecord
+        >>> tracker = PromptValueTracker()
+        >>> rows = [DecisionRow(order=i, waves_open=1, group_index=i, outcome="dropped_zero_std",
+        ...                     reason="shopsim_zero_std_group", remaining_before=4, unique_rollouts=2,
+        ...                     success_count=0, scorable_rollouts=2, prompt_key="b2:00000000000000a") for i in (1, 2)]
+        >>> tracker.observe(StepRecord(rollout_id=3, decisions=rows))
+        >>> h = MonitorSkipHistory(tracker)
+        >>> h.zero_std_run("b2:00000000000000a"), h.zero_std_run("never seen")
+        ((2, 'zero_std_all_fail'), (0, None))
+        >>> h.last_closed_step()
+        StepShares(step=3, easy_share=0.0, hard_share=1.0, judged=2)
+    """
+
+    def __init__(self, tracker: "PromptValueTracker") -> None:
+        self.tracker = tracker
+
+    def zero_std_run(self, key: str) -> tuple[int, str | None]:
+        """See :meth:`SkipHistory.zero_std_run`; does not count as a visit."""
+        stats = self.tracker.history.stats(history_key(key))
+        if stats is None or not stats.zero_std_run:
+            return 0, None
+        return stats.zero_std_run, stats.last_verdict
+
+    def last_closed_step(self) -> StepShares | None:
+        last = self.tracker.last_step
+        return None if last is None else step_shares(*last)
+
+    def tokens_per_visit(self, key: str) -> int | None:
+        """Tokens of the prompt's visits on average (None: not tracked or no token counts): a skip's saving."""
+        stats = self.tracker.history.stats(history_key(key))
+        if stats is None or not stats.visits or not stats.tokens:
+            return None
+        return round(stats.tokens / stats.visits)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Nothing to restore: the monitor restores its history from the records (``shopsim_metrics.resume``)."""

@@ -33,8 +33,6 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-import numpy as np
-
 EASY = "zero_std_all_pass"
 HARD = "zero_std_all_fail"
 OTHER = "zero_std_other"
@@ -154,6 +152,8 @@ class GresoSkipRule:
         self.settings = settings if settings is not None else SkipRuleSettings()
         self.p_easy = self.settings.p_easy_start
         self.p_hard = self.settings.p_hard_start
+        import numpy as np  # lazy: the settings table reads this module, and importing the hooks stays light
+
         self._rng = np.random.Generator(np.random.PCG64(self.settings.seed))
 
     def p_for(self, kind: str) -> float:
@@ -208,6 +208,8 @@ class GresoSkipRule:
         s = self.settings
         self.p_easy = min(max(_number("p_easy", state["p_easy"], 0.0, 1.0), s.p_min), s.p_max)
         self.p_hard = min(max(_number("p_hard", state["p_hard"], 0.0, 1.0), s.p_min), s.p_max)
+        import numpy as np
+
         rng = np.random.Generator(np.random.PCG64())
         rng.bit_generator.state = dict(state["rng"])
         self._rng = rng

@@ -38,6 +38,7 @@ Example:
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from typing import Any, Sequence
 
 from shopsim_metrics.step import contract as C
@@ -83,6 +84,8 @@ class PromptValueTracker:
         self.history = PromptHistory(limit)
         self.table_every = table_every
         self.tokens_known = False  # some visit carried a token count
+        self.last_step: tuple[int, Counter[str]] | None = None
+        """(rollout_id, verdict counts of its judged groups) of the latest observed step: what a skip rule adapts to."""
         self._warned = False
 
     def annotate(self, record: StepRecord, groups: Sequence[Any]) -> None:
@@ -108,13 +111,15 @@ class PromptValueTracker:
         revisits = skippable = repeat = skippable_spread = 0
         repeat_tokens = 0
         tokens_complete = True
+        verdicts: Counter[str] = Counter()
         for row in sorted(record.decisions, key=lambda r: r.order):
             tokens = getattr(row, "response_tokens", None)
             if tokens is None:
                 tokens_complete = False
+            verdict = row_verdict(row)
+            verdicts[verdict] += 1
             if row.prompt_key is None:
                 continue
-            verdict = row_verdict(row)
             previous = history.visit(history_key(row.prompt_key), verdict, tokens)
             if previous is None:
                 continue
@@ -129,6 +134,7 @@ class PromptValueTracker:
                 skippable_spread += 1
         if tokens_complete and record.decisions:
             self.tokens_known = True
+        self.last_step = (record.rollout_id, verdicts)
         generated = getattr(record, "generated_token_count", None)
         record.revisit_group_count = revisits
         record.skippable_group_count = skippable

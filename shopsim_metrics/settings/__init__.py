@@ -28,13 +28,19 @@ from __future__ import annotations
 import difflib
 import math
 import os
-from dataclasses import dataclass
+from dataclasses import MISSING, dataclass, fields
 from typing import Any, Callable, Mapping
+
+from shopsim_metrics.prompts.skip_rule import SkipRuleSettings, SkipRuleSettingsError
 
 PREFIX = "shopsim_"
 DEFAULT_RUN_DIR = "shopsim_run"
 SAVE_SUBDIR = "shopsim"
 WANDB_MODES = ("auto", "join", "standalone", "off")
+PROMPT_SKIP_MODES = ("off", "greso")
+PROMPT_SKIP = "shopsim_prompt_skip"
+PROMPT_SKIP_RULE_PREFIX = "shopsim_prompt_skip_"
+"""``shopsim_prompt_skip_<field>`` for every field of :class:`~shopsim_metrics.prompts.skip_rule.SkipRuleSettings`."""
 ALERT_LEVELS = ("INFO", "WARN", "ERROR")
 SLIME_KNOBS = ("rollout_batch_size", "n_samples_per_prompt", "over_sampling_batch_size", "global_batch_size")
 """slime's knobs the accounting reads (positive integers; ``over_sampling_batch_size`` defaults to
@@ -151,6 +157,7 @@ class Setting:
     parse: Callable[[Any], Any]
     allowed: str  # what the error message says is allowed
     doc: str  # the meaning column of docs/training_monitoring.md §2.2 (markdown)
+    bool_hint: str = _YAML_BOOL_HINT  # appended to the error when a boolean is not allowed
 
     def read(self, value: Any) -> Any:
         """The normalised value (None means the default); raises :class:`ShopsimConfigError`.
@@ -164,8 +171,41 @@ class Setting:
         try:
             return self.parse(value)
         except _Invalid:
-            hint = _YAML_BOOL_HINT if isinstance(value, bool) else ""
+            hint = self.bool_hint if isinstance(value, bool) else ""
             raise ShopsimConfigError(f"{self.name}: expected {self.allowed}; got {value!r}{hint}") from None
+
+
+_SKIP_RULE_DOCS = {
+    "target_share": ("a number in [0, 1]", "zero-std share of a step's judged groups the two `p` values steer toward"),
+    "easy_share_of_target": ("a number in [0, 1]", "the all-pass part of the target share (the rest is all-fail "
+                                                   "and other zero-std)"),
+    "floor": ("a number in [0, 1]", "smallest chance to keep a prompt: skipped with probability at most `1 - floor`"),
+    "step": ("a number in [0, 1]", "how far each `p` moves per step toward its target share"),
+    "p_min": ("a number in [0, 1]", "lowest value of either `p` (most skipping)"),
+    "p_max": ("a number in [0, 1]", "highest value of either `p` (least skipping)"),
+    "p_easy_start": ("a number in [p_min, p_max]", "`p` of all-pass prompts at the start of the run"),
+    "p_hard_start": ("a number in [p_min, p_max]", "`p` of all-fail (and other zero-std) prompts at the start"),
+    "seed": ("null or an integer >= 0", "seed of the rule's random draws; `null` = slime's `--rollout-seed`"),
+}
+"""One docs line per field of SkipRuleSettings: a new field without one fails at import."""
+
+
+def _skip_rule_settings() -> tuple[Setting, ...]:
+    """``shopsim_prompt_skip_<field>`` per field of SkipRuleSettings, at the field's default (GRESO's value)."""
+    rows = []
+    for field in fields(SkipRuleSettings):
+        allowed, doc = _SKIP_RULE_DOCS[field.name]
+        if field.name == "seed":
+            rows.append(Setting(PROMPT_SKIP_RULE_PREFIX + "seed", None, _optional_seed, allowed, doc))
+        else:
+            default = field.default if field.default is not MISSING else None
+            rows.append(Setting(PROMPT_SKIP_RULE_PREFIX + field.name, default, number(0.0, 1.0), allowed,
+                                f"{doc} (GRESO: `{default:g}`)"))
+    return tuple(rows)
+
+
+def _optional_seed(value: Any) -> int | None:
+    return None if value is None else integer(0)(value)
 
 
 SETTINGS: tuple[Setting, ...] = (
@@ -211,6 +251,13 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("shopsim_prompts_table_every", 50, integer(0), "an integer >= 0",
             "prompts table (`rollout/shopsim/prompts`) every N rollout steps and at the end of the run; "
             "`0` = only at the end"),
+    # skipping prompts before generation (shopsimrl.data_source.PromptSkipDataSource)
+    Setting(PROMPT_SKIP, "off", choice(PROMPT_SKIP_MODES, booleans={False: "off"}), "one of off, greso",
+            "`off` or `greso`: with `greso` and `--data-source-path shopsimrl.data_source.PromptSkipDataSource`, "
+            "prompts whose recent visits were zero-std are skipped before generation by GRESO's rule (§3.6); "
+            "YAML's unquoted `off`/`no`/`false` mean `off`",
+            bool_hint=" (YAML reads unquoted on/yes/true as a boolean: write greso)"),
+    *_skip_rule_settings(),
 )
 SETTINGS_BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
 DEFAULTS: dict[str, Any] = {s.name: s.default for s in SETTINGS}
@@ -257,7 +304,40 @@ def validate_settings(values: Mapping[str, Any]) -> tuple[dict[str, Any], list[s
         except ShopsimConfigError as exc:
             problems.append(str(exc))
             result[setting.name] = setting.default
+    if not any(p.startswith(PROMPT_SKIP_RULE_PREFIX) for p in problems):
+        try:
+            skip_rule_settings(result)
+        except ShopsimConfigError as exc:
+            problems.append(str(exc))
     return result, problems
+
+
+def skip_rule_settings(values: Mapping[str, Any], rollout_seed: Any = None) -> SkipRuleSettings:
+    """GRESO's rule settings from validated ``shopsim_prompt_skip_<field>`` values (the one place they are read).
+
+    The seed defaults to slime's ``rollout_seed`` (a non-negative int), else 0. A combination that
+    cannot work (``p_min > p_max``, a start outside them) is a :class:`ShopsimConfigError` naming the key.
+
+    Example:
+        >>> skip_rule_settings(validate_settings({"shopsim_prompt_skip_floor": "2e-2"})[0], rollout_seed=42)
+        SkipRuleSettings(target_share=0.25, easy_share_of_target=0.3333333333333333, floor=0.02, step=0.01, p_min=0.05, p_max=0.95, p_easy_start=0.5, p_hard_start=0.5, seed=42)
+        >>> skip_rule_settings({"shopsim_prompt_skip_p_min": 0.92, "shopsim_prompt_skip_p_max": 0.9})
+        Traceback (most recent call last):
+        ...
+        shopsim_metrics.settings.ShopsimConfigError: shopsim_prompt_skip_p_min: expected a number <= p_max (0.9); got 0.92
+    """
+    kwargs = {}
+    for field in fields(SkipRuleSettings):
+        value = values.get(PROMPT_SKIP_RULE_PREFIX + field.name)
+        if value is not None:
+            kwargs[field.name] = value
+    if "seed" not in kwargs and isinstance(rollout_seed, int) and not isinstance(rollout_seed, bool) and rollout_seed >= 0:
+        kwargs["seed"] = rollout_seed
+    try:
+        return SkipRuleSettings(**kwargs)
+    except SkipRuleSettingsError as exc:
+        raise ShopsimConfigError(f"{PROMPT_SKIP_RULE_PREFIX}{exc.field}: expected {exc.expected}; "
+                                 f"got {exc.value!r}") from None
 
 
 def validate_slime_knobs(values: Mapping[str, Any]) -> tuple[dict[str, int | None], list[str]]:
@@ -352,6 +432,16 @@ class ShopsimSettings:
     prompts_table_every: int = 50
     num_rollout: int | None = None  # slime's --num-rollout: the step ``num_rollout - 1`` ends the run
     start_rollout_id: int = 0  # slime's first step in this process (> 0: resumed from a checkpoint)
+    prompt_skip: str = "off"  # shopsim_prompt_skip: off | greso
+    prompt_skip_target_share: float = SkipRuleSettings.target_share
+    prompt_skip_easy_share_of_target: float = SkipRuleSettings.easy_share_of_target
+    prompt_skip_floor: float = SkipRuleSettings.floor
+    prompt_skip_step: float = SkipRuleSettings.step
+    prompt_skip_p_min: float = SkipRuleSettings.p_min
+    prompt_skip_p_max: float = SkipRuleSettings.p_max
+    prompt_skip_p_easy_start: float = SkipRuleSettings.p_easy_start
+    prompt_skip_p_hard_start: float = SkipRuleSettings.p_hard_start
+    prompt_skip_seed: int | None = None  # None: slime's rollout_seed
 
     @classmethod
     def from_args(cls, args: Any) -> "ShopsimSettings":
@@ -395,6 +485,7 @@ class ShopsimSettings:
             prompts_table_every=values["shopsim_prompts_table_every"],
             num_rollout=_whole_or_none(getattr(args, "num_rollout", None)),
             start_rollout_id=_whole_or_none(getattr(args, "start_rollout_id", None)) or 0,
+            **{name.removeprefix(PREFIX): values[name] for name in SETTINGS_BY_NAME if name.startswith(PROMPT_SKIP)},
         )
 
 

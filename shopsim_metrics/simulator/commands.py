@@ -10,6 +10,7 @@ Example:
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from typing import Any
@@ -29,6 +30,9 @@ def register(subparsers: Any) -> None:
     demo.add_argument("--steps", type=_step_count, default=40, help="rollout steps to simulate (default: 40)")
     demo.add_argument("--seed", type=_seed, default=0, help="random seed (default: 0)")
     demo.add_argument("--no-progress", action="store_true", help="no progress bar")
+    demo.add_argument("--prompt-skip", choices=("off", "greso"), default="off",
+                      help="skip prompts before generation with GRESO's rule, through shopsimrl's data source "
+                           "(default: off)")
     demo.set_defaults(func=_demo)
 
     tune = subparsers.add_parser(
@@ -64,13 +68,17 @@ def register(subparsers: Any) -> None:
                       help="candidates simulated in parallel processes (default: one per CPU)")
     tune.add_argument("--plot", metavar="OUT.html", help="also write a plotly HTML plot")
     tune.add_argument("--json", action="store_true", help="print the report as JSON instead of the table")
+    tune.add_argument("--prompt-skip", choices=("off", "greso"), default="off",
+                      help="also report what skipping prompts with GRESO's rule saves, at the recommended size, on a "
+                           "prompt pool zero-std at the tuned rate (default: off)")
     tune.set_defaults(func=_tune)
 
 
 def _demo(args: argparse.Namespace) -> int:
     from shopsim_metrics.simulator.demo import run_demo
 
-    demo = run_demo(args.out, steps=args.steps, seed=args.seed, progress=not args.no_progress)
+    demo = run_demo(args.out, steps=args.steps, seed=args.seed, progress=not args.no_progress,
+                    prompt_skip=args.prompt_skip)
     return 1 if demo.result.terminated else 0
 
 
@@ -134,8 +142,13 @@ def _tune(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"{_ERROR} {exc}", file=sys.stderr)
         return 2
+    saving = _skip_saving(args, base, zero, technical, report.recommended) if args.prompt_skip == "greso" else None
     if args.json:
-        print(json.dumps(report.to_dict(), indent=2))
+        out = report.to_dict()
+        if saving is not None:
+            out["prompt_skip"] = {"token_ratio": saving.token_ratio, "off": dataclasses.asdict(saving.off),
+                                  "greso": dataclasses.asdict(saving.greso)}
+        print(json.dumps(out, indent=2))
     else:
         print(f"zero-std rate {zero:.4f}, technical rate {technical:.4f} ({source}); rollout_batch_size "
               f"{base.rollout_batch_size}, {args.steps} simulated steps per candidate, seed {args.seed}")
@@ -144,6 +157,10 @@ def _tune(args: argparse.Namespace) -> int:
         print(f"rel.time = mean step rollout time / one wave of {base.rollout_batch_size} groups run to completion "
               f"({report.reference_wave_seconds:.1f} s in the latency model); {report.wall_seconds:.1f} s")
         print(cost_note(report))
+        if saving is not None:
+            from shopsim_metrics.simulator.skip_saving import format_saving
+
+            print(format_saving(saving, report.recommended))
     if args.plot:
         path = write_plot(report, args.plot)
         print(f"plot: {path}", file=sys.stderr if args.json else sys.stdout)
@@ -161,6 +178,16 @@ def _source(args: argparse.Namespace, measured: Any) -> str:
         return f"both rates given; cost calibrated to {run}"
     other = "technical rate" if given[0] == "zero-std rate" else "zero-std rate"
     return f"{given[0]} given, {other} measured from {run}"
+
+
+def _skip_saving(args: argparse.Namespace, base: Any, zero: float, technical: float, over_sampling: int) -> Any:
+    """The pool run without and with GRESO's skipping at ``over_sampling`` (tune's ``--prompt-skip greso``)."""
+    from dataclasses import replace
+
+    from shopsim_metrics.simulator.skip_saving import compare_skipping, pool_for_zero_std_rate
+
+    pool = pool_for_zero_std_rate(replace(base, technical_rate=technical, seed=args.seed), zero)
+    return compare_skipping(replace(pool, over_sampling_batch_size=over_sampling, steps=min(args.steps, 200)))
 
 
 def _calibrate(args: argparse.Namespace, base: Any, observed: Any, over_sampling: int | None, zero: float,

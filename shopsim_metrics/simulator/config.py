@@ -77,6 +77,9 @@ class SimConfig:
     success_reward: float = 1.0
     # epochs: a finite pool of prompts revisited epoch after epoch (None: a fresh prompt per group)
     prompt_pool: int | None = None
+    difficulty_drift: float = 0.0  # per step, each pool prompt's difficulty takes a normal step of this size
+    # skipping prompts before generation (needs prompt_pool): "off" or "greso", through the real data source
+    prompt_skip: str = "off"
     # rates reward model (tuning): when set, replaces the prompt model
     zero_std_rate: float | None = None
     # technical failures
@@ -120,6 +123,12 @@ class SimConfig:
         if self.prompt_pool is not None and (isinstance(self.prompt_pool, bool) or not isinstance(self.prompt_pool, int)
                                              or self.prompt_pool < 1):
             raise ValueError(f"SimConfig.prompt_pool must be a positive integer or None; got {self.prompt_pool!r}")
+        if not (isinstance(self.difficulty_drift, (int, float)) and self.difficulty_drift >= 0):
+            raise ValueError(f"SimConfig.difficulty_drift must be a number >= 0; got {self.difficulty_drift!r}")
+        if self.prompt_skip not in ("off", "greso"):
+            raise ValueError(f"SimConfig.prompt_skip must be one of off, greso; got {self.prompt_skip!r}")
+        if self.prompt_skip != "off" and self.prompt_pool is None:
+            raise ValueError("SimConfig.prompt_skip needs a prompt_pool: skipping learns from prompts seen again")
         if self.max_technical_streak is not None and self.max_technical_streak < 1:
             raise ValueError(f"SimConfig.max_technical_streak must be >= 1 or None; got {self.max_technical_streak!r}")
         ShopsimSettings.from_args(self.to_args())  # the knobs are checked where the hooks check them
@@ -152,6 +161,9 @@ class SimConfig:
             reward_key=None,
             shopsim_max_consecutive_failed_groups=self.max_consecutive_failed_groups,
         )
+        if self.prompt_skip != "off":
+            args.shopsim_prompt_skip = self.prompt_skip
+            args.rollout_seed = self.seed
         for key, value in extra.items():
             setattr(args, key, value)
         return args

@@ -37,7 +37,7 @@ from shopsim_metrics.step import contract
 from shopsim_metrics.step.records import StepRecord
 from shopsim_metrics.simulator.config import FailureBurst, SimConfig
 from shopsim_metrics.simulator.loop import SimulationResult, Simulator, StepOutcome
-from shopsim_metrics.simulator.tally import RunTally
+from shopsim_metrics.simulator.tally import RunTally, format_skipping
 
 logger = logging.getLogger("shopsim_metrics")
 
@@ -68,7 +68,7 @@ DEMO_PROMPT_POOL = 192
 """Prompts in the demo's data set: six steps of 32 groups make one epoch."""
 
 
-def demo_config(*, steps: int = 40, seed: int = 0) -> SimConfig:
+def demo_config(*, steps: int = 40, seed: int = 0, prompt_skip: str = "off") -> SimConfig:
     """The demo's simulated run: slime's defaults, one burst of technical failures, and a policy that
     starts weak on hard prompts (many all-fail groups: zero-std drops and fallback early) and learns."""
     burst_step = (3 * steps) // 8
@@ -85,6 +85,7 @@ def demo_config(*, steps: int = 40, seed: int = 0) -> SimConfig:
         bursts=(FailureBurst(step=burst_step, rate=BURST_RATE),),
         max_technical_streak=SERVICE_RECOVERS_AFTER,
         max_consecutive_failed_groups=8,
+        prompt_skip=prompt_skip,
     )
 
 
@@ -95,6 +96,7 @@ def run_demo(
     seed: int = 0,
     progress: bool = True,
     stream: TextIO | None = None,
+    prompt_skip: str = "off",
 ) -> DemoResult:
     """Run the demo into ``out_dir`` and print the summary to ``stream`` (default stdout)."""
     stream = stream or sys.stdout
@@ -107,7 +109,7 @@ def run_demo(
         old_path.unlink()  # a fresh record: the previous demo's steps would mix with these
         print(f"removed the previous demo's {old_path}", file=stream)
     run_dir.mkdir(parents=True, exist_ok=True)
-    config = demo_config(steps=steps, seed=seed)
+    config = demo_config(steps=steps, seed=seed, prompt_skip=prompt_skip)
 
     from shopsim_metrics.settings import ShopsimSettings
     from shopsim_metrics.sinks.factory import build_sinks
@@ -322,6 +324,9 @@ def print_summary(demo: DemoResult, stream: TextIO, *, notes: list[str] | None =
     else:
         print("not terminated: the streak stayed below the limit", file=stream)
     print(format_cost(records), file=stream)
+    skipping = format_skipping(tally.skip_totals)
+    if skipping is not None:
+        print(skipping, file=stream)
     print("", file=stream)
     print(f"JSONL record:   {demo.steps_path}", file=stream)
     if demo.wandb_run_dir is not None:

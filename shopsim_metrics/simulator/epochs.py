@@ -8,6 +8,17 @@ epoch, as a data source that moves on). A sibling succeeds with probability
 all-pass and the hard ones stay all-fail: zero-std becomes a property of the prompt and
 ``zero_std_persistence`` rises over the run.
 
+Temporal consistency: a prompt keeps its difficulty from visit to visit, so a prompt too easy (or too
+hard) for the policy stays so for a while; with ``SimConfig.difficulty_drift`` every prompt's
+difficulty also takes a normal step of that size per rollout step, so prompts drift in and out of
+the informative band as training goes.
+
+Skipping (``SimConfig.prompt_skip: greso``): the prompts of each wave come from the project's real
+skipping data source, ``shopsimrl.data_source.PromptSkipDataSource``, loaded by dotted path as slime
+loads it (the simulator never imports the adapter as a module), wrapped around
+:class:`PoolDataSource`, which stands in for slime's default data source (epochs over the pool, a
+running ``group_index``). The data source learns from the monitor's prompt history, as in training.
+
 Samples carry ``prompt`` (a chat message list, or plain text for every third prompt) and ``label``,
 which is what the monitor's prompt key hashes; :meth:`EpochPromptSource.prompt_id` says which pool
 prompt a group asked, the ground truth the tests check the ledger's keys against.
@@ -25,6 +36,8 @@ Example:
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 
@@ -49,6 +62,32 @@ def pool_prompt(prompt_id: int) -> object:
             {"role": "user", "content": f"shopping task {prompt_id}"}]
 
 
+SKIP_DATA_SOURCE = "shopsimrl.data_source.PromptSkipDataSource"
+"""The data source the simulator skips through, loaded by dotted path (as slime's ``--data-source-path``)."""
+
+
+class PoolDataSource:
+    """slime's default data source over the pool, for the simulator: epochs in a fresh shuffle each,
+    one sample per group carrying the pool prompt (``metadata["pool_id"]``) and a running ``group_index``."""
+
+    def __init__(self, source: "EpochPromptSource") -> None:
+        self.source = source
+        self.group_index = 0
+
+    def get_samples(self, num_samples: int) -> list[list[SimSample]]:
+        groups = []
+        for _ in range(num_samples):
+            prompt_id = self.source._next_prompt()
+            sample = SimSample(prompt=self.source.prompts[prompt_id], label=f"answer {prompt_id}",
+                               metadata={"pool_id": prompt_id}, group_index=self.group_index)
+            self.group_index += 1
+            groups.append([sample])
+        return groups
+
+    def __len__(self) -> int:
+        return self.source.pool
+
+
 class EpochPromptSource(PromptGroupSource):
     """The prompt model over a finite pool visited epoch after epoch (see the module docstring)."""
 
@@ -63,11 +102,19 @@ class EpochPromptSource(PromptGroupSource):
         self._epoch = -1
         self._prompt_of: dict[int, int] = {}  # gid -> pool prompt
         self._epoch_of: dict[int, int] = {}
+        self._group_index_of: dict[int, int] = {}  # gid -> the data source's group_index (skipping only)
+        self._drifted_to = 0  # the step the difficulties have drifted up to
+        self.data_source: Any = None
+        if config.prompt_skip != "off":
+            from shopsim_metrics.simulator.loop import load_hook
+
+            self.data_source = load_hook(SKIP_DATA_SOURCE)(config.to_args(), inner=PoolDataSource(self))
 
     def _forget(self) -> None:
         super()._forget()
         self._prompt_of.clear()  # groups of earlier steps are done: memory stays constant over a run
         self._epoch_of.clear()
+        self._group_index_of.clear()
 
     def _hardness(self, gids: range) -> list[float]:
         return [float(self.difficulty[self._prompt_of[gid]]) for gid in gids]  # a prompt's length follows it
@@ -86,10 +133,25 @@ class EpochPromptSource(PromptGroupSource):
             self._order = self.rng.permutation(self.pool).tolist()[::-1]
         return self._order.pop()
 
+    def _drift(self, step: int) -> None:
+        drift = self.config.difficulty_drift
+        while drift and self._drifted_to < step:
+            self.difficulty += self.rng.normal(0.0, drift, self.pool)
+            self._drifted_to += 1
+
+    def _draw_prompts(self, gids: range) -> list[int]:
+        """The wave's pool prompts: from the skipping data source when there is one, else the epoch order."""
+        if self.data_source is None:
+            return [self._next_prompt() for _ in gids]
+        groups = self.data_source.get_samples(len(gids))
+        for gid, group in zip(gids, groups):
+            self._group_index_of[gid] = group[0].group_index
+        return [group[0].metadata["pool_id"] for group in groups]
+
     def _prepare(self, gids: range, step: int) -> None:
+        self._drift(step)
         skill = self.config.skill_at(step)
-        for gid in gids:
-            prompt = self._next_prompt()
+        for gid, prompt in zip(gids, self._draw_prompts(gids)):
             self._prompt_of[gid] = prompt
             self._epoch_of[gid] = self._epoch
             self._p_success[gid] = float(1.0 / (1.0 + np.exp(self.difficulty[prompt] - skill)))
@@ -98,6 +160,9 @@ class EpochPromptSource(PromptGroupSource):
         super()._fill(group, gid, u)
         prompt_id = self._prompt_of[gid]
         prompt, label = self.prompts[prompt_id], f"answer {prompt_id}"
+        group_index = self._group_index_of.get(gid)
         for sample in group:
             sample.prompt = prompt
             sample.label = label
+            if group_index is not None:  # the data source's counter, which its skipped draws share
+                sample.group_index = group_index

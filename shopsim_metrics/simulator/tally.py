@@ -15,7 +15,7 @@ Example:
 
 from __future__ import annotations
 
-from collections import deque
+from collections import Counter, deque
 
 from shopsim_metrics.step.records import StepRecord
 from shopsim_metrics.step.alerts import Alert
@@ -26,6 +26,31 @@ MAX_LISTED = 50
 
 MAX_ALERTS = 1000
 """Alerts kept for the summary; beyond that they are counted."""
+
+
+SKIP_SUMS = ("skipped_prompt_count", "skip_saved_token_estimate", "generated_token_count",
+             "skipped_then_generated_group_count", "skipped_then_spread_group_count")
+"""The fields a run that skips sums over its steps (the demo's skipping line)."""
+
+
+def format_skipping(totals: Counter) -> str | None:
+    """One line on what skipping did over a run (None: the run did not skip).
+
+    Example:
+        >>> format_skipping(Counter(skipped_prompt_count=10, skip_saved_token_estimate=500, generated_token_count=1500,
+        ...                         skipped_then_generated_group_count=4, skipped_then_spread_group_count=1))
+        'skipping (GRESO): 10 prompts skipped before generation, ~500 tokens saved (25.0% of generation); skipped prompts generated again: 4, 1 with spread (25.0%)'
+        >>> format_skipping(Counter()) is None
+        True
+    """
+    if not totals:
+        return None
+    saved, generated = totals["skip_saved_token_estimate"], totals["generated_token_count"]
+    again, spread = totals["skipped_then_generated_group_count"], totals["skipped_then_spread_group_count"]
+    share = f"{saved / (saved + generated):.1%}" if saved + generated else "-"
+    rate = f"{spread / again:.1%}" if again else "-"
+    return (f"skipping (GRESO): {totals['skipped_prompt_count']} prompts skipped before generation, ~{saved:,} tokens "
+            f"saved ({share} of generation); skipped prompts generated again: {again}, {spread} with spread ({rate})")
 
 
 class RunTally(StepSink):
@@ -48,6 +73,7 @@ class RunTally(StepSink):
         self.alerts: list[Alert] = []
         self.alert_count = 0
         self.marked: dict[int, StepRecord] = {}  # records asked for by rollout_id (e.g. the burst step)
+        self.skip_totals: Counter[str] = Counter()  # sums of the skip fields (runs that skip prompts)
         self.wanted: set[int] = set()
 
     def emit(self, record: StepRecord) -> None:
@@ -56,6 +82,9 @@ class RunTally(StepSink):
             quarter[0] += record.skippable_group_count or 0
             quarter[1] += record.repeat_zero_std_group_count or 0
         self.steps += 1
+        if record.skipped_prompt_count is not None:
+            for name in SKIP_SUMS:
+                self.skip_totals[name] += getattr(record, name) or 0
         if len(self.first) < self.edge_rows:
             self.first.append(record)
         else:

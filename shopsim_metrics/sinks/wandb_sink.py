@@ -52,6 +52,8 @@ DECISIONS_KEY = contract.wandb_key("decisions")
 """Key of the decision-ledger table (a ``wandb.Table`` with columns ``contract.LEDGER_COLUMNS``)."""
 
 PROMPTS_KEY = contract.wandb_key("prompts")
+SKIPPED_PROMPTS_KEY = contract.wandb_key("skipped_prompts")
+"""The prompts skipped before generation in a step (runs with ``shopsim_prompt_skip: greso``): every step with a skip."""
 """Key of the prompts table (columns ``contract.PROMPT_TABLE_COLUMNS``): every N steps and at the end."""
 
 FAILED_CHECK_PREFIX = contract.wandb_key("failed_check/")
@@ -229,7 +231,7 @@ class WandbSink(StepSink):
         """Every ``rollout/shopsim/...`` key this sink can log (docs §3.3 lists exactly these)."""
         scalars = tuple(contract.wandb_key(n) for n in contract.WANDB_STEP_FIELDS)
         checks = tuple(failed_check_key(c) for c in contract.FAILED_CHECKS)
-        return scalars + checks + (DECISIONS_KEY, PROMPTS_KEY)
+        return scalars + checks + (DECISIONS_KEY, PROMPTS_KEY, SKIPPED_PROMPTS_KEY)
 
     @property
     def run(self) -> Any:
@@ -298,6 +300,11 @@ class WandbSink(StepSink):
                                                     allow_mixed_types=True)
         if record.prompt_table is not None:
             data[PROMPTS_KEY] = self._prompt_table(record.prompt_table)
+        if record.skipped_prompts:
+            columns = list(contract.SKIPPED_PROMPT_COLUMNS)
+            data[SKIPPED_PROMPTS_KEY] = self._wandb.Table(
+                columns=columns, data=[[row.get(c) for c in columns] for row in record.skipped_prompts],
+                allow_mixed_types=True)
         self._last_step = step
         run.log(data)
 

@@ -102,10 +102,18 @@ PROMPT_VALUE_FIELDS: Final = step_fields(records.PROMPT_VALUE)
 ZERO_STD_CAUSE_FIELDS: Final = step_fields(records.ZERO_STD_CAUSE)
 """The contract's "Why a group was zero-std" table: too easy, too hard, or neither."""
 
+# --- skipping prompts before generation (per step; only in runs with shopsim_prompt_skip: greso) --------
+PROMPT_SKIP_FIELDS: Final = step_fields(records.PROMPT_SKIP)
+"""The skip table of the contract ("Skipping prompts before generation"), in its order."""
+SKIPPED_PROMPT_COLUMNS: Final = ("prompt_key", "zero_std_run", "kind", "skip_probability", "group_index",
+                                 "token_estimate")
+"""Columns of the ``skipped_prompts`` rows (records file) and table (W&B ``rollout/shopsim/skipped_prompts``)."""
+
 RECONCILE_FIELD: Final = "reconcile_mismatch_count"
 """Logged by the log function: drop counts that disagree with slime's own counters (0 = agree)."""
 
-WANDB_STEP_FIELDS: Final = STEP_FIELDS + EXTRA_FIELDS + COST_FIELDS + PROMPT_VALUE_FIELDS + ZERO_STD_CAUSE_FIELDS
+WANDB_STEP_FIELDS: Final = (STEP_FIELDS + EXTRA_FIELDS + COST_FIELDS + PROMPT_VALUE_FIELDS + ZERO_STD_CAUSE_FIELDS
+                             + PROMPT_SKIP_FIELDS)
 """Every per-step scalar the W&B sink logs under WANDB_PREFIX."""
 
 # --- the per-group decision ledger --------------------------------------------------------------

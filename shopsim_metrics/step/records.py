@@ -21,8 +21,8 @@ from typing import Any
 
 from shopsim_metrics.step.json_values import json_native, json_native_fields
 
-COUNT, RATIO, STREAK, EXTRA, COST, PROMPT_VALUE, ZERO_STD_CAUSE = (
-    "count", "ratio", "streak", "extra", "cost", "prompt_value", "zero_std_cause")
+COUNT, RATIO, STREAK, EXTRA, COST, PROMPT_VALUE, ZERO_STD_CAUSE, PROMPT_SKIP = (
+    "count", "ratio", "streak", "extra", "cost", "prompt_value", "zero_std_cause", "prompt_skip")
 """The contract's tables of per-step fields (``contract.COUNT_FIELDS`` ... are derived from :class:`StepRecord`)."""
 
 RECORD_ONLY = {"record_only": True}
@@ -154,14 +154,30 @@ class StepRecord:
     skippable_token_fraction: float | None = per_step(PROMPT_VALUE, None)
     tracked_prompt_count: int | None = per_step(PROMPT_VALUE, None)
     prompt_history_partial: bool | None = per_step(PROMPT_VALUE, None)  # resumed without a record of every earlier step
+    # skipping prompts before generation (None, and absent from to_dict: a run that does not skip)
+    skipped_prompt_count: int | None = per_step(PROMPT_SKIP, None)  # prompts drawn for the step's waves and skipped
+    skip_p_easy: float | None = per_step(PROMPT_SKIP, None)  # the rule's p for all-pass prompts, for the step's draws
+    skip_p_hard: float | None = per_step(PROMPT_SKIP, None)  # the rule's p for all-fail (and other zero-std) prompts
+    skip_saved_token_estimate: int | None = per_step(PROMPT_SKIP, None)  # per skipped prompt: its tokens per visit
+    skip_saved_token_fraction: float | None = per_step(PROMPT_SKIP, None)  # saved / (generated + saved)
+    skipped_then_generated_group_count: int | None = per_step(PROMPT_SKIP, None)  # judged, skipped since last generated
+    skipped_then_spread_group_count: int | None = per_step(PROMPT_SKIP, None)  # of those, with spread: the signal delayed
+    skipped_then_spread_rate: float | None = per_step(PROMPT_SKIP, None)  # spread / generated among them
+    skipped_prompts: list[dict[str, Any]] | None = None  # rows with contract.SKIPPED_PROMPT_COLUMNS
     # the prompts table on the steps it is due: for W&B only, not part of the record (JSONL, equality)
     prompt_table: list[list[Any]] | None = field(default=None, compare=False, repr=False)
     decisions: list[DecisionRow] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        out = json_native_fields(self, _STEP_FIELDS)
+        out = json_native_fields(self, self._field_names())
         out["decisions"] = [_row_dict(row) for row in _rows(self.decisions)]
         return out
+
+    def _field_names(self) -> tuple[str, ...]:
+        """The record's fields; the skip fields only when one is set (a run that skips), so other runs' records stay as they were."""
+        if any(getattr(self, name, None) is not None for name in _SKIP_FIELDS):
+            return _STEP_FIELDS
+        return _STEP_FIELDS_WITHOUT_SKIPS
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "StepRecord":
@@ -173,6 +189,8 @@ class StepRecord:
 
 _ROW_FIELDS = tuple(f.name for f in fields(DecisionRow))
 _STEP_FIELDS = tuple(f.name for f in fields(StepRecord) if f.name not in ("decisions", "prompt_table"))
+_SKIP_FIELDS = (*step_fields(PROMPT_SKIP), "skipped_prompts")
+_STEP_FIELDS_WITHOUT_SKIPS = tuple(name for name in _STEP_FIELDS if name not in _SKIP_FIELDS)
 
 
 def _rows(decisions: Any) -> list[Any]:

@@ -1,0 +1,131 @@
+"""What skipping prompts before generation did in one step: the fields a user needs to trust it.
+
+The skipping data source (``shopsimrl.data_source.PromptSkipDataSource``) hands the monitor the
+prompts it skipped (:class:`SkippedPrompt`, one per skipped draw); when a step's record is emitted,
+:class:`SkipTally` fills its skip fields (metrics contract, "Skipping prompts before generation"):
+
+- ``skipped_prompt_count`` and the ``skipped_prompts`` rows (:data:`SKIPPED_PROMPT_COLUMNS`);
+- ``skip_p_easy`` / ``skip_p_hard``: the rule's ``p`` values in force for the step's draws;
+- ``skip_saved_token_estimate``: per skipped prompt, its tokens per visit from the prompt history,
+  else the step's mean tokens per judged group; ``skip_saved_token_fraction`` = that estimate /
+  (generated tokens + the estimate): the share of generation the skips avoided;
+- ``skipped_then_generated_group_count``: judged groups whose prompt had been skipped since it was
+  last generated; ``skipped_then_spread_group_count``: those of them with spread (the signal the
+  skips delayed: what skipping cost); ``skipped_then_spread_rate`` = spread / generated.
+
+Skips and judged groups are put in one order by slime's ``group_index`` (a skipped draw takes a
+slot of the running counter, as a served one does), so a prompt skipped and then served later in
+the same step counts, and one served before it was skipped does not.
+
+Example:
+    >>> from shopsim_metrics.step.records import DecisionRow, StepRecord
+    >>> tally = SkipTally()
+    >>> row = DecisionRow(order=1, waves_open=1, group_index=5, outcome="trained", reason=None,
+    ...                   remaining_before=4, unique_rollouts=2, response_tokens=300, prompt_key="a")
+    >>> rec = StepRecord(rollout_id=0, decisions=[row], generated_token_count=300, accepted_group_count=1)
+    >>> tally.fill(rec, [SkippedPrompt("a", 2, 0.75, "zero_std_all_fail", 3)], p_easy=0.5, p_hard=0.5)
+    >>> (rec.skipped_prompt_count, rec.skip_saved_token_estimate, rec.skipped_then_spread_group_count,
+    ...  rec.skipped_then_spread_rate, rec.skip_saved_token_fraction)
+    (1, 300, 1, 1.0, 0.5)
+    >>> rec.skipped_prompts[0]["prompt_key"], rec.skipped_prompts[0]["token_estimate"]
+    ('a', 300)
+"""
+
+from __future__ import annotations
+
+import math
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+from shopsim_metrics.prompts.history import SPREAD
+from shopsim_metrics.step.contract import SKIPPED_PROMPT_COLUMNS
+from shopsim_metrics.step.records import StepRecord
+
+DEFAULT_PENDING_LIMIT = 1_000_000
+
+
+@dataclass(frozen=True)
+class SkippedPrompt:
+    """One prompt drawn for a wave and skipped without generating (a row of the ``skipped_prompts`` table)."""
+
+    prompt_key: str
+    zero_std_run: int  # its consecutive zero-std visits when it was skipped
+    skip_probability: float  # 1 - max(p ** zero_std_run, floor)
+    kind: str  # the zero-std verdict of that run: which p applied (zero_std_other uses the hard p)
+    group_index: int | None  # slime's running counter of the skipped draw (the slot of the epoch it took)
+
+
+class SkipTally:
+    """Fills each emitted record's skip fields; remembers the prompts skipped and not generated since.
+
+    ``tokens_of(key)``: a prompt's tokens per visit from the prompt history (None: unknown);
+    ``limit``: prompts remembered at most as skipped-and-not-yet-generated (oldest forgotten first).
+    """
+
+    def __init__(self, tokens_of: Callable[[str], int | None] | None = None,
+                 limit: int = DEFAULT_PENDING_LIMIT) -> None:
+        self.tokens_of = tokens_of
+        self.limit = limit
+        self._pending: OrderedDict[str, None] = OrderedDict()  # skipped since last generated
+
+    def fill(self, record: StepRecord, skipped: Sequence[SkippedPrompt], *, p_easy: float, p_hard: float) -> None:
+        """Set the record's skip fields from the step's skipped prompts and its ledger."""
+        rows = record.decisions or []
+        mean_tokens = record.generated_token_count / len(rows) if rows and record.generated_token_count else None
+        table, saved = [], 0.0
+        for skip in skipped:
+            known = self.tokens_of(skip.prompt_key) if self.tokens_of is not None else None
+            estimate = known if known is not None else (round(mean_tokens) if mean_tokens is not None else None)
+            saved += estimate or 0
+            table.append(dict(zip(SKIPPED_PROMPT_COLUMNS, (skip.prompt_key, skip.zero_std_run, skip.kind,
+                                                           skip.skip_probability, skip.group_index, estimate))))
+        generated, spread = self._walk([(skip.prompt_key, skip.group_index) for skip in skipped], rows)
+        record.skipped_prompt_count = len(skipped)
+        record.skipped_prompts = table
+        record.skip_p_easy = p_easy
+        record.skip_p_hard = p_hard
+        record.skip_saved_token_estimate = round(saved)
+        total = record.generated_token_count + saved
+        record.skip_saved_token_fraction = saved / total if total else None
+        record.skipped_then_generated_group_count = generated
+        record.skipped_then_spread_group_count = spread
+        record.skipped_then_spread_rate = spread / generated if generated else None
+
+
+    def replay(self, record: StepRecord) -> None:
+        """Walk a recorded step again (a resumed run, from the records): the skipped prompts still pending."""
+        if record.skipped_prompt_count is None:
+            return
+        skips = [(row.get("prompt_key"), row.get("group_index")) for row in record.skipped_prompts or []]
+        self._walk(skips, record.decisions or [])
+
+    def _walk(self, skips: list[tuple[Any, Any]], rows: Sequence[Any]) -> tuple[int, int]:
+        """Skips and judged groups in ``group_index`` order: (groups of prompts skipped since generated, with spread)."""
+        events = sorted([(_order(index), 0, key, None) for key, index in skips]
+                        + [(_order(row.group_index), 1, row.prompt_key, row) for row in rows], key=lambda e: e[:2])
+        generated = spread = 0
+        for _, is_group, key, row in events:
+            if key is None:
+                continue
+            if not is_group:
+                self._pending[key] = None
+                self._pending.move_to_end(key)
+                if len(self._pending) > self.limit:
+                    self._pending.popitem(last=False)
+            elif key in self._pending:
+                del self._pending[key]
+                generated += 1
+                spread += _is_spread(row)
+        return generated, spread
+
+
+def _order(group_index: Any) -> float:
+    """A draw's place in slime's running counter (unknown: after every known one)."""
+    return group_index if isinstance(group_index, int) and not isinstance(group_index, bool) else math.inf
+
+
+def _is_spread(row: Any) -> bool:
+    from shopsim_metrics.prompts.value import row_verdict
+
+    return row_verdict(row) == SPREAD

@@ -1,0 +1,89 @@
+"""Skipping in the simulator: the real data source, loaded by dotted path, on a pool with temporal consistency."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings as hsettings, strategies as st
+
+from shopsim_metrics.cli import main
+from shopsim_metrics.simulator.config import SimConfig
+from shopsim_metrics.simulator.epochs import EpochPromptSource
+from shopsim_metrics.simulator.loop import simulate
+from shopsim_metrics.simulator.skip_saving import compare_skipping
+
+ROOT = Path(__file__).resolve().parents[1]
+POLARISED = SimConfig(steps=40, prompt_pool=64, skill_start=0.0, skill_end=0.0, difficulty_spread=8.0,
+                      partial_credit_rate=0.0, technical_rate=0.0)
+
+
+def test_the_core_simulator_does_not_import_the_adapter() -> None:
+    code = ("import sys, shopsim_metrics.simulator.loop, shopsim_metrics.simulator.epochs, "
+            "shopsim_metrics.simulator.skip_saving; print('shopsimrl' in {m.split('.')[0] for m in sys.modules})")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "False", out.stderr
+
+
+def test_the_simulator_skips_through_the_real_data_source() -> None:
+    from shopsimrl.data_source import PromptSkipDataSource
+
+    source = EpochPromptSource(replace(POLARISED, prompt_skip="greso"), np.random.default_rng(0))
+    assert type(source.data_source) is PromptSkipDataSource
+    records = simulate(replace(POLARISED, prompt_skip="greso")).records
+    assert all(r.skipped_prompt_count is not None for r in records) and sum(r.skipped_prompt_count for r in records)
+    assert records[0].skipped_prompt_count == 0  # nothing known before the first visits
+    off = simulate(POLARISED).records
+    assert all(r.skipped_prompt_count is None for r in off)
+
+
+def test_off_runs_are_unchanged_by_the_skip_settings() -> None:
+    """``prompt_skip`` off and no drift: the same records as a config that never heard of them."""
+    def simulated(config: SimConfig) -> list[dict]:  # the project's own wall time aside, a run is deterministic
+        return [{k: v for k, v in r.to_dict().items() if k not in ("filter_seconds", "filter_time_fraction")}
+                for r in simulate(config).records]
+
+    plain = SimConfig(steps=6, prompt_pool=40)
+    assert simulated(plain) == simulated(replace(plain, prompt_skip="off", difficulty_drift=0.0))
+
+
+def test_skipping_saves_tokens_without_losing_informative_groups() -> None:
+    saving = compare_skipping(POLARISED)
+    assert saving.token_ratio > 1.5
+    assert saving.greso.informative_share >= saving.off.informative_share
+    assert saving.greso.waves_per_step <= saving.off.waves_per_step
+
+
+@hsettings(max_examples=15, deadline=None)
+@given(drift=st.one_of(st.just(0.0), st.floats(0.01, 1.0)), steps=st.integers(0, 6), seed=st.integers(0, 50))
+def test_drift_moves_difficulties_by_the_steps_taken(drift: float, steps: int, seed: int) -> None:
+    source = EpochPromptSource(SimConfig(prompt_pool=8, difficulty_drift=drift), np.random.default_rng(seed))
+    start = source.difficulty.copy()
+    source.submit(range(4), step=steps)
+    moved = np.abs(source.difficulty - start)
+    assert (moved == 0).all() if drift == 0 or steps == 0 else moved.max() > 0
+
+
+def test_a_skip_setting_without_a_pool_is_refused() -> None:
+    with pytest.raises(ValueError, match="prompt_skip needs a prompt_pool"):
+        SimConfig(prompt_skip="greso")
+    with pytest.raises(ValueError, match="prompt_skip must be one of off, greso; got 'on'"):
+        SimConfig(prompt_pool=4, prompt_skip="on")
+
+
+def test_demo_and_tune_run_with_prompt_skip(tmp_path, capsys, monkeypatch) -> None:
+    monkeypatch.setenv("WANDB_MODE", "disabled")
+    assert main(["demo", "--out", str(tmp_path / "d"), "--steps", "12", "--no-progress", "--prompt-skip", "greso"]) == 0
+    out = capsys.readouterr().out
+    assert "skipping (GRESO):" in out
+    lines = [json.loads(x) for x in (tmp_path / "d" / "run" / "steps.jsonl").read_text().splitlines()]
+    assert sum(x["skipped_prompt_count"] for x in lines) > 0
+    assert main(["tune", "--zero-std-rate", "0.7", "--steps", "60", "--jobs", "1", "--json",
+                 "--prompt-skip", "greso"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["prompt_skip"]["token_ratio"] > 1 and report["prompt_skip"]["greso"]["skipped_prompts"] > 0
