@@ -42,8 +42,7 @@ import atexit
 import logging
 import threading
 import time
-from contextlib import contextmanager
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 from shopsim_metrics.step import contract as C
 from shopsim_metrics.step.accounting import GenerationStats, StepAccountant
@@ -187,25 +186,14 @@ class ShopsimRuntime:
                             "step's other fields are complete.", type(exc).__name__, exc)
 
     # --- the project's own time (filter_seconds) ----------------------------------------------
-    @contextmanager
-    def own_time(self, *, emits: bool = False) -> Iterator[None]:
+    def own_time(self, *, emits: bool = False) -> "OwnTime":
         """Count one hook call in ``filter_seconds``: the one place the project's own time is measured.
 
         The filter's and the all-samples hook's time goes to the open step (else the last closed,
         unemitted one); the log function (``emits=True``) counts its time up to the sinks in the step
         it emits, inside :meth:`emit_step`.
         """
-        started = time.perf_counter()
-        self._hook_started.value = started
-        try:
-            yield
-        finally:
-            self._hook_started.value = None
-            if not emits and self.accountant is not None:
-                try:
-                    self.accountant.add_hook_seconds(time.perf_counter() - started)
-                except Exception:  # noqa: BLE001 - monitoring never stops training
-                    pass
+        return OwnTime(self, emits)
 
     # --- the filter's side --------------------------------------------------------------------
     def filter_group(self, samples: Any) -> str:
@@ -401,6 +389,30 @@ class ShopsimRuntime:
                 return
             self._warned.add(key)
         logger.warning(message, *args)
+
+
+class OwnTime:
+    """The ``with`` block of one hook call, timed for ``filter_seconds`` (:meth:`ShopsimRuntime.own_time`)."""
+
+    __slots__ = ("monitor", "emits", "started")
+
+    def __init__(self, monitor: ShopsimRuntime, emits: bool) -> None:
+        self.monitor, self.emits, self.started = monitor, emits, 0.0
+
+    def __enter__(self) -> None:
+        self.started = time.perf_counter()
+        if self.emits:
+            self.monitor._hook_started.value = self.started
+
+    def __exit__(self, *exc_info: Any) -> None:
+        monitor = self.monitor
+        if self.emits:
+            monitor._hook_started.value = None
+        elif monitor.accountant is not None:
+            try:
+                monitor.accountant.add_hook_seconds(time.perf_counter() - self.started)
+            except Exception:  # noqa: BLE001 - monitoring never stops training
+                pass
 
 
 def read_seconds(value: Any) -> float | None:

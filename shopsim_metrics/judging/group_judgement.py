@@ -6,7 +6,8 @@ to the sample object itself), so the segments of one rollout count once.
 
 A rollout is **scorable** when every segment finished normally (status ``completed``, ``truncated``
 or ``pending``), no segment carries an invalid or "unscored" metadata flag, and its reward reads as
-one finite number. Anything else (status ``failed`` / ``aborted`` / unknown, a bad reward, a sample
+one finite number. ``metadata`` and a dict reward are read as slime keeps them, as ``dict``s: any other
+value there (a list, a string, another mapping type) is ``metadata_invalid`` or ``reward_not_numeric``. Anything else (status ``failed`` / ``aborted`` / unknown, a bad reward, a sample
 that cannot be read) makes the rollout unscorable and its group **technical**, with the first
 failing check (group-level checks first, then each rollout in turn) named from the fixed set
 ``shopsim_metrics.step.contract.FAILED_CHECKS``. Only scorable rollouts carry rewards and successes
@@ -31,7 +32,6 @@ from __future__ import annotations
 
 import math
 import operator
-from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from enum import Enum
@@ -212,7 +212,7 @@ def read_rollout(
             return None, False, check
         metadata = getattr(sample, "metadata", None)
         if metadata is not None:  # None: no flags
-            if not isinstance(metadata, Mapping):
+            if not isinstance(metadata, dict):  # slime's Sample.metadata is a dict
                 return None, False, "metadata_invalid"
             if unscored_key in metadata:
                 unscored = read_flag(metadata[unscored_key])
@@ -291,7 +291,7 @@ def read_reward(raw: Any, reward_key: str | None) -> tuple[float | None, str | N
     """
     if raw is None:
         return None, None
-    if isinstance(raw, Mapping):
+    if isinstance(raw, dict):  # slime's reward dict, indexed by --reward-key
         if reward_key is None or reward_key not in raw:
             return None, "reward_key_missing"
         raw = raw[reward_key]
@@ -316,11 +316,13 @@ def as_float(raw: Any) -> float:
         >>> as_float(np.array(2)), as_float(3)
         (2.0, 3.0)
     """
+    if isinstance(raw, (int, float)):  # Python numbers and bools, numpy's float64
+        return float(raw)
     if isinstance(raw, (str, bytes, complex)):
         raise TypeError("not a real number")
     if isinstance(raw, Decimal) and not raw.is_finite():  # float() raises for a signalling NaN
         return math.nan
-    if not isinstance(raw, (int, float)) and hasattr(raw, "item"):  # numpy scalars, 0-dim tensors
+    if hasattr(raw, "item"):  # numpy scalars, 0-dim tensors
         if tuple(getattr(raw, "shape", ())) != ():
             raise TypeError("not a scalar")
         raw = raw.item()
