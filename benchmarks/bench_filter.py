@@ -22,6 +22,7 @@ import os
 import statistics
 import sys
 import time
+from enum import Enum
 from types import SimpleNamespace
 
 from shopsim_metrics.simulator.samples import SimSample
@@ -34,6 +35,12 @@ GROUPS_PER_STEP = 32  # over_sampling_batch_size at the defaults
 TARGET_RATIO = 1.0  # ours / slime's built-in filter, per group
 
 
+class Status(Enum):
+    """Statuses as slime's ``Sample.Status`` holds them: an Enum, read through ``.value``."""
+
+    COMPLETED = "completed"
+
+
 def make_groups(n_groups: int) -> list[list[SimSample]]:
     """Groups of 8: one in four zero-std (all 1.0), the others with spread."""
     groups = []
@@ -41,7 +48,7 @@ def make_groups(n_groups: int) -> list[list[SimSample]]:
         rewards = [float(i % 2) for i in range(8)] if g % 4 else [1.0] * 8
         # as slime's default generate path leaves them: rollout_id None (the index identifies the rollout)
         groups.append([SimSample(index=g * 8 + i, group_index=g, rollout_id=None, reward=r,
-                                 status="completed") for i, r in enumerate(rewards)])
+                                 status=Status.COMPLETED) for i, r in enumerate(rewards)])
     return groups
 
 

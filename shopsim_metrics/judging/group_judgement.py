@@ -207,9 +207,11 @@ def read_rollout(
     reward: float | None = None
     success: bool | None = None
     for sample in segments:
-        check = status_check(getattr(sample, "status", None))
-        if check is not None:
-            return None, False, check
+        status = getattr(sample, "status", None)
+        if isinstance(status, Enum):  # slime's Sample.Status; ``_value_`` is the value ``.value`` returns
+            status = status._value_
+        if not (isinstance(status, str) and status in NORMAL_STATUSES):
+            return None, False, status_check(status)
         metadata = getattr(sample, "metadata", None)
         if metadata is not None:  # None: no flags
             if not isinstance(metadata, dict):  # slime's Sample.metadata is a dict

@@ -182,7 +182,8 @@ class StepAccountant:
                 state.drops = drops + 1
             state.judged.append(_Judged(judgement, outcome, remaining, state.submitted, group, self.clock()))
             state.streak = streak
-            state.max_streak = max(state.max_streak, streak)
+            if streak > state.max_streak:
+                state.max_streak = streak
             return outcome
 
     @property
