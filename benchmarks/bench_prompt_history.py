@@ -24,7 +24,8 @@ import time
 import os
 import tracemalloc
 
-from shopsim_metrics.prompts.history import VERDICTS, PromptHistory
+from shopsim_metrics.judging.verdicts import VERDICTS
+from shopsim_metrics.prompts.history import PromptHistory
 from shopsim_metrics.prompts.keys import hash_prompt, history_key
 
 PROMPTS = 1_000_000

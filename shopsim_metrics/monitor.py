@@ -54,7 +54,7 @@ from shopsim_metrics.prompts.value import PromptValueTracker
 from shopsim_metrics.step.records import StepRecord
 from shopsim_metrics.sinks.base import SinkSet, StepSink
 from shopsim_metrics.errors import TechnicalFailureLimitExceeded
-from shopsim_metrics.judging.group_judgement import SPREAD, TECHNICAL, GroupJudgement, judge_group
+from shopsim_metrics.judging.group_judgement import GroupJudgement, judge_group
 from shopsim_metrics.settings import ShopsimSettings
 from shopsim_metrics.step.streak import TechnicalStreak
 from shopsim_metrics.settings import missing_knobs_warning

@@ -10,7 +10,6 @@ import enum
 import math
 import random
 from decimal import Decimal
-from fractions import Fraction
 from types import SimpleNamespace
 
 import numpy as np

@@ -202,7 +202,7 @@ def test_every_setting_has_its_row() -> None:
 def test_every_skip_rule_field_is_a_setting_at_grescos_default() -> None:
     import dataclasses
 
-    from shopsim_metrics.prompts.skip_rule import SkipRuleSettings
+    from shopsim_metrics.settings.prompt_skip import SkipRuleSettings
     from shopsim_metrics.settings import DEFAULTS, skip_rule_settings
 
     names = {f"shopsim_prompt_skip_{f.name}" for f in dataclasses.fields(SkipRuleSettings)}

@@ -8,18 +8,12 @@ import math
 import pytest
 from hypothesis import given, settings as hsettings, strategies as st
 
+from shopsim_metrics.judging import verdicts
 from shopsim_metrics.prompts import history as prompt_history
-from shopsim_metrics.prompts.skip_history import VERDICTS, InMemorySkipHistory, StepShares
-from shopsim_metrics.prompts.skip_rule import (
-    EASY,
-    HARD,
-    OTHER,
-    ZERO_STD_KINDS,
-    GresoSkipRule,
-    SkipRuleSettings,
-    SkipRuleSettingsError,
-    skip_probability,
-)
+from shopsim_metrics.judging.verdicts import VERDICTS
+from shopsim_metrics.prompts.skip_history import InMemorySkipHistory, StepShares
+from shopsim_metrics.prompts.skip_rule import EASY, HARD, OTHER, ZERO_STD_KINDS, GresoSkipRule, skip_probability
+from shopsim_metrics.settings.prompt_skip import SkipRuleSettings, SkipRuleSettingsError
 
 # derandomized: every run draws the same examples, so the statistical bounds below cannot flake
 DETERMINISTIC = hsettings(max_examples=60, deadline=None, derandomize=True)
@@ -172,8 +166,7 @@ def test_a_bad_setting_is_named_with_what_is_allowed_and_what_was_given(field, v
 
 
 def test_the_kinds_are_the_prompt_historys_zero_std_verdicts() -> None:
-    assert set(ZERO_STD_KINDS) == set(prompt_history.ZERO_STD_VERDICTS)
-    assert set(VERDICTS) == set(prompt_history.VERDICTS)
+    assert set(ZERO_STD_KINDS) == set(verdicts.ZERO_STD_VERDICTS)
 
 
 # --- state ---------------------------------------------------------------------------------------

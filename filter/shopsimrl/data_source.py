@@ -84,7 +84,8 @@ from shopsim_metrics.settings import PROMPT_SKIP, PROMPT_SKIP_MODES, PROMPT_SKIP
 from shopsim_metrics.settings import skip_rule_settings
 from shopsim_metrics.prompts.skip_history import InMemorySkipHistory, SkipHistory
 from shopsim_metrics.prompts.skip_record import SkippedPrompt
-from shopsim_metrics.prompts.skip_rule import GresoSkipRule, SkipRuleSettings
+from shopsim_metrics.prompts.skip_rule import GresoSkipRule
+from shopsim_metrics.settings.prompt_skip import SkipRuleSettings
 
 logger = logging.getLogger("shopsim_metrics")
 

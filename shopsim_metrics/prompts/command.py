@@ -29,7 +29,8 @@ import os
 from pathlib import Path
 from typing import Any, Iterable
 
-from shopsim_metrics.prompts.history import DEFAULT_LIMIT, ZERO_STD_VERDICTS, PromptStats
+from shopsim_metrics.judging.verdicts import ZERO_STD_VERDICTS
+from shopsim_metrics.prompts.history import DEFAULT_LIMIT, PromptStats
 from shopsim_metrics.prompts.value import PROMPT_TABLE_ROWS, PromptValueTracker, table_row
 from shopsim_metrics.step.contract import PROMPT_TABLE_COLUMNS
 from shopsim_metrics.step.records import StepRecord

@@ -27,15 +27,12 @@ from dataclasses import dataclass
 from heapq import nlargest
 from typing import Hashable, Iterator
 
-from shopsim_metrics.judging.group_judgement import SPREAD, TECHNICAL, ZERO_STD
+from shopsim_metrics.judging.group_judgement import SPREAD, TECHNICAL
+from shopsim_metrics.judging.verdicts import (
+    ZERO_STD_ALL_FAIL, ZERO_STD_ALL_PASS, ZERO_STD_OTHER, ZERO_STD_VERDICTS,
+)
 from shopsim_metrics.prompts.keys import key_text
 
-ZERO_STD_ALL_PASS = "zero_std_all_pass"
-ZERO_STD_ALL_FAIL = "zero_std_all_fail"
-ZERO_STD_OTHER = "zero_std_other"
-VERDICTS = (SPREAD, ZERO_STD_ALL_PASS, ZERO_STD_ALL_FAIL, ZERO_STD_OTHER, TECHNICAL)
-"""A visit's verdict (exactly one): the judgement's kind, with a zero-std group split by its successes."""
-ZERO_STD_VERDICTS = frozenset((ZERO_STD_ALL_PASS, ZERO_STD_ALL_FAIL, ZERO_STD_OTHER))
 VERDICT_LETTERS = {SPREAD: "S", ZERO_STD_ALL_PASS: "P", ZERO_STD_ALL_FAIL: "F", ZERO_STD_OTHER: "O", TECHNICAL: "T"}
 """One letter per verdict, for the compact verdict history (``"FFFP"``: oldest first)."""
 
@@ -43,22 +40,6 @@ HISTORY_LENGTH = 8  # verdicts kept per prompt
 DEFAULT_LIMIT = 1_000_000
 
 _LETTER_VERDICT = {letter: verdict for verdict, letter in VERDICT_LETTERS.items()}
-
-
-def verdict_of(kind: str, success_count: int | None, scorable_rollouts: int | None) -> str:
-    """A visit's verdict from the filter's judgement kind (``spread``, ``zero_std``, ``technical``).
-
-    Example:
-        >>> verdict_of("zero_std", 8, 8), verdict_of("zero_std", 0, 8), verdict_of("zero_std", 3, 8)
-        ('zero_std_all_pass', 'zero_std_all_fail', 'zero_std_other')
-    """
-    if kind == SPREAD:
-        return SPREAD
-    if kind != ZERO_STD:
-        return TECHNICAL
-    if not success_count:
-        return ZERO_STD_ALL_FAIL
-    return ZERO_STD_ALL_PASS if success_count == scorable_rollouts else ZERO_STD_OTHER
 
 
 @dataclass(frozen=True)

@@ -32,14 +32,12 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Mapping, Protocol
 
 from shopsim_metrics.prompts.keys import history_key
+from shopsim_metrics.judging.verdicts import VERDICTS
 from shopsim_metrics.prompts.skip_rule import EASY, HARD, OTHER, ZERO_STD_KINDS
 
 if TYPE_CHECKING:
     from shopsim_metrics.prompts.value import PromptValueTracker
 
-SPREAD = "spread"
-TECHNICAL = "technical"
-VERDICTS = (SPREAD, EASY, HARD, OTHER, TECHNICAL)
 """A visit's verdict, as in the monitor's prompt history."""
 DEFAULT_LIMIT = 1_000_000
 STATE_FORMAT = 1

@@ -38,7 +38,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-from shopsim_metrics.prompts.history import SPREAD
+from shopsim_metrics.judging.group_judgement import SPREAD
 from shopsim_metrics.step.contract import SKIPPED_PROMPT_COLUMNS
 from shopsim_metrics.step.records import StepRecord
 

@@ -42,15 +42,9 @@ from collections import Counter
 from typing import Any, Sequence
 
 from shopsim_metrics.step import contract as C
-from shopsim_metrics.step.contract import PROMPT_TABLE_COLUMNS
-from shopsim_metrics.prompts.history import (
-    DEFAULT_LIMIT,
-    SPREAD,
-    ZERO_STD_VERDICTS,
-    PromptHistory,
-    PromptStats,
-    verdict_of,
-)
+from shopsim_metrics.judging.group_judgement import SPREAD
+from shopsim_metrics.judging.verdicts import ZERO_STD_VERDICTS, verdict_of
+from shopsim_metrics.prompts.history import DEFAULT_LIMIT, PromptHistory, PromptStats
 from shopsim_metrics.prompts.keys import KEY_NONE, combine_sources, history_key, prompt_key
 from shopsim_metrics.step.records import DecisionRow, StepRecord
 

@@ -31,7 +31,7 @@ import os
 from dataclasses import MISSING, dataclass, fields
 from typing import Any, Callable, Mapping
 
-from shopsim_metrics.prompts.skip_rule import SkipRuleSettings, SkipRuleSettingsError
+from shopsim_metrics.settings.prompt_skip import SkipRuleSettings, SkipRuleSettingsError
 
 PREFIX = "shopsim_"
 DEFAULT_RUN_DIR = "shopsim_run"

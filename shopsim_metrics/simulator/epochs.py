@@ -106,9 +106,9 @@ class EpochPromptSource(PromptGroupSource):
         self._drifted_to = 0  # the step the difficulties have drifted up to
         self.data_source: Any = None
         if config.prompt_skip != "off":
-            from shopsim_metrics.simulator.loop import load_hook
+            from shopsim_metrics.settings.preflight import load_function
 
-            self.data_source = load_hook(SKIP_DATA_SOURCE)(config.to_args(), inner=PoolDataSource(self))
+            self.data_source = load_function(SKIP_DATA_SOURCE)(config.to_args(), inner=PoolDataSource(self))
 
     def _forget(self) -> None:
         super()._forget()

@@ -28,7 +28,6 @@ Example:
 
 from __future__ import annotations
 
-import importlib
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -38,6 +37,7 @@ import numpy as np
 from shopsim_metrics.step.alerts import Alert
 from shopsim_metrics.step.contract import ALL_SAMPLES_PATH, FILTER_PATH, LOG_PATH, slime_drop_metric
 from shopsim_metrics.monitor import configure, reset_runtime
+from shopsim_metrics.settings.preflight import load_function
 from shopsim_metrics.step.loop_state import ManualLoopState
 from shopsim_metrics.step.records import StepRecord
 from shopsim_metrics.simulator.config import SimConfig
@@ -51,17 +51,6 @@ from shopsim_metrics.errors import TechnicalFailureLimitExceeded
 
 Hook = Callable[..., Any]
 
-
-
-def load_hook(path: str) -> Hook:
-    """Load ``module.function`` by dotted path, as slime loads its hooks.
-
-    Example:
-        >>> load_hook("math.sqrt")(4.0)
-        2.0
-    """
-    module_name, _, name = path.rpartition(".")
-    return getattr(importlib.import_module(module_name), name)
 
 
 @dataclass
@@ -121,9 +110,9 @@ class SimulatedSlimeLoop:
         self.over_sampling_batch_size: int = getattr(args, "over_sampling_batch_size", None) or self.rollout_batch_size
         self.source = source
         self.completions = completions
-        self.filter_fn = filter_fn or load_hook(FILTER_PATH)
-        self.all_samples_fn = load_hook(all_samples_fn) if isinstance(all_samples_fn, str) else all_samples_fn
-        self.log_fn = load_hook(log_fn) if isinstance(log_fn, str) else log_fn
+        self.filter_fn = filter_fn or load_function(FILTER_PATH)
+        self.all_samples_fn = load_function(all_samples_fn) if isinstance(all_samples_fn, str) else all_samples_fn
+        self.log_fn = load_function(log_fn) if isinstance(log_fn, str) else log_fn
         self.loop_state = loop_state or ManualLoopState(source="simulator")
         self._next_id = 0  # group ids run on across steps, as a data source's would
 

@@ -56,7 +56,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
-from shopsim_metrics.step.records import StepRecord
 from shopsim_metrics.simulator.calibration import COST_COLUMNS, CostCalibration, LedgerTokens, ObservedCost
 from shopsim_metrics.simulator.config import SimConfig
 from shopsim_metrics.simulator.latency import reference_wave_time

@@ -37,7 +37,7 @@ from shopsim_metrics.step import contract as C
 from shopsim_metrics.step.records import DecisionRow, StepRecord
 from shopsim_metrics.judging.group_judgement import SPREAD, TECHNICAL, ZERO_STD, GroupJudgement, finite_mean
 from shopsim_metrics.judging.tokens import group_tokens
-from shopsim_metrics.prompts.history import ZERO_STD_ALL_FAIL, ZERO_STD_ALL_PASS, ZERO_STD_OTHER, verdict_of
+from shopsim_metrics.judging.verdicts import ZERO_STD_ALL_FAIL, ZERO_STD_ALL_PASS, ZERO_STD_OTHER, verdict_of
 
 
 @dataclass
