@@ -18,6 +18,10 @@ received is reported by ``GET /stats`` and, one JSON line per request, in ``--lo
 
     {"requests": {"p03": 8, ...}, "answered": {...}, "aborted": {...}, "unknown": 0, "in_flight": 0}
 
+Each log line also says how many ``/abort_request`` calls the server had answered when the request
+arrived (``aborts_before``): slime aborts its engines once at the end of every rollout step, after
+which it sends no request of that step, so requests with the same ``aborts_before`` belong to one step.
+
 Rewards are not decided here: they come from the dataset's metadata (``harness_reward.py``).
 
     python fake_sglang_server.py --port P --tokenizer DIR --dataset data.jsonl [--key-column prompt_id]
@@ -90,6 +94,7 @@ class FakeEngine:
         n_tokens = min(int(setting["tokens"]), max_new)
         finish = setting["finish"] if n_tokens < max_new or setting["finish"] != "stop" else "length"
 
+        aborts_before = self.abort_calls  # which rollout step the request belongs to (slime aborts once per step)
         abort = asyncio.Event()
         self.in_flight.add(abort)
         started = time.monotonic()
@@ -108,7 +113,7 @@ class FakeEngine:
             self.answered[key] += 1
         ids = [self.answer_ids[i % len(self.answer_ids)] for i in range(n_tokens)]
         if self.log is not None:
-            self.log.write(json.dumps({"key": key, "finish": finish, "tokens": n_tokens,
+            self.log.write(json.dumps({"key": key, "finish": finish, "tokens": n_tokens, "aborts_before": aborts_before,
                                        "seconds": round(time.monotonic() - started, 4)}) + "\n")
         meta = {
             "id": f"req-{sum(self.requests.values()) + self.unknown}",

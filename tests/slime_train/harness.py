@@ -198,13 +198,14 @@ def stop_ray(head: RayHead) -> None:
     shutil.rmtree(head.temp_dir, ignore_errors=True)
 
 
-def shopsim_yaml(path: Path, run_dir: Path) -> Path:
-    """``examples/shopsim.yaml`` with ``shopsim_run_dir`` set, and tables logged every step."""
+def shopsim_yaml(path: Path, run_dir: Path, extra: dict | None = None) -> Path:
+    """``examples/shopsim.yaml`` with ``shopsim_run_dir`` set, tables logged every step, and ``extra`` on top."""
     import yaml
 
     settings = yaml.safe_load((ROOT / "examples" / "shopsim.yaml").read_text())
     settings.update(shopsim_run_dir=str(run_dir), shopsim_prompt_key="prompt_id", shopsim_wandb_table_every=1,
                     shopsim_prompts_table_every=0)
+    settings.update(extra or {})
     path.write_text(yaml.safe_dump(settings, sort_keys=False))
     return path
 
@@ -225,6 +226,8 @@ class TrainRun:
     seconds: float = 0.0
     server_stats: dict = field(default_factory=dict)  # the engine's /stats after the run
     server_stats_before: dict = field(default_factory=dict)
+    server_log_file: Path | None = None  # the engine's per-request log, and where this run's lines start in it
+    server_log_offset: int = 0
 
     def server_delta(self, kind: str = "requests") -> dict[str, int]:
         """What the engine counted during this run (``requests``, ``answered`` or ``aborted``), by prompt key."""
@@ -232,6 +235,28 @@ class TrainRun:
         after = self.server_stats.get(kind, {})
         delta = {key: after.get(key, 0) - before.get(key, 0) for key in after}
         return {key: n for key, n in delta.items() if n}
+
+    def server_log(self) -> list[dict]:
+        """The engine's log lines of this run's requests (one per request, written as each one ends)."""
+        if self.server_log_file is None:
+            return []
+        with open(self.server_log_file, "rb") as handle:
+            handle.seek(self.server_log_offset)
+            text = handle.read().decode()
+        return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+    def server_requests_by_step(self) -> list[dict[str, int]]:
+        """This run's requests by prompt key, one dict per rollout step, in order.
+
+        A step's requests are those that arrived between two of slime's aborts (the log's
+        ``aborts_before``): slime aborts the engine once at the end of each step, and again only
+        while requests are still in flight, so the distinct values, in order, are the steps.
+        """
+        by_epoch: dict[int, dict[str, int]] = {}
+        for line in self.server_log():
+            counts = by_epoch.setdefault(line["aborts_before"], {})
+            counts[str(line["key"])] = counts.get(str(line["key"]), 0) + 1
+        return [by_epoch[epoch] for epoch in sorted(by_epoch)]
 
     def snapshot_records(self) -> Path:
         """A copy of the run directory's records as this run left them (a resumed run appends to it)."""
@@ -268,7 +293,8 @@ class TrainRun:
 
 def train_command(run: TrainRun, server: FakeServer, tokenizer: Path, config: Path, *, slime_src: str,
                   python: str = sys.executable, load: Path | None = None, rollout_batch_size: int = 2,
-                  over_sampling_batch_size: int = 4, n_samples_per_prompt: int = 4) -> list[str]:
+                  over_sampling_batch_size: int = 4, n_samples_per_prompt: int = 4,
+                  extra_args: tuple[str, ...] = ()) -> list[str]:
     cmd = [
         python, str(Path(slime_src) / "train.py"),
         "--debug-rollout-only",
@@ -291,6 +317,7 @@ def train_command(run: TrainRun, server: FakeServer, tokenizer: Path, config: Pa
         "--wandb-project", "shopsim-harness", "--wandb-group", "harness", "--wandb-dir", str(run.wandb_dir),
         "--save-debug-rollout-data", str(run.debug_dir / "rollout_{rollout_id}.pt"),
         "--save", str(run.save), "--save-interval", "1",
+        *extra_args,
     ]
     if load is not None:
         cmd += ["--load", str(load), "--start-rollout-id", str(run.start_rollout_id)]
@@ -298,13 +325,19 @@ def train_command(run: TrainRun, server: FakeServer, tokenizer: Path, config: Pa
 
 
 def run_train(run: TrainRun, server: FakeServer, tokenizer: Path, env: dict, ray_address: str, *, slime_src: str,
-              python: str = sys.executable, load: Path | None = None, timeout: float = 240, **sizes) -> TrainRun:
-    """Run ``train.py`` to the end (or ``timeout``) and keep its whole output in ``run.output``."""
-    shopsim_yaml(run.work / "shopsim.yaml", run.run_dir)
+              python: str = sys.executable, load: Path | None = None, timeout: float = 240,
+              settings: dict | None = None, extra_args: tuple[str, ...] = (), **sizes) -> TrainRun:
+    """Run ``train.py`` to the end (or ``timeout``) and keep its whole output in ``run.output``.
+
+    ``settings``: the project's settings over the harness's YAML; ``extra_args``: more ``train.py`` flags.
+    """
+    shopsim_yaml(run.work / "shopsim.yaml", run.run_dir, settings)
     cmd = train_command(run, server, tokenizer, run.work / "shopsim.yaml", slime_src=slime_src, python=python,
-                        load=load, **sizes)
+                        load=load, extra_args=extra_args, **sizes)
     driver_env = dict(env, RAY_ADDRESS=ray_address)
     run.server_stats_before = server.stats()
+    run.server_log_file = server.log_file
+    run.server_log_offset = server.log_file.stat().st_size if server.log_file.exists() else 0
     started = time.monotonic()
     log_path = run.work / "train.log"
     with open(log_path, "w") as log:
