@@ -52,9 +52,10 @@ DECISIONS_KEY = contract.wandb_key("decisions")
 """Key of the decision-ledger table (a ``wandb.Table`` with columns ``contract.LEDGER_COLUMNS``)."""
 
 PROMPTS_KEY = contract.wandb_key("prompts")
+"""Key of the prompts table (columns ``contract.PROMPT_TABLE_COLUMNS``): every N steps and at the run's last step."""
+
 SKIPPED_PROMPTS_KEY = contract.wandb_key("skipped_prompts")
 """The prompts skipped before generation in a step (runs with ``shopsim_prompt_skip: greso``): every step with a skip."""
-"""Key of the prompts table (columns ``contract.PROMPT_TABLE_COLUMNS``): every N steps and at the end."""
 
 FAILED_CHECK_PREFIX = contract.wandb_key("failed_check/")
 """Per-check technical drop counts: ``rollout/shopsim/failed_check/<name>``, names from FAILED_CHECKS."""
