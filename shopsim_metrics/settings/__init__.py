@@ -249,8 +249,8 @@ SETTINGS: tuple[Setting, ...] = (
             "prompts tracked at most for the prompt-value fields; the least recently seen is evicted first; "
             "`0` = no prompt tracking (the prompt-value fields are null) (§3.5)"),
     Setting("shopsim_prompts_table_every", 50, integer(0), "an integer >= 0",
-            "prompts table (`rollout/shopsim/prompts`) every N rollout steps and at the end of the run; "
-            "`0` = only at the end"),
+            "prompts table (`rollout/shopsim/prompts`) every N rollout steps and with the run's last step "
+            "(`--num-rollout` - 1, or a terminated one); `0` = only with the last step"),
     # skipping prompts before generation (shopsimrl.data_source.PromptSkipDataSource)
     Setting(PROMPT_SKIP, "off", choice(PROMPT_SKIP_MODES, booleans={False: "off"}), "one of off, greso",
             "`off` or `greso`: with `greso` and `--data-source-path shopsimrl.data_source.PromptSkipDataSource`, "

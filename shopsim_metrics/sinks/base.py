@@ -35,7 +35,7 @@ class StepSink(ABC):
         """Deliver an alert; most sinks ignore it."""
 
     def prompt_table(self, rows: list[list], rollout_id: int | None) -> None:
-        """The prompts table at the end of the run (``contract.PROMPT_TABLE_COLUMNS``); most sinks ignore it."""
+        """The prompts table at process exit, when no last step carried it (``contract.PROMPT_TABLE_COLUMNS``); most sinks ignore it."""
 
     def close(self) -> None:
         """Flush and release resources; called once at the end."""

@@ -310,7 +310,7 @@ class WandbSink(StepSink):
         run.log(data)
 
     def prompt_table(self, rows: list[list], rollout_id: int | None) -> None:
-        """The prompts table at the end of the run, against the last step logged."""
+        """The prompts table at process exit (a run without ``num_rollout``), against the last step logged."""
         with self._lock:
             run = self.run if self._run is not None else None  # never start a run for the table alone
             if run is None or self._last_step is None:
