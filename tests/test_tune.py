@@ -168,3 +168,16 @@ def test_help_states_the_recommendation_rule_of_the_code(capsys):
     text = " ".join(capsys.readouterr().out.split())
     assert "the lowest cost (every token generated per step, the tokens of aborted groups included" in text
     assert "smallest candidate whose" not in text
+
+
+def test_the_progress_bar_grows_with_the_candidates_widening_adds() -> None:
+    import io
+
+    from tqdm import tqdm
+
+    from shopsim_metrics.simulator.commands import _advance
+
+    bar = tqdm(total=5, file=io.StringIO())
+    for done in range(1, 8):  # 5 given candidates, then 2 added beyond an edge
+        _advance(bar)
+        assert bar.n == done and bar.total == max(5, done)

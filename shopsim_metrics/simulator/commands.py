@@ -219,10 +219,17 @@ def _run_tune(zero: float, technical: float, args: argparse.Namespace, base: Any
         return tune(zero_std_rate=zero, technical_rate=technical, candidates=args.candidates, steps=args.steps,
                     seed=args.seed, base=base, targets=targets, source=source, jobs=jobs, calibration=calibration,
                     widen=args.widen,
-                    progress=(lambda size, result: bar.update(1)) if bar is not None else None)
+                    progress=(lambda size, result: _advance(bar)) if bar is not None else None)
     finally:
         if bar is not None:
             bar.close()
+
+
+def _advance(bar: Any) -> None:
+    """One candidate simulated; the candidates that widening adds grow the bar's total, never past it."""
+    if bar.total is not None and bar.n >= bar.total:
+        bar.total = bar.n + 1
+    bar.update(1)
 
 
 MAX_STEPS = 10_000_000
