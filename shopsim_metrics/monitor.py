@@ -121,10 +121,10 @@ class ShopsimRuntime:
         """The skip fields of each record (used once a skipping data source attaches; restored on resume)."""
         self.prompt_skip_source: Any = None
         """The data source that skips prompts in this process (it attaches itself): its skips go in the records."""
-        if settings.start_rollout_id > 0:
-            self._restore()
         self._warned: set[str] = set()
         self._warned_lock = threading.Lock()
+        if settings.start_rollout_id > 0:
+            self._restore()
 
     # --- sinks (built lazily: the filter path never builds them unless it terminates) ----------
     @property
