@@ -26,9 +26,7 @@ skip). Skipped unless ``SLIME_SRC`` and ``MEGATRON_SRC`` are set (see ``test_sli
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import os
 import sys
 from collections import Counter
 from pathlib import Path
@@ -37,22 +35,11 @@ import pytest
 
 HERE = Path(__file__).resolve().parent
 HARNESS = HERE / "slime_train"
-SLIME_SRC = os.environ.get("SLIME_SRC")
-MEGATRON_SRC = os.environ.get("MEGATRON_SRC")
-_missing = [name for name in ("ray", "torch", "aiohttp", "tokenizers") if importlib.util.find_spec(name) is None]
-
-pytestmark = [
-    pytest.mark.slime,
-    pytest.mark.skipif(not (SLIME_SRC and MEGATRON_SRC),
-                       reason="set SLIME_SRC (slime checkout) and MEGATRON_SRC (Megatron-LM's megatron/ at slime's "
-                              "pinned commit) to run slime's own train.py; see tests/slime_train/setup_env.sh"),
-    pytest.mark.skipif(bool(_missing), reason=f"this interpreter lacks {', '.join(_missing)}: run the test with the "
-                                              "venv tests/slime_train/setup_env.sh builds"),
-    pytest.mark.timeout(600),
-]
-
 sys.path.insert(0, str(HARNESS))
 import harness  # noqa: E402  (tests/slime_train is not a package: pytest must not collect it)
+
+SLIME_SRC, MEGATRON_SRC = harness.SLIME_SRC, harness.MEGATRON_SRC
+pytestmark = harness.pytest_marks(timeout=600)
 
 N_SAMPLES = 4
 ROLLOUT_BATCH = 2

@@ -158,28 +158,18 @@ class StepAccountant:
             else:
                 state.submitted = remaining + drops
             kind = judgement.kind
-            if kind == SPREAD:
-                if state.train_len < self.rollout_batch_size:
-                    outcome = C.OUTCOME_TRAINED
-                    state.train_len += 1
-                    if state.train_len == self.rollout_batch_size:
-                        state.filled_at = len(state.judged)
-                else:
-                    outcome = C.OUTCOME_SURPLUS
-            elif kind == ZERO_STD:
-                if remaining > self.rollout_batch_size:
-                    outcome = C.OUTCOME_DROPPED_ZERO_STD
-                    state.drops = drops + 1
-                elif state.train_len < self.rollout_batch_size:
-                    outcome = C.OUTCOME_FALLBACK
-                    state.train_len += 1
-                    if state.train_len == self.rollout_batch_size:
-                        state.filled_at = len(state.judged)
-                else:
-                    outcome = C.OUTCOME_SURPLUS
-            else:
-                outcome = C.OUTCOME_DROPPED_TECHNICAL
+            # slime's drop rule: a technical group is always dropped, a zero-std one while remaining > target;
+            # a group not dropped enters the train batch while it has room, else it is surplus
+            if kind == TECHNICAL or (kind == ZERO_STD and remaining > self.rollout_batch_size):
+                outcome = C.OUTCOME_DROPPED_TECHNICAL if kind == TECHNICAL else C.OUTCOME_DROPPED_ZERO_STD
                 state.drops = drops + 1
+            elif state.train_len < self.rollout_batch_size:
+                outcome = C.OUTCOME_TRAINED if kind == SPREAD else C.OUTCOME_FALLBACK
+                state.train_len += 1
+                if state.train_len == self.rollout_batch_size:
+                    state.filled_at = len(state.judged)
+            else:
+                outcome = C.OUTCOME_SURPLUS
             state.judged.append(_Judged(judgement, outcome, remaining, state.submitted, group, self.clock()))
             state.streak = streak
             if streak > state.max_streak:

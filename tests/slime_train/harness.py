@@ -34,6 +34,30 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+
+SLIME_SRC = os.environ.get("SLIME_SRC")
+MEGATRON_SRC = os.environ.get("MEGATRON_SRC")
+NEEDED = ("ray", "torch", "aiohttp", "tokenizers")
+"""What this interpreter must import to run slime's train.py (the venv ``setup_env.sh`` builds has them)."""
+
+
+def pytest_marks(timeout: int) -> list:
+    """The marks of a train.py test module: skipped without a slime checkout, a Megatron tree or the venv."""
+    import importlib.util
+
+    import pytest
+
+    missing = [name for name in NEEDED if importlib.util.find_spec(name) is None]
+    return [
+        pytest.mark.slime,
+        pytest.mark.skipif(not (SLIME_SRC and MEGATRON_SRC),
+                           reason="set SLIME_SRC (slime checkout) and MEGATRON_SRC (Megatron-LM's megatron/ at slime's "
+                                  "pinned commit) to run slime's own train.py; see tests/slime_train/setup_env.sh"),
+        pytest.mark.skipif(bool(missing), reason=f"this interpreter lacks {', '.join(missing)}: run the test with the "
+                                                 "venv tests/slime_train/setup_env.sh builds"),
+        pytest.mark.timeout(timeout),
+    ]
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 DATASET = HERE / "dataset.jsonl"
