@@ -13,10 +13,13 @@ Who owns what (one owner per piece of state):
 - the current step, its ledger, its close and the closed steps not yet emitted: the accountant
   (:class:`~shopsim_metrics.step.accounting.StepAccountant`); the step number comes from the loop
   state (slime's live ``_current_rollout_id``), and the accountant numbers on when the loop cannot say;
+- every token generated per step (the sample hook's counts): the accountant's
+  :class:`~shopsim_metrics.step.generated_tokens.GeneratedTokens`, fed by :meth:`ShopsimRuntime.record_sample`;
+- the sizes of the waves the data source served: the accountant (:meth:`~shopsim_metrics.step.accounting.StepAccountant.wave_served`);
 - the prompt history: the accountant's prompt tracker (:class:`~shopsim_metrics.prompts.value.PromptValueTracker`),
   restored on a resumed run by :mod:`shopsim_metrics.resume`;
 - the project's own time (``filter_seconds``): measured only by :meth:`ShopsimRuntime.own_time`, around
-  each of the three hooks;
+  each of the hooks;
 - whether and where to log to W&B: decided once, by the sinks built from the settings
   (:func:`shopsim_metrics.sinks.factory.build_sinks`), lazily, at the first record;
 - the alerts' policy (one warning per step at most, the error at the limit): the alert policy.
@@ -47,6 +50,7 @@ from typing import Any, Callable
 from shopsim_metrics.step import contract as C
 from shopsim_metrics.step.accounting import GenerationStats, StepAccountant
 from shopsim_metrics.step.alerts import Alert, StreakAlertPolicy
+from shopsim_metrics.step.generated_tokens import GeneratedTokens
 from shopsim_metrics.step.loop_state import LoopState, NoLoopState
 from shopsim_metrics.prompts.skip_history import MonitorSkipHistory
 from shopsim_metrics.prompts.skip_record import SkipTally
@@ -86,6 +90,7 @@ class ShopsimRuntime:
                 prompts=PromptValueTracker(metadata_key=settings.prompt_key, limit=settings.prompt_history_limit,
                                            table_every=settings.prompts_table_every)
                 if settings.prompt_history_limit else None,  # 0: no prompt tracking
+                tokens=GeneratedTokens(continues=settings.partial_rollout),
             )
             if settings.rollout_batch_size is not None
             else None
@@ -267,6 +272,19 @@ class ShopsimRuntime:
         log("%s: %s", alert.title, alert.text)
         with self._emit_lock:
             self.sinks.alert(alert)
+
+    # --- the sample hook's side ---------------------------------------------------------------
+    def record_sample(self, sample: Any, rollout_id: Any = None) -> None:
+        """Count one generate call's tokens in its step (slime's ``rollout_id``, else the loop's step)."""
+        if self.accountant is None or self.accountant.tokens is None:
+            return
+        step = rollout_id if isinstance(rollout_id, int) and not isinstance(rollout_id, bool) else None
+        if step is None:
+            try:
+                step = self.loop_state.rollout_step()
+            except Exception:  # noqa: BLE001 - an unknown step goes to the next step closed
+                step = None
+        self.accountant.tokens.observe(sample, step)
 
     # --- the all-samples hook's side ----------------------------------------------------------
     def close_step(self, all_groups: list) -> StepRecord | None:

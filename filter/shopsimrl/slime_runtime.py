@@ -5,6 +5,7 @@ Wire them into a slime launch::
     --dynamic-sampling-filter-path      shopsimrl.slime_runtime.fully_scored_group_filter
     --rollout-all-samples-process-path  shopsimrl.slime_runtime.record_all_samples
     --custom-rollout-log-function-path  shopsimrl.slime_runtime.log_rollout_step
+    --rollout-sample-hook-path          shopsimrl.slime_runtime.record_generated_sample
     --custom-config-path                examples/shopsim.yaml   # shopsim_* settings (docs/training_monitoring.md)
 
 Check the YAML before launch with ``shopsim-metrics check-config examples/shopsim.yaml``; the first hook
@@ -42,6 +43,7 @@ __all__ = [
     "fully_scored_group_filter",
     "record_all_samples",
     "log_rollout_step",
+    "record_generated_sample",
     "configure",
     "get_runtime",
     "reset_runtime",
@@ -106,3 +108,21 @@ def log_rollout_step(rollout_id: int, args: Any, samples: list, rollout_extra_me
         except Exception:  # noqa: BLE001 - monitoring never stops training
             logger.exception("shopsim-metrics: emitting step %s failed; training goes on", rollout_id)
     return False
+
+
+def record_generated_sample(args: Any, sample: Any, *, rollout_id: Any = None, evaluation: bool = False) -> None:
+    """slime's rollout sample hook: counts the tokens of every generate call in its step, aborted ones included.
+
+    Returns None (slime keeps its sample) and never raises. Evaluation samples are not counted. This
+    is what ``total_token_count``, ``aborted_token_count`` and ``tokens_per_informative_group`` are
+    made of; without this hook they are null.
+    """
+    if evaluation:
+        return None
+    try:
+        runtime = get_runtime(args)
+        with runtime.own_time():
+            runtime.record_sample(sample, rollout_id)
+    except Exception:  # noqa: BLE001 - monitoring never stops training
+        logger.debug("shopsim-metrics: counting a sample's tokens failed", exc_info=True)
+    return None

@@ -39,6 +39,8 @@ SAVE_SUBDIR = "shopsim"
 WANDB_MODES = ("auto", "join", "standalone", "off")
 PROMPT_SKIP_MODES = ("off", "greso")
 PROMPT_SKIP = "shopsim_prompt_skip"
+WAVE_SIZE_MODES = ("fixed", "adaptive")
+WAVE_PREFIX = "shopsim_wave_"
 PROMPT_SKIP_RULE_PREFIX = "shopsim_prompt_skip_"
 """``shopsim_prompt_skip_<field>`` for every field of :class:`~shopsim_metrics.prompts.skip_rule.SkipRuleSettings`."""
 ALERT_LEVELS = ("INFO", "WARN", "ERROR")
@@ -208,6 +210,10 @@ def _optional_seed(value: Any) -> int | None:
     return None if value is None else integer(0)(value)
 
 
+def _optional_positive(value: Any) -> int | None:
+    return None if value is None else integer(1)(value)
+
+
 SETTINGS: tuple[Setting, ...] = (
     # filter
     Setting("shopsim_max_consecutive_failed_groups", 8, integer(1), "an integer >= 1",
@@ -258,6 +264,18 @@ SETTINGS: tuple[Setting, ...] = (
             "YAML's unquoted `off`/`no`/`false` mean `off`",
             bool_hint=" (YAML reads unquoted on/yes/true as a boolean: write greso)"),
     *_skip_rule_settings(),
+    # waves sized by the data source (shopsimrl.data_source.PromptSkipDataSource)
+    Setting("shopsim_wave_size", "fixed", choice(WAVE_SIZE_MODES), "one of fixed, adaptive",
+            "`fixed` (slime's `over_sampling_batch_size` groups per wave) or `adaptive`: with "
+            "`--data-source-path shopsimrl.data_source.PromptSkipDataSource`, each wave holds the groups that fill "
+            "`rollout_batch_size` with probability ≥ `shopsim_wave_fill_probability`, from the informative rate of "
+            "recent steps and what the step still needs (§3.7)"),
+    Setting("shopsim_wave_fill_probability", 0.95, number(0.0, 1.0, low_open=True), "a number in (0, 1]",
+            "with `shopsim_wave_size: adaptive`: the probability a wave (with the groups still generating) fills "
+            "the train batch"),
+    Setting("shopsim_wave_size_cap", None, _optional_positive, "null or an integer >= 1",
+            "with `shopsim_wave_size: adaptive`: most groups per wave; `null` = `over_sampling_batch_size` "
+            "(a wave is never smaller than slime needs to leave its inner loop, `rollout_batch_size − remaining`)"),
 )
 SETTINGS_BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
 DEFAULTS: dict[str, Any] = {s.name: s.default for s in SETTINGS}
@@ -442,6 +460,10 @@ class ShopsimSettings:
     prompt_skip_p_easy_start: float = SkipRuleSettings.p_easy_start
     prompt_skip_p_hard_start: float = SkipRuleSettings.p_hard_start
     prompt_skip_seed: int | None = None  # None: slime's rollout_seed
+    wave_size: str = "fixed"  # shopsim_wave_size: fixed | adaptive
+    wave_fill_probability: float = 0.95
+    wave_size_cap: int | None = None  # None: over_sampling_batch_size
+    partial_rollout: bool = False  # slime's --partial-rollout: aborted groups are continued in a later step
 
     @classmethod
     def from_args(cls, args: Any) -> "ShopsimSettings":
@@ -485,7 +507,9 @@ class ShopsimSettings:
             prompts_table_every=values["shopsim_prompts_table_every"],
             num_rollout=_whole_or_none(getattr(args, "num_rollout", None)),
             start_rollout_id=_whole_or_none(getattr(args, "start_rollout_id", None)) or 0,
-            **{name.removeprefix(PREFIX): values[name] for name in SETTINGS_BY_NAME if name.startswith(PROMPT_SKIP)},
+            **{name.removeprefix(PREFIX): values[name] for name in SETTINGS_BY_NAME
+               if name.startswith(PROMPT_SKIP) or name.startswith(WAVE_PREFIX)},
+            partial_rollout=getattr(args, "partial_rollout", False) is True,
         )
 
 

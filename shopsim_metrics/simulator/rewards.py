@@ -3,7 +3,7 @@
 A group source has three calls: ``submit(gids, step)`` when a wave is submitted (prompt properties
 are drawn then), ``group(gid, slot)`` when the group has finished and is about to be judged
 (contents are drawn then, in judgement order, which is what lets ``max_technical_streak`` cap the
-streak the filter sees), and ``tokens_generated(gid, share)`` for a group aborted when ``share`` of its
+streak the filter sees), and ``aborted_lengths(gid, share)`` for a group aborted when ``share`` of its
 generation time had passed (the tokens it had spent, never judged). ``slot`` is the group's judgement index within the step: sources reuse
 the :class:`~shopsim_metrics.simulator.samples.SimSample` objects of a slot from step to step, so building
 a group costs a few attribute writes. A slot's group stays valid until the next step begins (the
@@ -35,7 +35,7 @@ import numpy as np
 
 from shopsim_metrics.simulator.samples import SimSample
 from shopsim_metrics.simulator.config import SimConfig
-from shopsim_metrics.simulator.tokens import TokenModel, tokens_generated_by
+from shopsim_metrics.simulator.tokens import TokenModel, lengths_generated_by
 
 TECHNICAL_KINDS = ("status_failed", "reward_missing", "metadata_unscored")
 """How a simulated technical group is broken (each maps to the filter's failed check of that name)."""
@@ -51,7 +51,7 @@ class GroupSource(Protocol):
 
     def group(self, gid: int, slot: int) -> list: ...
 
-    def tokens_generated(self, gid: int, share: float) -> int: ...
+    def aborted_lengths(self, gid: int, share: float) -> list[int]: ...
 
 
 class FactoryGroupSource:
@@ -72,9 +72,9 @@ class FactoryGroupSource:
     def group(self, gid: int, slot: int) -> list:
         return self.make_group(gid)
 
-    def tokens_generated(self, gid: int, share: float) -> int:
-        """Explicit contents are built only for judged groups: an aborted one counts no tokens."""
-        return 0
+    def aborted_lengths(self, gid: int, share: float) -> list[int]:
+        """Explicit contents are built only for judged groups: an aborted one has no rollouts to count."""
+        return []
 
 
 class _SlotSource:
@@ -122,11 +122,11 @@ class _SlotSource:
             return None
         return self.tokens.group_ticks([self._lengths[gid] for gid in gids])
 
-    def tokens_generated(self, gid: int, share: float) -> int:
-        """Tokens an unjudged group of this step had produced at ``share`` of its generation time
-        (:func:`~.tokens.tokens_generated_by` of the lengths drawn at submission; 0 without a token model)."""
+    def aborted_lengths(self, gid: int, share: float) -> list[int]:
+        """Each rollout's tokens of an unjudged group of this step at ``share`` of its generation time
+        (:func:`~.tokens.lengths_generated_by` of the lengths drawn at submission; none without a token model)."""
         lengths = self._lengths.get(gid)
-        return tokens_generated_by(lengths, share) if lengths is not None else 0
+        return lengths_generated_by(lengths, share) if lengths is not None else []
 
     def _slot(self, gid: int, slot: int) -> list[SimSample]:
         slots = self._slots

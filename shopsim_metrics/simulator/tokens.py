@@ -98,6 +98,16 @@ def tokens_generated_by(lengths: Sequence[int], share: float) -> int:
         >>> tokens_generated_by([300, 100], 0.0), tokens_generated_by([300, 100], 0.25), tokens_generated_by([300, 100], 1.0)
         (0, 150, 400)
     """
+    return sum(lengths_generated_by(lengths, share))
+
+
+def lengths_generated_by(lengths: Sequence[int], share: float) -> list[int]:
+    """Each rollout's tokens when ``share`` (0 to 1) of its group's generation time has passed (see above).
+
+    Example:
+        >>> lengths_generated_by([300, 100], 0.25)
+        [75, 75]
+    """
     share = min(max(share, 0.0), 1.0)
-    produced = share * max(lengths, default=0)
-    return sum(min(length, math.floor(produced)) for length in lengths)
+    produced = math.floor(share * max(lengths, default=0))
+    return [min(length, produced) for length in lengths]

@@ -11,8 +11,14 @@ when ``remaining <= rollout_batch_size``; a dropped group lowers ``remaining`` b
 train batch while it holds fewer than ``rollout_batch_size`` groups, otherwise it is surplus.
 
 Submitted groups are derived the same way for every loop: ``submitted = remaining + drops so far``
-(slime's ``remaining`` is "submitted minus dropped"), so waves follow as
-``ceil(submitted / over_sampling_batch_size)``.
+(slime's ``remaining`` is "submitted minus dropped"). Waves follow as
+``ceil(submitted / over_sampling_batch_size)``, unless the data source said how many groups each of the
+step's waves had (:meth:`StepAccountant.wave_served`; the project's data source does, and may size them):
+then ``wave_count`` is the number of its calls and a row's ``waves_open`` counts the waves served before it.
+
+With a :class:`~shopsim_metrics.step.generated_tokens.GeneratedTokens` (fed by slime's sample hook), each
+record also says every token the step generated, aborted groups included (``total_token_count``), and
+the headline cost ``tokens_per_informative_group``; without one those fields stay None.
 
 Thread-safe: the filter (rollout thread) and the log function (manager thread) share it.
 
@@ -29,11 +35,12 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections import Counter
+from collections import Counter, deque
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
 from shopsim_metrics.step import contract as C
+from shopsim_metrics.step.generated_tokens import GeneratedTokens
 from shopsim_metrics.step.records import DecisionRow, StepRecord
 from shopsim_metrics.judging.group_judgement import SPREAD, TECHNICAL, ZERO_STD, GroupJudgement, finite_mean
 from shopsim_metrics.judging.tokens import group_tokens
@@ -99,6 +106,20 @@ class _OpenStep:
     hook_seconds: float = 0.0  # the project's own time inside the hooks for this step
 
 
+RATE_WINDOW = 8
+"""Closed steps whose judged groups make the recent informative rate that adaptive waves are sized from."""
+
+
+@dataclass(frozen=True)
+class WaveView:
+    """What a data source sizing a wave needs to know of the step and of the recent ones."""
+
+    kept: int  # groups of the step judged and not dropped so far (train batch, then surplus)
+    served: int  # groups the data source served for the step so far (the sum of its waves)
+    recent_spread: int  # groups with spread among the judged groups of the last RATE_WINDOW closed steps
+    recent_judged: int  # groups judged in those steps
+
+
 class StepAnnotator(Protocol):
     """Adds to a closed step's record what only the step's groups tell (the prompt-value fields)."""
 
@@ -118,6 +139,7 @@ class StepAccountant:
         global_batch_size: int | None = None,
         clock: Callable[[], float] | None = None,
         prompts: StepAnnotator | None = None,
+        tokens: GeneratedTokens | None = None,
     ) -> None:
         # the knobs come validated from ShopsimSettings (over_sampling_batch_size >= rollout_batch_size >= 1)
         self.rollout_batch_size = rollout_batch_size
@@ -129,7 +151,11 @@ class StepAccountant:
         """Seconds on a monotonic clock: ``judged_at`` and the wave timings read it."""
         self.prompts = prompts
         """Keys each closed step's groups by prompt and fills its prompt-value fields (None: not tracked)."""
+        self.tokens = tokens
+        """Every token of each step as slime's sample hook reported it (None: the step's total is unknown)."""
         self._lock = threading.Lock()
+        self._wave_sizes: dict[int, list[int]] = {}  # rollout_id -> the groups of each wave the data source served
+        self._recent: deque[tuple[int, int]] = deque(maxlen=RATE_WINDOW)  # (spread, judged) of the last closed steps
         self._open: _OpenStep | None = None
         self.closed: list[StepRecord] = []  # closed steps not yet emitted (read-only outside this class)
         self._last_rollout_id: int | None = None
@@ -205,6 +231,22 @@ class StepAccountant:
         self._last_rollout_id = step
         return self._open
 
+    # --- waves served by the data source ------------------------------------------------------
+    def wave_served(self, step: int, size: int) -> None:
+        """The data source served a wave of ``size`` groups for rollout step ``step``."""
+        with self._lock:
+            self._wave_sizes.setdefault(step, []).append(size)
+
+    def wave_view(self, step: int | None) -> WaveView:
+        """The step's groups kept and served so far, and the recent informative rate (for sizing a wave)."""
+        with self._lock:
+            state = self._open
+            kept = state.train_len + sum(1 for j in state.judged if j.outcome == C.OUTCOME_SURPLUS) \
+                if state is not None and state.rollout_id == step else 0
+            served = sum(self._wave_sizes.get(step, ())) if step is not None else 0
+            return WaveView(kept=kept, served=served, recent_spread=sum(s for s, _ in self._recent),
+                            recent_judged=sum(j for _, j in self._recent))
+
     # --- closing ------------------------------------------------------------------------------
     def close_step(
         self, *, stats: GenerationStats | None = None, all_groups: int | None = None, terminated: bool = False
@@ -243,7 +285,7 @@ class StepAccountant:
             closed, self.closed = self.closed, []
             return closed
 
-    def _ledger(self, state: _OpenStep) -> list[DecisionRow]:
+    def _ledger(self, state: _OpenStep, wave_sizes: list[int] | None) -> list[DecisionRow]:
         """The step's ledger rows, in judgement order."""
         start = state.judged[0].clock if state.judged else 0.0
         rows = []
@@ -254,7 +296,7 @@ class StepAccountant:
             scorable = j.scorable_rollouts
             rows.append(DecisionRow(
                 order=order,
-                waves_open=-(-judged.submitted // self.over_sampling_batch_size),
+                waves_open=self._waves_open(judged.submitted, wave_sizes),
                 group_index=j.group_index,
                 outcome=judged.outcome,
                 reason=C.REASON_OF_KIND[j.kind],
@@ -272,10 +314,23 @@ class StepAccountant:
             ))
         return rows
 
+    def _waves_open(self, submitted: int, wave_sizes: list[int] | None) -> int:
+        """Waves it took to submit ``submitted`` groups: the served sizes when known, else fixed waves."""
+        if not wave_sizes:
+            return -(-submitted // self.over_sampling_batch_size)
+        waves = served = 0
+        for size in wave_sizes:
+            if served >= submitted:
+                break
+            served += size
+            waves += 1
+        return waves
+
     def _record(
         self, state: _OpenStep, *, terminated: bool, stats: GenerationStats | None, all_groups: int | None
     ) -> StepRecord:
-        rows = self._ledger(state)
+        wave_sizes = self._take_wave_sizes(state.rollout_id)
+        rows = self._ledger(state, wave_sizes)
         counts, samples, tokens = Counter(), Counter(), Counter()  # groups, unique rollouts, tokens per outcome
         failed_checks: Counter[str] = Counter()
         zero_std_seen = 0  # zero-std groups: dropped, fallback or surplus
@@ -301,9 +356,12 @@ class StepAccountant:
             if judged.outcome in (C.OUTCOME_TRAINED, C.OUTCOME_FALLBACK):
                 train_stats.add(judged.judgement)
         all_stats = stats if stats is not None else ledger_stats
-        wave_count = math.ceil(state.submitted / self.over_sampling_batch_size)
+        wave_count = len(wave_sizes) if wave_sizes else math.ceil(state.submitted / self.over_sampling_batch_size)
         generated = sum(tokens.values())
         train_tokens = tokens[C.OUTCOME_TRAINED] + tokens[C.OUTCOME_FALLBACK]
+        live = self.tokens.take(state.rollout_id, [j.group for j in state.judged]) if self.tokens is not None else None
+        informative = counts[C.OUTCOME_TRAINED]  # trained groups with spread (fallback groups are zero-std)
+        self._recent.append((sum(1 for j in state.judged if j.judgement.kind == SPREAD), accepted))
         fill, extra = self._wave_seconds(rows, state.filled_at, wave_count)
         record = StepRecord(
             rollout_id=state.rollout_id,
@@ -356,11 +414,23 @@ class StepAccountant:
             filter_seconds=state.hook_seconds,
             first_wave_fill_seconds=fill,
             extra_wave_seconds=extra,
+            total_token_count=live.total if live is not None else None,
+            aborted_token_count=live.aborted if live is not None else None,
+            total_wasted_token_fraction=1.0 - train_tokens / live.total if live is not None and live.total else None,
+            tokens_per_informative_group=live.total / informative if live is not None and informative else None,
             decisions=rows,
         )
         if self.prompts is not None:  # after the record is complete: it may read the step's token counts
             self.prompts.annotate(record, [judged.group for judged in state.judged])
         return record
+
+    def _take_wave_sizes(self, step: int) -> list[int] | None:
+        """The wave sizes served for ``step`` (None: not reported), forgetting those of any earlier step."""
+        with_earlier = [key for key in self._wave_sizes if key <= step]
+        sizes = self._wave_sizes.get(step)
+        for key in with_earlier:
+            del self._wave_sizes[key]
+        return sizes
 
     def _wave_seconds(
         self, rows: list[DecisionRow], filled_at: int | None, wave_count: int

@@ -33,6 +33,8 @@ HOOKS_MODULE: Final = "shopsimrl.slime_runtime"
 FILTER_PATH: Final = f"{HOOKS_MODULE}.fully_scored_group_filter"
 ALL_SAMPLES_PATH: Final = f"{HOOKS_MODULE}.record_all_samples"
 LOG_PATH: Final = f"{HOOKS_MODULE}.log_rollout_step"
+SAMPLE_HOOK_PATH: Final = f"{HOOKS_MODULE}.record_generated_sample"
+"""slime's ``--rollout-sample-hook-path``: every generate call's tokens, aborted ones included."""
 
 # --- reasons (DynamicFilterOutput.reason, and so slime's drop_<reason> counters) ---------------
 REASON_TECHNICAL: Final = "shopsim_unscored_technical_group"

@@ -143,6 +143,11 @@ class StepRecord:
     filter_time_fraction: float | None = per_step(COST, None)
     first_wave_fill_seconds: float | None = per_step(COST, None)
     extra_wave_seconds: float | None = per_step(COST, None)
+    # every generated token, as the sample hook saw them (None: the hook is not wired, never guessed)
+    total_token_count: int | None = per_step(COST, None)  # every response token generated in the step
+    aborted_token_count: int | None = per_step(COST, None)  # of those, tokens of rollouts whose group was not judged in the step
+    total_wasted_token_fraction: float | None = per_step(COST, None)  # 1 - train_token_count / total_token_count
+    tokens_per_informative_group: float | None = per_step(COST, None)  # total / trained groups with spread: the headline cost
     # prompt value over time (None: not tracked)
     prompt_key_source: str | None = None  # metadata | prompt_hash | mixed | none (prompt_keys.KEY_SOURCES)
     prompt_history_limit: int | None = None  # shopsim_prompt_history_limit in force

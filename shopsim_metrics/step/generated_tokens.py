@@ -1,0 +1,121 @@
+"""Every response token generated in a rollout step, as slime's sample hook sees each generate call.
+
+slime calls every ``--rollout-sample-hook-path`` hook after each generate call of a rollout sample,
+aborted ones included (an aborted sample has status ABORTED and ``response_length`` = the tokens made
+before the abort). :class:`GeneratedTokens` adds up what those calls report, per step, so a record can
+say what the step generated in all (``total_token_count``) and how much of it belonged to groups that
+were never judged (``aborted_token_count``), instead of seeing the judged groups only.
+
+Rules:
+
+- a call counts the sample's ``response_length`` (read as :func:`~shopsim_metrics.judging.tokens.read_response_length`
+  reads it); each leaf of a fanned-out generate call is its own call, and counts its own tokens;
+- with ``--partial-rollout`` (``continues=True``) an aborted sample goes back to slime's buffer and is
+  continued in a later step with its earlier tokens still in ``response_length``: that later call counts
+  only the tokens past the length it had at its abort, so no token is counted twice (the lengths at the
+  abort are remembered by ``Sample.index``, at most :data:`CARRIED_LIMIT` of them, oldest forgotten first);
+- evaluation samples are not counted (the caller leaves them out);
+- a step's ``aborted`` tokens are the tokens generated in the step by samples whose group was not judged
+  in the step: ``total`` minus the tokens the step's judged samples were counted for in it.
+
+A step no call reported (the hook is not wired) has no figures: :meth:`GeneratedTokens.take` returns None,
+and the record's fields stay null rather than guessed.
+
+Example:
+    >>> from shopsim_metrics.simulator.samples import SimSample as S
+    >>> tokens = GeneratedTokens(continues=False)
+    >>> judged = [S(index=0, response_length=100), S(index=1, response_length=60)]
+    >>> aborted = S(index=2, response_length=30, status="aborted")
+    >>> for sample in [*judged, aborted]:
+    ...     tokens.observe(sample, step=5)
+    >>> tokens.take(5, [judged])
+    StepTokens(total=190, aborted=30)
+    >>> tokens.take(6, []) is None   # nothing reported for step 6: unknown, not 0
+    True
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Any, Hashable, Iterable
+
+from shopsim_metrics.judging.group_judgement import status_check
+from shopsim_metrics.judging.tokens import read_response_length
+
+CARRIED_LIMIT = 1_000_000
+"""Aborted samples whose length at the abort is remembered for their continuation (``--partial-rollout``)."""
+
+ABORTED = "status_aborted"
+
+
+@dataclass(frozen=True)
+class StepTokens:
+    """One step's generation as the sample hook saw it: every token, and those of groups never judged."""
+
+    total: int
+    aborted: int
+
+
+class GeneratedTokens:
+    """Tokens per step from the sample hook's calls (see the module docstring); safe across threads."""
+
+    def __init__(self, *, continues: bool = False) -> None:
+        self.continues = continues
+        """``--partial-rollout``: aborted samples are continued later, so only their new tokens count then."""
+        self._lock = threading.Lock()
+        self._steps: dict[int | None, dict[int, int]] = {}  # step -> id(sample) -> tokens generated in the step
+        self._carried: dict[Hashable, int] = {}  # Sample.index -> response_length at its abort
+
+    def observe(self, sample: Any, step: int | None) -> None:
+        """Count one generate call of ``sample`` in ``step`` (None: the step is not known; the next step taken gets it)."""
+        length = read_response_length(sample)
+        aborted = status_check(getattr(sample, "status", None)) == ABORTED
+        key = _carry_key(sample)
+        with self._lock:
+            earlier = self._carried.pop(key, 0) if self.continues and key is not None else 0
+            if self.continues and aborted and key is not None:
+                self._carried[key] = length
+                if len(self._carried) > CARRIED_LIMIT:
+                    self._carried.pop(next(iter(self._carried)))
+            bucket = self._steps.setdefault(step, {})
+            bucket[id(sample)] = bucket.get(id(sample), 0) + max(length - earlier, 0)
+
+    def take(self, step: int, judged_groups: Iterable[Any]) -> StepTokens | None:
+        """The figures of ``step`` (and of calls whose step was unknown), forgetting them and any earlier step's.
+
+        ``judged_groups``: the groups judged in the step (``list[Sample]`` or fanned-out ``list[list[Sample]]``).
+        """
+        with self._lock:
+            buckets = [self._steps.pop(key) for key in list(self._steps)
+                       if key is None or key <= step]  # earlier steps never closed: no record can take them
+        mine = [bucket for bucket in buckets if bucket]
+        if not mine:
+            return None
+        counted: dict[int, int] = {}
+        for bucket in mine:
+            for sample_id, tokens in bucket.items():
+                counted[sample_id] = counted.get(sample_id, 0) + tokens
+        total = sum(counted.values())
+        judged = sum(counted.get(id(sample), 0) for sample in _leaves(judged_groups))
+        return StepTokens(total=total, aborted=total - judged)
+
+
+def _carry_key(sample: Any) -> Hashable | None:
+    index = getattr(sample, "index", None)
+    return index if isinstance(index, int) and not isinstance(index, bool) else None
+
+
+def _leaves(groups: Iterable[Any]) -> Iterable[Any]:
+    """Every distinct sample object of the groups (fanned-out segments included)."""
+    seen: set[int] = set()
+    for group in groups:
+        try:
+            items = list(group)
+        except Exception:  # noqa: BLE001 - an unreadable group has no readable samples
+            continue
+        for item in items:
+            for sample in (item if isinstance(item, (list, tuple)) else (item,)):
+                if id(sample) not in seen:
+                    seen.add(id(sample))
+                    yield sample
