@@ -51,6 +51,7 @@ from shopsim_metrics.step import contract as C
 from shopsim_metrics.step.accounting import GenerationStats, StepAccountant
 from shopsim_metrics.step.alerts import Alert, StreakAlertPolicy
 from shopsim_metrics.step.generated_tokens import GeneratedTokens
+from shopsim_metrics.step.wave_size import adaptive_wave_size
 from shopsim_metrics.step.loop_state import LoopState, NoLoopState
 from shopsim_metrics.prompts.skip_history import MonitorSkipHistory
 from shopsim_metrics.prompts.skip_record import SkipTally
@@ -189,6 +190,47 @@ class ShopsimRuntime:
         except Exception as exc:  # noqa: BLE001 - monitoring never stops training
             self._warn_once("skip_fields", "shopsim-metrics: recording the skipped prompts failed (%s: %s); the "
                             "step's other fields are complete.", type(exc).__name__, exc)
+
+    # --- waves sized by the data source (shopsim_wave_size: adaptive) --------------------------
+    def size_wave(self, asked: int) -> int:
+        """The groups of the wave slime asks ``asked`` of, sized to fill the train batch (:mod:`~shopsim_metrics.step.wave_size`).
+
+        While no step has closed yet (nothing is known of the rates) it is ``asked``, within the same
+        bounds (at most the cap, at least what slime needs to leave its inner loop); ``asked`` itself
+        when the monitor accounts nothing. ``remaining`` is slime's live value, else the served groups
+        minus the step's drops.
+        """
+        accountant = self.accountant
+        if accountant is None:
+            return asked
+        step = self._live_step()
+        view = accountant.wave_view(step)
+        try:
+            remaining = self.loop_state.remaining_batch_size()
+        except Exception:  # noqa: BLE001 - the served groups minus the drops say the same
+            remaining = None
+        if remaining is None:
+            remaining = view.served - view.dropped
+        target = accountant.rollout_batch_size
+        cap = self.settings.wave_size_cap or accountant.over_sampling_batch_size
+        if not view.recent_judged:
+            return max(min(asked, cap), target - remaining, 1)
+        return adaptive_wave_size(
+            target=target, remaining=remaining, kept=view.kept, spread=view.recent_spread,
+            judged=view.recent_judged, fill_probability=self.settings.wave_fill_probability, cap=cap)
+
+    def wave_served(self, size: int) -> None:
+        """The data source served a wave of ``size`` groups in the live step (``wave_count`` counts the calls)."""
+        step = self._live_step()
+        if self.accountant is not None and step is not None:
+            self.accountant.wave_served(step, size)
+
+    def _live_step(self) -> int | None:
+        try:
+            step = self.loop_state.rollout_step()
+        except Exception:  # noqa: BLE001 - unknown
+            return None
+        return step if isinstance(step, int) and not isinstance(step, bool) else None
 
     # --- the project's own time (filter_seconds) ----------------------------------------------
     def own_time(self, *, emits: bool = False) -> "OwnTime":

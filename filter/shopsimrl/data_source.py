@@ -13,6 +13,12 @@ so this module imports without slime) and delegates to it:
   is put to :class:`~shopsim_metrics.prompts.skip_rule.GresoSkipRule` with its ``zero_std_run`` from
   the prompt history; the groups it skips are dropped and replacements drawn until the wave has the
   ``num_samples`` groups slime asked for.
+- ``shopsim_wave_size: adaptive`` (with either mode): each call serves the number of groups that fills
+  ``rollout_batch_size`` with probability ``shopsim_wave_fill_probability``, from the step's needs and
+  the recent steps' informative rate (the monitor's :meth:`~shopsim_metrics.monitor.ShopsimRuntime.size_wave`);
+  slime adds however many groups a call returns. The monitor is told each wave's size, so the records'
+  ``wave_count`` is the number of calls and ``submitted_group_count`` their sum. ``fixed`` (the default)
+  serves what slime asks.
 
 What a skipped prompt costs slime's bookkeeping: it was drawn, so it consumed its slot of the epoch
 (slime's ``sample_offset``, ``group_index`` and ``index`` counters moved past it). The served
@@ -81,6 +87,7 @@ from typing import Any
 
 from shopsim_metrics.prompts.keys import prompt_key
 from shopsim_metrics.settings import PROMPT_SKIP, PROMPT_SKIP_MODES, PROMPT_SKIP_RULE_PREFIX, SETTINGS_BY_NAME
+from shopsim_metrics.settings import WAVE_SIZE_MODES
 from shopsim_metrics.settings import skip_rule_settings
 from shopsim_metrics.prompts.skip_history import InMemorySkipHistory, SkipHistory
 from shopsim_metrics.prompts.skip_record import SkippedPrompt
@@ -91,7 +98,9 @@ logger = logging.getLogger("shopsim_metrics")
 
 __all__ = ["PromptSkipDataSource", "SkippedPrompt", "skip_mode", "rule_settings_from_args"]
 
-OFF, GRESO = PROMPT_SKIP_MODES
+OFF, GRESO = PROMPT_SKIP_MODES[:2]
+FIXED, ADAPTIVE = WAVE_SIZE_MODES
+WAVE_SIZE_ARG = "shopsim_wave_size"
 MODE_ARG = PROMPT_SKIP
 RULE_ARG_PREFIX = PROMPT_SKIP_RULE_PREFIX
 SLIME_DATA_SOURCE = "slime.rollout.data_source.RolloutDataSourceWithBuffer"
@@ -156,6 +165,8 @@ class PromptSkipDataSource:
                  monitor: Any = None) -> None:
         self.args = args
         self.mode = skip_mode(args)
+        self.wave_size: str = SETTINGS_BY_NAME[WAVE_SIZE_ARG].read(getattr(args, WAVE_SIZE_ARG, None))
+        """``fixed`` (serve what slime asks) or ``adaptive`` (size each wave to fill the batch)."""
         self.metadata_key: str | None = getattr(args, "shopsim_prompt_key", None)
         self.rule = GresoSkipRule(rule_settings_from_args(args))
         self._history: SkipHistory | None = history
@@ -167,7 +178,16 @@ class PromptSkipDataSource:
 
     # --- slime's interface -------------------------------------------------------------------------
     def get_samples(self, num_samples: int) -> list[list[Any]]:
-        """``num_samples`` groups; with ``greso``, skipped prompts are replaced by further draws."""
+        """``num_samples`` groups (``adaptive``: as many as fill the batch); skipped prompts are replaced by further draws."""
+        if self.wave_size == FIXED:
+            return self._serve(num_samples)
+        monitor = self.monitor
+        served = self._serve(monitor.size_wave(num_samples))
+        monitor.wave_served(len(served))
+        return served
+
+    def _serve(self, num_samples: int) -> list[list[Any]]:
+        """``num_samples`` groups: slime's data source's with ``off``; with skipping, skipped draws replaced."""
         if self.mode == OFF:
             return self.inner.get_samples(num_samples)
         self._adapt_to_closed_step()
@@ -244,13 +264,17 @@ class PromptSkipDataSource:
             self._history = self._attach()
         return self._history
 
-    def _attach(self) -> SkipHistory:
-        monitor = self._monitor
-        if monitor is None:
-            from shopsimrl.slime_runtime import get_runtime  # the process's monitor, as slime's hooks use it
+    @property
+    def monitor(self) -> Any:
+        """The monitor this data source reports to: the injected one, else the process's (as slime's hooks use it)."""
+        if self._monitor is None:
+            from shopsimrl.slime_runtime import get_runtime
 
-            monitor = get_runtime(self.args)
-        history = monitor.attach_prompt_skip(self)
+            self._monitor = get_runtime(self.args)
+        return self._monitor
+
+    def _attach(self) -> SkipHistory:
+        history = self.monitor.attach_prompt_skip(self)
         if history is None:
             logger.warning("shopsim-metrics: the monitor keeps no prompt history (shopsim_prompt_history_limit: 0, "
                            "or slime's rollout_batch_size missing): shopsim_prompt_skip has nothing to learn from "

@@ -80,6 +80,11 @@ class SimConfig:
     difficulty_drift: float = 0.0  # per step, each pool prompt's difficulty takes a normal step of this size
     # skipping prompts before generation (needs prompt_pool): "off" or "greso", through the real data source
     prompt_skip: str = "off"
+    # waves: "fixed" (over_sampling_batch_size per wave) or "adaptive" (sized by the real data source to fill
+    # the batch with wave_fill_probability, at most wave_size_cap groups; None: over_sampling_batch_size)
+    wave_size: str = "fixed"
+    wave_fill_probability: float = 0.95
+    wave_size_cap: int | None = None
     # rates reward model (tuning): when set, replaces the prompt model
     zero_std_rate: float | None = None
     # technical failures
@@ -129,6 +134,8 @@ class SimConfig:
             raise ValueError(f"SimConfig.prompt_skip must be one of off, greso; got {self.prompt_skip!r}")
         if self.prompt_skip != "off" and self.prompt_pool is None:
             raise ValueError("SimConfig.prompt_skip needs a prompt_pool: skipping learns from prompts seen again")
+        if self.wave_size not in ("fixed", "adaptive"):
+            raise ValueError(f"SimConfig.wave_size must be one of fixed, adaptive; got {self.wave_size!r}")
         if self.max_technical_streak is not None and self.max_technical_streak < 1:
             raise ValueError(f"SimConfig.max_technical_streak must be >= 1 or None; got {self.max_technical_streak!r}")
         ShopsimSettings.from_args(self.to_args())  # the knobs are checked where the hooks check them
@@ -164,6 +171,10 @@ class SimConfig:
         if self.prompt_skip != "off":
             args.shopsim_prompt_skip = self.prompt_skip
             args.rollout_seed = self.seed
+        if self.wave_size != "fixed":
+            args.shopsim_wave_size = self.wave_size
+            args.shopsim_wave_fill_probability = self.wave_fill_probability
+            args.shopsim_wave_size_cap = self.wave_size_cap
         for key, value in extra.items():
             setattr(args, key, value)
         return args

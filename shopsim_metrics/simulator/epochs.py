@@ -62,10 +62,6 @@ def pool_prompt(prompt_id: int) -> object:
             {"role": "user", "content": f"shopping task {prompt_id}"}]
 
 
-SKIP_DATA_SOURCE = "shopsimrl.data_source.PromptSkipDataSource"
-"""The data source the simulator skips through, loaded by dotted path (as slime's ``--data-source-path``)."""
-
-
 class PoolDataSource:
     """slime's default data source over the pool, for the simulator: epochs in a fresh shuffle each,
     one sample per group carrying the pool prompt (``metadata["pool_id"]``) and a running ``group_index``."""
@@ -104,11 +100,14 @@ class EpochPromptSource(PromptGroupSource):
         self._epoch_of: dict[int, int] = {}
         self._group_index_of: dict[int, int] = {}  # gid -> the data source's group_index (skipping only)
         self._drifted_to = 0  # the step the difficulties have drifted up to
-        self.data_source: Any = None
-        if config.prompt_skip != "off":
-            from shopsim_metrics.settings.preflight import load_function
 
-            self.data_source = load_function(SKIP_DATA_SOURCE)(config.to_args(), inner=PoolDataSource(self))
+    def _data_source(self) -> Any:
+        """The project's data source over the pool when the config skips prompts or sizes waves, else None."""
+        if self.config.prompt_skip == "off" and self.config.wave_size == "fixed":
+            return None
+        from shopsim_metrics.simulator.data_sources import project_data_source
+
+        return project_data_source(self.config, PoolDataSource(self))
 
     def _forget(self) -> None:
         super()._forget()
@@ -139,19 +138,19 @@ class EpochPromptSource(PromptGroupSource):
             self.difficulty += self.rng.normal(0.0, drift, self.pool)
             self._drifted_to += 1
 
-    def _draw_prompts(self, gids: range) -> list[int]:
-        """The wave's pool prompts: from the skipping data source when there is one, else the epoch order."""
-        if self.data_source is None:
+    def _draw_prompts(self, gids: range, served: list | None) -> list[int]:
+        """The wave's pool prompts: those the data source served when the loop asked it, else the epoch order."""
+        if served is None:
             return [self._next_prompt() for _ in gids]
-        groups = self.data_source.get_samples(len(gids))
+        groups = served
         for gid, group in zip(gids, groups):
             self._group_index_of[gid] = group[0].group_index
         return [group[0].metadata["pool_id"] for group in groups]
 
-    def _prepare(self, gids: range, step: int) -> None:
+    def _prepare(self, gids: range, step: int, served: list | None) -> None:
         self._drift(step)
         skill = self.config.skill_at(step)
-        for gid, prompt in zip(gids, self._draw_prompts(gids)):
+        for gid, prompt in zip(gids, self._draw_prompts(gids, served)):
             self._prompt_of[gid] = prompt
             self._epoch_of[gid] = self._epoch
             self._p_success[gid] = float(1.0 / (1.0 + np.exp(self.difficulty[prompt] - skill)))

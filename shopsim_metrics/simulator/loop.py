@@ -1,8 +1,10 @@
 """The simulated slime loop: waves, completion batches, ``remaining``, abort, and the real hooks.
 
 :class:`SimulatedSlimeLoop` runs one rollout step exactly as slime's ``generate_rollout_async``
-does (docs/training_monitoring.md §4.3): it opens a wave of ``over_sampling_batch_size``
-groups whenever ``remaining < rollout_batch_size`` between batches, takes the next completion
+does (docs/training_monitoring.md §4.3): it opens a wave whenever ``remaining < rollout_batch_size``
+between batches (``over_sampling_batch_size`` groups, or, when the group source has a data source, as
+many as the project's real data source serves when asked for them,
+:mod:`~shopsim_metrics.simulator.data_sources`), takes the next completion
 batch, judges every group of the batch in turn with the project's real filter
 (:func:`shopsimrl.slime_runtime.fully_scored_group_filter`), applies slime's drop rule, aborts what
 is still pending once the train batch is full, then calls the all-samples hook and the rollout log
@@ -139,15 +141,22 @@ class SimulatedSlimeLoop:
         batch_sizes: list[int] = []
         state.step = rollout_id
         completions.begin_step()
+        data_source = getattr(source, "data_source", None)
         while len(data) < rollout_batch_size:
-            while remaining < rollout_batch_size:  # step 1a: open a wave
-                gids = range(self._next_id, self._next_id + over_sampling_batch_size)
-                self._next_id += over_sampling_batch_size
-                source.submit(gids, rollout_id)
+            while remaining < rollout_batch_size:  # step 1a: open a wave of what the data source serves
+                served = None
+                size = over_sampling_batch_size
+                if data_source is not None:
+                    state.remaining = remaining  # slime's live remaining_batch_size, as the data source reads it
+                    served = data_source.get_samples(over_sampling_batch_size)
+                    size = len(served)
+                gids = range(self._next_id, self._next_id + size)
+                self._next_id += size
+                source.submit(gids, rollout_id, served)
                 generation_ticks = getattr(source, "generation_ticks", None) if self.token_timing else None
                 completions.submit(gids, generation_ticks(gids) if generation_ticks is not None else None)
-                remaining += over_sampling_batch_size
-                submitted += over_sampling_batch_size
+                remaining += size
+                submitted += size
                 waves += 1
             batch = completions.next_batch()  # step 1b: at least one group finishes
             batch_sizes.append(len(batch))

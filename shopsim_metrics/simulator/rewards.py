@@ -1,7 +1,8 @@
 """What finished groups hold: the group sources the simulated loop asks when it judges a group.
 
-A group source has three calls: ``submit(gids, step)`` when a wave is submitted (prompt properties
-are drawn then), ``group(gid, slot)`` when the group has finished and is about to be judged
+A group source has three calls: ``submit(gids, step, served)`` when a wave is submitted (prompt
+properties are drawn then; ``served``: the groups the data source served for the wave, when the loop
+asks one), ``group(gid, slot)`` when the group has finished and is about to be judged
 (contents are drawn then, in judgement order, which is what lets ``max_technical_streak`` cap the
 streak the filter sees), and ``aborted_lengths(gid, share)`` for a group aborted when ``share`` of its
 generation time had passed (the tokens it had spent, never judged). ``slot`` is the group's judgement index within the step: sources reuse
@@ -47,7 +48,9 @@ _NO_METADATA: dict = {}
 class GroupSource(Protocol):
     """Contents of finished groups (see the module docstring)."""
 
-    def submit(self, gids: range, step: int) -> None: ...
+    data_source: Any  # what the loop asks for each wave (slime's --data-source-path), or None: waves of the asked size
+
+    def submit(self, gids: range, step: int, served: list | None = None) -> None: ...
 
     def group(self, gid: int, slot: int) -> list: ...
 
@@ -63,10 +66,12 @@ class FactoryGroupSource:
         0
     """
 
+    data_source = None
+
     def __init__(self, make_group: Callable[[int], list]) -> None:
         self.make_group = make_group
 
-    def submit(self, gids: range, step: int) -> None:
+    def submit(self, gids: range, step: int, served: list | None = None) -> None:
         pass
 
     def group(self, gid: int, slot: int) -> list:
@@ -92,21 +97,31 @@ class _SlotSource:
         self._step: int | None = None
         self._streak = 0  # technical groups emitted in a row (judgement order, across steps)
         self._technical_rate = config.technical_rate
+        self.data_source: Any = self._data_source()
+        """What the loop asks for each wave, as slime asks its data source (None: waves of the asked size)."""
 
-    def submit(self, gids: range, step: int) -> None:
+    def submit(self, gids: range, step: int, served: list | None = None) -> None:
         if step != self._step:
             self._draws.clear()  # groups of earlier steps were aborted: forget them
             self._lengths.clear()
             self._forget()
         self._step = step
         self._technical_rate = self.config.technical_rate_at(step)
-        self._prepare(gids, step)
+        self._prepare(gids, step, served)
         if self.tokens is not None:
             self._lengths.update(zip(gids, self.tokens.lengths(self._hardness(gids))))
         rows = self.rng.random((len(gids), 3 + 2 * self.n)).tolist()
         self._draws.update(zip(gids, rows))
 
-    def _prepare(self, gids: range, step: int) -> None:
+    def _data_source(self) -> Any:
+        """The project's data source when the config sizes its waves (``wave_size: adaptive``), else None."""
+        if self.config.wave_size == "fixed":
+            return None
+        from shopsim_metrics.simulator.data_sources import CountingDataSource, project_data_source
+
+        return project_data_source(self.config, CountingDataSource())
+
+    def _prepare(self, gids: range, step: int, served: list | None) -> None:
         """Per-prompt properties drawn at submission (none by default)."""
 
     def _forget(self) -> None:
@@ -195,7 +210,7 @@ class PromptGroupSource(_SlotSource):
     def _hardness(self, gids: range) -> list[float]:
         return [self._difficulty.pop(gid) for gid in gids]
 
-    def _prepare(self, gids: range, step: int) -> None:
+    def _prepare(self, gids: range, step: int, served: list | None) -> None:
         skill = self.config.skill_at(step)
         difficulty = self.rng.normal(0.0, self.config.difficulty_spread, len(gids))
         p = (1.0 / (1.0 + np.exp(difficulty - skill))).tolist()

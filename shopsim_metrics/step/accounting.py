@@ -116,6 +116,7 @@ class WaveView:
 
     kept: int  # groups of the step judged and not dropped so far (train batch, then surplus)
     served: int  # groups the data source served for the step so far (the sum of its waves)
+    dropped: int  # groups of the step dropped so far
     recent_spread: int  # groups with spread among the judged groups of the last RATE_WINDOW closed steps
     recent_judged: int  # groups judged in those steps
 
@@ -244,7 +245,8 @@ class StepAccountant:
             kept = state.train_len + sum(1 for j in state.judged if j.outcome == C.OUTCOME_SURPLUS) \
                 if state is not None and state.rollout_id == step else 0
             served = sum(self._wave_sizes.get(step, ())) if step is not None else 0
-            return WaveView(kept=kept, served=served, recent_spread=sum(s for s, _ in self._recent),
+            dropped = state.drops if state is not None and state.rollout_id == step else 0
+            return WaveView(kept=kept, served=served, dropped=dropped, recent_spread=sum(s for s, _ in self._recent),
                             recent_judged=sum(j for _, j in self._recent))
 
     # --- closing ------------------------------------------------------------------------------

@@ -1,0 +1,149 @@
+"""Waves sized to fill the batch (shopsim_wave_size: adaptive): the data source sizes each wave, slime's
+identities still hold, and the sizes keep to their bounds."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from shopsim_metrics.simulator.config import SimConfig
+from shopsim_metrics.simulator.data_sources import CountingDataSource
+from shopsim_metrics.simulator.loop import Simulator, simulate
+from shopsim_metrics.step.wave_size import adaptive_wave_size, kept_at_least
+from shopsimrl.data_source import PromptSkipDataSource
+from shopsimrl.slime_runtime import reset_runtime
+
+TOKENS = dict(seconds_per_token=0.01, response_length_median=150.0)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_runtime():
+    yield
+    reset_runtime()
+
+
+class _Recorded:
+    """Wraps the data source the simulated loop asks: each call's (asked, served, remaining before it)."""
+
+    def __init__(self, source, state):
+        self.source, self.state, self.calls = source, state, []
+
+    def get_samples(self, n):
+        remaining = self.state.remaining
+        served = self.source.get_samples(n)
+        self.calls.append((self.state.step, n, len(served), remaining))
+        return served
+
+
+def _run_recorded(config):
+    """Simulate ``config`` with its real group source, whose data source's calls are recorded."""
+    from shopsim_metrics.simulator.loop import make_group_source, rng_streams, token_rng
+    from shopsim_metrics.simulator.tokens import TokenModel
+    from shopsim_metrics.step import loop_state
+
+    _, reward_rng, _ = rng_streams(config.seed)
+    source = make_group_source(config, reward_rng, TokenModel.from_config(config, token_rng(config.seed)))
+    states = []
+    real_init = loop_state.ManualLoopState.__init__
+
+    def remembering_init(self, *args, **kwargs):  # the loop's state, which the recorder reads
+        real_init(self, *args, **kwargs)
+        states.append(self)
+
+    loop_state.ManualLoopState.__init__ = remembering_init
+    try:
+        recorder = _Recorded(source.data_source, None)
+        source.data_source = recorder
+        simulator = Simulator(config, sinks=[], source=source)
+        recorder.state = _LateState(states)
+        result = simulator.run()
+    finally:
+        loop_state.ManualLoopState.__init__ = real_init
+    per_step = [[(asked, served, remaining) for step, asked, served, remaining in recorder.calls if step == o.rollout_id]
+                for o in result.outcomes]
+    return result, per_step
+
+
+class _LateState:
+    """The simulator's loop state, found once the run has made it."""
+
+    def __init__(self, states):
+        self.states = states
+
+    def __getattr__(self, name):
+        return getattr(self.states[-1], name)
+
+
+@settings(max_examples=8, deadline=None)
+@given(seed=st.integers(0, 10_000), zero_std=st.floats(0.0, 0.7), technical=st.floats(0.0, 0.15),
+       cap=st.sampled_from([None, 20, 64]))
+def test_identities_hold_and_each_wave_keeps_to_its_bounds(seed, zero_std, technical, cap):
+    config = SimConfig(steps=6, seed=seed, zero_std_rate=zero_std, technical_rate=technical, wave_size="adaptive",
+                       wave_size_cap=cap, max_technical_streak=5, over_sampling_batch_size=24, **TOKENS)
+    result, per_step = _run_recorded(config)
+    cap_in_force = cap or config.over_sampling_batch_size
+    for record, outcome, calls in zip(result.records, result.outcomes, per_step):
+        assert record.train_group_count == config.rollout_batch_size
+        assert record.wave_count == outcome.waves == len(calls)
+        assert record.submitted_group_count == outcome.submitted == sum(served for _, served, _ in calls)
+        assert record.aborted_group_count == record.submitted_group_count - record.accepted_group_count
+        for asked, served, remaining in calls:
+            assert asked == config.over_sampling_batch_size  # slime asks for over_sampling_batch_size
+            minimum = max(config.rollout_batch_size - remaining, 1)
+            assert minimum <= served <= max(cap_in_force, minimum)
+        waves_open = [row.waves_open for row in record.decisions]
+        assert waves_open == sorted(waves_open) and waves_open[-1] <= record.wave_count
+
+
+def test_adaptive_waves_cut_the_aborted_generation_at_a_high_informative_rate():
+    fixed = simulate(SimConfig(steps=30, seed=2, zero_std_rate=0.15, over_sampling_batch_size=48, **TOKENS))
+    adaptive = simulate(SimConfig(steps=30, seed=2, zero_std_rate=0.15, over_sampling_batch_size=48,
+                                  wave_size="adaptive", **TOKENS))
+    aborted = [sum(r.aborted_token_count for r in run.records) for run in (fixed, adaptive)]
+    assert aborted[1] < 0.5 * aborted[0]
+    second = [np.mean([o.waves > 1 for o in run.outcomes]) for run in (fixed, adaptive)]
+    assert second[1] <= 0.1
+
+
+def test_the_first_step_is_served_as_asked_and_the_fixed_mode_never_asks_the_monitor():
+    args = SimpleNamespace(shopsim_wave_size="fixed", rollout_batch_size=4, n_samples_per_prompt=1)
+    source = PromptSkipDataSource(args, inner=CountingDataSource(), monitor=object())  # object(): never asked
+    assert len(source.get_samples(9)) == 9
+    adaptive = SimConfig(steps=1, seed=0, zero_std_rate=0.0, wave_size="adaptive", over_sampling_batch_size=40)
+    (outcome,) = simulate(adaptive).outcomes
+    assert outcome.submitted == 40  # nothing known of the rates before the first step closes
+
+
+def test_a_bad_wave_setting_is_named():
+    from shopsim_metrics.settings import ShopsimConfigError
+
+    with pytest.raises(ShopsimConfigError, match="shopsim_wave_size: expected one of fixed, adaptive; got 'big'"):
+        PromptSkipDataSource(SimpleNamespace(shopsim_wave_size="big"), inner=CountingDataSource())
+
+
+@settings(max_examples=300, deadline=None)
+@given(target=st.integers(1, 40), remaining=st.integers(0, 60), kept_share=st.floats(0, 1),
+       spread=st.integers(0, 300), extra=st.integers(0, 300), p=st.floats(0.05, 0.999), cap=st.integers(1, 80))
+def test_the_size_is_the_smallest_that_fills_within_its_bounds(target, remaining, kept_share, spread, extra, p, cap):
+    kept = min(int(kept_share * min(target, remaining)), target - 1)
+    judged = spread + extra
+    size = adaptive_wave_size(target=target, remaining=remaining, kept=kept, spread=spread, judged=judged,
+                              fill_probability=p, cap=cap)
+    minimum = max(target - remaining, 1)
+    assert minimum <= size <= max(cap, minimum)
+    in_flight, need = remaining - kept, target - kept
+    fills = kept_at_least(in_flight + size, need, spread, judged) >= p
+    assert fills or size == max(cap, minimum)
+    if size > minimum:  # one group fewer would not have been enough
+        assert kept_at_least(in_flight + size - 1, need, spread, judged) < p
+
+
+@settings(max_examples=200, deadline=None)
+@given(groups=st.integers(0, 60), need=st.integers(0, 60), spread=st.integers(0, 200), extra=st.integers(0, 200))
+def test_the_fill_probability_is_a_probability_and_grows_with_the_groups(groups, need, spread, extra):
+    p = kept_at_least(groups, need, spread, spread + extra)
+    assert 0.0 <= p <= 1.0
+    assert kept_at_least(groups + 1, need, spread, spread + extra) >= p - 1e-12
