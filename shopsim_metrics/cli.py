@@ -59,12 +59,14 @@ def _version() -> str:
 
 def _inspect(args: argparse.Namespace) -> int:
     from shopsim_metrics.sinks.steps_reader import read_step_columns
-    from shopsim_metrics.step.table import STEP_TABLE_COLUMNS, STEP_TABLE_LEGEND, format_header, format_row
+    from shopsim_metrics.step.table import (STEP_TABLE_COLUMNS, STEP_TABLE_LEGEND, format_cost_headline, format_header,
+                                            format_row)
 
     if args.json:
         return _inspect_json(args.path)
     names = tuple(name for _, name, _ in STEP_TABLE_COLUMNS)
-    table = read_step_columns(args.path, names=names + ("terminated",))
+    cost = ("total_token_count", "aborted_token_count")
+    table = read_step_columns(args.path, names=names + ("terminated",) + cost)
     out = sys.stdout
     out.write(format_header(names) + "\n")
     cols = {name: table.rollout_ids if name == "rollout_id" else table.columns[name] for name in names}
@@ -72,8 +74,19 @@ def _inspect(args: argparse.Namespace) -> int:
         row = format_row({name: col[i] for name, col in cols.items()}, names)
         out.write(row + (" TERMINATED" if terminated else "") + "\n")
     out.write(f"{len(table)} steps" + "".join(f"; {note}" for note in table.report.notes()) + "\n")
+    out.write(format_cost_headline(*_run_cost(table.columns)) + "\n")
     out.write(STEP_TABLE_LEGEND + "\n")
     return 0
+
+
+def _run_cost(columns: dict) -> tuple[int | None, int | None, int, int]:
+    """A run's tokens (None: no step counted them), aborted tokens, informative trained groups and steps."""
+    counted = [i for i, total in enumerate(columns["total_token_count"]) if total is not None]
+    total = sum(columns["total_token_count"][i] for i in counted) if counted else None
+    aborted = sum(columns["aborted_token_count"][i] or 0 for i in counted) if counted else None
+    informative = sum((columns["train_group_count"][i] or 0) - (columns["fallback_group_count"][i] or 0)
+                      for i in counted)
+    return total, aborted, informative, len(counted)
 
 
 def _inspect_json(path: str) -> int:

@@ -122,7 +122,7 @@ class ShopsimRuntime:
         self._history_partial = False  # a resume found no record of some step before start_rollout_id
         prompts = self.accountant.prompts if self.accountant is not None else None
         self.skip_tally: SkipTally | None = (
-            SkipTally(MonitorSkipHistory(prompts).tokens_per_visit, limit=prompts.history.limit)
+            SkipTally(limit=prompts.history.limit)
             if prompts is not None else None)
         """The skip fields of each record (used once a skipping data source attaches; restored on resume)."""
         self.prompt_skip_source: Any = None

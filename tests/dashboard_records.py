@@ -158,7 +158,8 @@ def make_records(steps: int = 12, *, seed: int = 7, burst_step: int = 6, termina
 
 
 def add_cost(records: list[StepRecord], *, seed: int) -> None:
-    """Tokens per outcome from the rows' tokens, and judgement times: 20-40 s per wave, 1-3 ms own time."""
+    """Tokens per outcome from the rows' tokens, aborted groups' partial tokens, and judgement times: 20-40 s
+    per wave, 1-3 ms own time."""
     rng = random.Random(seed + 2)
     for rec in records:
         clock, waves, fill, trigger = 0.0, 1, None, None
@@ -177,6 +178,11 @@ def add_cost(records: list[StepRecord], *, seed: int) -> None:
         rec.train_token_count = by_outcome["trained"] + by_outcome["fallback"]
         generated = rec.generated_token_count
         rec.wasted_token_fraction = 1 - rec.train_token_count / generated if generated else None
+        rec.aborted_token_count = sum(rng.randrange(0, 100 * N) for _ in range(rec.aborted_group_count))  # partial
+        rec.total_token_count = generated + rec.aborted_token_count
+        informative = rec.train_group_count - rec.fallback_group_count
+        rec.total_wasted_token_fraction = 1 - rec.train_token_count / rec.total_token_count
+        rec.tokens_per_informative_group = rec.total_token_count / informative if informative else None
         rec.first_wave_fill_seconds = fill
         rec.extra_wave_seconds = clock - (trigger if trigger is not None else clock) if rec.wave_count > 1 else 0.0
         rec.rollout_seconds = clock + rng.uniform(25.0, 35.0)

@@ -498,4 +498,21 @@ def test_the_skipping_section_draws_a_run_that_skips(tmp_path: Path, records: li
     data = load_dashboard_data(skipping)
     bars = step_figure(SPEC.panel("skipped_prompts"), data).data[0]
     assert list(bars.y) == [r.rollout_id % 3 for r in records]
-    assert {p.id for p in SPEC.panels_in("Skipping")} == {"skipped_prompts", "skip_p", "skip_saving", "skip_cost"}
+    assert {p.id for p in SPEC.panels_in("Skipping")} == {"skipped_prompts", "skip_p", "skip_cost"}
+
+
+def test_the_cost_section_draws_every_token_and_the_headline() -> None:
+    """The stacked tokens add up to total_token_count (aborted included); the headline is tokens per informative group."""
+    from shopsim_metrics.simulator.demo import demo_config
+    from shopsim_metrics.simulator.loop import simulate
+
+    records = simulate(demo_config(steps=8, seed=1)).records  # the sample hook wired: every token counted
+    assert all(r.total_token_count for r in records)
+    data = load_dashboard_data(records)
+    stacked = step_figure(SPEC.panel("cost_tokens"), data).data
+    assert [s.name for s in stacked][-1] == "aborted (never judged)"
+    sums = [sum(s.y[i] for s in stacked) for i in range(len(records))]
+    assert sums == [r.total_token_count for r in records]
+    headline = step_figure(SPEC.panel("cost_per_signal"), data).data[0]
+    assert list(headline.y) == pytest.approx([r.tokens_per_informative_group for r in records])
+    assert SPEC.panels_in("Cost")[0].id == "cost_per_signal"

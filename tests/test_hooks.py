@@ -244,9 +244,10 @@ def test_cli_inspect_prints_one_row_per_step(tmp_path, capsys):
     sink.emit(StepRecord(rollout_id=1, wave_count=3, terminated=True))
     assert main(["inspect", str(tmp_path)]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert len(lines) == 5 and "0.250" in lines[1] and lines[2].endswith("TERMINATED") and lines[3] == "2 steps"
+    assert len(lines) == 6 and "0.250" in lines[1] and lines[2].endswith("TERMINATED") and lines[3] == "2 steps"
+    assert lines[4].startswith("tokens per informative trained group: - (the sample hook was not wired")
     assert lines[0].split()[:4] == ["step", "waves", "accepted", "train"]
-    assert lines[4].startswith("accepted = groups judged by the filter")  # the legend: the contract's meanings
+    assert lines[5].startswith("accepted = groups judged by the filter")  # the legend: the contract's meanings
 
 
 def test_demo_and_inspect_print_the_same_columns_for_the_same_records(tmp_path, capsys):

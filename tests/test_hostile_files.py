@@ -123,9 +123,9 @@ def test_damaged_files_give_one_line_or_a_complete_read_with_a_count(tmp_path: P
                 continue
             assert proc.returncode == 0, context
             if label == "inspect":
-                ids = [int(row.split()[0]) for row in proc.stdout.splitlines()[1:-2]]  # header; summary, legend
+                ids = [int(row.split()[0]) for row in proc.stdout.splitlines()[1:-3]]  # header; summary, cost, legend
                 assert len(ids) == expected and ids == sorted(set(ids)), context
-                summary = proc.stdout.splitlines()[-2]
+                summary = proc.stdout.splitlines()[-3]
                 assert summary.startswith(f"{expected} steps"), context
                 if name != "duplicated":
                     assert "skipped" in summary and "bad line" in summary, context

@@ -11,6 +11,7 @@ import pytest
 
 from shopsim_metrics.prompts.keys import prompt_key
 from shopsim_metrics.sinks import MemorySink
+from shopsim_metrics.step.contract import SKIPPED_PROMPT_COLUMNS
 from shopsim_metrics.step.loop_state import ManualLoopState
 from tests.test_data_source import CERTAIN, FakeSlimeDataSource, pool
 from tests.wandb_helpers import wandb_env  # noqa: F401 - a fixture
@@ -89,10 +90,8 @@ def test_each_record_says_what_was_skipped_and_what_it_cost(tmp_path) -> None:
         assert record.skipped_prompt_count == len(record.skipped_prompts) > 0
         assert {row["prompt_key"] for row in record.skipped_prompts} <= hard_keys
         assert all(row["zero_std_run"] == 1 and row["skip_probability"] == 1.0 for row in record.skipped_prompts)
-        assert all(row["token_estimate"] == N * 100 for row in record.skipped_prompts)  # the prompt's own visit
-        assert record.skip_saved_token_estimate == N * 100 * record.skipped_prompt_count
-        assert record.skip_saved_token_fraction == pytest.approx(
-            record.skip_saved_token_estimate / (record.generated_token_count + record.skip_saved_token_estimate))
+        assert all(set(row) == set(SKIPPED_PROMPT_COLUMNS) for row in record.skipped_prompts)
+        assert not any("saved" in name for name in vars(record))  # a skip is replaced by a draw: never "saved"
         assert (record.skip_p_easy, record.skip_p_hard) == (0.0, 0.0)
         assert record.skipped_then_generated_group_count == 0 and record.skipped_then_spread_rate is None
     assert sum(r.skipped_prompt_count for r in later) == 16  # 16 spread prompts served = 2 epochs: 8 hard skipped in each
@@ -115,7 +114,6 @@ def test_a_skipped_prompt_generated_again_with_spread_is_counted(tmp_path) -> No
                                                                                         "zero_std_all_fail", 7)],
                p_easy=0.5, p_hard=0.5)
     assert (first.skipped_then_generated_group_count, first.skipped_then_spread_group_count) == (0, 0)
-    assert first.skip_saved_token_estimate == 0  # no tokens known at all
     second = StepRecord(rollout_id=1, decisions=[row(9, "a", True), row(10, "b", False), row(11, "a", True)])
     tally.fill(second, [], p_easy=0.49, p_hard=0.51)
     assert (second.skipped_then_generated_group_count, second.skipped_then_spread_group_count) == (2, 1)

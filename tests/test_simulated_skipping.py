@@ -52,11 +52,18 @@ def test_off_runs_are_unchanged_by_the_skip_settings() -> None:
     assert simulated(plain) == simulated(replace(plain, prompt_skip="off", difficulty_drift=0.0))
 
 
-def test_skipping_saves_tokens_without_losing_informative_groups() -> None:
-    saving = compare_skipping(POLARISED)
+def test_the_comparison_counts_aborted_generation_and_pools_the_seeds() -> None:
+    """On a static polarised pool skipping pays even counting what it aborts; the figure is pooled over seeds."""
+    saving = compare_skipping(POLARISED, "greso", seeds=(0, 1))
+    assert saving.seeds == (0, 1) and saving.mode == "greso"
+    assert saving.skipping.aborted_tokens > saving.off.aborted_tokens  # a richer batch fills early: surplus aborted
+    assert saving.token_ratio == pytest.approx(saving.off.tokens_per_informative_group
+                                               / saving.skipping.tokens_per_informative_group)
     assert saving.token_ratio > 1.5
-    assert saving.greso.informative_share >= saving.off.informative_share
-    assert saving.greso.waves_per_step <= saving.off.waves_per_step
+    assert saving.skipping.informative_share >= saving.off.informative_share
+    one, other = (compare_skipping(POLARISED, "greso", seeds=(seed,)) for seed in (0, 1))
+    assert saving.skipping.total_tokens == one.skipping.total_tokens + other.skipping.total_tokens
+    assert saving.skipping.informative_groups == one.skipping.informative_groups + other.skipping.informative_groups
 
 
 @hsettings(max_examples=15, deadline=None)
@@ -80,10 +87,17 @@ def test_demo_and_tune_run_with_prompt_skip(tmp_path, capsys, monkeypatch) -> No
     monkeypatch.setenv("WANDB_MODE", "disabled")
     assert main(["demo", "--out", str(tmp_path / "d"), "--steps", "12", "--no-progress", "--prompt-skip", "greso"]) == 0
     out = capsys.readouterr().out
-    assert "skipping (GRESO):" in out
+    assert "skipping: " in out and "tokens saved" not in out
+    assert "prompt skipping (greso) on the same pool and seeds (seeds 0, 1, 2;" in out
+    assert "tokens per informative trained group: " in out
+    table = {line.split()[0]: line.split() for line in out.splitlines() if line.startswith(("  off ", "  greso "))}
+    assert set(table) == {"off", "greso"} and table["off"][-1] == "0" and int(table["greso"][-1]) > 0
     lines = [json.loads(x) for x in (tmp_path / "d" / "run" / "steps.jsonl").read_text().splitlines()]
     assert sum(x["skipped_prompt_count"] for x in lines) > 0
     assert main(["tune", "--zero-std-rate", "0.7", "--steps", "60", "--jobs", "1", "--json",
                  "--prompt-skip", "greso"]) == 0
-    report = json.loads(capsys.readouterr().out)
-    assert report["prompt_skip"]["token_ratio"] > 1 and report["prompt_skip"]["greso"]["skipped_prompts"] > 0
+    report = json.loads(capsys.readouterr().out)["prompt_skip"]
+    assert report["mode"] == "greso" and report["seeds"] == [0, 1, 2] and report["skipping"]["skipped_prompts"] > 0
+    assert report["token_ratio"] == pytest.approx(report["off"]["tokens_per_informative_group"]
+                                                  / report["skipping"]["tokens_per_informative_group"])
+    assert report["skipping"]["total_tokens"] >= report["skipping"]["aborted_tokens"] > 0

@@ -398,7 +398,10 @@ def dashboard_spec() -> DashboardSpec:
 
 
 def skipping_panels(section: str, o: dict[str, str]) -> tuple[Panel, ...]:
-    """The "Skipping" section (``shopsim_prompt_skip: greso``): what was skipped, the p values, saving and cost.
+    """The "Skipping" section (``shopsim_prompt_skip`` on): what was skipped, the p values, the signal delayed.
+
+    What skipping saves or costs is not estimated here: a skipped draw is replaced by one that is
+    generated, and the figure is the Cost section's tokens per informative trained group.
 
     A run that does not skip logs none of these keys: its panels stay empty.
     """
@@ -438,22 +441,6 @@ def skipping_panels(section: str, o: dict[str, str]) -> tuple[Panel, ...]:
             ),
         ),
         Panel(
-            id="skip_saving",
-            title="Share of generation the skips saved (estimate)",
-            description=(
-                "Estimated tokens of the skipped prompts (their tokens per visit) / (generated + saved), next to "
-                "the share of generated tokens that still did not train."
-            ),
-            kind="line",
-            source="steps",
-            section=section,
-            y_title="fraction of tokens",
-            series=(
-                Series("skip_saved_token_fraction", "saved by skipping (estimate)", color="#17becf"),
-                Series("wasted_token_fraction", "generated, not trained", color="#8c564b"),
-            ),
-        ),
-        Panel(
             id="skip_cost",
             title="Skipped prompts generated again: spread after all",
             description=(
@@ -475,15 +462,31 @@ def skipping_panels(section: str, o: dict[str, str]) -> tuple[Panel, ...]:
 
 
 def cost_panels(section: str) -> tuple[Panel, ...]:
-    """The "Cost" section: tokens by outcome, token vs sample waste, seconds per wave, own time share."""
+    """The "Cost" section: the headline cost, tokens by outcome, waste, seconds per wave, own time share."""
     o = OUTCOME_COLORS
     return (
+        Panel(
+            id="cost_per_signal",
+            title="Total tokens per informative trained group",
+            description=(
+                "Every response token generated in the step (aborted groups included: slime's sample hook) / the "
+                "trained groups whose rewards are not all equal: what one unit of learning signal cost. The "
+                "figure to compare runs, wave sizes and skip rules by. Empty without the sample hook wired."
+            ),
+            kind="line",
+            source="steps",
+            section=section,
+            y_title="tokens per informative group",
+            series=(Series("tokens_per_informative_group", "total tokens / informative trained group",
+                           color="#000000"),),
+        ),
         Panel(
             id="cost_tokens",
             title="Response tokens per step, by outcome",
             description=(
                 "Stacked: tokens of trained + fallback + technical drop + zero-std drop + surplus groups = "
-                "generated_token_count. Aborted groups were never judged: their tokens are not visible."
+                "generated_token_count, + the aborted groups' tokens (never judged; from slime's sample hook) = "
+                "total_token_count."
             ),
             kind="stacked_bar",
             source="steps",
@@ -495,14 +498,16 @@ def cost_panels(section: str) -> tuple[Panel, ...]:
                 Series("dropped_technical_token_count", "technical drop", "bar", color=o["dropped_technical"]),
                 Series("dropped_zero_std_token_count", "zero-std drop", "bar", color=o["dropped_zero_std"]),
                 Series("surplus_token_count", "surplus", "bar", color=o["surplus"]),
+                Series("aborted_token_count", "aborted (never judged)", "bar", color="#c7c7c7"),
             ),
         ),
         Panel(
             id="cost_waste",
             title="Wasted tokens next to wasted samples",
             description=(
-                "1 - train tokens / generated tokens, beside the sample-based fraction. Tokens above samples: "
-                "the groups that did not train ran longer than those that did."
+                "1 - train tokens / generated tokens, beside the sample-based fraction and 1 - train tokens / "
+                "total tokens (aborted generation included). Tokens above samples: the groups that did not train "
+                "ran longer than those that did."
             ),
             kind="line",
             source="steps",
@@ -511,6 +516,7 @@ def cost_panels(section: str) -> tuple[Panel, ...]:
             series=(
                 Series("wasted_token_fraction", "wasted token fraction", color="#e377c2"),
                 Series("wasted_sample_fraction", "wasted sample fraction", color="#8c564b"),
+                Series("total_wasted_token_fraction", "wasted of all tokens (aborted included)", color="#000000"),
             ),
         ),
         Panel(

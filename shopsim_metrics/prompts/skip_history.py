@@ -193,13 +193,6 @@ class MonitorSkipHistory:
         last = self.tracker.last_step
         return None if last is None else step_shares(*last)
 
-    def tokens_per_visit(self, key: str) -> int | None:
-        """Tokens of the prompt's visits on average (None: not tracked or no token counts): a skip's saving."""
-        stats = self.tracker.history.stats(history_key(key))
-        if stats is None or not stats.visits or not stats.tokens:
-            return None
-        return round(stats.tokens / stats.visits)
-
     def state_dict(self) -> dict[str, Any]:
         return {}
 

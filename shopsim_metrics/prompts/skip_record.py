@@ -6,9 +6,8 @@ prompts it skipped (:class:`SkippedPrompt`, one per skipped draw); when a step's
 
 - ``skipped_prompt_count`` and the ``skipped_prompts`` rows (:data:`SKIPPED_PROMPT_COLUMNS`);
 - ``skip_p_easy`` / ``skip_p_hard``: the rule's ``p`` values in force for the step's draws;
-- ``skip_saved_token_estimate``: per skipped prompt, its tokens per visit from the prompt history,
-  else the step's mean tokens per judged group; ``skip_saved_token_fraction`` = that estimate /
-  (generated tokens + the estimate): the share of generation the skips avoided;
+- no "tokens saved": a skipped draw is replaced by another draw that is generated, so what skipping
+  saves or costs shows only in the step's ``tokens_per_informative_group`` against a run without it;
 - ``skipped_then_generated_group_count``: judged groups whose prompt had been skipped since it was
   last generated; ``skipped_then_spread_group_count``: those of them with spread (the signal the
   skips delayed: what skipping cost); ``skipped_then_spread_rate`` = spread / generated.
@@ -24,11 +23,10 @@ Example:
     ...                   remaining_before=4, unique_rollouts=2, response_tokens=300, prompt_key="a")
     >>> rec = StepRecord(rollout_id=0, decisions=[row], generated_token_count=300, accepted_group_count=1)
     >>> tally.fill(rec, [SkippedPrompt("a", 2, 0.75, "zero_std_all_fail", 3)], p_easy=0.5, p_hard=0.5)
-    >>> (rec.skipped_prompt_count, rec.skip_saved_token_estimate, rec.skipped_then_spread_group_count,
-    ...  rec.skipped_then_spread_rate, rec.skip_saved_token_fraction)
-    (1, 300, 1, 1.0, 0.5)
-    >>> rec.skipped_prompts[0]["prompt_key"], rec.skipped_prompts[0]["token_estimate"]
-    ('a', 300)
+    >>> rec.skipped_prompt_count, rec.skipped_then_spread_group_count, rec.skipped_then_spread_rate
+    (1, 1, 1.0)
+    >>> rec.skipped_prompts[0]["prompt_key"], rec.skipped_prompts[0]["zero_std_run"]
+    ('a', 2)
 """
 
 from __future__ import annotations
@@ -36,7 +34,7 @@ from __future__ import annotations
 import math
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 from shopsim_metrics.judging.group_judgement import SPREAD
 from shopsim_metrics.step.contract import SKIPPED_PROMPT_COLUMNS
@@ -59,35 +57,24 @@ class SkippedPrompt:
 class SkipTally:
     """Fills each emitted record's skip fields; remembers the prompts skipped and not generated since.
 
-    ``tokens_of(key)``: a prompt's tokens per visit from the prompt history (None: unknown);
     ``limit``: prompts remembered at most as skipped-and-not-yet-generated (oldest forgotten first).
     """
 
-    def __init__(self, tokens_of: Callable[[str], int | None] | None = None,
-                 limit: int = DEFAULT_PENDING_LIMIT) -> None:
-        self.tokens_of = tokens_of
+    def __init__(self, limit: int = DEFAULT_PENDING_LIMIT) -> None:
         self.limit = limit
         self._pending: OrderedDict[str, None] = OrderedDict()  # skipped since last generated
 
     def fill(self, record: StepRecord, skipped: Sequence[SkippedPrompt], *, p_easy: float, p_hard: float) -> None:
         """Set the record's skip fields from the step's skipped prompts and its ledger."""
         rows = record.decisions or []
-        mean_tokens = record.generated_token_count / len(rows) if rows and record.generated_token_count else None
-        table, saved = [], 0.0
-        for skip in skipped:
-            known = self.tokens_of(skip.prompt_key) if self.tokens_of is not None else None
-            estimate = known if known is not None else (round(mean_tokens) if mean_tokens is not None else None)
-            saved += estimate or 0
-            table.append(dict(zip(SKIPPED_PROMPT_COLUMNS, (skip.prompt_key, skip.zero_std_run, skip.kind,
-                                                           skip.skip_probability, skip.group_index, estimate))))
+        table = [dict(zip(SKIPPED_PROMPT_COLUMNS, (skip.prompt_key, skip.zero_std_run, skip.kind,
+                                                   skip.skip_probability, skip.group_index)))
+                 for skip in skipped]
         generated, spread = self._walk([(skip.prompt_key, skip.group_index) for skip in skipped], rows)
         record.skipped_prompt_count = len(skipped)
         record.skipped_prompts = table
         record.skip_p_easy = p_easy
         record.skip_p_hard = p_hard
-        record.skip_saved_token_estimate = round(saved)
-        total = record.generated_token_count + saved
-        record.skip_saved_token_fraction = saved / total if total else None
         record.skipped_then_generated_group_count = generated
         record.skipped_then_spread_group_count = spread
         record.skipped_then_spread_rate = spread / generated if generated else None

@@ -15,6 +15,8 @@ import json
 import sys
 from typing import Any
 
+from shopsim_metrics.settings import PROMPT_SKIP_MODES, WAVE_SIZE_MODES
+
 _ERROR = "shopsim-metrics tune: error:"
 """How every error of ``tune`` starts (the prefix of every command's errors)."""
 
@@ -30,9 +32,12 @@ def register(subparsers: Any) -> None:
     demo.add_argument("--steps", type=_step_count, default=40, help="rollout steps to simulate (default: 40)")
     demo.add_argument("--seed", type=_seed, default=0, help="random seed (default: 0)")
     demo.add_argument("--no-progress", action="store_true", help="no progress bar")
-    demo.add_argument("--prompt-skip", choices=("off", "greso"), default="off",
-                      help="skip prompts before generation with GRESO's rule, through shopsimrl's data source "
-                           "(default: off)")
+    demo.add_argument("--prompt-skip", choices=PROMPT_SKIP_MODES, default="off",
+                      help="skip prompts before generation by this rule, through shopsimrl's data source, and print "
+                           "the same pool run without and with it side by side over 3 seeds (default: off)")
+    demo.add_argument("--wave-size", choices=WAVE_SIZE_MODES, default="fixed",
+                      help="shopsim_wave_size: fixed waves of over_sampling_batch_size, or adaptive (the data source "
+                           "sizes each wave to fill the batch; default: fixed)")
     demo.set_defaults(func=_demo)
 
     tune = subparsers.add_parser(
@@ -68,9 +73,12 @@ def register(subparsers: Any) -> None:
                       help="candidates simulated in parallel processes (default: one per CPU)")
     tune.add_argument("--plot", metavar="OUT.html", help="also write a plotly HTML plot")
     tune.add_argument("--json", action="store_true", help="print the report as JSON instead of the table")
-    tune.add_argument("--prompt-skip", choices=("off", "greso"), default="off",
-                      help="also report what skipping prompts with GRESO's rule saves, at the recommended size, on a "
-                           "prompt pool zero-std at the tuned rate (default: off)")
+    tune.add_argument("--prompt-skip", choices=PROMPT_SKIP_MODES, default="off",
+                      help="also run a prompt pool zero-std at the tuned rate without and with skipping by this rule, "
+                           "at the recommended size, and report total tokens per informative group side by side "
+                           "(default: off)")
+    tune.add_argument("--wave-size", choices=WAVE_SIZE_MODES, default="fixed",
+                      help="the waves of that comparison: fixed or adaptive (shopsim_wave_size; default: fixed)")
     tune.set_defaults(func=_tune)
 
 
@@ -78,7 +86,7 @@ def _demo(args: argparse.Namespace) -> int:
     from shopsim_metrics.simulator.demo import run_demo
 
     demo = run_demo(args.out, steps=args.steps, seed=args.seed, progress=not args.no_progress,
-                    prompt_skip=args.prompt_skip)
+                    prompt_skip=args.prompt_skip, wave_size=args.wave_size)
     return 1 if demo.result.terminated else 0
 
 
@@ -142,12 +150,13 @@ def _tune(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"{_ERROR} {exc}", file=sys.stderr)
         return 2
-    saving = _skip_saving(args, base, zero, technical, report.recommended) if args.prompt_skip == "greso" else None
+    saving = _skip_saving(args, base, zero, technical, report.recommended) if args.prompt_skip != "off" else None
     if args.json:
         out = report.to_dict()
         if saving is not None:
-            out["prompt_skip"] = {"token_ratio": saving.token_ratio, "off": dataclasses.asdict(saving.off),
-                                  "greso": dataclasses.asdict(saving.greso)}
+            out["prompt_skip"] = {"mode": saving.mode, "wave_size": args.wave_size, "seeds": list(saving.seeds),
+                                  "token_ratio": saving.token_ratio, "off": _run_dict(saving.off),
+                                  "skipping": _run_dict(saving.skipping)}
         print(json.dumps(out, indent=2))
     else:
         print(f"zero-std rate {zero:.4f}, technical rate {technical:.4f} ({source}); rollout_batch_size "
@@ -160,7 +169,7 @@ def _tune(args: argparse.Namespace) -> int:
         if saving is not None:
             from shopsim_metrics.simulator.skip_saving import format_saving
 
-            print(format_saving(saving, report.recommended))
+            print(format_saving(saving, report.recommended, wave_size=args.wave_size))
     if args.plot:
         path = write_plot(report, args.plot)
         print(f"plot: {path}", file=sys.stderr if args.json else sys.stdout)
@@ -181,13 +190,21 @@ def _source(args: argparse.Namespace, measured: Any) -> str:
 
 
 def _skip_saving(args: argparse.Namespace, base: Any, zero: float, technical: float, over_sampling: int) -> Any:
-    """The pool run without and with GRESO's skipping at ``over_sampling`` (tune's ``--prompt-skip greso``)."""
+    """The pool run without and with skipping at ``over_sampling`` (tune's ``--prompt-skip MODE``), 3 seeds."""
     from dataclasses import replace
 
     from shopsim_metrics.simulator.skip_saving import compare_skipping, pool_for_zero_std_rate
 
     pool = pool_for_zero_std_rate(replace(base, technical_rate=technical, seed=args.seed), zero)
-    return compare_skipping(replace(pool, over_sampling_batch_size=over_sampling, steps=min(args.steps, 200)))
+    pool = replace(pool, over_sampling_batch_size=over_sampling, steps=min(args.steps, 200), wave_size=args.wave_size)
+    return compare_skipping(pool, args.prompt_skip, seeds=(args.seed, args.seed + 1, args.seed + 2))
+
+
+def _run_dict(run: Any) -> dict[str, Any]:
+    """One setting's pooled totals and the figures derived from them (tune's JSON)."""
+    return {**dataclasses.asdict(run), "tokens_per_informative_group": run.tokens_per_informative_group,
+            "informative_share": run.informative_share, "second_wave_probability": run.second_wave_probability,
+            "aborted_tokens_per_step": run.aborted_tokens_per_step}
 
 
 def _calibrate(args: argparse.Namespace, base: Any, observed: Any, over_sampling: int | None, zero: float,

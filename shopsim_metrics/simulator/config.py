@@ -29,7 +29,7 @@ from dataclasses import dataclass, field, replace
 from types import SimpleNamespace
 from typing import Any
 
-from shopsim_metrics.settings import ShopsimSettings
+from shopsim_metrics.settings import PROMPT_SKIP_MODES, WAVE_SIZE_MODES, ShopsimSettings
 
 
 @dataclass(frozen=True)
@@ -130,12 +130,13 @@ class SimConfig:
             raise ValueError(f"SimConfig.prompt_pool must be a positive integer or None; got {self.prompt_pool!r}")
         if not (isinstance(self.difficulty_drift, (int, float)) and self.difficulty_drift >= 0):
             raise ValueError(f"SimConfig.difficulty_drift must be a number >= 0; got {self.difficulty_drift!r}")
-        if self.prompt_skip not in ("off", "greso"):
-            raise ValueError(f"SimConfig.prompt_skip must be one of off, greso; got {self.prompt_skip!r}")
+        if self.prompt_skip not in PROMPT_SKIP_MODES:
+            raise ValueError(f"SimConfig.prompt_skip must be one of {', '.join(PROMPT_SKIP_MODES)}; "
+                             f"got {self.prompt_skip!r}")
         if self.prompt_skip != "off" and self.prompt_pool is None:
             raise ValueError("SimConfig.prompt_skip needs a prompt_pool: skipping learns from prompts seen again")
-        if self.wave_size not in ("fixed", "adaptive"):
-            raise ValueError(f"SimConfig.wave_size must be one of fixed, adaptive; got {self.wave_size!r}")
+        if self.wave_size not in WAVE_SIZE_MODES:
+            raise ValueError(f"SimConfig.wave_size must be one of {', '.join(WAVE_SIZE_MODES)}; got {self.wave_size!r}")
         if self.max_technical_streak is not None and self.max_technical_streak < 1:
             raise ValueError(f"SimConfig.max_technical_streak must be >= 1 or None; got {self.max_technical_streak!r}")
         ShopsimSettings.from_args(self.to_args())  # the knobs are checked where the hooks check them

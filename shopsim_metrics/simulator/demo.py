@@ -37,7 +37,8 @@ from shopsim_metrics.step import contract
 from shopsim_metrics.step.records import StepRecord
 from shopsim_metrics.simulator.config import FailureBurst, SimConfig
 from shopsim_metrics.simulator.loop import SimulationResult, Simulator, StepOutcome
-from shopsim_metrics.simulator.tally import RunTally, format_skipping
+from shopsim_metrics.simulator.skip_saving import SkipComparison
+from shopsim_metrics.simulator.tally import RunTally, format_headline, format_skipping
 
 logger = logging.getLogger("shopsim_metrics")
 
@@ -62,13 +63,14 @@ class DemoResult:
     burst_step: int
     result: SimulationResult  # records are not kept in it (constant memory): they are in the sinks
     tally: RunTally  # the summary of the records, in constant memory
+    skip_comparison: SkipComparison | None = None  # with prompt skipping: the same pool without and with it
 
 
 DEMO_PROMPT_POOL = 192
 """Prompts in the demo's data set: six steps of 32 groups make one epoch."""
 
 
-def demo_config(*, steps: int = 40, seed: int = 0, prompt_skip: str = "off") -> SimConfig:
+def demo_config(*, steps: int = 40, seed: int = 0, prompt_skip: str = "off", wave_size: str = "fixed") -> SimConfig:
     """The demo's simulated run: slime's defaults, one burst of technical failures, and a policy that
     starts weak on hard prompts (many all-fail groups: zero-std drops and fallback early) and learns."""
     burst_step = (3 * steps) // 8
@@ -86,6 +88,7 @@ def demo_config(*, steps: int = 40, seed: int = 0, prompt_skip: str = "off") -> 
         max_technical_streak=SERVICE_RECOVERS_AFTER,
         max_consecutive_failed_groups=8,
         prompt_skip=prompt_skip,
+        wave_size=wave_size,
     )
 
 
@@ -97,8 +100,13 @@ def run_demo(
     progress: bool = True,
     stream: TextIO | None = None,
     prompt_skip: str = "off",
+    wave_size: str = "fixed",
 ) -> DemoResult:
-    """Run the demo into ``out_dir`` and print the summary to ``stream`` (default stdout)."""
+    """Run the demo into ``out_dir`` and print the summary to ``stream`` (default stdout).
+
+    With ``prompt_skip`` on, the same pool is also run without and with skipping at seeds ``seed``,
+    ``seed + 1``, ``seed + 2`` (no sinks), and the summary prints the two side by side.
+    """
     stream = stream or sys.stdout
     out = Path(out_dir)
     run_dir = out / "run"
@@ -109,7 +117,7 @@ def run_demo(
         old_path.unlink()  # a fresh record: the previous demo's steps would mix with these
         print(f"removed the previous demo's {old_path}", file=stream)
     run_dir.mkdir(parents=True, exist_ok=True)
-    config = demo_config(steps=steps, seed=seed, prompt_skip=prompt_skip)
+    config = demo_config(steps=steps, seed=seed, prompt_skip=prompt_skip, wave_size=wave_size)
 
     from shopsim_metrics.settings import ShopsimSettings
     from shopsim_metrics.sinks.factory import build_sinks
@@ -140,8 +148,14 @@ def run_demo(
             if bar is not None:
                 bar.close()
     dashboard = _write_dashboard(run_dir, out / "dashboard.html", stream)
+    comparison = None
+    if prompt_skip != "off":
+        from shopsim_metrics.simulator.skip_saving import compare_skipping
+
+        comparison = compare_skipping(config, prompt_skip, seeds=(seed, seed + 1, seed + 2))
     demo = DemoResult(out_dir=out, run_dir=run_dir, steps_path=steps_path, wandb_run_dir=found.get("wandb"),
-                      dashboard_path=dashboard, burst_step=config.bursts[0].step, result=result, tally=tally)
+                      dashboard_path=dashboard, burst_step=config.bursts[0].step, result=result, tally=tally,
+                      skip_comparison=comparison)
     print_summary(demo, stream, notes=notes)
     return demo
 
@@ -324,9 +338,16 @@ def print_summary(demo: DemoResult, stream: TextIO, *, notes: list[str] | None =
     else:
         print("not terminated: the streak stayed below the limit", file=stream)
     print(format_cost(records), file=stream)
+    print(format_headline(tally.cost_totals, tally.steps), file=stream)
     skipping = format_skipping(tally.skip_totals)
     if skipping is not None:
         print(skipping, file=stream)
+    if demo.skip_comparison is not None:
+        from shopsim_metrics.simulator.skip_saving import format_saving
+
+        config = demo.result.config
+        print(format_saving(demo.skip_comparison, config.over_sampling_batch_size,
+                            wave_size=config.wave_size), file=stream)
     print("", file=stream)
     print(f"JSONL record:   {demo.steps_path}", file=stream)
     if demo.wandb_run_dir is not None:

@@ -28,29 +28,45 @@ MAX_ALERTS = 1000
 """Alerts kept for the summary; beyond that they are counted."""
 
 
-SKIP_SUMS = ("skipped_prompt_count", "skip_saved_token_estimate", "generated_token_count",
-             "skipped_then_generated_group_count", "skipped_then_spread_group_count")
+SKIP_SUMS = ("skipped_prompt_count", "skipped_then_generated_group_count", "skipped_then_spread_group_count")
 """The fields a run that skips sums over its steps (the demo's skipping line)."""
+
+COST_SUMS = ("total_token_count", "aborted_token_count", "generated_token_count", "train_token_count")
+"""The token fields every run sums over its steps (the demo's cost lines)."""
 
 
 def format_skipping(totals: Counter) -> str | None:
     """One line on what skipping did over a run (None: the run did not skip).
 
+    A skipped prompt is replaced by another draw that is generated: what skipping saves or costs is
+    the run's tokens per informative trained group against a run without it, not this line.
+
     Example:
-        >>> format_skipping(Counter(skipped_prompt_count=10, skip_saved_token_estimate=500, generated_token_count=1500,
-        ...                         skipped_then_generated_group_count=4, skipped_then_spread_group_count=1))
-        'skipping (GRESO): 10 prompts skipped before generation, ~500 tokens saved (25.0% of generation); skipped prompts generated again: 4, 1 with spread (25.0%)'
+        >>> format_skipping(Counter(skipped_prompt_count=10, skipped_then_generated_group_count=4,
+        ...                         skipped_then_spread_group_count=1))
+        'skipping: 10 prompts skipped before generation (each replaced by a draw that was generated); skipped prompts generated again: 4, 1 with spread (25.0%)'
         >>> format_skipping(Counter()) is None
         True
     """
     if not totals:
         return None
-    saved, generated = totals["skip_saved_token_estimate"], totals["generated_token_count"]
     again, spread = totals["skipped_then_generated_group_count"], totals["skipped_then_spread_group_count"]
-    share = f"{saved / (saved + generated):.1%}" if saved + generated else "-"
     rate = f"{spread / again:.1%}" if again else "-"
-    return (f"skipping (GRESO): {totals['skipped_prompt_count']} prompts skipped before generation, ~{saved:,} tokens "
-            f"saved ({share} of generation); skipped prompts generated again: {again}, {spread} with spread ({rate})")
+    return (f"skipping: {totals['skipped_prompt_count']} prompts skipped before generation (each replaced by a draw "
+            f"that was generated); skipped prompts generated again: {again}, {spread} with spread ({rate})")
+
+
+def format_headline(totals: Counter, steps: int) -> str:
+    """The run's headline cost from :attr:`RunTally.cost_totals` (:func:`~shopsim_metrics.step.table.format_cost_headline`).
+
+    Example:
+        >>> print(format_headline(Counter(total_token_count=900, informative_groups=3, total_steps=1), 1))
+        tokens per informative trained group: 300 (every token generated, aborted groups included: 900 per step, 0 of them aborted)
+    """
+    from shopsim_metrics.step.table import format_cost_headline
+
+    total = totals["total_token_count"] if totals["total_steps"] else None
+    return format_cost_headline(total, totals["aborted_token_count"], totals["informative_groups"], steps)
 
 
 class RunTally(StepSink):
@@ -74,6 +90,7 @@ class RunTally(StepSink):
         self.alert_count = 0
         self.marked: dict[int, StepRecord] = {}  # records asked for by rollout_id (e.g. the burst step)
         self.skip_totals: Counter[str] = Counter()  # sums of the skip fields (runs that skip prompts)
+        self.cost_totals: Counter[str] = Counter()  # sums of the token fields and of the informative trained groups
         self.wanted: set[int] = set()
 
     def emit(self, record: StepRecord) -> None:
@@ -82,6 +99,10 @@ class RunTally(StepSink):
             quarter[0] += record.skippable_group_count or 0
             quarter[1] += record.repeat_zero_std_group_count or 0
         self.steps += 1
+        for name in COST_SUMS:
+            self.cost_totals[name] += getattr(record, name) or 0
+        self.cost_totals["informative_groups"] += record.train_group_count - record.fallback_group_count
+        self.cost_totals["total_steps"] += record.total_token_count is not None
         if record.skipped_prompt_count is not None:
             for name in SKIP_SUMS:
                 self.skip_totals[name] += getattr(record, name) or 0

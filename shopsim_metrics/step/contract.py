@@ -107,8 +107,7 @@ ZERO_STD_CAUSE_FIELDS: Final = step_fields(records.ZERO_STD_CAUSE)
 # --- skipping prompts before generation (per step; only in runs with shopsim_prompt_skip: greso) --------
 PROMPT_SKIP_FIELDS: Final = step_fields(records.PROMPT_SKIP)
 """The skip table of the contract ("Skipping prompts before generation"), in its order."""
-SKIPPED_PROMPT_COLUMNS: Final = ("prompt_key", "zero_std_run", "kind", "skip_probability", "group_index",
-                                 "token_estimate")
+SKIPPED_PROMPT_COLUMNS: Final = ("prompt_key", "zero_std_run", "kind", "skip_probability", "group_index")
 """Columns of the ``skipped_prompts`` rows (records file) and table (W&B ``rollout/shopsim/skipped_prompts``)."""
 
 RECONCILE_FIELD: Final = "reconcile_mismatch_count"

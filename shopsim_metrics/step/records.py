@@ -163,8 +163,6 @@ class StepRecord:
     skipped_prompt_count: int | None = per_step(PROMPT_SKIP, None)  # prompts drawn for the step's waves and skipped
     skip_p_easy: float | None = per_step(PROMPT_SKIP, None)  # the rule's p for all-pass prompts, for the step's draws
     skip_p_hard: float | None = per_step(PROMPT_SKIP, None)  # the rule's p for all-fail (and other zero-std) prompts
-    skip_saved_token_estimate: int | None = per_step(PROMPT_SKIP, None)  # per skipped prompt: its tokens per visit
-    skip_saved_token_fraction: float | None = per_step(PROMPT_SKIP, None)  # saved / (generated + saved)
     skipped_then_generated_group_count: int | None = per_step(PROMPT_SKIP, None)  # judged, skipped since last generated
     skipped_then_spread_group_count: int | None = per_step(PROMPT_SKIP, None)  # of those, with spread: the signal delayed
     skipped_then_spread_rate: float | None = per_step(PROMPT_SKIP, None)  # spread / generated among them
