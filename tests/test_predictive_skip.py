@@ -83,11 +83,12 @@ def test_a_prompt_failed_five_times_in_a_row_is_skipped_until_forgetting_brings_
     assert len(set(served)) == 11  # the never-seen prompts are served too
     skipped = ds.take_skipped()
     assert skipped and all(s.prompt_key == hard and s.kind == "zero_std_all_fail" for s in skipped)
-    evidence = sum(n * 0.995 ** (5 - step) for step in range(5))  # as of step 5, the one served
+    f, threshold = ds.history.forgetting, ds.predictor.threshold
+    evidence = sum(n * f ** (5 - step) for step in range(5))  # as of step 5, the one served
     assert all(s.skip_probability == pytest.approx(zero_std_probability(0, evidence, n)) for s in skipped)
     predicted = dict(ds.take_predictions())
-    assert predicted and all(p < 0.9 for p in predicted.values())  # only the let-through, with evidence
-    steps_to_return = next(k for k in range(200) if zero_std_probability(0, evidence * 0.995**k, n) < 0.9)
+    assert predicted and all(p < ds.predictor.threshold for p in predicted.values())  # only the let-through, with evidence
+    steps_to_return = next(k for k in range(2000) if zero_std_probability(0, evidence * f**k, n) < threshold)
     for step in range(5, 5 + steps_to_return - 1):
         ds.history.close_step(step)
     assert hard not in {prompt_key(g)[0] for g in ds.get_samples(12)}  # one step short: still skipped
@@ -134,14 +135,21 @@ def test_calibration_pairs_each_prediction_with_its_groups_verdict_even_a_step_l
 
 
 # --- what it costs, measured -----------------------------------------------------------------
-def test_where_zero_std_is_luck_of_the_draw_it_skips_almost_nothing_and_costs_no_more() -> None:
-    saving = compare_skipping(demo_config(steps=90), "predictive", seeds=(0, 1, 2))
-    greso = compare_skipping(demo_config(steps=90), "greso", seeds=(0, 1, 2))
-    assert saving.skipping.skipped_prompts < greso.skipping.skipped_prompts / 4
-    draws = saving.skipping.judged_groups + saving.skipping.skipped_prompts
-    assert saving.skipping.skipped_prompts / draws < 0.06  # the early all-fail prompts, truly persistent then
-    assert saving.token_ratio >= 0.99  # within noise of not skipping, never clearly worse
-    assert greso.token_ratio < 0.95  # GRESO's rule costs more than it saves here
+def test_where_zero_std_is_luck_of_the_draw_it_skips_nothing() -> None:
+    """Every prompt succeeds half the time: groups of 4 are zero-std 1 time in 8, by luck alone."""
+    cfg = SimConfig(steps=60, n_samples_per_prompt=4, global_batch_size=64, prompt_pool=64, skill_start=0.0,
+                    skill_end=0.0, difficulty_spread=0.0, partial_credit_rate=0.0, technical_rate=0.0)
+    predictive, greso = (compare_skipping(cfg, mode, seeds=(0, 1)) for mode in ("predictive", "greso"))
+    assert predictive.off.zero_std_share > 0.1
+    assert predictive.skipping.skipped_prompts == 0 and predictive.token_ratio == 1.0
+    assert greso.skipping.skipped_prompts > 0.05 * greso.skipping.judged_groups  # it skips on one lucky visit
+
+
+def test_on_the_demos_pool_it_costs_less_than_not_skipping_where_greso_costs_more() -> None:
+    predictive, greso = (compare_skipping(demo_config(steps=90), mode, seeds=(0, 1, 2))
+                         for mode in ("predictive", "greso"))
+    assert predictive.token_ratio > 1.0 and greso.token_ratio < 0.95
+    assert predictive.skipping.skipped_prompts < greso.skipping.skipped_prompts
 
 
 def test_on_a_persistent_polarised_pool_it_pays_counting_what_it_aborts() -> None:
@@ -155,11 +163,12 @@ def test_on_a_persistent_polarised_pool_it_pays_counting_what_it_aborts() -> Non
 def test_against_the_simulators_truth_predictive_forgoes_far_less_signal_than_greso() -> None:
     from shopsim_metrics.simulator.skip_measure import measure_skipping
 
-    cfg = SimConfig(steps=60, prompt_pool=128, skill_start=-3.0, skill_end=3.0, learning_steps=30.0,
-                    difficulty_spread=4.0, partial_credit_rate=0.0, technical_rate=0.0)
+    cfg = SimConfig(steps=80, prompt_pool=512, skill_start=-3.0, skill_end=3.0, learning_steps=40.0,
+                    difficulty_spread=4.0, difficulty_drift=0.05, partial_credit_rate=0.0, technical_rate=0.0)
     off, greso, predictive = (measure_skipping(replace(cfg, prompt_skip=mode), seeds=(0, 1))
                               for mode in ("off", "greso", "predictive"))
     assert off.lost_signal == 0 and off.skipped_prompts == 0
-    assert greso.lost_signal > 0 and predictive.lost_signal < 0.4 * greso.lost_signal
+    assert greso.lost_signal > 0 and predictive.lost_signal < 0.5 * greso.lost_signal
+    assert predictive.tokens_per_informative_group < greso.tokens_per_informative_group
     assert predictive.median_return_delay <= greso.median_return_delay  # learnable prompts come back no later
     assert all(d >= 0 for d in predictive.return_delays)

@@ -2,7 +2,7 @@
 
 Each prompt's evidence is its successes and failures over its scored rollouts (the ledger's
 ``success_count`` of ``scorable_rollouts``), each visit's counts weighed by ``forgetting ** age``
-(``age``: rollout steps since that visit), kept by the monitor's prompt history
+(``age``: rollout steps since that visit; ``shopsim_prompt_skip_forgetting``, 0.99), kept by the monitor's prompt history
 (:meth:`~shopsim_metrics.prompts.history.PromptHistory.evidence`). With Jeffreys' prior
 ``Beta(1/2, 1/2)`` the success rate's posterior is ``Beta(1/2 + successes, 1/2 + failures)``, and
 the probability that a group of ``n`` siblings is zero-std (all succeed or all fail) is the
@@ -10,7 +10,7 @@ beta-binomial's two ends:
 
     P(zero-std) = B(a + n, b) / B(a, b) + B(a, b + n) / B(a, b)
 
-A prompt is skipped when that is at least ``threshold`` (0.9). The rule is deterministic: no draw.
+A prompt is skipped when that is at least ``threshold`` (``shopsim_prompt_skip_threshold``, 0.75). The rule is deterministic: no draw.
 What brings a skipped prompt back is forgetting: unvisited, its evidence fades toward the prior
 (``P(zero-std)`` of the prior alone is 0.39 for ``n = 8``), so after enough steps it is served again
 and, if it has become learnable, seen to be so. Where zero-std is luck of the draw (a prompt that

@@ -59,9 +59,9 @@ class SkipRuleSettings:
     p_hard_start: float = 0.5
     seed: int = 0
     """seed of the rule's own random generator"""
-    threshold: float = 0.9
+    threshold: float = 0.75
     """``predictive``: skip a prompt when its predicted probability of a zero-std group is at least this"""
-    forgetting: float = 0.995
+    forgetting: float = 0.99
     """``predictive``: the weight of a prompt's evidence is multiplied by this per step since it was observed"""
 
     def __post_init__(self) -> None:
