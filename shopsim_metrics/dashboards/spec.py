@@ -424,19 +424,25 @@ def skipping_panels(section: str, o: dict[str, str]) -> tuple[Panel, ...]:
         ),
         Panel(
             id="skip_p",
-            title="GRESO's p values",
+            title="The rule at work: GRESO's p values, or the predictive rule's calibration",
             description=(
-                "A prompt with k zero-std visits in a row is skipped with probability 1 - max(p^k, floor). Each p "
-                "falls (more skipping) while its kind's zero-std share is at or above its target, rises otherwise; "
-                "the share of judged groups dropped as zero-std is drawn beside them."
+                "greso: a prompt with k zero-std visits in a row is skipped with probability 1 - max(p^k, floor); "
+                "each p falls (more skipping) while its kind's zero-std share is at or above its target, rises "
+                "otherwise. predictive: of the groups it let through with a prediction, the mean predicted "
+                "P(zero-std) against the share that were zero-std (they should track each other; realised above "
+                "predicted: it underrates zero-std) and the Brier score (0 is perfect). The share of judged "
+                "groups dropped as zero-std is drawn beside them."
             ),
             kind="line",
             source="steps",
             section=section,
-            y_title="p / share of judged groups",
+            y_title="p / probability / share",
             series=(
-                Series("skip_p_easy", "p, all-pass prompts", color=o["trained"]),
-                Series("skip_p_hard", "p, all-fail prompts", color=o["dropped_technical"]),
+                Series("skip_p_easy", "p, all-pass prompts (greso)", color=o["trained"]),
+                Series("skip_p_hard", "p, all-fail prompts (greso)", color=o["dropped_technical"]),
+                Series("skip_predicted_zero_std_mean", "predicted P(zero-std) (predictive)", color="#1f77b4"),
+                Series("skip_realised_zero_std_rate", "realised zero-std share (predictive)", color="#ff7f0e"),
+                Series("skip_brier_score", "Brier score (predictive)", color="#bcbd22"),
                 Series("zero_std_group_drop_rate", "zero-std drop rate", color="#7f7f7f"),
             ),
         ),
