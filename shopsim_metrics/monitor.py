@@ -361,8 +361,9 @@ class ShopsimRuntime:
         with self._emit_lock:
             self.accountant.close_step_of(rollout_id)
             records = self.accountant.take_closed()
-            for record in records:
-                self._emit_one(record, rollout_id, rollout_extra_metrics, rollout_time, started)
+            for record in records:  # each record is emitted whatever slime handed over (see _emit_one)
+                self._guarded_emit(record, lambda r=record: self._emit_one(
+                    r, rollout_id, rollout_extra_metrics, rollout_time, started))
             self.send_warnings(up_to=rollout_id)
         return records
 
@@ -370,20 +371,42 @@ class ShopsimRuntime:
         self, record: StepRecord, rollout_id: int, rollout_extra_metrics: dict | None, rollout_time: Any,
         started: float | None = None,
     ) -> None:
-        """Add what only the log function knows (slime's time and drop counters) and emit the record."""
+        """Add what only the log function knows (slime's time and drop counters) and emit the record.
+
+        Whatever slime hands over (metrics that are a list, NaN or text counters, an odd time), the
+        record is emitted: a value that cannot be read stays null.
+        """
         if record.rollout_id == rollout_id:
-            record.rollout_seconds = read_seconds(rollout_time)
-            if started is not None:
-                record.filter_seconds += time.perf_counter() - started
-            if record.rollout_seconds:
-                record.filter_time_fraction = record.filter_seconds / record.rollout_seconds
-            if rollout_extra_metrics is not None:
-                reconcile(record, rollout_extra_metrics)
-                if record.reconcile_mismatch_count:
-                    self._warn_once("reconcile", "shopsim-metrics: step %s: the project's drop counts differ from "
-                                    "slime's own counters %s (reported as rollout/shopsim/reconcile_mismatch_count).",
-                                    record.rollout_id, record.slime_drop_counts)
+            try:
+                self._add_slime_facts(record, rollout_extra_metrics, rollout_time, started)
+            except Exception as exc:  # noqa: BLE001 - an unreadable value never costs the step its record
+                self._warn_once("slime_facts", "shopsim-metrics: step %s: reading what slime's log function handed "
+                                "over failed (%s: %s); the record is written with those fields null.",
+                                record.rollout_id, type(exc).__name__, exc)
         self._emit(record)
+
+    def _guarded_emit(self, record: StepRecord, emit: Callable[[], None]) -> None:
+        """Run ``emit``; should it fail, hand the bare record to the sinks: a taken record is never lost."""
+        try:
+            emit()
+        except Exception as exc:  # noqa: BLE001 - monitoring never stops training, nor loses a step
+            self._warn_once("emit", "shopsim-metrics: completing the record of step %s failed (%s: %s); it is "
+                            "written as it stands.", getattr(record, "rollout_id", None), type(exc).__name__, exc)
+            self.sinks.emit(record)
+
+    def _add_slime_facts(self, record: StepRecord, rollout_extra_metrics: Any, rollout_time: Any,
+                         started: float | None) -> None:
+        record.rollout_seconds = read_seconds(rollout_time)
+        if started is not None:
+            record.filter_seconds += time.perf_counter() - started
+        if record.rollout_seconds:
+            record.filter_time_fraction = record.filter_seconds / record.rollout_seconds
+        if rollout_extra_metrics is not None:
+            reconcile(record, rollout_extra_metrics)
+            if record.reconcile_mismatch_count:
+                self._warn_once("reconcile", "shopsim-metrics: step %s: the project's drop counts differ from "
+                                "slime's own counters %s (reported as rollout/shopsim/reconcile_mismatch_count).",
+                                record.rollout_id, record.slime_drop_counts)
 
     def _emit(self, record: StepRecord) -> None:
         """Hand one record to the sinks; the run's last step carries the final prompts table.
@@ -414,7 +437,7 @@ class ShopsimRuntime:
         with self._emit_lock:
             records = self.accountant.take_closed()
             for record in records:
-                self._emit(record)
+                self._guarded_emit(record, lambda r=record: self._emit(r))
             if records:
                 self.send_warnings(up_to=records[-1].rollout_id)
 
@@ -491,19 +514,63 @@ def read_seconds(value: Any) -> float | None:
     return seconds if seconds - seconds == 0.0 and seconds >= 0.0 else None
 
 
-def reconcile(record: StepRecord, rollout_extra_metrics: dict) -> None:
+def reconcile(record: StepRecord, rollout_extra_metrics: Any) -> None:
     """Compare the record's drop counts with slime's ``rollout/dynamic_filter/drop_<reason>`` counters.
 
     Sets ``record.slime_drop_counts`` and ``record.reconcile_mismatch_count`` (the number of the two
-    shopsim reasons whose counts differ; 0 when all agree).
+    shopsim reasons whose counts differ; 0 when all agree). A counter slime did not log is 0 (slime
+    logs only the reasons that dropped a group). A counter that cannot be read as a count (NaN, inf,
+    text, negative) is None in ``slime_drop_counts`` and not compared; metrics that are not a mapping
+    (a custom rollout function's list) leave both fields None. Never raises.
+
+    Example:
+        >>> rec = StepRecord(rollout_id=0, technical_group_drop_count=2)
+        >>> reconcile(rec, {C.slime_drop_metric(C.REASON_TECHNICAL): float("nan")})
+        >>> rec.slime_drop_counts[C.REASON_TECHNICAL], rec.reconcile_mismatch_count
+        (None, 0)
+        >>> reconcile(rec, [1, 2]); rec.slime_drop_counts, rec.reconcile_mismatch_count
+        (None, None)
     """
     ours = {
         C.REASON_TECHNICAL: record.technical_group_drop_count,
         C.REASON_ZERO_STD: record.zero_std_group_drop_count,
     }
-    theirs = {reason: int(rollout_extra_metrics.get(C.slime_drop_metric(reason), 0) or 0) for reason in ours}
-    record.slime_drop_counts = theirs
-    record.reconcile_mismatch_count = sum(1 for reason in ours if ours[reason] != theirs[reason])
+    get = getattr(rollout_extra_metrics, "get", None)
+    if not callable(get):
+        record.slime_drop_counts, record.reconcile_mismatch_count = None, None
+        return
+    theirs: dict[str, int | None] = {}
+    for reason in ours:
+        try:
+            theirs[reason] = read_count(get(C.slime_drop_metric(reason), 0))
+        except Exception:  # noqa: BLE001 - a mapping whose get raises: unreadable
+            theirs[reason] = None
+    record.slime_drop_counts = theirs  # type: ignore[assignment]
+    record.reconcile_mismatch_count = sum(
+        1 for reason in ours if theirs[reason] is not None and ours[reason] != theirs[reason])
+
+
+def read_count(value: Any) -> int | None:
+    """A counter handed over by slime as a non-negative whole number, else None (never raises).
+
+    None (not logged) is 0; ``3.0`` and numpy / torch scalars are read; NaN, inf, text, bools,
+    fractions and negatives are unreadable.
+
+    Example:
+        >>> read_count(3), read_count(3.0), read_count(None), read_count(float("nan")), read_count("n/a"), read_count(-1)
+        (3, 3, 0, None, None, None)
+    """
+    if value is None:
+        return 0
+    if isinstance(value, (bool, str, bytes)):
+        return None
+    try:
+        number = float(value.item() if hasattr(value, "item") else value)
+    except Exception:  # noqa: BLE001 - an odd value is unreadable
+        return None
+    if not number - number == 0.0 or number < 0 or number != int(number):
+        return None
+    return int(number)
 
 
 # --- the process-wide runtime ---------------------------------------------------------------------
