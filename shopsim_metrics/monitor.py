@@ -12,7 +12,9 @@ Who owns what (one owner per piece of state):
   every judgement, read by the records, the alerts and the termination;
 - the current step, its ledger, its close and the closed steps not yet emitted: the accountant
   (:class:`~shopsim_metrics.step.accounting.StepAccountant`); the step number comes from the loop
-  state (slime's live ``_current_rollout_id``), and the accountant numbers on when the loop cannot say;
+  state (slime's live ``_current_rollout_id``), else the ``rollout_id`` slime's sample hook received;
+  when neither says, the accountant numbers on from ``start_rollout_id`` and the log function's
+  ``rollout_id`` renumbers the step (never a count from 0 that overwrites earlier steps);
 - every token generated per step (the sample hook's counts): the accountant's
   :class:`~shopsim_metrics.step.generated_tokens.GeneratedTokens`, fed by :meth:`ShopsimRuntime.record_sample`;
 - the sizes of the waves the data source served: the accountant (:meth:`~shopsim_metrics.step.accounting.StepAccountant.wave_served`);
@@ -92,6 +94,7 @@ class ShopsimRuntime:
                                            table_every=settings.prompts_table_every)
                 if settings.prompt_history_limit else None,  # 0: no prompt tracking
                 tokens=GeneratedTokens(continues=settings.partial_rollout),
+                first_rollout_id=settings.start_rollout_id,
             )
             if settings.rollout_batch_size is not None
             else None
@@ -129,6 +132,7 @@ class ShopsimRuntime:
         """The data source that skips prompts in this process (it attaches itself): its skips go in the records."""
         self._warned: set[str] = set()
         self._warned_lock = threading.Lock()
+        self._sample_rollout_id: int | None = None  # the rollout_id slime last handed the sample hook
         if settings.start_rollout_id > 0:
             self._restore()
 
@@ -278,10 +282,26 @@ class ShopsimRuntime:
         try:
             remaining = self.loop_state.remaining_batch_size()
             source = self.loop_state.source if remaining is not None else "mirror"
-            self.accountant.judge(judgement, self.loop_state.rollout_step(), remaining, source, samples, streak)
+            self.accountant.judge(judgement, self._judged_step(), remaining, source, samples, streak)
         except Exception as exc:  # noqa: BLE001 - never let accounting break the decision
             self._warn_once("accounting", "shopsim-metrics: accounting failed (%s: %s); the filter's decisions "
                             "are unaffected but this step's record may be incomplete.", type(exc).__name__, exc)
+
+    def _judged_step(self) -> int | None:
+        """The step of a judgement: slime's live rollout id, else the one its sample hook last received.
+
+        None (the accountant numbers on from ``start_rollout_id``, and slime's log function renumbers
+        the step) when neither is known; inside slime, that is one warning.
+        """
+        step = self._live_step()
+        if step is not None:
+            return step
+        if self.loop_state.source == "slime":
+            self._warn_once("live_rollout_id", "shopsim-metrics: slime's live rollout id (slime.rollout.sample_hooks."
+                            "_current_rollout_id) cannot be read in this slime version; each step is numbered by the "
+                            "rollout_id slime's sample hook or log function receives, else counted on from "
+                            "start_rollout_id (%d).", self.settings.start_rollout_id)
+        return self._sample_rollout_id
 
     def _current_rollout_id(self) -> int | None:
         if self.accountant is not None:
@@ -321,6 +341,8 @@ class ShopsimRuntime:
         if self.accountant is None or self.accountant.tokens is None:
             return
         step = rollout_id if isinstance(rollout_id, int) and not isinstance(rollout_id, bool) else None
+        if step is not None:
+            self._sample_rollout_id = step
         if step is None:
             try:
                 step = self.loop_state.rollout_step()
@@ -359,6 +381,8 @@ class ShopsimRuntime:
             self.send_warnings(up_to=rollout_id)
             return []
         with self._emit_lock:
+            if isinstance(rollout_id, int) and not isinstance(rollout_id, bool):
+                self.accountant.renumber(rollout_id)  # a step the loop could not number is slime's rollout_id
             self.accountant.close_step_of(rollout_id)
             records = self.accountant.take_closed()
             for record in records:  # each record is emitted whatever slime handed over (see _emit_one)
