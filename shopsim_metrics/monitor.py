@@ -66,6 +66,7 @@ from shopsim_metrics.settings import ShopsimSettings
 from shopsim_metrics.step.streak import TechnicalStreak
 from shopsim_metrics.settings import missing_knobs_warning
 from shopsim_metrics.resume import restore, resume_warning
+from shopsim_metrics.run_identity import check_fresh_run_dir, new_run_id
 
 logger = logging.getLogger("shopsim_metrics")
 
@@ -133,6 +134,13 @@ class ShopsimRuntime:
         self._warned: set[str] = set()
         self._warned_lock = threading.Lock()
         self._sample_rollout_id: int | None = None  # the rollout_id slime last handed the sample hook
+        self.process_started_at = time.time()
+        """When this process's monitor started (every record says it: the readers order writes by it)."""
+        self._record_sequence = 0  # records emitted by this monitor so far
+        self.run_id = new_run_id()
+        """The run's identity: new for a fresh run, the records' own for a resumed one (restored below)."""
+        if sinks is None and settings.start_rollout_id == 0:
+            check_fresh_run_dir(settings.run_dir)  # a fresh run never merges with another run's records
         if settings.start_rollout_id > 0:
             self._restore()
 
@@ -162,6 +170,8 @@ class ShopsimRuntime:
             self._history_partial = True
             return
         self._history_partial = restored.partial
+        if restored.run_id is not None:
+            self.run_id = restored.run_id  # a resumed run stays the same run
         warning = resume_warning(restored, start, self.settings.run_dir)
         if warning:
             logger.warning(warning)
@@ -291,12 +301,13 @@ class ShopsimRuntime:
         """The step of a judgement: slime's live rollout id, else the one its sample hook last received.
 
         None (the accountant numbers on from ``start_rollout_id``, and slime's log function renumbers
-        the step) when neither is known; inside slime, that is one warning.
+        the step) when neither is known; inside a running slime rollout, that is one warning.
         """
         step = self._live_step()
         if step is not None:
             return step
-        if self.loop_state.source == "slime":
+        expected = getattr(self.loop_state, "live_id_expected", None)
+        if callable(expected) and expected():
             self._warn_once("live_rollout_id", "shopsim-metrics: slime's live rollout id (slime.rollout.sample_hooks."
                             "_current_rollout_id) cannot be read in this slime version; each step is numbered by the "
                             "rollout_id slime's sample hook or log function receives, else counted on from "
@@ -416,6 +427,10 @@ class ShopsimRuntime:
         except Exception as exc:  # noqa: BLE001 - monitoring never stops training, nor loses a step
             self._warn_once("emit", "shopsim-metrics: completing the record of step %s failed (%s: %s); it is "
                             "written as it stands.", getattr(record, "rollout_id", None), type(exc).__name__, exc)
+            if getattr(record, "record_sequence", None) is None:
+                self._record_sequence += 1
+                record.run_id, record.process_started_at = self.run_id, self.process_started_at
+                record.record_sequence = self._record_sequence
             self.sinks.emit(record)
 
     def _add_slime_facts(self, record: StepRecord, rollout_extra_metrics: Any, rollout_time: Any,
@@ -439,6 +454,9 @@ class ShopsimRuntime:
         terminated one: slime finishes its W&B run right after it, before any exit handler of the
         hooks runs, so nothing may wait for the process's end.
         """
+        self._record_sequence += 1
+        record.run_id, record.process_started_at = self.run_id, self.process_started_at
+        record.record_sequence = self._record_sequence
         tracker = self.accountant.prompts if self.accountant is not None else None
         last = record.terminated or (self.settings.num_rollout is not None
                                      and record.rollout_id == self.settings.num_rollout - 1)

@@ -23,6 +23,9 @@ class NoLiveIdSlime:
     def remaining_batch_size(self):
         return None
 
+    def live_id_expected(self):
+        return True  # slime's rollout runs here, yet its live id cannot be read
+
 
 @pytest.fixture(autouse=True)
 def _fresh_runtime():

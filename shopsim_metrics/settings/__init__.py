@@ -228,7 +228,8 @@ SETTINGS: tuple[Setting, ...] = (
     # local record
     Setting("shopsim_run_dir", None, optional_path, "null or a directory path",
             "directory of `steps.jsonl`; `null` means `$SHOPSIM_RUN_DIR`, else `<--save>/shopsim` when "
-            "slime's `--save` is set, else `./shopsim_run` (made absolute when the runtime starts, §1.3)"),
+            "slime's `--save` is set, else `<--load>/shopsim`, else a new `./shopsim_run/run-<UTC time>-<pid>-<random>` per run "
+            "(made absolute when the runtime starts, §1.3)"),
     # W&B
     Setting("shopsim_wandb", "auto", choice(WANDB_MODES, booleans={False: "off", True: "auto"}),
             "one of auto, join, standalone, off",
@@ -382,9 +383,12 @@ def validate_slime_knobs(values: Mapping[str, Any]) -> tuple[dict[str, int | Non
     return knobs, problems
 
 
-def resolve_run_dir(run_dir: str | None, save: Any = None, environ: Mapping[str, str] | None = None) -> str:
+def resolve_run_dir(run_dir: str | None, save: Any = None, environ: Mapping[str, str] | None = None,
+                    load: Any = None) -> str:
     """The absolute directory of ``steps.jsonl``: ``shopsim_run_dir``, else ``$SHOPSIM_RUN_DIR``, else
-    ``<save>/shopsim`` (slime's checkpoint directory, normally on shared storage), else ``./shopsim_run``.
+    ``<save>/shopsim`` (slime's checkpoint directory, normally on shared storage), else ``<load>/shopsim``
+    (a resume that saves nothing more), else a new directory per run, ``./shopsim_run/<run>``
+    (:func:`fresh_run_name`: runs started in one working directory never share their records).
 
     Relative paths resolve against the current directory of the process that resolves them.
 
@@ -393,6 +397,9 @@ def resolve_run_dir(run_dir: str | None, save: Any = None, environ: Mapping[str,
         '/ckpt/run1/shopsim'
         >>> resolve_run_dir("/data/x", save="/ckpt/run1", environ={})
         '/data/x'
+        >>> a, b = resolve_run_dir(None, environ={}), resolve_run_dir(None, environ={})
+        >>> a != b and os.path.basename(os.path.dirname(a)) == DEFAULT_RUN_DIR
+        True
     """
     environ = os.environ if environ is None else environ
     if run_dir:
@@ -401,9 +408,24 @@ def resolve_run_dir(run_dir: str | None, save: Any = None, environ: Mapping[str,
         chosen = environ["SHOPSIM_RUN_DIR"]
     elif isinstance(save, (str, os.PathLike)) and os.fspath(save):
         chosen = os.path.join(os.fspath(save), SAVE_SUBDIR)
+    elif isinstance(load, (str, os.PathLike)) and os.fspath(load):
+        chosen = os.path.join(os.fspath(load), SAVE_SUBDIR)
     else:
-        chosen = DEFAULT_RUN_DIR
+        chosen = os.path.join(DEFAULT_RUN_DIR, fresh_run_name())
     return os.path.abspath(os.path.expanduser(chosen))
+
+
+def fresh_run_name() -> str:
+    """The directory of a run without ``shopsim_run_dir``, ``--save`` or ``--load``: its UTC start, its
+    process and a random part (unique per run).
+
+    >>> fresh_run_name().startswith("run-")
+    True
+    """
+    import time
+    import uuid
+
+    return f"run-{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
 
 
 def shopsim_attributes(args: Any) -> dict[str, Any]:
@@ -491,7 +513,8 @@ class ShopsimSettings:
             success_threshold=values["shopsim_success_threshold"],
             success_metadata_key=values["shopsim_success_metadata_key"],
             unscored_metadata_key=values["shopsim_unscored_metadata_key"],
-            run_dir=resolve_run_dir(values["shopsim_run_dir"], getattr(args, "save", None)),
+            run_dir=resolve_run_dir(values["shopsim_run_dir"], getattr(args, "save", None),
+                                    load=getattr(args, "load", None)),
             wandb=values["shopsim_wandb"],
             wandb_project=values["shopsim_wandb_project"],
             wandb_table_every=values["shopsim_wandb_table_every"],

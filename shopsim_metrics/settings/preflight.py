@@ -244,7 +244,7 @@ def _check_run_dir(launch: argparse.Namespace, settings: dict[str, Any], env: An
         where, source = os.path.join(launch.save, SAVE_SUBDIR), "--save"
     else:
         report.warnings.append(f"records: neither shopsim_run_dir nor --save is set, so the records go to "
-                               f"{DEFAULT_RUN_DIR}/ in the working directory of slime's rollout actor, on whatever node "
+                               f"a new {DEFAULT_RUN_DIR}/run-<time>-<pid>-<random>/ per run in the working directory of slime's rollout actor, on whatever node "
                                "Ray places it; set shopsim_run_dir to shared storage on a multi-node run")
         return
     if not os.path.isabs(os.path.expanduser(where)):
