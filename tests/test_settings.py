@@ -15,6 +15,7 @@ from shopsim_metrics.settings import (
     SETTINGS,
     SETTINGS_BY_NAME,
     ShopsimConfigError,
+    shown,
     ShopsimSettings,
     closest_key,
     resolve_run_dir,
@@ -129,7 +130,7 @@ def test_any_value_is_read_to_an_accepted_value_or_named_in_the_error(setting, v
         read = setting.read(value)
     except ShopsimConfigError as exc:
         message = str(exc)
-        assert message.startswith(f"{setting.name}: expected {setting.allowed}; got {value!r}")
+        assert message.startswith(f"{setting.name}: expected {setting.allowed}; got {shown(value)}")
         assert "\n" not in message
     else:
         assert setting.read(read) == read  # what was read is itself a valid, normalised value

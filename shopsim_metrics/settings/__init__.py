@@ -28,6 +28,7 @@ from __future__ import annotations
 import difflib
 import math
 import os
+import reprlib
 from dataclasses import MISSING, dataclass, fields
 from typing import Any, Callable, Mapping
 
@@ -49,6 +50,32 @@ SLIME_KNOBS = ("rollout_batch_size", "n_samples_per_prompt", "over_sampling_batc
 ``rollout_batch_size`` and must be >= it)."""
 
 _YAML_BOOL_HINT = " (YAML reads unquoted on/off/yes/no/true/false as a boolean: quote the value)"
+
+
+SHOWN_VALUE_CHARS = 80
+"""An error message shows at most this much of a value (an alias bomb's value is never formatted whole)."""
+
+_REPR = reprlib.Repr()
+_REPR.maxlevel, _REPR.maxlist, _REPR.maxdict, _REPR.maxtuple, _REPR.maxset = 3, 4, 4, 4, 4
+_REPR.maxstring = _REPR.maxother = _REPR.maxlong = SHOWN_VALUE_CHARS
+
+
+def shown(value: Any) -> str:
+    """A value as an error message shows it: its ``repr``, bounded (nested containers and long text cut).
+
+    Example:
+        >>> shown("x" * 1000)[-5:], len(shown("x" * 1000)) <= SHOWN_VALUE_CHARS + 10
+        ("xx...'", True)
+        >>> bomb = ["lol"] * 9
+        >>> for _ in range(9): bomb = [bomb] * 9       # YAML aliases: 9**10 strings if expanded
+        >>> len(shown(bomb)) <= 2 * SHOWN_VALUE_CHARS + 3
+        True
+    """
+    try:
+        text = _REPR.repr(value)
+    except Exception:  # noqa: BLE001 - a value whose repr raises
+        text = f"<unprintable {type(value).__name__}>"
+    return text if len(text) <= 2 * SHOWN_VALUE_CHARS else text[: 2 * SHOWN_VALUE_CHARS] + "..."
 
 
 class ShopsimConfigError(ValueError):
@@ -174,7 +201,7 @@ class Setting:
             return self.parse(value)
         except _Invalid:
             hint = self.bool_hint if isinstance(value, bool) else ""
-            raise ShopsimConfigError(f"{self.name}: expected {self.allowed}; got {value!r}{hint}") from None
+            raise ShopsimConfigError(f"{self.name}: expected {self.allowed}; got {shown(value)}{hint}") from None
 
 
 _SKIP_RULE_DOCS = {
@@ -299,7 +326,7 @@ def unknown_key_problem(key: str) -> str:
     """The one-line problem of an unknown ``shopsim_*`` key."""
     near = closest_key(key)
     hint = f"did you mean {near!r}?" if near else f"known keys: {', '.join(SETTINGS_BY_NAME)}"
-    return f"{key}: unknown key; {hint}"
+    return f"{key if len(key) <= SHOWN_VALUE_CHARS else key[:SHOWN_VALUE_CHARS] + '...'}: unknown key; {hint}"
 
 
 def validate_settings(values: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
@@ -356,7 +383,7 @@ def skip_rule_settings(values: Mapping[str, Any], rollout_seed: Any = None) -> S
         return SkipRuleSettings(**kwargs)
     except SkipRuleSettingsError as exc:
         raise ShopsimConfigError(f"{PROMPT_SKIP_RULE_PREFIX}{exc.field}: expected {exc.expected}; "
-                                 f"got {exc.value!r}") from None
+                                 f"got {shown(exc.value)}") from None
 
 
 def validate_slime_knobs(values: Mapping[str, Any]) -> tuple[dict[str, int | None], list[str]]:
@@ -374,7 +401,7 @@ def validate_slime_knobs(values: Mapping[str, Any]) -> tuple[dict[str, int | Non
     for key in SLIME_KNOBS:
         value = values.get(key)
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-            problems.append(f"{key}: expected a positive integer; got {value!r}")
+            problems.append(f"{key}: expected a positive integer; got {shown(value)}")
             value = None
         knobs[key] = value
     rollout_batch_size, over = knobs["rollout_batch_size"], knobs["over_sampling_batch_size"]
