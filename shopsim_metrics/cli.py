@@ -93,16 +93,16 @@ def _inspect_json(path: str) -> int:
     """The winning record of each rollout_id as one JSON line, in file order (two streaming passes)."""
     from pathlib import Path
 
-    from shopsim_metrics.sinks.steps_reader import ReadReport, iter_step_dicts, resolve_steps_files
+    from shopsim_metrics.sinks.steps_reader import ReadReport, Winners, iter_step_dicts, resolve_steps_files
 
     report = ReadReport(Path(resolve_steps_files(path)[1]))
-    winners: dict[int, int] = {}  # rollout_id -> index (among the good records) of its latest record
+    winners = Winners()  # the latest write of each rollout_id, by the records' own order
     for index, data in enumerate(iter_step_dicts(path, report)):
-        report.superseded += data["rollout_id"] in winners
-        winners[data["rollout_id"]] = index
+        winners.offer(data, index)
+    report.superseded, report.run_count = winners.superseded, len(winners.run_ids)
     report.check_not_empty()
     report.warn()
-    keep = set(winners.values())
+    keep = set(winners.index.values())
     for index, data in enumerate(iter_step_dicts(path)):
         if index in keep:
             sys.stdout.write(json.dumps(data, allow_nan=False, default=str) + "\n")

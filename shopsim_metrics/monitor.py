@@ -12,7 +12,9 @@ Who owns what (one owner per piece of state):
   every judgement, read by the records, the alerts and the termination;
 - the current step, its ledger, its close and the closed steps not yet emitted: the accountant
   (:class:`~shopsim_metrics.step.accounting.StepAccountant`); the step number comes from the loop
-  state (slime's live ``_current_rollout_id``), and the accountant numbers on when the loop cannot say;
+  state (slime's live ``_current_rollout_id``), else the ``rollout_id`` slime's sample hook received;
+  when neither says, the accountant numbers on from ``start_rollout_id`` and the log function's
+  ``rollout_id`` renumbers the step (never a count from 0 that overwrites earlier steps);
 - every token generated per step (the sample hook's counts): the accountant's
   :class:`~shopsim_metrics.step.generated_tokens.GeneratedTokens`, fed by :meth:`ShopsimRuntime.record_sample`;
 - the sizes of the waves the data source served: the accountant (:meth:`~shopsim_metrics.step.accounting.StepAccountant.wave_served`);
@@ -64,6 +66,7 @@ from shopsim_metrics.settings import ShopsimSettings
 from shopsim_metrics.step.streak import TechnicalStreak
 from shopsim_metrics.settings import missing_knobs_warning
 from shopsim_metrics.resume import restore, resume_warning
+from shopsim_metrics.run_identity import check_fresh_run_dir, new_run_id
 
 logger = logging.getLogger("shopsim_metrics")
 
@@ -93,6 +96,7 @@ class ShopsimRuntime:
                                            forgetting=settings.prompt_skip_forgetting)
                 if settings.prompt_history_limit else None,  # 0: no prompt tracking
                 tokens=GeneratedTokens(continues=settings.partial_rollout),
+                first_rollout_id=settings.start_rollout_id,
             )
             if settings.rollout_batch_size is not None
             else None
@@ -130,6 +134,14 @@ class ShopsimRuntime:
         """The data source that skips prompts in this process (it attaches itself): its skips go in the records."""
         self._warned: set[str] = set()
         self._warned_lock = threading.Lock()
+        self._sample_rollout_id: int | None = None  # the rollout_id slime last handed the sample hook
+        self.process_started_at = time.time()
+        """When this process's monitor started (every record says it: the readers order writes by it)."""
+        self._record_sequence = 0  # records emitted by this monitor so far
+        self.run_id = new_run_id()
+        """The run's identity: new for a fresh run, the records' own for a resumed one (restored below)."""
+        if sinks is None and settings.start_rollout_id == 0:
+            check_fresh_run_dir(settings.run_dir)  # a fresh run never merges with another run's records
         if settings.start_rollout_id > 0:
             self._restore()
 
@@ -159,6 +171,8 @@ class ShopsimRuntime:
             self._history_partial = True
             return
         self._history_partial = restored.partial
+        if restored.run_id is not None:
+            self.run_id = restored.run_id  # a resumed run stays the same run
         warning = resume_warning(restored, start, self.settings.run_dir)
         if warning:
             logger.warning(warning)
@@ -282,10 +296,27 @@ class ShopsimRuntime:
         try:
             remaining = self.loop_state.remaining_batch_size()
             source = self.loop_state.source if remaining is not None else "mirror"
-            self.accountant.judge(judgement, self.loop_state.rollout_step(), remaining, source, samples, streak)
+            self.accountant.judge(judgement, self._judged_step(), remaining, source, samples, streak)
         except Exception as exc:  # noqa: BLE001 - never let accounting break the decision
             self._warn_once("accounting", "shopsim-metrics: accounting failed (%s: %s); the filter's decisions "
                             "are unaffected but this step's record may be incomplete.", type(exc).__name__, exc)
+
+    def _judged_step(self) -> int | None:
+        """The step of a judgement: slime's live rollout id, else the one its sample hook last received.
+
+        None (the accountant numbers on from ``start_rollout_id``, and slime's log function renumbers
+        the step) when neither is known; inside a running slime rollout, that is one warning.
+        """
+        step = self._live_step()
+        if step is not None:
+            return step
+        expected = getattr(self.loop_state, "live_id_expected", None)
+        if callable(expected) and expected():
+            self._warn_once("live_rollout_id", "shopsim-metrics: slime's live rollout id (slime.rollout.sample_hooks."
+                            "_current_rollout_id) cannot be read in this slime version; each step is numbered by the "
+                            "rollout_id slime's sample hook or log function receives, else counted on from "
+                            "start_rollout_id (%d).", self.settings.start_rollout_id)
+        return self._sample_rollout_id
 
     def _current_rollout_id(self) -> int | None:
         if self.accountant is not None:
@@ -325,6 +356,8 @@ class ShopsimRuntime:
         if self.accountant is None or self.accountant.tokens is None:
             return
         step = rollout_id if isinstance(rollout_id, int) and not isinstance(rollout_id, bool) else None
+        if step is not None:
+            self._sample_rollout_id = step
         if step is None:
             try:
                 step = self.loop_state.rollout_step()
@@ -363,10 +396,13 @@ class ShopsimRuntime:
             self.send_warnings(up_to=rollout_id)
             return []
         with self._emit_lock:
+            if isinstance(rollout_id, int) and not isinstance(rollout_id, bool):
+                self.accountant.renumber(rollout_id)  # a step the loop could not number is slime's rollout_id
             self.accountant.close_step_of(rollout_id)
             records = self.accountant.take_closed()
-            for record in records:
-                self._emit_one(record, rollout_id, rollout_extra_metrics, rollout_time, started)
+            for record in records:  # each record is emitted whatever slime handed over (see _emit_one)
+                self._guarded_emit(record, lambda r=record: self._emit_one(
+                    r, rollout_id, rollout_extra_metrics, rollout_time, started))
             self.send_warnings(up_to=rollout_id)
         return records
 
@@ -374,20 +410,46 @@ class ShopsimRuntime:
         self, record: StepRecord, rollout_id: int, rollout_extra_metrics: dict | None, rollout_time: Any,
         started: float | None = None,
     ) -> None:
-        """Add what only the log function knows (slime's time and drop counters) and emit the record."""
+        """Add what only the log function knows (slime's time and drop counters) and emit the record.
+
+        Whatever slime hands over (metrics that are a list, NaN or text counters, an odd time), the
+        record is emitted: a value that cannot be read stays null.
+        """
         if record.rollout_id == rollout_id:
-            record.rollout_seconds = read_seconds(rollout_time)
-            if started is not None:
-                record.filter_seconds += time.perf_counter() - started
-            if record.rollout_seconds:
-                record.filter_time_fraction = record.filter_seconds / record.rollout_seconds
-            if rollout_extra_metrics is not None:
-                reconcile(record, rollout_extra_metrics)
-                if record.reconcile_mismatch_count:
-                    self._warn_once("reconcile", "shopsim-metrics: step %s: the project's drop counts differ from "
-                                    "slime's own counters %s (reported as rollout/shopsim/reconcile_mismatch_count).",
-                                    record.rollout_id, record.slime_drop_counts)
+            try:
+                self._add_slime_facts(record, rollout_extra_metrics, rollout_time, started)
+            except Exception as exc:  # noqa: BLE001 - an unreadable value never costs the step its record
+                self._warn_once("slime_facts", "shopsim-metrics: step %s: reading what slime's log function handed "
+                                "over failed (%s: %s); the record is written with those fields null.",
+                                record.rollout_id, type(exc).__name__, exc)
         self._emit(record)
+
+    def _guarded_emit(self, record: StepRecord, emit: Callable[[], None]) -> None:
+        """Run ``emit``; should it fail, hand the bare record to the sinks: a taken record is never lost."""
+        try:
+            emit()
+        except Exception as exc:  # noqa: BLE001 - monitoring never stops training, nor loses a step
+            self._warn_once("emit", "shopsim-metrics: completing the record of step %s failed (%s: %s); it is "
+                            "written as it stands.", getattr(record, "rollout_id", None), type(exc).__name__, exc)
+            if getattr(record, "record_sequence", None) is None:
+                self._record_sequence += 1
+                record.run_id, record.process_started_at = self.run_id, self.process_started_at
+                record.record_sequence = self._record_sequence
+            self.sinks.emit(record)
+
+    def _add_slime_facts(self, record: StepRecord, rollout_extra_metrics: Any, rollout_time: Any,
+                         started: float | None) -> None:
+        record.rollout_seconds = read_seconds(rollout_time)
+        if started is not None:
+            record.filter_seconds += time.perf_counter() - started
+        if record.rollout_seconds:
+            record.filter_time_fraction = record.filter_seconds / record.rollout_seconds
+        if rollout_extra_metrics is not None:
+            reconcile(record, rollout_extra_metrics)
+            if record.reconcile_mismatch_count:
+                self._warn_once("reconcile", "shopsim-metrics: step %s: the project's drop counts differ from "
+                                "slime's own counters %s (reported as rollout/shopsim/reconcile_mismatch_count).",
+                                record.rollout_id, record.slime_drop_counts)
 
     def _emit(self, record: StepRecord) -> None:
         """Hand one record to the sinks; the run's last step carries the final prompts table.
@@ -396,6 +458,9 @@ class ShopsimRuntime:
         terminated one: slime finishes its W&B run right after it, before any exit handler of the
         hooks runs, so nothing may wait for the process's end.
         """
+        self._record_sequence += 1
+        record.run_id, record.process_started_at = self.run_id, self.process_started_at
+        record.record_sequence = self._record_sequence
         tracker = self.accountant.prompts if self.accountant is not None else None
         last = record.terminated or (self.settings.num_rollout is not None
                                      and record.rollout_id == self.settings.num_rollout - 1)
@@ -418,7 +483,7 @@ class ShopsimRuntime:
         with self._emit_lock:
             records = self.accountant.take_closed()
             for record in records:
-                self._emit(record)
+                self._guarded_emit(record, lambda r=record: self._emit(r))
             if records:
                 self.send_warnings(up_to=records[-1].rollout_id)
 
@@ -495,19 +560,63 @@ def read_seconds(value: Any) -> float | None:
     return seconds if seconds - seconds == 0.0 and seconds >= 0.0 else None
 
 
-def reconcile(record: StepRecord, rollout_extra_metrics: dict) -> None:
+def reconcile(record: StepRecord, rollout_extra_metrics: Any) -> None:
     """Compare the record's drop counts with slime's ``rollout/dynamic_filter/drop_<reason>`` counters.
 
     Sets ``record.slime_drop_counts`` and ``record.reconcile_mismatch_count`` (the number of the two
-    shopsim reasons whose counts differ; 0 when all agree).
+    shopsim reasons whose counts differ; 0 when all agree). A counter slime did not log is 0 (slime
+    logs only the reasons that dropped a group). A counter that cannot be read as a count (NaN, inf,
+    text, negative) is None in ``slime_drop_counts`` and not compared; metrics that are not a mapping
+    (a custom rollout function's list) leave both fields None. Never raises.
+
+    Example:
+        >>> rec = StepRecord(rollout_id=0, technical_group_drop_count=2)
+        >>> reconcile(rec, {C.slime_drop_metric(C.REASON_TECHNICAL): float("nan")})
+        >>> rec.slime_drop_counts[C.REASON_TECHNICAL], rec.reconcile_mismatch_count
+        (None, 0)
+        >>> reconcile(rec, [1, 2]); rec.slime_drop_counts, rec.reconcile_mismatch_count
+        (None, None)
     """
     ours = {
         C.REASON_TECHNICAL: record.technical_group_drop_count,
         C.REASON_ZERO_STD: record.zero_std_group_drop_count,
     }
-    theirs = {reason: int(rollout_extra_metrics.get(C.slime_drop_metric(reason), 0) or 0) for reason in ours}
-    record.slime_drop_counts = theirs
-    record.reconcile_mismatch_count = sum(1 for reason in ours if ours[reason] != theirs[reason])
+    get = getattr(rollout_extra_metrics, "get", None)
+    if not callable(get):
+        record.slime_drop_counts, record.reconcile_mismatch_count = None, None
+        return
+    theirs: dict[str, int | None] = {}
+    for reason in ours:
+        try:
+            theirs[reason] = read_count(get(C.slime_drop_metric(reason), 0))
+        except Exception:  # noqa: BLE001 - a mapping whose get raises: unreadable
+            theirs[reason] = None
+    record.slime_drop_counts = theirs  # type: ignore[assignment]
+    record.reconcile_mismatch_count = sum(
+        1 for reason in ours if theirs[reason] is not None and ours[reason] != theirs[reason])
+
+
+def read_count(value: Any) -> int | None:
+    """A counter handed over by slime as a non-negative whole number, else None (never raises).
+
+    None (not logged) is 0; ``3.0`` and numpy / torch scalars are read; NaN, inf, text, bools,
+    fractions and negatives are unreadable.
+
+    Example:
+        >>> read_count(3), read_count(3.0), read_count(None), read_count(float("nan")), read_count("n/a"), read_count(-1)
+        (3, 3, 0, None, None, None)
+    """
+    if value is None:
+        return 0
+    if isinstance(value, (bool, str, bytes)):
+        return None
+    try:
+        number = float(value.item() if hasattr(value, "item") else value)
+    except Exception:  # noqa: BLE001 - an odd value is unreadable
+        return None
+    if not number - number == 0.0 or number < 0 or number != int(number):
+        return None
+    return int(number)
 
 
 # --- the process-wide runtime ---------------------------------------------------------------------

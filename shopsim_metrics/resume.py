@@ -2,7 +2,8 @@
 
 slime resumes with ``--load``: a fresh process whose ``args.start_rollout_id`` is s > 0 re-runs the
 steps after the checkpoint with the same prompts. Before its first judgement the monitor replays the
-records of ``rollout_id < s`` (the latest record of each ``rollout_id``, as every reader takes them)
+records of ``rollout_id < s`` (the latest write of each ``rollout_id`` by the records' own order, as
+every reader takes them)
 through the same streak and prompt tracker the live steps feed. Records of ``rollout_id >= s`` were
 written by the crashed process for steps that now run again: they count in no history.
 
@@ -31,13 +32,13 @@ from __future__ import annotations
 
 import logging
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from shopsim_metrics.prompts.skip_record import SkipTally
 from shopsim_metrics.prompts.value import PromptValueTracker
-from shopsim_metrics.sinks.steps_reader import NoStepRecords, ReadReport, iter_step_dicts
+from shopsim_metrics.sinks.steps_reader import NoStepRecords, ReadReport, Winners, iter_step_dicts
 from shopsim_metrics.step import contract as C
 from shopsim_metrics.step.records import StepRecord
 from shopsim_metrics.step.streak import TechnicalStreak
@@ -51,6 +52,7 @@ class Restored:
 
     steps: int
     missing: int
+    run_id: str | None = field(default=None, repr=False)  # the run resumed (None: its records carry none)
 
     @property
     def partial(self) -> bool:
@@ -67,7 +69,7 @@ def restore(run_dir: str | os.PathLike, *, start_rollout_id: int, streak: Techni
     """
     report = ReadReport(Path(run_dir))
     try:
-        latest = _latest_lines(run_dir, start_rollout_id, report)
+        latest, run_id = _latest_lines(run_dir, start_rollout_id, report)
     except (NoStepRecords, OSError, ValueError):
         return Restored(steps=0, missing=start_rollout_id)
     replayed = 0
@@ -85,17 +87,33 @@ def restore(run_dir: str | os.PathLike, *, start_rollout_id: int, streak: Techni
         if skips is not None:
             skips.replay(record)
         replayed += 1
-    return Restored(steps=replayed, missing=start_rollout_id - replayed)
+    return Restored(steps=replayed, missing=start_rollout_id - replayed, run_id=run_id)
 
 
-def _latest_lines(run_dir: Any, start_rollout_id: int, report: ReadReport) -> dict[int, int]:
-    """The index (among good records, in file order) of the latest record of each ``rollout_id < s``."""
-    latest: dict[int, int] = {}
+def _latest_lines(run_dir: Any, start_rollout_id: int, report: ReadReport) -> tuple[dict[int, int], str | None]:
+    """The index (among good records, in file order) of the latest write of each ``rollout_id < s``,
+    by the records' own order (:func:`~shopsim_metrics.sinks.steps_reader.record_order`), and the run
+    they belong to.
+
+    The run resumed is the one that wrote last below ``s``; records of another run (a directory that
+    holds more than one) are left out, records without a ``run_id`` (an older version's) count for any.
+    """
+    by_run: dict[str | None, Winners] = {}
+    every = Winners()
     for index, data in enumerate(iter_step_dicts(run_dir, report)):
         rollout_id = data["rollout_id"]
         if isinstance(rollout_id, int) and 0 <= rollout_id < start_rollout_id:
-            latest[rollout_id] = index
-    return latest
+            every.offer(data, index)
+            run_id = data.get("run_id")
+            by_run.setdefault(run_id if isinstance(run_id, str) else None, Winners()).offer(data, index)
+    run_id = every.latest_run_id
+    if run_id is None or len(by_run) == 1:
+        return every.index, run_id
+    chosen = dict(by_run.get(None, Winners()).index)
+    own = by_run[run_id]
+    for rollout_id, index in own.index.items():  # the run's own write wins over an unnamed one
+        chosen[rollout_id] = index
+    return chosen, run_id
 
 
 def resume_warning(restored: Restored, start_rollout_id: int, run_dir: str) -> str | None:

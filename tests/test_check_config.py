@@ -147,3 +147,50 @@ def test_each_problem_names_the_line_of_its_key_and_a_key_set_twice_is_a_problem
         f"{PREFIX}{path}: line 2: shopsim_wandb: expected one of auto, join, standalone, off; got 'loud'",
         f"{PREFIX}{path}: line 5: shopsim_alerts: expected true or false; got 'maybe'",
     ]
+
+
+# --- files that must not be read whole (or at all) ----------------------------------------------------
+def _alias_bomb(levels: int = 9) -> str:
+    lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x]"]
+    lines += [f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 9) + "]" for i in range(1, levels)]
+    return "\n".join(lines + [f"shopsim_wandb: *a{levels - 1}"]) + "\n"
+
+
+def test_an_alias_bomb_is_refused_in_one_line(tmp_path, capsys) -> None:
+    code, lines, _ = check(tmp_path, capsys, _alias_bomb())
+    assert code == 2 and len(lines) == 1 and "alias" in lines[0] and "not loaded" in lines[0]
+
+
+def test_aliases_within_the_bound_are_read_as_yaml_reads_them(tmp_path, capsys) -> None:
+    code, lines, _ = check(tmp_path, capsys, "base: &w off\nshopsim_wandb: *w\n")
+    assert (code, lines) == (0, [])
+
+
+def test_a_fifo_is_named_and_never_opened(tmp_path, capsys) -> None:
+    import os
+
+    fifo = tmp_path / "shopsim.yaml"
+    os.mkfifo(fifo)  # opening it for reading would block forever: no writer
+    assert main(["check-config", str(fifo)]) == 2
+    err = capsys.readouterr().err
+    assert err.strip() == f"{PREFIX}{fifo}: is a FIFO (named pipe), not a YAML file"
+
+
+def test_a_directory_and_an_oversized_file_are_refused_unread(tmp_path, capsys) -> None:
+    from shopsim_metrics.settings.check import MAX_CONFIG_BYTES
+
+    assert main(["check-config", str(tmp_path)]) == 2
+    assert capsys.readouterr().err.strip() == f"{PREFIX}{tmp_path}: is a directory, not a YAML file"
+    code, lines, _ = check(tmp_path, capsys, "# " + "x" * MAX_CONFIG_BYTES + "\n")
+    assert code == 2 and len(lines) == 1 and lines[0].startswith("larger than 1 MB")
+
+
+def test_preflight_names_a_fifo_config_without_blocking(tmp_path) -> None:
+    import os
+
+    from shopsim_metrics.settings.preflight import preflight
+
+    fifo = tmp_path / "shopsim.yaml"
+    os.mkfifo(fifo)
+    report = preflight(["--custom-config-path", str(fifo)], environ={})
+    assert any("FIFO" in problem and str(fifo) in problem for problem in report.problems)

@@ -495,3 +495,46 @@ def test_greso_on_slimes_own_data_source(tmp_path, slime_args) -> None:
     ds.save(0)
     assert sorted(p.name for p in (tmp_path / "greso" / "rollout").iterdir()) == [
         "global_dataset_state_dict_0.pt", "shopsim_prompt_skip_state_0.json"]
+
+
+@pytest.mark.parametrize("damage, why", [
+    (b"", "empty: 0 bytes"), (b'{"format": 1, "rule"', "not JSON, truncated or corrupt"), (b"[]", "a JSON list"),
+    (b"null", "a JSON null"), (b"\xff\xfe\x00binary", "binary, not JSON text"), ("dir", "a directory, not a file"),
+    ("fifo", "a FIFO (named pipe), not a file"), (b'{"format": 1, "rule": 3, "history": {}, "adapted_step": 0}',
+                                                  "not a prompt-skip state this version can read"),
+])
+def test_a_damaged_state_file_is_one_line_naming_it_and_what_to_do(tmp_path, damage, why) -> None:
+    from shopsim_metrics.state_file import DamagedStateFile
+
+    args = make_args(tmp_path, load=str(tmp_path / "ckpt"))
+    ds = skip_source(args, pool(4))
+    path = tmp_path / "ckpt" / "rollout" / "shopsim_prompt_skip_state_5.json"
+    path.parent.mkdir(parents=True)
+    if damage == "dir":
+        path.mkdir()
+    elif damage == "fifo":
+        os.mkfifo(path)
+    else:
+        path.write_bytes(damage)
+    with pytest.raises(DamagedStateFile) as caught:
+        ds.load(5)  # never blocks on a FIFO
+    message = str(caught.value)
+    assert message.startswith(f"{path}: ") and why in message and "\n" not in message
+    assert "move the file away" in message and "--load another checkpoint" in message
+
+
+def test_the_state_is_saved_with_fsync_then_replace(tmp_path, monkeypatch) -> None:
+    import shopsim_metrics.state_file as state_file
+
+    args = make_args(tmp_path, load=str(tmp_path / "ckpt"))
+    ds = skip_source(args, pool(4))
+    calls: list[str] = []
+    real_fsync, real_replace = os.fsync, os.replace
+    monkeypatch.setattr(state_file.os, "fsync", lambda fd: (calls.append("fsync"), real_fsync(fd))[1])
+    monkeypatch.setattr(state_file.os, "replace", lambda a, b: (calls.append("replace"), real_replace(a, b))[1])
+    ds.save(5)
+    assert calls[:2] == ["fsync", "replace"]
+    path = tmp_path / "ckpt" / "rollout" / "shopsim_prompt_skip_state_5.json"
+    assert json.loads(path.read_text())["format"] == 1
+    assert [p.name for p in path.parent.iterdir() if p.name.endswith(".tmp")] == []
+    ds.load(5)

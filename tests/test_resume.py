@@ -16,7 +16,7 @@ from shopsim_metrics.step.loop_state import ManualLoopState
 from shopsimrl import slime_runtime
 
 TIMING_FIELDS = {"filter_seconds", "rollout_seconds", "filter_time_fraction", "first_wave_fill_seconds",
-                 "extra_wave_seconds"}
+                 "extra_wave_seconds", "run_id", "process_started_at", "record_sequence"}  # who wrote it, and when
 STEPS = 6
 
 

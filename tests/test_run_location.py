@@ -69,10 +69,11 @@ def test_no_announcement_before_the_first_record(tmp_path: Path, caplog) -> None
 
 def test_the_default_run_dir_is_absolute_and_fixed_when_the_runtime_starts(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)
-    args = SimpleNamespace(**KNOBS, shopsim_wandb="off")  # no --save: ./shopsim_run, made absolute now
+    args = SimpleNamespace(**KNOBS, shopsim_wandb="off")  # no --save: ./shopsim_run/run-..., made absolute now
     loop = ManualLoopState()
     runtime = slime_runtime.configure(args, loop_state=loop)
-    assert runtime.settings.run_dir == str(tmp_path / "shopsim_run")
+    run_dir = Path(runtime.settings.run_dir)
+    assert run_dir.parent == tmp_path / "shopsim_run" and run_dir.name.startswith("run-")
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)  # the actor's working directory changes before the first record
@@ -82,7 +83,7 @@ def test_the_default_run_dir_is_absolute_and_fixed_when_the_runtime_starts(tmp_p
     slime_runtime.fully_scored_group_filter(args, [SimSample(index=10 + i, group_index=1, rollout_id=10 + i,
                                                              reward=float(i)) for i in range(2)])
     slime_runtime.log_rollout_step(0, args, [], {}, 0.1)
-    assert [r.rollout_id for r in read_steps(tmp_path / "shopsim_run")] == [0]
+    assert [r.rollout_id for r in read_steps(run_dir)] == [0]
     assert not (elsewhere / "shopsim_run").exists()
 
 

@@ -15,6 +15,7 @@ from shopsim_metrics.settings import (
     SETTINGS,
     SETTINGS_BY_NAME,
     ShopsimConfigError,
+    shown,
     ShopsimSettings,
     closest_key,
     resolve_run_dir,
@@ -129,7 +130,7 @@ def test_any_value_is_read_to_an_accepted_value_or_named_in_the_error(setting, v
         read = setting.read(value)
     except ShopsimConfigError as exc:
         message = str(exc)
-        assert message.startswith(f"{setting.name}: expected {setting.allowed}; got {value!r}")
+        assert message.startswith(f"{setting.name}: expected {setting.allowed}; got {shown(value)}")
         assert "\n" not in message
     else:
         assert setting.read(read) == read  # what was read is itself a valid, normalised value
@@ -179,8 +180,10 @@ def test_run_dir_order_setting_then_env_then_save_then_cwd(tmp_path: Path, monke
     assert resolve_run_dir(None, save="/ckpt", environ=env) == str(tmp_path / "from_env")
     assert resolve_run_dir(None, save="/ckpt", environ={}) == "/ckpt/shopsim"
     assert resolve_run_dir(None, save="ckpt", environ={}) == str(tmp_path / "ckpt" / "shopsim")
-    assert resolve_run_dir(None, save=None, environ={}) == str(tmp_path / "shopsim_run")
-    assert resolve_run_dir(None, save="", environ={}) == str(tmp_path / "shopsim_run")
+    assert resolve_run_dir(None, save=None, load="/ckpt", environ={}) == "/ckpt/shopsim"  # a resume saving nothing
+    fresh = [resolve_run_dir(None, save=None, environ={}), resolve_run_dir(None, save="", environ={})]
+    assert all(Path(d).parent == tmp_path / "shopsim_run" and Path(d).name.startswith("run-") for d in fresh)
+    assert fresh[0] != fresh[1]  # a new directory per run: runs in one working directory never share records
 
 
 def test_settings_resolve_the_run_dir_against_args_save(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -188,7 +191,7 @@ def test_settings_resolve_the_run_dir_against_args_save(tmp_path: Path, monkeypa
     monkeypatch.chdir(tmp_path)
     assert ShopsimSettings.from_args(SimpleNamespace(save=str(tmp_path / "ckpt"))).run_dir == str(
         tmp_path / "ckpt" / "shopsim")
-    assert ShopsimSettings.from_args(SimpleNamespace(save=None)).run_dir == str(tmp_path / "shopsim_run")
+    assert Path(ShopsimSettings.from_args(SimpleNamespace(save=None)).run_dir).parent == tmp_path / "shopsim_run"
     rel = ShopsimSettings.from_args(SimpleNamespace(shopsim_run_dir="rel", save="/x"))
     assert rel.run_dir == str(tmp_path / "rel")
 

@@ -51,7 +51,10 @@ State: with slime's checkpoint ``<save>/rollout/global_dataset_state_dict_<N>.pt
 ``<save>/rollout/shopsim_prompt_skip_state_<N>.json`` (the rule's ``p`` values and random state, an
 injected history's state, the last step adapted to; the monitor's history is restored from the
 records, ``shopsim_metrics.resume``) and reads it back on ``load``, so a resumed run skips
-as an unbroken one would.
+as an unbroken one would. The file is written durably (``fsync``, then replace:
+:mod:`shopsim_metrics.state_file`); a damaged one (0 bytes, truncated, ``[]``, ``null``, binary, a
+directory) stops the load with one line naming it and what to do
+(:class:`~shopsim_metrics.state_file.DamagedStateFile`, a ``ValueError``).
 
 Settings (read from ``args`` by the settings table, :mod:`shopsim_metrics.settings`, as check-config
 and the monitor's hooks read them; absent or None means the default):
@@ -84,7 +87,6 @@ Example:
 from __future__ import annotations
 
 import importlib
-import json
 import logging
 import os
 import threading
@@ -100,6 +102,7 @@ from shopsim_metrics.prompts.skip_record import SkippedPrompt
 from shopsim_metrics.prompts.predictive_rule import PredictiveSkipRule
 from shopsim_metrics.prompts.skip_rule import GresoSkipRule
 from shopsim_metrics.settings.prompt_skip import SkipRuleSettings
+from shopsim_metrics.state_file import DamagedStateFile, read_json_object, write_json
 
 logger = logging.getLogger("shopsim_metrics")
 
@@ -235,12 +238,7 @@ class PromptSkipDataSource:
         save_dir = getattr(self.args, "save", None)
         if self.mode == OFF or not getattr(self.args, "rollout_global_dataset", True) or not save_dir:
             return
-        path = _state_path(save_dir, rollout_id)
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        temporary = f"{path}.tmp"
-        with open(temporary, "w", encoding="utf-8") as handle:
-            json.dump(self.state_dict(), handle)
-        os.replace(temporary, path)
+        write_json(_state_path(save_dir, rollout_id), self.state_dict())  # fsync'ed, then replaced
 
     def load(self, rollout_id: int | None = None) -> None:
         """slime's restore of the data source, and with ``greso`` this class's state saved with it."""
@@ -250,17 +248,18 @@ class PromptSkipDataSource:
                 or rollout_id is None):
             return
         path = _state_path(load_dir, rollout_id)
-        if not os.path.exists(path):
+        remedy = ("move the file away to start prompt skipping afresh, or --load another checkpoint")
+        try:
+            state = read_json_object(path, what="prompt-skip state", remedy=remedy)
+        except FileNotFoundError:
             logger.warning("shopsim-metrics: %s does not exist: prompt skipping starts afresh (p values at their "
                            "start, empty history) while slime resumes at rollout %s", path, rollout_id)
             return
-        with open(path, encoding="utf-8") as handle:
-            state = json.load(handle)
         try:
             self.load_state_dict(state)
-        except (ValueError, KeyError, TypeError) as exc:
-            raise ValueError(f"{path}: not a prompt-skip state this version can read ({exc}); move the file "
-                             "away to start skipping afresh") from exc
+        except Exception as exc:  # noqa: BLE001 - whatever the file holds: one line naming it
+            raise DamagedStateFile(f"{path}: not a prompt-skip state this version can read "
+                                   f"({type(exc).__name__}: {str(exc)[:120]}); {remedy}") from None
 
     def __len__(self) -> int:
         return len(self.inner)

@@ -47,6 +47,10 @@ class SlimeLoopState:
         step = getattr(hooks, "_current_rollout_id", None) if hooks is not None else None
         return step if isinstance(step, int) else None
 
+    def live_id_expected(self) -> bool:
+        """Whether slime's rollout runs in this process, so its live rollout id should be readable."""
+        return _ROLLOUT_MODULE in sys.modules
+
     def remaining_batch_size(self) -> int | None:
         rollout = sys.modules.get(_ROLLOUT_MODULE)
         state_cls = getattr(rollout, "GenerateState", None) if rollout is not None else None

@@ -28,6 +28,7 @@ from __future__ import annotations
 import difflib
 import math
 import os
+import reprlib
 from dataclasses import MISSING, dataclass, fields
 from typing import Any, Callable, Mapping
 
@@ -49,6 +50,32 @@ SLIME_KNOBS = ("rollout_batch_size", "n_samples_per_prompt", "over_sampling_batc
 ``rollout_batch_size`` and must be >= it)."""
 
 _YAML_BOOL_HINT = " (YAML reads unquoted on/off/yes/no/true/false as a boolean: quote the value)"
+
+
+SHOWN_VALUE_CHARS = 80
+"""An error message shows at most this much of a value (an alias bomb's value is never formatted whole)."""
+
+_REPR = reprlib.Repr()
+_REPR.maxlevel, _REPR.maxlist, _REPR.maxdict, _REPR.maxtuple, _REPR.maxset = 3, 4, 4, 4, 4
+_REPR.maxstring = _REPR.maxother = _REPR.maxlong = SHOWN_VALUE_CHARS
+
+
+def shown(value: Any) -> str:
+    """A value as an error message shows it: its ``repr``, bounded (nested containers and long text cut).
+
+    Example:
+        >>> shown("x" * 1000)[-5:], len(shown("x" * 1000)) <= SHOWN_VALUE_CHARS + 10
+        ("xx...'", True)
+        >>> bomb = ["lol"] * 9
+        >>> for _ in range(9): bomb = [bomb] * 9       # YAML aliases: 9**10 strings if expanded
+        >>> len(shown(bomb)) <= 2 * SHOWN_VALUE_CHARS + 3
+        True
+    """
+    try:
+        text = _REPR.repr(value)
+    except Exception:  # noqa: BLE001 - a value whose repr raises
+        text = f"<unprintable {type(value).__name__}>"
+    return text if len(text) <= 2 * SHOWN_VALUE_CHARS else text[: 2 * SHOWN_VALUE_CHARS] + "..."
 
 
 class ShopsimConfigError(ValueError):
@@ -174,7 +201,7 @@ class Setting:
             return self.parse(value)
         except _Invalid:
             hint = self.bool_hint if isinstance(value, bool) else ""
-            raise ShopsimConfigError(f"{self.name}: expected {self.allowed}; got {value!r}{hint}") from None
+            raise ShopsimConfigError(f"{self.name}: expected {self.allowed}; got {shown(value)}{hint}") from None
 
 
 _SKIP_RULE_DOCS = {
@@ -237,7 +264,8 @@ SETTINGS: tuple[Setting, ...] = (
     # local record
     Setting("shopsim_run_dir", None, optional_path, "null or a directory path",
             "directory of `steps.jsonl`; `null` means `$SHOPSIM_RUN_DIR`, else `<--save>/shopsim` when "
-            "slime's `--save` is set, else `./shopsim_run` (made absolute when the runtime starts, §1.3)"),
+            "slime's `--save` is set, else `<--load>/shopsim`, else a new `./shopsim_run/run-<UTC time>-<pid>-<random>` per run "
+            "(made absolute when the runtime starts, §1.3)"),
     # W&B
     Setting("shopsim_wandb", "auto", choice(WANDB_MODES, booleans={False: "off", True: "auto"}),
             "one of auto, join, standalone, off",
@@ -308,7 +336,7 @@ def unknown_key_problem(key: str) -> str:
     """The one-line problem of an unknown ``shopsim_*`` key."""
     near = closest_key(key)
     hint = f"did you mean {near!r}?" if near else f"known keys: {', '.join(SETTINGS_BY_NAME)}"
-    return f"{key}: unknown key; {hint}"
+    return f"{key if len(key) <= SHOWN_VALUE_CHARS else key[:SHOWN_VALUE_CHARS] + '...'}: unknown key; {hint}"
 
 
 def validate_settings(values: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
@@ -365,7 +393,7 @@ def skip_rule_settings(values: Mapping[str, Any], rollout_seed: Any = None) -> S
         return SkipRuleSettings(**kwargs)
     except SkipRuleSettingsError as exc:
         raise ShopsimConfigError(f"{PROMPT_SKIP_RULE_PREFIX}{exc.field}: expected {exc.expected}; "
-                                 f"got {exc.value!r}") from None
+                                 f"got {shown(exc.value)}") from None
 
 
 def validate_slime_knobs(values: Mapping[str, Any]) -> tuple[dict[str, int | None], list[str]]:
@@ -383,7 +411,7 @@ def validate_slime_knobs(values: Mapping[str, Any]) -> tuple[dict[str, int | Non
     for key in SLIME_KNOBS:
         value = values.get(key)
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-            problems.append(f"{key}: expected a positive integer; got {value!r}")
+            problems.append(f"{key}: expected a positive integer; got {shown(value)}")
             value = None
         knobs[key] = value
     rollout_batch_size, over = knobs["rollout_batch_size"], knobs["over_sampling_batch_size"]
@@ -392,9 +420,12 @@ def validate_slime_knobs(values: Mapping[str, Any]) -> tuple[dict[str, int | Non
     return knobs, problems
 
 
-def resolve_run_dir(run_dir: str | None, save: Any = None, environ: Mapping[str, str] | None = None) -> str:
+def resolve_run_dir(run_dir: str | None, save: Any = None, environ: Mapping[str, str] | None = None,
+                    load: Any = None) -> str:
     """The absolute directory of ``steps.jsonl``: ``shopsim_run_dir``, else ``$SHOPSIM_RUN_DIR``, else
-    ``<save>/shopsim`` (slime's checkpoint directory, normally on shared storage), else ``./shopsim_run``.
+    ``<save>/shopsim`` (slime's checkpoint directory, normally on shared storage), else ``<load>/shopsim``
+    (a resume that saves nothing more), else a new directory per run, ``./shopsim_run/<run>``
+    (:func:`fresh_run_name`: runs started in one working directory never share their records).
 
     Relative paths resolve against the current directory of the process that resolves them.
 
@@ -403,6 +434,9 @@ def resolve_run_dir(run_dir: str | None, save: Any = None, environ: Mapping[str,
         '/ckpt/run1/shopsim'
         >>> resolve_run_dir("/data/x", save="/ckpt/run1", environ={})
         '/data/x'
+        >>> a, b = resolve_run_dir(None, environ={}), resolve_run_dir(None, environ={})
+        >>> a != b and os.path.basename(os.path.dirname(a)) == DEFAULT_RUN_DIR
+        True
     """
     environ = os.environ if environ is None else environ
     if run_dir:
@@ -411,9 +445,24 @@ def resolve_run_dir(run_dir: str | None, save: Any = None, environ: Mapping[str,
         chosen = environ["SHOPSIM_RUN_DIR"]
     elif isinstance(save, (str, os.PathLike)) and os.fspath(save):
         chosen = os.path.join(os.fspath(save), SAVE_SUBDIR)
+    elif isinstance(load, (str, os.PathLike)) and os.fspath(load):
+        chosen = os.path.join(os.fspath(load), SAVE_SUBDIR)
     else:
-        chosen = DEFAULT_RUN_DIR
+        chosen = os.path.join(DEFAULT_RUN_DIR, fresh_run_name())
     return os.path.abspath(os.path.expanduser(chosen))
+
+
+def fresh_run_name() -> str:
+    """The directory of a run without ``shopsim_run_dir``, ``--save`` or ``--load``: its UTC start, its
+    process and a random part (unique per run).
+
+    >>> fresh_run_name().startswith("run-")
+    True
+    """
+    import time
+    import uuid
+
+    return f"run-{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
 
 
 def shopsim_attributes(args: Any) -> dict[str, Any]:
@@ -503,7 +552,8 @@ class ShopsimSettings:
             success_threshold=values["shopsim_success_threshold"],
             success_metadata_key=values["shopsim_success_metadata_key"],
             unscored_metadata_key=values["shopsim_unscored_metadata_key"],
-            run_dir=resolve_run_dir(values["shopsim_run_dir"], getattr(args, "save", None)),
+            run_dir=resolve_run_dir(values["shopsim_run_dir"], getattr(args, "save", None),
+                                    load=getattr(args, "load", None)),
             wandb=values["shopsim_wandb"],
             wandb_project=values["shopsim_wandb_project"],
             wandb_table_every=values["shopsim_wandb_table_every"],

@@ -57,27 +57,133 @@ def near_miss_problem(key: Any) -> str | None:
     return f"{key}: not read (shopsim_* keys are lower case with '_'); {hint}"
 
 
+MAX_CONFIG_BYTES = 1024 * 1024
+"""A settings file larger than this (1 MiB) is refused unread: a real one is a few KB."""
+MAX_YAML_NODES = 100_000
+"""A YAML document that would hold more values than this once its aliases are expanded is refused
+(an alias bomb: ten lines that expand into billions of values)."""
+
+
+class ConfigFileRefused(ValueError):
+    """A settings file that is not read: not a regular file, too large, or an alias bomb (one line)."""
+
+
+def read_config_text(path: str | os.PathLike) -> str:
+    """The text of a settings file, bounded: a directory, FIFO or device is named as such and never
+    opened (so never read forever), a file over :data:`MAX_CONFIG_BYTES` is refused.
+
+    Raises :class:`FileNotFoundError` (missing), :class:`ConfigFileRefused`, :class:`OSError` or
+    :class:`UnicodeDecodeError`.
+
+    Example:
+        >>> read_config_text("/dev/null")
+        Traceback (most recent call last):
+        ...
+        shopsim_metrics.settings.check.ConfigFileRefused: is a character device, not a YAML file
+    """
+    from shopsim_metrics.state_file import file_kind
+
+    kind = file_kind(os.stat(path).st_mode)
+    if kind is not None:
+        raise ConfigFileRefused(f"is {kind}, not a YAML file" if kind.startswith("a ") else f"{kind}, not a YAML file")
+    with open(path, "rb") as fh:
+        data = fh.read(MAX_CONFIG_BYTES + 1)
+    if len(data) > MAX_CONFIG_BYTES:
+        raise ConfigFileRefused(f"larger than {MAX_CONFIG_BYTES // (1024 * 1024)} MB, not read (a settings file is a "
+                                "few KB)")
+    return data.decode("utf-8")
+
+
+def load_config(text: str) -> Any:
+    r"""``yaml.safe_load`` (slime's loader) of ``text``, refusing a document whose aliases would expand
+    it beyond :data:`MAX_YAML_NODES` values (:class:`ConfigFileRefused`, one line).
+
+    Example:
+        >>> lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x]"] + [
+        ...     f"a{i}: &a{i} [" + ", ".join([f"*a{i-1}"] * 9) + "]" for i in range(1, 9)]
+        >>> load_config("\n".join(lines + ["shopsim_wandb: *a8"]))
+        Traceback (most recent call last):
+        ...
+        shopsim_metrics.settings.check.ConfigFileRefused: its aliases expand to more than 100000 values (a YAML alias bomb?); not loaded
+        >>> load_config("shopsim_wandb: &w off\nother: *w\n")
+        {'shopsim_wandb': False, 'other': False}
+    """
+    node = yaml.compose(text, Loader=yaml.SafeLoader)
+    if node is None:
+        return None
+    _check_expansion(node)
+    return yaml.safe_load(text)
+
+
+def _check_expansion(root: yaml.Node) -> None:
+    """Count the values ``root`` expands to (an alias counts as often as it is used), up to the bound."""
+    sizes: dict[int, int] = {}
+    on_path: set[int] = set()
+
+    def size(node: yaml.Node) -> int:
+        key = id(node)
+        if key in sizes:
+            return sizes[key]
+        if key in on_path:
+            raise ConfigFileRefused("holds a recursive alias; not loaded")
+        on_path.add(key)
+        total = 1
+        if isinstance(node, yaml.SequenceNode):
+            children = node.value
+        elif isinstance(node, yaml.MappingNode):
+            children = [item for pair in node.value for item in pair]
+        else:
+            children = []
+        for child in children:
+            total += size(child)
+            if total > MAX_YAML_NODES:
+                raise ConfigFileRefused(f"its aliases expand to more than {MAX_YAML_NODES} values (a YAML alias "
+                                        "bomb?); not loaded")
+        on_path.discard(key)
+        sizes[key] = total
+        return total
+
+    try:
+        size(root)
+    except RecursionError:
+        raise ConfigFileRefused("nested too deeply; not loaded") from None
+
+
+def read_config(path: str | os.PathLike) -> Any:
+    """A settings file loaded within the bounds (:func:`read_config_text`, :func:`load_config`)."""
+    return load_config(read_config_text(path))
+
+
 def check_file(path: str | os.PathLike) -> list[str]:
     """Every problem of a YAML config file, one line each, with the line of its key when known.
 
     An unreadable file is one problem; a ``shopsim_*`` key set twice is one too (slime applies the last).
+    A directory, FIFO or device, a file over 1 MB, or a document whose aliases expand beyond
+    :data:`MAX_YAML_NODES` values is refused with one line, unread.
 
     Example:
         >>> check_file("/nonexistent/shopsim.yaml")
         ['/nonexistent/shopsim.yaml: no such file or directory (expected a YAML file of shopsim_* settings)']
+        >>> check_file("/")
+        ['is a directory, not a YAML file']
     """
     try:
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read()
-        loaded = yaml.safe_load(text)
+        text = read_config_text(path)
+        loaded = load_config(text)
     except FileNotFoundError:
         return [str(missing_path(path, "a YAML file of shopsim_* settings"))]
-    except (OSError, UnicodeDecodeError) as exc:
+    except ConfigFileRefused as exc:
+        return [str(exc)]
+    except UnicodeDecodeError:
+        return ["cannot read the file (not UTF-8 text)"]
+    except OSError as exc:
         return [f"cannot read the file ({getattr(exc, 'strerror', None) or exc})"]
     except yaml.YAMLError as exc:
         where = getattr(exc, "problem_mark", None)
         line = f" at line {where.line + 1}" if where is not None else ""
-        return [f"not valid YAML{line} ({getattr(exc, 'problem', None) or exc})"]
+        return [f"not valid YAML{line} ({str(getattr(exc, 'problem', None) or exc)[:200]})"]
+    except RecursionError:
+        return ["not loaded: nested too deeply"]
     if loaded is None:  # an empty file: slime applies nothing, every setting keeps its default
         return []
     if not isinstance(loaded, dict):

@@ -35,10 +35,9 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
 
-import yaml
 
 from shopsim_metrics.settings import DEFAULT_RUN_DIR, SAVE_SUBDIR
-from shopsim_metrics.settings.check import check_file
+from shopsim_metrics.settings.check import check_file, read_config
 
 PROJECT_FILTER_MODULE = "shopsimrl."
 """Hook paths of this project start here (its filter needs its all-samples hook and log function)."""
@@ -168,16 +167,15 @@ def _check_config(launch: argparse.Namespace, report: PreflightReport) -> dict[s
     path = launch.custom_config_path
     if not path:
         return {}
-    if not os.path.isfile(path):
+    if not os.path.lexists(path):
         report.problems.append(f"--custom-config-path: {path}: no such file")
         return {}
-    problems = check_file(path)
+    problems = check_file(path)  # a directory, FIFO or device is named as such, never read
     report.problems += [f"--custom-config-path: {path}: {line}" for line in problems]
     if not problems:
         report.checked.append(f"--custom-config-path {path}")
     try:
-        with open(path, encoding="utf-8") as fh:
-            loaded = yaml.safe_load(fh)
+        loaded = read_config(path)  # within the same bounds as check_file
     except Exception:  # noqa: BLE001 - already reported by check_file
         return {}
     return loaded if isinstance(loaded, dict) else {}
@@ -244,7 +242,7 @@ def _check_run_dir(launch: argparse.Namespace, settings: dict[str, Any], env: An
         where, source = os.path.join(launch.save, SAVE_SUBDIR), "--save"
     else:
         report.warnings.append(f"records: neither shopsim_run_dir nor --save is set, so the records go to "
-                               f"{DEFAULT_RUN_DIR}/ in the working directory of slime's rollout actor, on whatever node "
+                               f"a new {DEFAULT_RUN_DIR}/run-<time>-<pid>-<random>/ per run in the working directory of slime's rollout actor, on whatever node "
                                "Ray places it; set shopsim_run_dir to shared storage on a multi-node run")
         return
     if not os.path.isabs(os.path.expanduser(where)):

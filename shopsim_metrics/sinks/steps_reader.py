@@ -5,8 +5,10 @@
 - A line that is not a step record (torn, not JSON, foreign JSON such as ``[..]``, ``"str"`` or
   ``null``, nesting too deep to parse, binary, a per-step field that is not a number) is skipped and
   counted; :meth:`ReadReport.warn` logs one warning for all of them.
-- The latest record of a ``rollout_id`` wins (a resumed run re-runs steps); the readers say how many
-  earlier records it superseded.
+- The latest record of a ``rollout_id`` wins (a resumed run re-runs steps), by the records' own
+  order (:func:`record_order`: the writing process's start, then its sequence), not by file times;
+  records without them (written before they existed) rank below, in file order. The readers say
+  how many earlier records were superseded.
 - A file with no step record at all is an error (:class:`NoStepRecords`), naming the first bad line.
 
 :func:`read_step_columns` keeps per-step columns only (the names of :data:`COLUMN_NAMES`, plus any
@@ -53,6 +55,71 @@ _REQUIRED_ROW_KEYS = frozenset(
 )
 
 
+_NEVER = float("-inf")
+
+
+def record_order(data: dict[str, Any], index: int) -> tuple[float, float, int]:
+    """Where a record stands among the writes of its run: (process start, sequence, position read).
+
+    The later write of a ``rollout_id`` is the one with the larger key; a record without the two
+    fields (an older version's) ranks below any that has them, then by its position in the files.
+
+    Example:
+        >>> record_order({"process_started_at": 2.0, "record_sequence": 1}, 0) > record_order(
+        ...     {"process_started_at": 1.0, "record_sequence": 9}, 5)
+        True
+        >>> record_order({}, 3)
+        (-inf, -inf, 3)
+    """
+    started, sequence = data.get("process_started_at"), data.get("record_sequence")
+    return (_number(started), _number(sequence), index)
+
+
+def _number(value: Any) -> float:
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    return _NEVER
+
+
+class Winners:
+    """The latest record of each ``rollout_id`` by :func:`record_order`, fed one record at a time.
+
+    Example:
+        >>> w = Winners()
+        >>> w.offer({"rollout_id": 0, "process_started_at": 2.0, "record_sequence": 1}, 0)
+        True
+        >>> w.offer({"rollout_id": 0, "process_started_at": 1.0, "record_sequence": 5}, 1)   # a stale writer
+        False
+        >>> w.index, w.superseded
+        ({0: 0}, 1)
+    """
+
+    def __init__(self) -> None:
+        self.keys: dict[int, tuple[float, float, int]] = {}
+        self.index: dict[int, int] = {}  # rollout_id -> position (among the good records) of its winner
+        self.superseded = 0
+        self.run_ids: set[str] = set()
+        self.latest_run_id: str | None = None  # the run_id of the latest write of all (by record_order)
+        self._latest_key: tuple[float, float, int] | None = None
+
+    def offer(self, data: dict[str, Any], index: int) -> bool:
+        """Whether this record is now its ``rollout_id``'s winner (it supersedes the earlier one)."""
+        rid = data["rollout_id"]
+        run_id = data.get("run_id")
+        if isinstance(run_id, str):
+            self.run_ids.add(run_id)
+        key = record_order(data, index)
+        if isinstance(run_id, str) and (self._latest_key is None or key > self._latest_key):
+            self._latest_key, self.latest_run_id = key, run_id
+        held = self.keys.get(rid)
+        if held is not None:
+            self.superseded += 1
+            if key < held:
+                return False
+        self.keys[rid], self.index[rid] = key, index
+        return True
+
+
 class NoStepRecords(ValueError):
     """The file holds no step record at all (empty, or every line bad: another tool's JSONL)."""
 
@@ -67,6 +134,7 @@ class ReadReport:
     skipped_lines: int = 0
     first_skipped: str | None = None  # "line N: why"
     superseded: int = 0  # earlier records of a rollout_id replaced by a later one
+    run_count: int = 0  # distinct run_id values among the records (more than 1: runs mixed in one directory)
 
     def skip(self, where: str, why: str) -> None:
         self.skipped_lines += 1
@@ -82,6 +150,9 @@ class ReadReport:
         if self.superseded:
             out.append(f"{self.superseded} earlier step record(s) in {self.path} were superseded by later records "
                        "of the same rollout_id (a resumed run); the latest of each is kept")
+        if self.run_count > 1:
+            out.append(f"{self.path} holds the records of {self.run_count} runs (distinct run_id); the latest write "
+                       "of each rollout_id is kept, whichever run wrote it: read one run's own directory")
         return out
 
     def warn(self) -> None:
@@ -224,9 +295,10 @@ def finite(value: Any) -> Any:
 
 
 LedgerKeeper = Callable[[int, dict[str, Any], bytes], None]
-"""Called with ``(rollout_id, record, its line as read)`` for each record; keeps what it wants (the
-record's ``decisions`` are the ledger; keeping the line costs less than holding the parsed rows). A later
-record of the same rollout_id calls it again: it replaces the earlier one."""
+"""Called with ``(rollout_id, record, its line as read)`` for each record that is, when read, the
+latest write of its rollout_id; keeps what it wants (the record's ``decisions`` are the ledger; keeping
+the line costs less than holding the parsed rows). A later write of the same rollout_id calls it
+again: it replaces the earlier one."""
 
 
 @dataclass
@@ -265,8 +337,11 @@ def read_step_columns(
     position: dict[int, int] = {}
     columns: dict[str, list[Any]] = {name: [] for name in names if name != "rollout_id"}
     order: list[int] = []
-    for data, line in _iter_records(files, report):
+    winners = Winners()
+    for index, (data, line) in enumerate(_iter_records(files, report)):
         rid = data["rollout_id"]
+        if not winners.offer(data, index):
+            continue  # an earlier write (a stale writer's) of a step already read
         at = position.get(rid)
         get = data.get
         if at is None:
@@ -275,11 +350,11 @@ def read_step_columns(
             for name, values in columns.items():
                 values.append(finite(get(name)))
         else:
-            report.superseded += 1
             for name, values in columns.items():
                 values[at] = finite(get(name))
         if keep_ledger is not None:
             keep_ledger(rid, data, line)
+    report.superseded, report.run_count = winners.superseded, len(winners.run_ids)
     report.check_not_empty()
     if warn:
         report.warn()
@@ -299,11 +374,11 @@ def read_step_records(path: str | os.PathLike, *, warn: bool = True) -> tuple[li
     """
     report = ReadReport(Path(resolve_steps_files(path)[1]))
     by_id: dict[int, StepRecord] = {}
-    for data in iter_step_dicts(path, report):
-        record = StepRecord.from_dict(data)
-        if record.rollout_id in by_id:
-            report.superseded += 1
-        by_id[record.rollout_id] = record
+    winners = Winners()
+    for index, data in enumerate(iter_step_dicts(path, report)):
+        if winners.offer(data, index):
+            by_id[data["rollout_id"]] = StepRecord.from_dict(data)
+    report.superseded, report.run_count = winners.superseded, len(winners.run_ids)
     report.check_not_empty()
     if warn:
         report.warn()
@@ -311,9 +386,8 @@ def read_step_records(path: str | os.PathLike, *, warn: bool = True) -> tuple[li
 
 
 def read_steps(path: str | os.PathLike) -> list[StepRecord]:
-    """Every step of a ``steps.jsonl`` file, or of every records file of a run directory (oldest file
-    first, :func:`~shopsim_metrics.sinks.jsonl.steps_files`), by the rules of the records file: the latest
-    record of each ``rollout_id`` wins (one warning says how many were superseded), records sorted by
+    """Every step of a ``steps.jsonl`` file, or of every records file of a run directory, by the rules
+    of the records file: the latest write of each ``rollout_id`` wins (:func:`record_order`) (one warning says how many were superseded), records sorted by
     ``rollout_id``; bad lines (a torn last line, another tool's line) are skipped with one warning that
     counts them.
     """

@@ -104,6 +104,7 @@ class _OpenStep:
     max_streak: int = 0
     filled_at: int | None = None  # index of the row whose judgement filled the train batch
     hook_seconds: float = 0.0  # the project's own time inside the hooks for this step
+    counted: bool = False  # numbered by the accountant (the loop could not say): slime's log function renumbers it
 
 
 RATE_WINDOW = 8
@@ -141,6 +142,7 @@ class StepAccountant:
         clock: Callable[[], float] | None = None,
         prompts: StepAnnotator | None = None,
         tokens: GeneratedTokens | None = None,
+        first_rollout_id: int = 0,
     ) -> None:
         # the knobs come validated from ShopsimSettings (over_sampling_batch_size >= rollout_batch_size >= 1)
         self.rollout_batch_size = rollout_batch_size
@@ -160,6 +162,9 @@ class StepAccountant:
         self._open: _OpenStep | None = None
         self.closed: list[StepRecord] = []  # closed steps not yet emitted (read-only outside this class)
         self._last_rollout_id: int | None = None
+        self.first_rollout_id = first_rollout_id
+        """The step a process numbers first when the loop cannot say: slime's ``start_rollout_id``."""
+        self._counted_ids: set[int] = set()  # closed, unemitted records numbered by the accountant
 
     # --- judging ------------------------------------------------------------------------------
     def judge(
@@ -225,12 +230,46 @@ class StepAccountant:
 
     def _start(self, step: int | None, source: str) -> _OpenStep:
         if self._open is not None:  # a new step began without the all-samples hook closing the last one
-            self.closed.append(self._record(self._open, terminated=False, stats=None, all_groups=None))
+            self._append_closed(self._record(self._open, terminated=False, stats=None, all_groups=None), self._open)
+        counted = step is None
         if step is None:
-            step = 0 if self._last_rollout_id is None else self._last_rollout_id + 1
-        self._open = _OpenStep(rollout_id=step, source=source)
+            step = self.first_rollout_id if self._last_rollout_id is None else self._last_rollout_id + 1
+        self._open = _OpenStep(rollout_id=step, source=source, counted=counted)
         self._last_rollout_id = step
         return self._open
+
+    def renumber(self, rollout_id: int) -> None:
+        """slime's log function says step ``rollout_id`` finished: when the accountant's own count (the
+        loop could not say) is behind it, the latest step it numbered itself takes that number, and
+        counting goes on from it.
+
+        The open step when it is counted (the all-samples hook did not close it), else the latest
+        closed, unemitted counted record. A ``rollout_id`` at or below the count changes nothing (a
+        log function lagging behind the rollout), and a step numbered by the loop is never renumbered.
+
+        Example:
+            >>> acc = StepAccountant(rollout_batch_size=1, over_sampling_batch_size=1)
+            >>> zero = GroupJudgement("zero_std", None, 0, 8, (0.0,) * 8)
+            >>> _ = acc.judge(zero, step=None, remaining=None); acc.current_rollout_id
+            0
+            >>> _ = acc.close_step(); acc.renumber(7); [r.rollout_id for r in acc.take_closed()]
+            [7]
+            >>> _ = acc.judge(zero, step=None, remaining=None); acc.current_rollout_id
+            8
+        """
+        with self._lock:
+            if self._last_rollout_id is not None and rollout_id <= self._last_rollout_id:
+                return
+            state = self._open
+            if state is not None and not state.counted:
+                return
+            if state is not None:
+                state.rollout_id = rollout_id
+            else:
+                counted = [r for r in self.closed if id(r) in self._counted_ids]
+                if counted:
+                    counted[-1].rollout_id = rollout_id
+            self._last_rollout_id = rollout_id
 
     # --- waves served by the data source ------------------------------------------------------
     def wave_served(self, step: int, size: int) -> None:
@@ -263,7 +302,7 @@ class StepAccountant:
             if state is None:
                 return None
             record = self._record(state, terminated=terminated, stats=stats, all_groups=all_groups)
-            self.closed.append(record)
+            self._append_closed(record, state)
             return record
 
     def open_rollout_id(self) -> int | None:
@@ -278,13 +317,19 @@ class StepAccountant:
                 return None
             state, self._open = self._open, None
             record = self._record(state, terminated=False, stats=None, all_groups=None)
-            self.closed.append(record)
+            self._append_closed(record, state)
             return record
+
+    def _append_closed(self, record: StepRecord, state: _OpenStep) -> None:
+        self.closed.append(record)
+        if state.counted:
+            self._counted_ids.add(id(record))
 
     def take_closed(self) -> list[StepRecord]:
         """Hand over every closed step not yet emitted (oldest first)."""
         with self._lock:
             closed, self.closed = self.closed, []
+            self._counted_ids.clear()
             return closed
 
     def _ledger(self, state: _OpenStep, wave_sizes: list[int] | None) -> list[DecisionRow]:

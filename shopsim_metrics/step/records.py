@@ -92,6 +92,10 @@ class StepRecord:
     global_batch_size: int | None = None
     technical_failure_limit: int | None = per_step(EXTRA, None)
     loop_state_source: str | None = None  # "slime", "mirror", or the name of a test/simulated loop
+    # who wrote the record, and when among the run's writes (the readers' order: process start, then sequence)
+    run_id: str | None = None  # the run's identity: made by its first process, kept by every resume
+    process_started_at: float | None = None  # Unix time the writing process's monitor started
+    record_sequence: int | None = None  # 1, 2, ... per writing process, in the order its records were emitted
     # counts
     submitted_group_count: int = per_step(COUNT, 0)
     wave_count: int = per_step(COUNT, 0)

@@ -1,0 +1,89 @@
+"""One run per records directory: the run's identity, and the refusal of a fresh run into another's records.
+
+Every record carries the ``run_id`` of its run, the start of the process that wrote it
+(``process_started_at``) and that process's ``record_sequence``: the readers order writes by them
+(:func:`~shopsim_metrics.sinks.steps_reader.record_order`). A run's first process (``start_rollout_id``
+0) makes a new ``run_id``; a resumed process (``--load``, ``start_rollout_id`` > 0) keeps the one
+its records carry. A fresh run whose directory already holds step records (another run's, or an
+earlier attempt's) is refused before its first step (:class:`RunDirInUse`): it never merges with them.
+
+Example:
+    >>> import tempfile, pathlib
+    >>> d = pathlib.Path(tempfile.mkdtemp())
+    >>> check_fresh_run_dir(d)            # empty: fine
+    >>> _ = (d / "steps.jsonl").write_text('{"rollout_id": 0, "run_id": "abc"}\\n')
+    >>> try:
+    ...     check_fresh_run_dir(d)
+    ... except RunDirInUse as exc:
+    ...     "records of run abc" in str(exc)
+    True
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from pathlib import Path
+
+from shopsim_metrics.settings import ShopsimConfigError
+
+FIRST_RECORD_LINES = 1000
+"""Lines read at most, per records file, looking for a step record (a fresh run's check stays cheap)."""
+
+
+class RunDirInUse(ShopsimConfigError):
+    """A fresh run (``start_rollout_id`` 0) was pointed at a directory holding another run's step records."""
+
+
+def new_run_id() -> str:
+    """A new run's identity: its start time and a random part, sortable and unique.
+
+    >>> a, b = new_run_id(), new_run_id()
+    >>> a != b and len(a) == 24
+    True
+    """
+    return time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + "-" + uuid.uuid4().hex[:8]
+
+
+def existing_run(run_dir: str | os.PathLike) -> tuple[bool, str | None]:
+    """Whether ``run_dir`` holds a step record, and the ``run_id`` of the first one found (None: unnamed).
+
+    Reads at most :data:`FIRST_RECORD_LINES` lines of each records file; never raises for what they hold.
+    """
+    from shopsim_metrics.sinks.jsonl import steps_files
+    from shopsim_metrics.sinks.steps_reader import MAX_LINE_BYTES, parse_line, record_problem
+
+    try:
+        files = steps_files(run_dir) if Path(run_dir).is_dir() else []
+    except OSError:
+        return False, None
+    for path in files:
+        try:
+            with open(path, "rb") as fh:
+                for _ in range(FIRST_RECORD_LINES):
+                    raw = fh.readline(MAX_LINE_BYTES)
+                    if not raw:
+                        break
+                    try:
+                        data = parse_line(raw)
+                    except (ValueError, RecursionError):
+                        continue
+                    if record_problem(data) is None:
+                        run_id = data.get("run_id")
+                        return True, run_id if isinstance(run_id, str) else None
+        except OSError:
+            continue
+    return False, None
+
+
+def check_fresh_run_dir(run_dir: str | os.PathLike) -> None:
+    """Raise :class:`RunDirInUse` when ``run_dir`` already holds step records (a fresh run must not merge)."""
+    found, run_id = existing_run(run_dir)
+    if not found:
+        return
+    whose = f"run {run_id}" if run_id else "an earlier run"
+    raise RunDirInUse(
+        f"shopsim-metrics: {os.fspath(run_dir)} already holds the step records of {whose}, and this run starts "
+        "fresh (start_rollout_id 0): its records would merge with them. Resume that run with --load, point "
+        "shopsim_run_dir (or --save) at a new directory, or move the old steps*.jsonl away.")

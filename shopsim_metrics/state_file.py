@@ -1,0 +1,118 @@
+"""State files beside slime's checkpoint: written durably, read defensively.
+
+- :func:`write_json` writes a temporary file beside the target, ``fsync``s it, replaces the target
+  with it (``os.replace``: a reader sees the old file or the new one, never a half) and ``fsync``s
+  the directory, so a crash leaves the previous state or the new one.
+- :func:`read_json_object` reads a state file back; anything but a regular file holding one JSON
+  object (0 bytes, truncated, ``[]``, ``null``, binary, a directory, a FIFO, a device) is a
+  :class:`DamagedStateFile`: one line naming the file, what is wrong and what to do. A FIFO or a
+  device is never opened, so nothing is read forever.
+
+Example:
+    >>> import tempfile, pathlib
+    >>> path = pathlib.Path(tempfile.mkdtemp()) / "state.json"
+    >>> write_json(path, {"format": 1}); read_json_object(path, what="a state", remedy="delete it")
+    {'format': 1}
+    >>> _ = path.write_text("[]")
+    >>> read_json_object(path, what="a state", remedy="delete it")
+    Traceback (most recent call last):
+    ...
+    shopsim_metrics.state_file.DamagedStateFile: ...state.json: damaged a state (a JSON list, not an object); delete it
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+from typing import Any
+
+
+class DamagedStateFile(ValueError):
+    """A state file that cannot be read back; the message is one line naming it and what to do."""
+
+
+def write_json(path: str | os.PathLike, data: Any) -> None:
+    """Write ``data`` as JSON to ``path`` durably: temporary file, ``fsync``, replace, directory ``fsync``."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(temporary, "w", encoding="utf-8") as handle:
+            json.dump(data, handle, allow_nan=False, separators=(",", ":"))
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        try:
+            os.unlink(temporary)
+        except OSError:
+            pass
+        raise
+    try:
+        directory = os.open(path.parent, os.O_RDONLY)
+    except OSError:
+        return  # a directory that cannot be opened for fsync (some file systems): the replace stands
+    try:
+        os.fsync(directory)
+    except OSError:
+        pass
+    finally:
+        os.close(directory)
+
+
+def file_kind(mode: int) -> str | None:
+    """What a non-regular file is (``a directory``, ``a FIFO`` ...), or None for a regular file.
+
+    >>> file_kind(stat.S_IFDIR), file_kind(stat.S_IFREG)
+    ('a directory', None)
+    """
+    if stat.S_ISREG(mode):
+        return None
+    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def read_json_object(path: str | os.PathLike, *, what: str, remedy: str) -> dict[str, Any]:
+    """The JSON object in ``path``; raises :class:`DamagedStateFile` (one line) when it is anything else.
+
+    ``what`` names the contents (``"prompt-skip state"``), ``remedy`` what the reader can do about it.
+    A missing file is :class:`FileNotFoundError` (the caller decides what absence means).
+    """
+    path = Path(path)
+
+    def damaged(why: str) -> DamagedStateFile:
+        return DamagedStateFile(f"{path}: damaged {what} ({why}); {remedy}")
+
+    try:
+        kind = file_kind(os.stat(path).st_mode)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise damaged(f"cannot be read: {exc.strerror or exc}") from None
+    if kind is not None:
+        raise damaged(f"{kind}, not a file")
+    try:
+        with open(path, "rb") as handle:
+            raw = handle.read()
+    except OSError as exc:
+        raise damaged(f"cannot be read: {exc.strerror or exc}") from None
+    if not raw.strip():
+        raise damaged("empty: 0 bytes" if not raw else "blank")
+    try:
+        data = json.loads(raw)
+    except RecursionError:
+        raise damaged("JSON nested too deeply") from None
+    except UnicodeDecodeError:
+        raise damaged("binary, not JSON text") from None
+    except ValueError as exc:
+        raise damaged(f"not JSON, truncated or corrupt: {str(exc)[:80]}") from None
+    if not isinstance(data, dict):
+        kind = {list: "list", str: "string", type(None): "null", bool: "boolean"}.get(type(data), "number")
+        raise damaged(f"a JSON {kind}, not an object")
+    return data
