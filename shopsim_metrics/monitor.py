@@ -142,6 +142,8 @@ class ShopsimRuntime:
         """The run's identity: new for a fresh run, the records' own for a resumed one (restored below)."""
         if sinks is None and settings.start_rollout_id == 0:
             check_fresh_run_dir(settings.run_dir)  # a fresh run never merges with another run's records
+        self.fully_async = False
+        """Set by the fully-async rollout function: the data source is asked for one group at a time, no waves."""
         if settings.start_rollout_id > 0:
             self._restore()
 
@@ -219,7 +221,7 @@ class ShopsimRuntime:
         minus the step's drops.
         """
         accountant = self.accountant
-        if accountant is None:
+        if accountant is None or self.fully_async:  # one group at a time: nothing to size
             return asked
         step = self._live_step()
         view = accountant.wave_view(step)
@@ -240,7 +242,7 @@ class ShopsimRuntime:
     def wave_served(self, size: int) -> None:
         """The data source served a wave of ``size`` groups in the live step (``wave_count`` counts the calls)."""
         step = self._live_step()
-        if self.accountant is not None and step is not None:
+        if self.accountant is not None and step is not None and not self.fully_async:
             self.accountant.wave_served(step, size)
 
     def _live_step(self) -> int | None:
@@ -267,10 +269,47 @@ class ShopsimRuntime:
         Raises only :class:`TechnicalFailureLimitExceeded`, after writing the terminated step.
         """
         judgement = judge_group(samples, **self._judge_kwargs)
+        self._observe(judgement, lambda streak: self._account(judgement, samples, streak))
+        return judgement.kind
+
+    def judge_decided_group(
+        self, samples: Any, decide: Callable[[str], str], *, step: int | None, carried: bool = False,
+        weight_version: int | None = None,
+    ) -> str:
+        """The fully-async path: judge one group, let ``decide(kind)`` choose its outcome, record it; returns the outcome.
+
+        The loop decides (:class:`~shopsim_metrics.step.async_batch.AsyncAdmission`), so the decision
+        never depends on the accounting. Raises only :class:`TechnicalFailureLimitExceeded` (the streak
+        is the same one the synchronous filter feeds), after writing the terminated step.
+        """
+        judgement = judge_group(samples, **self._judge_kwargs)
+        outcome = decide(judgement.kind)
+
+        def account(streak: int) -> None:
+            if self.accountant is None:
+                return
+            try:
+                self.accountant.record_decided(judgement, step, outcome, group=samples, streak=streak,
+                                               carried=carried, weight_version=weight_version)
+            except Exception as exc:  # noqa: BLE001 - never let accounting break the decision
+                self._warn_once("accounting", "shopsim-metrics: accounting failed (%s: %s); the decisions are "
+                                "unaffected but this step's record may be incomplete.", type(exc).__name__, exc)
+
+        self._observe(judgement, account)
+        return outcome
+
+    def close_fully_async_step(self, rollout_id: int, aborted_groups: int | None = None) -> StepRecord | None:
+        """Close the fully-async step ``rollout_id`` (success and reward over every group it judged)."""
+        if self.accountant is None or self.accountant.open_rollout_id() != rollout_id:
+            return None
+        return self.accountant.close_step(aborted_groups=aborted_groups)
+
+    def _observe(self, judgement: GroupJudgement, account: Callable[[int], None]) -> None:
+        """Feed the streak, account the group, send the alerts due, and terminate at the limit."""
         alert, rollout_id, checks = None, None, {}
         with self._judge_lock:
             streak = self.streak.observe(judgement.failed_check)
-            self._account(judgement, samples, streak)
+            account(streak)
             if streak:
                 rollout_id = self._current_rollout_id()
                 alert = self.alerts.after_judgement(self.streak, rollout_id)  # the ERROR at the limit, else None
@@ -287,7 +326,6 @@ class ShopsimRuntime:
                             "failed (%s: %s); the filter's decisions are unaffected.", type(exc).__name__, exc)
         if streak >= self.settings.max_consecutive_failed_groups:
             self._terminate(streak, rollout_id, checks)
-        return judgement.kind
 
     def _account(self, judgement: GroupJudgement, samples: Any, streak: int) -> None:
         """Record the judgement in the step's ledger with the loop's live facts (when accounting is on)."""

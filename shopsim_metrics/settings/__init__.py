@@ -246,6 +246,10 @@ def _optional_seed(value: Any) -> int | None:
     return None if value is None else integer(0)(value)
 
 
+def _optional_whole(value: Any) -> int | None:
+    return None if value is None else integer(0)(value)
+
+
 def _optional_positive(value: Any) -> int | None:
     return None if value is None else integer(1)(value)
 
@@ -314,6 +318,11 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("shopsim_wave_size_cap", None, _optional_positive, "null or an integer >= 1",
             "with `shopsim_wave_size: adaptive`: most groups per wave; `null` = `over_sampling_batch_size` "
             "(a wave is never smaller than slime needs to leave its inner loop, `rollout_batch_size − remaining`)"),
+    # slime's fully-async path (shopsimrl.async_rollout.generate_rollout_fully_async)
+    Setting("shopsim_async_zero_std_drop_limit", None, _optional_whole, "null or an integer >= 0",
+            "on the fully-async path: zero-std groups a step drops before it lets every further zero-std group in "
+            "as `fallback` (the bound on what a starving step waits for); `null` = `rollout_batch_size`; `0` = "
+            "never drop a zero-std group (§3.8)"),
 )
 SETTINGS_BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
 DEFAULTS: dict[str, Any] = {s.name: s.default for s in SETTINGS}
@@ -525,6 +534,7 @@ class ShopsimSettings:
     wave_fill_probability: float = 0.95
     wave_size_cap: int | None = None  # None: over_sampling_batch_size
     partial_rollout: bool = False  # slime's --partial-rollout: aborted groups are continued in a later step
+    async_zero_std_drop_limit: int | None = None  # fully-async path; None: rollout_batch_size
 
     @classmethod
     def from_args(cls, args: Any) -> "ShopsimSettings":
@@ -572,6 +582,7 @@ class ShopsimSettings:
             **{name.removeprefix(PREFIX): values[name] for name in SETTINGS_BY_NAME
                if name.startswith(PROMPT_SKIP) or name.startswith(WAVE_PREFIX)},
             partial_rollout=getattr(args, "partial_rollout", False) is True,
+            async_zero_std_drop_limit=values["shopsim_async_zero_std_drop_limit"],
         )
 
 

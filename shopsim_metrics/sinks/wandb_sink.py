@@ -121,7 +121,7 @@ def table_due(record: StepRecord, every: int) -> bool:
         >>> table_due(StepRecord(rollout_id=3, wave_count=2), 0)
         True
     """
-    if record.wave_count > 1 or record.terminated:
+    if (record.wave_count or 0) > 1 or record.terminated:  # None: the fully-async path has no waves
         return True
     return every > 0 and record.rollout_id % every == 0
 

@@ -90,6 +90,8 @@ class _Judged:
     submitted: int  # groups submitted so far in the step
     group: Any
     clock: float  # the accountant's clock at the judgement
+    carried: bool = False  # fully-async: the group was drawn before its step began
+    weight_version: int | None = None  # fully-async: the oldest policy version that generated the group
 
 
 @dataclass
@@ -105,6 +107,7 @@ class _OpenStep:
     filled_at: int | None = None  # index of the row whose judgement filled the train batch
     hook_seconds: float = 0.0  # the project's own time inside the hooks for this step
     counted: bool = False  # numbered by the accountant (the loop could not say): slime's log function renumbers it
+    fully_async: bool = False  # judged by the fully-async rollout function, which decided each outcome itself
 
 
 RATE_WINDOW = 8
@@ -165,6 +168,7 @@ class StepAccountant:
         self.first_rollout_id = first_rollout_id
         """The step a process numbers first when the loop cannot say: slime's ``start_rollout_id``."""
         self._counted_ids: set[int] = set()  # closed, unemitted records numbered by the accountant
+        self._newest_version: int | None = None  # fully-async: the newest policy version any judged group reported
 
     # --- judging ------------------------------------------------------------------------------
     def judge(
@@ -203,6 +207,38 @@ class StepAccountant:
             else:
                 outcome = C.OUTCOME_SURPLUS
             state.judged.append(_Judged(judgement, outcome, remaining, state.submitted, group, self.clock()))
+            state.streak = streak
+            if streak > state.max_streak:
+                state.max_streak = streak
+            return outcome
+
+    def record_decided(
+        self, judgement: GroupJudgement, step: int | None, outcome: str, *, group: Any = None, streak: int = 0,
+        carried: bool = False, weight_version: int | None = None,
+    ) -> str:
+        """Record one group whose outcome the loop decided itself (the fully-async path, no ``remaining``).
+
+        ``carried``: the group was drawn before the step began; ``weight_version``: the oldest policy
+        version that generated it (:func:`~shopsim_metrics.step.async_batch.oldest_weight_version`).
+        The step's record then has no waves and no ``remaining`` (null) and says
+        ``carried_group_count`` and the trained groups' policy-version lag.
+        """
+        if outcome not in C.OUTCOMES:
+            raise ValueError(f"outcome must be one of {C.OUTCOMES}, got {outcome!r}")
+        with self._lock:
+            state = self._open
+            if state is None or (step is not None and step != state.rollout_id):
+                state = self._start(step, C.LOOP_FULLY_ASYNC)
+            state.fully_async = True
+            if outcome in _DROPS:
+                state.drops += 1
+            elif outcome in (C.OUTCOME_TRAINED, C.OUTCOME_FALLBACK):
+                state.train_len += 1
+                if state.train_len == self.rollout_batch_size:
+                    state.filled_at = len(state.judged)
+            if weight_version is not None and (self._newest_version is None or weight_version > self._newest_version):
+                self._newest_version = weight_version
+            state.judged.append(_Judged(judgement, outcome, None, 0, group, self.clock(), carried, weight_version))
             state.streak = streak
             if streak > state.max_streak:
                 state.max_streak = streak
@@ -290,18 +326,21 @@ class StepAccountant:
 
     # --- closing ------------------------------------------------------------------------------
     def close_step(
-        self, *, stats: GenerationStats | None = None, all_groups: int | None = None, terminated: bool = False
+        self, *, stats: GenerationStats | None = None, all_groups: int | None = None, terminated: bool = False,
+        aborted_groups: int | None = None,
     ) -> StepRecord | None:
         """Close the open step (all-samples hook, log function, or termination); None if none is open.
 
         ``stats`` are the generation figures over every completed group (from the all-samples hook);
-        without them the ledger's own sums are used.
+        without them the ledger's own sums are used. ``aborted_groups``: on the fully-async path, the
+        groups put back in the buffer during the step (None: not known).
         """
         with self._lock:
             state, self._open = self._open, None
             if state is None:
                 return None
-            record = self._record(state, terminated=terminated, stats=stats, all_groups=all_groups)
+            record = self._record(state, terminated=terminated, stats=stats, all_groups=all_groups,
+                                  aborted_groups=aborted_groups)
             self._append_closed(record, state)
             return record
 
@@ -343,7 +382,7 @@ class StepAccountant:
             scorable = j.scorable_rollouts
             rows.append(DecisionRow(
                 order=order,
-                waves_open=self._waves_open(judged.submitted, wave_sizes),
+                waves_open=None if state.fully_async else self._waves_open(judged.submitted, wave_sizes),
                 group_index=j.group_index,
                 outcome=judged.outcome,
                 reason=C.REASON_OF_KIND[j.kind],
@@ -374,7 +413,8 @@ class StepAccountant:
         return waves
 
     def _record(
-        self, state: _OpenStep, *, terminated: bool, stats: GenerationStats | None, all_groups: int | None
+        self, state: _OpenStep, *, terminated: bool, stats: GenerationStats | None, all_groups: int | None,
+        aborted_groups: int | None = None,
     ) -> StepRecord:
         wave_sizes = self._take_wave_sizes(state.rollout_id)
         rows = self._ledger(state, wave_sizes)
@@ -409,7 +449,7 @@ class StepAccountant:
         live = self.tokens.take(state.rollout_id, [j.group for j in state.judged]) if self.tokens is not None else None
         informative = counts[C.OUTCOME_TRAINED]  # trained groups with spread (fallback groups are zero-std)
         self._recent.append((sum(1 for j in state.judged if j.judgement.kind == SPREAD), accepted))
-        fill, extra = self._wave_seconds(rows, state.filled_at, wave_count)
+        fill, extra = (None, None) if state.fully_async else self._wave_seconds(rows, state.filled_at, wave_count)
         record = StepRecord(
             rollout_id=state.rollout_id,
             terminated=terminated,
@@ -445,7 +485,7 @@ class StepAccountant:
             train_reward_mean=train_stats.mean,
             consecutive_technical_failures=state.streak,
             max_consecutive_technical_failures=state.max_streak,
-            remaining_min=min((row.remaining_before for row in rows), default=None),
+            remaining_min=min((row.remaining_before for row in rows if row.remaining_before is not None), default=None),
             optimizer_update_count=_ratio(train_samples, self.global_batch_size or 0),
             generation_stats_source="all_samples_hook" if stats is not None else "ledger",
             all_samples_group_count=all_groups,
@@ -467,9 +507,23 @@ class StepAccountant:
             tokens_per_informative_group=live.total / informative if live is not None and informative else None,
             decisions=rows,
         )
+        if state.fully_async:
+            self._fully_async_fields(record, state, aborted_groups)
         if self.prompts is not None:  # after the record is complete: it may read the step's token counts
             self.prompts.annotate(record, [judged.group for judged in state.judged])
         return record
+
+    def _fully_async_fields(self, record: StepRecord, state: _OpenStep, aborted_groups: int | None) -> None:
+        """The fields of a fully-async step: no waves, no ``remaining`` (null, not 0); carried groups and lag."""
+        for name in C.NULL_ON_FULLY_ASYNC:
+            setattr(record, name, None)
+        record.aborted_group_count = aborted_groups
+        taken = [j for j in state.judged if j.outcome in (C.OUTCOME_TRAINED, C.OUTCOME_FALLBACK)]
+        record.carried_group_count = sum(1 for j in taken if j.carried)
+        newest = self._newest_version
+        lags = [newest - j.weight_version for j in taken if j.weight_version is not None and newest is not None]
+        record.policy_version_lag_mean = sum(lags) / len(lags) if lags else None
+        record.policy_version_lag_max = max(lags) if lags else None
 
     def _take_wave_sizes(self, step: int) -> list[int] | None:
         """The wave sizes served for ``step`` (None: not reported), forgetting those of any earlier step."""

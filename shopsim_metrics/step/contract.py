@@ -110,11 +110,20 @@ PROMPT_SKIP_FIELDS: Final = step_fields(records.PROMPT_SKIP)
 SKIPPED_PROMPT_COLUMNS: Final = ("prompt_key", "zero_std_run", "kind", "skip_probability", "group_index")
 """Columns of the ``skipped_prompts`` rows (records file) and table (W&B ``rollout/shopsim/skipped_prompts``)."""
 
+# --- slime's fully-async path (per step; only in records of that path) --------------------------
+FULLY_ASYNC_FIELDS: Final = step_fields(records.FULLY_ASYNC)
+"""The fully-async table of the contract: carried groups and the trained groups' policy-version lag."""
+NULL_ON_FULLY_ASYNC: Final = ("submitted_group_count", "wave_count", "remaining_min", "first_wave_fill_seconds",
+                              "extra_wave_seconds")
+"""Per-step fields that do not exist on the fully-async path (no waves, no ``remaining``): null there, never 0."""
+LOOP_FULLY_ASYNC: Final = "fully_async"
+"""``loop_state_source`` of a step judged by :func:`shopsimrl.async_rollout.generate_rollout_fully_async`."""
+
 RECONCILE_FIELD: Final = "reconcile_mismatch_count"
 """Logged by the log function: drop counts that disagree with slime's own counters (0 = agree)."""
 
 WANDB_STEP_FIELDS: Final = (STEP_FIELDS + EXTRA_FIELDS + COST_FIELDS + PROMPT_VALUE_FIELDS + ZERO_STD_CAUSE_FIELDS
-                             + PROMPT_SKIP_FIELDS)
+                             + PROMPT_SKIP_FIELDS + FULLY_ASYNC_FIELDS)
 """Every per-step scalar the W&B sink logs under WANDB_PREFIX."""
 
 # --- the per-group decision ledger --------------------------------------------------------------

@@ -21,8 +21,8 @@ from typing import Any
 
 from shopsim_metrics.step.json_values import json_native, json_native_fields
 
-COUNT, RATIO, STREAK, EXTRA, COST, PROMPT_VALUE, ZERO_STD_CAUSE, PROMPT_SKIP = (
-    "count", "ratio", "streak", "extra", "cost", "prompt_value", "zero_std_cause", "prompt_skip")
+COUNT, RATIO, STREAK, EXTRA, COST, PROMPT_VALUE, ZERO_STD_CAUSE, PROMPT_SKIP, FULLY_ASYNC = (
+    "count", "ratio", "streak", "extra", "cost", "prompt_value", "zero_std_cause", "prompt_skip", "fully_async")
 """The contract's tables of per-step fields (``contract.COUNT_FIELDS`` ... are derived from :class:`StepRecord`)."""
 
 RECORD_ONLY = {"record_only": True}
@@ -50,11 +50,11 @@ class DecisionRow:
     """One judged group: what slime did with it and why (a row of the decision ledger)."""
 
     order: int  # judgement order within the step, from 1
-    waves_open: int  # waves submitted so far in the step at this judgement
+    waves_open: int | None  # waves submitted so far in the step at this judgement (None: the fully-async path has no waves)
     group_index: int | None  # Sample.group_index (or index of the first sample) of the group
     outcome: str  # one of contract.OUTCOMES
     reason: str | None  # DynamicFilterOutput.reason
-    remaining_before: int | None  # slime's remaining_batch_size before the decision
+    remaining_before: int | None  # slime's remaining_batch_size before the decision (None: fully-async path)
     unique_rollouts: int  # unique rollouts after de-duplication by rollout_id
     reward_min: float | None = None  # over scorable unique rollouts; None when there are none
     reward_max: float | None = None
@@ -91,14 +91,14 @@ class StepRecord:
     over_sampling_batch_size: int | None = None
     global_batch_size: int | None = None
     technical_failure_limit: int | None = per_step(EXTRA, None)
-    loop_state_source: str | None = None  # "slime", "mirror", or the name of a test/simulated loop
+    loop_state_source: str | None = None  # "slime", "mirror", "fully_async", or the name of a test/simulated loop
     # who wrote the record, and when among the run's writes (the readers' order: process start, then sequence)
     run_id: str | None = None  # the run's identity: made by its first process, kept by every resume
     process_started_at: float | None = None  # Unix time the writing process's monitor started
     record_sequence: int | None = None  # 1, 2, ... per writing process, in the order its records were emitted
-    # counts
-    submitted_group_count: int = per_step(COUNT, 0)
-    wave_count: int = per_step(COUNT, 0)
+    # counts (submitted_group_count, wave_count: None on the fully-async path, which has no waves)
+    submitted_group_count: int | None = per_step(COUNT, 0)
+    wave_count: int | None = per_step(COUNT, 0)
     accepted_group_count: int = per_step(COUNT, 0)
     train_group_count: int = per_step(COUNT, 0)
     fallback_group_count: int = per_step(COUNT, 0)
@@ -109,7 +109,7 @@ class StepRecord:
     zero_std_all_fail_group_count: int = per_step(ZERO_STD_CAUSE, 0)  # ... no success
     zero_std_other_group_count: int = per_step(ZERO_STD_CAUSE, 0)  # ... neither (the three add up to zero_std_group_count)
     surplus_group_count: int = per_step(COUNT, 0)
-    aborted_group_count: int = per_step(COUNT, 0)
+    aborted_group_count: int | None = per_step(COUNT, 0)  # fully-async: groups put back in the buffer (None: unknown)
     accepted_sample_count: int = per_step(EXTRA, 0)
     train_sample_count: int = per_step(EXTRA, 0)
     scorable_rollout_count: int = per_step(EXTRA, 0)
@@ -175,6 +175,10 @@ class StepRecord:
     skip_realised_zero_std_rate: float | None = per_step(PROMPT_SKIP, None)  # the share of them that were zero-std
     skip_brier_score: float | None = per_step(PROMPT_SKIP, None)  # mean (predicted - realised)^2 over them
     skipped_prompts: list[dict[str, Any]] | None = None  # rows with contract.SKIPPED_PROMPT_COLUMNS
+    # slime's fully-async path (None, and absent from to_dict: a synchronous step)
+    carried_group_count: int | None = per_step(FULLY_ASYNC, None)  # trained groups drawn before the step began
+    policy_version_lag_mean: float | None = per_step(FULLY_ASYNC, None)  # newest weight version - trained group's oldest
+    policy_version_lag_max: int | None = per_step(FULLY_ASYNC, None)  # the largest of those lags
     # the prompts table on the steps it is due: for W&B only, not part of the record (JSONL, equality)
     prompt_table: list[list[Any]] | None = field(default=None, compare=False, repr=False)
     decisions: list[DecisionRow] = field(default_factory=list)
@@ -185,10 +189,13 @@ class StepRecord:
         return out
 
     def _field_names(self) -> tuple[str, ...]:
-        """The record's fields; the skip fields only when one is set (a run that skips), so other runs' records stay as they were."""
-        if any(getattr(self, name, None) is not None for name in _SKIP_FIELDS):
+        """The record's fields; the skip fields only when one is set (a run that skips), the fully-async fields
+        only on that path, so other runs' records stay as they were."""
+        hidden = [group for group in (_SKIP_FIELDS, _FULLY_ASYNC_FIELDS)
+                  if not any(getattr(self, name, None) is not None for name in group)]
+        if not hidden:
             return _STEP_FIELDS
-        return _STEP_FIELDS_WITHOUT_SKIPS
+        return tuple(name for name in _STEP_FIELDS if not any(name in group for group in hidden))
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "StepRecord":
@@ -201,7 +208,7 @@ class StepRecord:
 _ROW_FIELDS = tuple(f.name for f in fields(DecisionRow))
 _STEP_FIELDS = tuple(f.name for f in fields(StepRecord) if f.name not in ("decisions", "prompt_table"))
 _SKIP_FIELDS = (*step_fields(PROMPT_SKIP), "skipped_prompts")
-_STEP_FIELDS_WITHOUT_SKIPS = tuple(name for name in _STEP_FIELDS if name not in _SKIP_FIELDS)
+_FULLY_ASYNC_FIELDS = step_fields(FULLY_ASYNC)
 
 
 def _rows(decisions: Any) -> list[Any]:
