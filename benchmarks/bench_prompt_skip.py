@@ -1,61 +1,114 @@
-"""Skipping prompts before generation (GRESO's rule through ``shopsimrl``'s data source), late in training.
+"""Skipping prompts before generation, measured honestly: three pools x 5 seeds, every mode, both wave sizes.
 
-The simulated pool is one where most prompts are zero-std at most visits, as GRESO reports for late
-training: difficulties spread far around a skill that no longer moves, so most prompts stay all-pass
-or all-fail visit after visit (about three quarters of judged groups are zero-std without skipping),
-a band of prompts near the skill carries the signal, and difficulties drift slowly. The same config runs without
-and with ``prompt_skip: greso`` (GRESO's published settings), through the real hooks and the real
-data source, side by side in one process. Targets:
+Each pool runs with ``prompt_skip`` off, ``greso`` (GRESO's published rule, the reference) and
+``predictive``, each with ``fixed`` and ``adaptive`` waves, through the real hooks and the real data
+source, at the same knobs and seeds. Per setting, pooled over the seeds
+(:mod:`shopsim_metrics.simulator.skip_measure`): total tokens per informative trained group (every
+token generated, aborted groups included), P(second wave), aborted tokens per step, lost signal
+(expected informative groups forgone per informative group trained, from the simulator's true
+success rates) and the median steps before a prompt that became learnable is judged again.
 
-- generated tokens per informative trained group (outcome ``trained``, not ``fallback``) at least 2x
-  lower with skipping;
-- no lower share of informative groups in the train batch;
-- no more waves per step.
+Pools:
 
-Run: ``python benchmarks/bench_prompt_skip.py`` (prints the figures; exit 1 on a miss).
+- **drifting**: the policy learns across a wide spread of difficulties (hard prompts become learnable,
+  easy ones saturate) and difficulties drift;
+- **demo**: the demo's pool (``demo_config``), where zero-std is mostly luck of the draw;
+- **persistent**: a wide spread around a skill that does not move: most prompts zero-std visit after visit.
+
+Targets (ratios side by side in one run; misses are printed and exit 1):
+
+- the best mode >= 1.6x fewer total tokens per informative trained group than off on the drifting
+  pool, and >= 1.0x on every pool;
+- predictive: lost signal <= 0.4x greso's at no more tokens than greso (each wave size, each pool
+  where greso skips);
+- adaptive waves: P(second wave) <= 0.05 and fewer aborted tokens than fixed (each mode, each pool).
+
+Run: ``python benchmarks/bench_prompt_skip.py [--steps N] [--seeds K]``.
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
 import time
+from dataclasses import replace
 
 from shopsim_metrics.simulator.config import SimConfig
-from shopsim_metrics.simulator.skip_saving import compare_skipping, format_saving
+from shopsim_metrics.simulator.demo import demo_config
+from shopsim_metrics.simulator.skip_measure import SkipMeasure, measure_skipping
 
-TOKEN_RATIO_TARGET = 2.0
-LATE_TRAINING = SimConfig(
-    steps=300,
-    seed=0,
-    prompt_pool=512,
-    skill_start=1.0,
-    skill_end=1.0,  # late training: the learning curve has flattened
-    difficulty_spread=8.0,
-    difficulty_drift=0.02,
-    partial_credit_rate=0.0,
-    technical_rate=0.0,
-)
+MODES = ("off", "greso", "predictive")
+WAVES = ("fixed", "adaptive")
+BEST_DRIFTING_TARGET, EVERY_POOL_TARGET = 1.6, 1.0
+LOST_SIGNAL_TARGET = 0.4
+SECOND_WAVE_TARGET = 0.05
 
 
-def main() -> int:
+def pools(steps: int) -> dict[str, SimConfig]:
+    plain = dict(partial_credit_rate=0.0, technical_rate=0.02, steps=steps)
+    return {
+        "drifting": SimConfig(prompt_pool=512, skill_start=-3.0, skill_end=3.0, learning_steps=steps / 2,
+                              difficulty_spread=4.0, difficulty_drift=0.05, **plain),
+        "demo": replace(demo_config(steps=steps), bursts=()),
+        "persistent": SimConfig(prompt_pool=512, skill_start=1.0, skill_end=1.0, difficulty_spread=8.0, **plain),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=150)
+    parser.add_argument("--seeds", type=int, default=5)
+    args = parser.parse_args(argv)
+    seeds = tuple(range(args.seeds))
     started = time.perf_counter()
-    saving = compare_skipping(LATE_TRAINING)
-    seconds = time.perf_counter() - started
-    off, greso = saving.off, saving.greso
-    print(format_saving(saving, LATE_TRAINING.over_sampling_batch_size))
-    print(f"pool of {LATE_TRAINING.prompt_pool} prompts, {LATE_TRAINING.steps} steps per run; zero-std share of "
-          f"judged groups {off.zero_std_share:.2f} without skipping, {greso.zero_std_share:.2f} with; {seconds:.1f} s")
-    misses = []
-    ratio = saving.token_ratio or 0.0
-    if ratio < TOKEN_RATIO_TARGET:
-        misses.append(f"tokens per informative group only {ratio:.2f}x lower (target >= {TOKEN_RATIO_TARGET}x)")
-    if (greso.informative_share or 0.0) < (off.informative_share or 0.0):
-        misses.append(f"informative share fell: {greso.informative_share:.3f} < {off.informative_share:.3f}")
-    if (greso.waves_per_step or 0.0) > (off.waves_per_step or 0.0):
-        misses.append(f"more waves per step: {greso.waves_per_step:.2f} > {off.waves_per_step:.2f}")
-    print(f"tokens per informative trained group, off / greso: {ratio:.2f}x (target >= {TOKEN_RATIO_TARGET}x): "
-          + ("OK" if not misses else "MISS: " + "; ".join(misses)))
+    misses: list[str] = []
+    print(f"{args.steps} steps per run, seeds {', '.join(map(str, seeds))}; figures pooled over the seeds")
+    print(f"{'pool':<11}{'skip':<11}{'waves':<9}{'tokens/inf.grp':>15}{'vs off':>8}{'P(2nd)':>8}"
+          f"{'aborted/step':>14}{'lost sig.':>10}{'return':>8}{'skipped':>9}")
+    for name, config in pools(args.steps).items():
+        results: dict[tuple[str, str], SkipMeasure] = {}
+        for waves in WAVES:
+            for mode in MODES:
+                results[mode, waves] = measure_skipping(replace(config, prompt_skip=mode, wave_size=waves), seeds)
+        off = results["off", "fixed"].tokens_per_informative_group
+        for (mode, waves), m in results.items():
+            ratio = off / m.tokens_per_informative_group
+            ret = "-" if m.median_return_delay is None else f"{m.median_return_delay:.0f}"
+            print(f"{name:<11}{mode:<11}{waves:<9}{m.tokens_per_informative_group:>15,.0f}{ratio:>7.2f}x"
+                  f"{m.second_wave_probability:>8.3f}{m.aborted_tokens_per_step:>14,.0f}{m.lost_signal:>10.3f}"
+                  f"{ret:>8}{m.skipped_prompts:>9}")
+        misses += _check(name, results)
+    print(f"{time.perf_counter() - started:.0f} s")
+    print("OK: every target met" if not misses else "MISS:\n  " + "\n  ".join(misses))
     return 1 if misses else 0
+
+
+def _check(name: str, results: dict[tuple[str, str], SkipMeasure]) -> list[str]:
+    misses = []
+    off = results["off", "fixed"].tokens_per_informative_group
+    best_key = min(results, key=lambda k: results[k].tokens_per_informative_group)
+    best = off / results[best_key].tokens_per_informative_group
+    target = BEST_DRIFTING_TARGET if name == "drifting" else EVERY_POOL_TARGET
+    if best < target:
+        misses.append(f"{name}: the best mode ({'/'.join(best_key)}) is {best:.2f}x fewer tokens per informative "
+                      f"group than off (target >= {target}x)")
+    for waves in WAVES:
+        greso, predictive = results["greso", waves], results["predictive", waves]
+        if greso.skipped_prompts and predictive.lost_signal > LOST_SIGNAL_TARGET * greso.lost_signal:
+            misses.append(f"{name}/{waves}: predictive's lost signal {predictive.lost_signal:.3f} > "
+                          f"{LOST_SIGNAL_TARGET} x greso's {greso.lost_signal:.3f}")
+        if predictive.tokens_per_informative_group > greso.tokens_per_informative_group:
+            misses.append(f"{name}/{waves}: predictive uses more tokens per informative group than greso "
+                          f"({predictive.tokens_per_informative_group:,.0f} > {greso.tokens_per_informative_group:,.0f})")
+    for mode in MODES:
+        fixed, adaptive = results[mode, "fixed"], results[mode, "adaptive"]
+        if adaptive.second_wave_probability > SECOND_WAVE_TARGET:
+            misses.append(f"{name}/{mode}: adaptive P(second wave) {adaptive.second_wave_probability:.3f} > "
+                          f"{SECOND_WAVE_TARGET}")
+        if adaptive.aborted_tokens >= fixed.aborted_tokens and fixed.aborted_tokens:
+            misses.append(f"{name}/{mode}: adaptive waves abort no fewer tokens than fixed "
+                          f"({adaptive.aborted_tokens_per_step:,.0f} >= {fixed.aborted_tokens_per_step:,.0f} per step)")
+    return misses
 
 
 if __name__ == "__main__":

@@ -53,6 +53,7 @@ CMD=(
   --dynamic-sampling-filter-path shopsimrl.slime_runtime.fully_scored_group_filter
   --rollout-all-samples-process-path shopsimrl.slime_runtime.record_all_samples
   --custom-rollout-log-function-path shopsimrl.slime_runtime.log_rollout_step
+  --rollout-sample-hook-path shopsimrl.slime_runtime.record_generated_sample  # every generated token, aborted ones included
   --custom-config-path "$SHOPSIM_CONFIG"
   --use-wandb
   --disable-wandb-random-suffix  # slime 624b824 calls wandb.util.generate_id, which wandb 0.31 lacks

@@ -89,7 +89,8 @@ class ShopsimRuntime:
                 global_batch_size=settings.global_batch_size,
                 clock=getattr(self.loop_state, "clock", None),  # a simulated loop's own clock, else monotonic
                 prompts=PromptValueTracker(metadata_key=settings.prompt_key, limit=settings.prompt_history_limit,
-                                           table_every=settings.prompts_table_every)
+                                           table_every=settings.prompts_table_every,
+                                           forgetting=settings.prompt_skip_forgetting)
                 if settings.prompt_history_limit else None,  # 0: no prompt tracking
                 tokens=GeneratedTokens(continues=settings.partial_rollout),
             )
@@ -187,7 +188,10 @@ class ShopsimRuntime:
         if source is None or self.skip_tally is None:
             return
         try:
-            self.skip_tally.fill(record, source.take_skipped(), p_easy=source.rule.p_easy, p_hard=source.rule.p_hard)
+            greso = getattr(source, "predictor", None) is None
+            predictions = source.take_predictions() if not greso else None
+            self.skip_tally.fill(record, source.take_skipped(), p_easy=source.rule.p_easy if greso else None,
+                                 p_hard=source.rule.p_hard if greso else None, predictions=predictions)
         except Exception as exc:  # noqa: BLE001 - monitoring never stops training
             self._warn_once("skip_fields", "shopsim-metrics: recording the skipped prompts failed (%s: %s); the "
                             "step's other fields are complete.", type(exc).__name__, exc)

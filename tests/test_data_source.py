@@ -170,7 +170,7 @@ def test_the_mode_is_off_by_default_and_for_yamls_false(tmp_path) -> None:
     assert skip_mode(SimpleNamespace(shopsim_prompt_skip=None)) == "off"
     assert skip_mode(SimpleNamespace(shopsim_prompt_skip=False)) == "off"
     assert skip_mode(SimpleNamespace(shopsim_prompt_skip=" GRESO ")) == "greso"
-    with pytest.raises(ValueError, match=r"shopsim_prompt_skip: expected one of off, greso; got 'gerso'$"):
+    with pytest.raises(ValueError, match=r"shopsim_prompt_skip: expected one of off, greso, predictive; got 'gerso'$"):
         skip_mode(SimpleNamespace(shopsim_prompt_skip="gerso"))
     with pytest.raises(ValueError, match=r"got True \(YAML reads unquoted on/yes/true as a boolean: write greso\)"):
         PromptSkipDataSource(make_args(tmp_path, shopsim_prompt_skip=True), inner=FakeSlimeDataSource(

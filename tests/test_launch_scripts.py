@@ -23,6 +23,7 @@ HOOKS = {
     "--dynamic-sampling-filter-path": "shopsimrl.slime_runtime.fully_scored_group_filter",
     "--rollout-all-samples-process-path": "shopsimrl.slime_runtime.record_all_samples",
     "--custom-rollout-log-function-path": "shopsimrl.slime_runtime.log_rollout_step",
+    "--rollout-sample-hook-path": "shopsimrl.slime_runtime.record_generated_sample",
 }
 KNOB_FLAGS = {
     "rollout_batch_size": "--rollout-batch-size",

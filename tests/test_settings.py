@@ -219,7 +219,7 @@ def test_check_config_reads_the_skip_settings_both_sides() -> None:
     assert problems == [] and (good["shopsim_prompt_skip"], good["shopsim_prompt_skip_floor"]) == ("greso", 0.02)
     assert validate_settings({"shopsim_prompt_skip": False})[0]["shopsim_prompt_skip"] == "off"
     assert validate_settings({"shopsim_prompt_skip": "gerso"})[1] == [
-        "shopsim_prompt_skip: expected one of off, greso; got 'gerso'"]
+        "shopsim_prompt_skip: expected one of off, greso, predictive; got 'gerso'"]
     assert validate_settings({"shopsim_prompt_skip_step": 1.5})[1] == [
         "shopsim_prompt_skip_step: expected a number in [0, 1]; got 1.5"]
     assert validate_settings({"shopsim_prompt_skip_seed": -1})[1] == [

@@ -79,7 +79,7 @@ def test_drift_moves_difficulties_by_the_steps_taken(drift: float, steps: int, s
 def test_a_skip_setting_without_a_pool_is_refused() -> None:
     with pytest.raises(ValueError, match="prompt_skip needs a prompt_pool"):
         SimConfig(prompt_skip="greso")
-    with pytest.raises(ValueError, match="prompt_skip must be one of off, greso; got 'on'"):
+    with pytest.raises(ValueError, match="prompt_skip must be one of off, greso, predictive; got 'on'"):
         SimConfig(prompt_pool=4, prompt_skip="on")
 
 

@@ -13,6 +13,11 @@ so this module imports without slime) and delegates to it:
   is put to :class:`~shopsim_metrics.prompts.skip_rule.GresoSkipRule` with its ``zero_std_run`` from
   the prompt history; the groups it skips are dropped and replacements drawn until the wave has the
   ``num_samples`` groups slime asked for.
+- ``shopsim_prompt_skip: predictive``: the same, with :class:`~shopsim_metrics.prompts.predictive_rule.PredictiveSkipRule`
+  deciding: a drawn prompt is skipped when its predicted probability of a zero-std group (from its
+  forgetting success evidence, the history's ``success_evidence``) is at least
+  ``shopsim_prompt_skip_threshold``; the prediction of every prompt let through is handed to the
+  monitor (:meth:`PromptSkipDataSource.take_predictions`) for the calibration fields.
 - ``shopsim_wave_size: adaptive`` (with either mode): each call serves the number of groups that fills
   ``rollout_batch_size`` with probability ``shopsim_wave_fill_probability``, from the step's needs and
   the recent steps' informative rate (the monitor's :meth:`~shopsim_metrics.monitor.ShopsimRuntime.size_wave`);
@@ -51,11 +56,11 @@ as an unbroken one would.
 Settings (read from ``args`` by the settings table, :mod:`shopsim_metrics.settings`, as check-config
 and the monitor's hooks read them; absent or None means the default):
 
-- ``shopsim_prompt_skip``: ``off`` (default) or ``greso``;
+- ``shopsim_prompt_skip``: ``off`` (default), ``greso`` or ``predictive``;
 - ``shopsim_prompt_skip_<field>`` for every field of :class:`SkipRuleSettings` (``target_share``,
   ``easy_share_of_target``, ``floor``, ``step``, ``p_min``, ``p_max``, ``p_easy_start``,
-  ``p_hard_start``, ``seed``): the field's default, GRESO's published value; the seed defaults to
-  slime's ``rollout_seed``;
+  ``p_hard_start``, ``seed``; ``threshold`` and ``forgetting`` for ``predictive``): the field's default,
+  GRESO's published value; the seed defaults to slime's ``rollout_seed``;
 - ``shopsim_prompt_key``: the metadata column that names a prompt (the monitor's setting).
 
 Example:
@@ -85,12 +90,14 @@ import os
 import threading
 from typing import Any
 
+from shopsim_metrics.judging.verdicts import ZERO_STD_ALL_FAIL, ZERO_STD_ALL_PASS
 from shopsim_metrics.prompts.keys import prompt_key
 from shopsim_metrics.settings import PROMPT_SKIP, PROMPT_SKIP_MODES, PROMPT_SKIP_RULE_PREFIX, SETTINGS_BY_NAME
 from shopsim_metrics.settings import WAVE_SIZE_MODES
 from shopsim_metrics.settings import skip_rule_settings
 from shopsim_metrics.prompts.skip_history import InMemorySkipHistory, SkipHistory
 from shopsim_metrics.prompts.skip_record import SkippedPrompt
+from shopsim_metrics.prompts.predictive_rule import PredictiveSkipRule
 from shopsim_metrics.prompts.skip_rule import GresoSkipRule
 from shopsim_metrics.settings.prompt_skip import SkipRuleSettings
 
@@ -98,7 +105,7 @@ logger = logging.getLogger("shopsim_metrics")
 
 __all__ = ["PromptSkipDataSource", "SkippedPrompt", "skip_mode", "rule_settings_from_args"]
 
-OFF, GRESO = PROMPT_SKIP_MODES[:2]
+OFF, GRESO, PREDICTIVE = PROMPT_SKIP_MODES
 FIXED, ADAPTIVE = WAVE_SIZE_MODES
 WAVE_SIZE_ARG = "shopsim_wave_size"
 MODE_ARG = PROMPT_SKIP
@@ -120,7 +127,7 @@ def skip_mode(args: Any) -> str:
         >>> skip_mode(SimpleNamespace(shopsim_prompt_skip=True))
         Traceback (most recent call last):
         ...
-        shopsim_metrics.settings.ShopsimConfigError: shopsim_prompt_skip: expected one of off, greso; got True (YAML reads unquoted on/yes/true as a boolean: write greso)
+        shopsim_metrics.settings.ShopsimConfigError: shopsim_prompt_skip: expected one of off, greso, predictive; got True (YAML reads unquoted on/yes/true as a boolean: write greso)
     """
     return SETTINGS_BY_NAME[MODE_ARG].read(getattr(args, MODE_ARG, None))
 
@@ -168,12 +175,18 @@ class PromptSkipDataSource:
         self.wave_size: str = SETTINGS_BY_NAME[WAVE_SIZE_ARG].read(getattr(args, WAVE_SIZE_ARG, None))
         """``fixed`` (serve what slime asks) or ``adaptive`` (size each wave to fill the batch)."""
         self.metadata_key: str | None = getattr(args, "shopsim_prompt_key", None)
-        self.rule = GresoSkipRule(rule_settings_from_args(args))
+        settings = rule_settings_from_args(args)
+        self.rule = GresoSkipRule(settings)
+        self.predictor: PredictiveSkipRule | None = (
+            PredictiveSkipRule(threshold=settings.threshold, n_samples=_group_size(args))
+            if self.mode == PREDICTIVE else None)
+        """``predictive``: the rule deciding every draw (GRESO's ``rule`` is then unused)."""
         self._history: SkipHistory | None = history
         self._monitor = monitor
         self.inner = inner if inner is not None else _load_class(self.inner_class)(args)
         self.adapted_step: int | None = None  # rollout_id of the last closed step the rule adapted to
         self._skipped: list[SkippedPrompt] = []
+        self._predictions: list[tuple[Any, float]] = []  # (group_index, predicted zero-std) of the groups let through
         self._lock = threading.Lock()
 
     # --- slime's interface -------------------------------------------------------------------------
@@ -190,7 +203,8 @@ class PromptSkipDataSource:
         """``num_samples`` groups: slime's data source's with ``off``; with skipping, skipped draws replaced."""
         if self.mode == OFF:
             return self.inner.get_samples(num_samples)
-        self._adapt_to_closed_step()
+        if self.mode == GRESO:
+            self._adapt_to_closed_step()
         dataset_length = len(self.inner)
         served: list[list[Any]] = []
         rounds = drawn = 0
@@ -289,6 +303,12 @@ class PromptSkipDataSource:
             skipped, self._skipped = self._skipped, []
         return skipped
 
+    def take_predictions(self) -> list[tuple[Any, float]]:
+        """``predictive``: ``(group_index, predicted zero-std probability)`` of the groups let through since the last call."""
+        with self._lock:
+            predictions, self._predictions = self._predictions, []
+        return predictions
+
     def state_dict(self) -> dict[str, Any]:
         """The rule's and the history's state and the last step adapted to, JSON-able."""
         return {"format": STATE_FORMAT, "mode": self.mode, "adapted_step": self.adapted_step,
@@ -314,7 +334,16 @@ class PromptSkipDataSource:
         if key is None:
             return False
         run, kind = self.history.zero_std_run(key)
-        decision = self.rule.decide(run, kind)
+        if self.predictor is not None:
+            evidence = self.history.success_evidence(key)
+            decision = self.predictor.decide(evidence)
+            if evidence is not None and kind is None:  # the side the evidence leans to
+                kind = ZERO_STD_ALL_PASS if evidence[0] > evidence[1] else ZERO_STD_ALL_FAIL
+            if not decision.skip and evidence is not None:
+                with self._lock:
+                    self._predictions.append((getattr(group[0], "group_index", None), decision.probability))
+        else:
+            decision = self.rule.decide(run, kind)
         if decision.skip:
             skipped = SkippedPrompt(prompt_key=key, zero_std_run=run, skip_probability=decision.probability,
                                     kind=kind,  # type: ignore[arg-type]  # a run >= 1 has a kind
@@ -326,6 +355,15 @@ class PromptSkipDataSource:
     def _buffer_length(self) -> int:
         get_buffer_length = getattr(self.inner, "get_buffer_length", None)
         return get_buffer_length() if get_buffer_length is not None else 0
+
+
+def _group_size(args: Any) -> int:
+    """slime's ``n_samples_per_prompt``: the group size the predictive rule predicts for."""
+    n = getattr(args, "n_samples_per_prompt", None)
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"shopsim_prompt_skip: predictive needs slime's n_samples_per_prompt (an integer >= 1); "
+                         f"got {n!r}")
+    return n
 
 
 def _state_path(directory: str, rollout_id: int) -> str:

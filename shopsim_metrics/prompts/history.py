@@ -38,6 +38,7 @@ VERDICT_LETTERS = {SPREAD: "S", ZERO_STD_ALL_PASS: "P", ZERO_STD_ALL_FAIL: "F", 
 
 HISTORY_LENGTH = 8  # verdicts kept per prompt
 DEFAULT_LIMIT = 1_000_000
+DEFAULT_FORGETTING = 0.99  # shopsim_prompt_skip_forgetting's default
 
 _LETTER_VERDICT = {letter: verdict for verdict, letter in VERDICT_LETTERS.items()}
 
@@ -67,9 +68,13 @@ class PromptStats:
 class PromptRecord:
     """What the history holds for one prompt (the fields of :class:`PromptStats`, the verdicts as letters)."""
 
-    __slots__ = ("letters", "visits", "zero_std_run", "zero_std_visits", "tokens", "wasted_tokens")
+    __slots__ = ("letters", "visits", "zero_std_run", "zero_std_visits", "tokens", "wasted_tokens", "successes",
+                 "failures", "seen_step")
 
     def __init__(self) -> None:
+        self.successes = 0.0  # scored rollouts that succeeded, each visit weighed by forgetting ** (seen_step - its step)
+        self.failures = 0.0
+        self.seen_step: int | None = None  # the rollout step of the last visit that carried success counts
         self.letters = ""  # the last HISTORY_LENGTH verdicts, oldest first (VERDICT_LETTERS)
         self.visits = 0
         self.zero_std_run = 0
@@ -92,10 +97,13 @@ def _waste_rank(item: tuple[Hashable, PromptRecord]) -> tuple[int, int, int]:
 class PromptHistory:
     """Bounded per-prompt history with least-recently-seen eviction (see the module docstring)."""
 
-    def __init__(self, limit: int = DEFAULT_LIMIT) -> None:
+    def __init__(self, limit: int = DEFAULT_LIMIT, *, forgetting: float = DEFAULT_FORGETTING) -> None:
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise ValueError(f"PromptHistory limit must be an integer >= 1; got {limit!r}")
+        if not 0.0 <= forgetting <= 1.0:
+            raise ValueError(f"PromptHistory forgetting must be a number in [0, 1]; got {forgetting!r}")
         self.limit = limit
+        self.forgetting = forgetting
         self._records: OrderedDict[Hashable, PromptRecord] = OrderedDict()
         self.evicted = 0  # prompts evicted so far
 
@@ -105,8 +113,13 @@ class PromptHistory:
     def __contains__(self, key: Hashable) -> bool:
         return key in self._records
 
-    def visit(self, key: Hashable, verdict: str, tokens: int | None = None) -> str | None:
-        """Record one visit; returns the verdict of the prompt's previous visit (None: not tracked)."""
+    def visit(self, key: Hashable, verdict: str, tokens: int | None = None, *, successes: int | None = None,
+              scored: int | None = None, step: int | None = None) -> str | None:
+        """Record one visit; returns the verdict of the prompt's previous visit (None: not tracked).
+
+        ``successes`` of ``scored`` rollouts at rollout ``step`` add to the prompt's success evidence
+        (:meth:`evidence`); a technical visit with no scored rollout adds nothing.
+        """
         letter = VERDICT_LETTERS[verdict]
         tokens = tokens if tokens and tokens > 0 else 0
         record = self._records.get(key)
@@ -128,7 +141,48 @@ class PromptHistory:
         record.letters = (record.letters + letter)[-HISTORY_LENGTH:]
         record.visits += 1
         record.tokens += tokens
+        if scored and successes is not None and step is not None:
+            weight = self._weight(record, step)
+            record.successes = record.successes * weight + min(max(successes, 0), scored)
+            record.failures = record.failures * weight + scored - min(max(successes, 0), scored)
+            record.seen_step = step if record.seen_step is None else max(step, record.seen_step)
         return previous
+
+    def evidence(self, key: Hashable, step: int) -> tuple[float, float] | None:
+        """The prompt's ``(successes, failures)`` weighed to rollout ``step`` (None: no scored visit tracked).
+
+        Example:
+            >>> h = PromptHistory(forgetting=0.5)
+            >>> h.visit("a", ZERO_STD_ALL_FAIL, successes=0, scored=8, step=2)
+            >>> h.evidence("a", 2), h.evidence("a", 4), h.evidence("b", 4)
+            ((0.0, 8.0), (0.0, 2.0), None)
+        """
+        record = self._records.get(key)
+        if record is None or record.seen_step is None:
+            return None
+        weight = self._weight(record, step)
+        return record.successes * weight, record.failures * weight
+
+    def evidence_items(self) -> Iterator[tuple[Hashable, tuple[float, float, int]]]:
+        """``(key, (successes, failures, seen_step))`` of every prompt with evidence, least recently seen first."""
+        for key, record in self._records.items():
+            if record.seen_step is not None:
+                yield key, (record.successes, record.failures, record.seen_step)
+
+    def restore_evidence(self, key: Hashable, successes: float, failures: float, seen_step: int) -> None:
+        """Put back one prompt's evidence as :meth:`evidence_items` gave it (a saved state)."""
+        record = self._records.get(key)
+        if record is None:
+            record = self._records[key] = PromptRecord()
+            if len(self._records) > self.limit:
+                self._records.popitem(last=False)
+        record.successes, record.failures, record.seen_step = successes, failures, seen_step
+
+    def _weight(self, record: PromptRecord, step: int) -> float:
+        """``forgetting ** (step - seen_step)``: what the prompt's evidence weighs at ``step`` (1 at or before it)."""
+        if record.seen_step is None or step <= record.seen_step:
+            return 1.0
+        return self.forgetting ** (step - record.seen_step)
 
     def stats(self, key: Hashable) -> PromptStats | None:
         """The record of one prompt (None when it is not tracked); does not count as a visit."""

@@ -7,7 +7,10 @@ The data source that skips prompts (``shopsimrl.data_source.PromptSkipDataSource
   verdict up to its last visit, and that verdict (``zero_std_all_pass``, ``zero_std_all_fail``,
   ``zero_std_other``); ``(0, None)`` when its last visit spread or was technical, or it was never seen;
 - ``last_closed_step()``: the observed all-pass and all-fail (with other) zero-std shares of the
-  latest closed step, which the rule adapts its ``p`` values to once.
+  latest closed step, which the rule adapts its ``p`` values to once;
+- ``success_evidence(key) -> (successes, failures) | None``: the prompt's scored rollouts, weighed
+  by the forgetting per step since each visit, as of the step being served (the predictive rule's
+  evidence, :mod:`shopsim_metrics.prompts.predictive_rule`); None when it was never scored.
 
 Keys are prompt keys as the ledger writes them (``shopsim_metrics.prompts.keys.prompt_key``).
 In a training process the data source reads the monitor's own prompt history through
@@ -31,6 +34,7 @@ from collections import Counter, OrderedDict
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Mapping, Protocol
 
+from shopsim_metrics.prompts.history import DEFAULT_FORGETTING, PromptHistory
 from shopsim_metrics.prompts.keys import history_key
 from shopsim_metrics.judging.verdicts import VERDICTS
 from shopsim_metrics.prompts.skip_rule import EASY, HARD, OTHER, ZERO_STD_KINDS
@@ -78,6 +82,10 @@ class SkipHistory(Protocol):
         """The shares of the latest closed step (None before the first one closes)."""
         ...
 
+    def success_evidence(self, key: str) -> tuple[float, float] | None:
+        """(successes, failures) of the prompt's scored rollouts, forgetting applied, as of the step being served."""
+        ...
+
     def state_dict(self) -> dict[str, Any]:
         """JSON-able state, saved with the data source (``{}`` for a history restored elsewhere)."""
         ...
@@ -94,10 +102,12 @@ class InMemorySkipHistory:
     ``limit`` of them, the least recently seen evicted first.
     """
 
-    def __init__(self, limit: int = DEFAULT_LIMIT) -> None:
+    def __init__(self, limit: int = DEFAULT_LIMIT, *, forgetting: float = DEFAULT_FORGETTING) -> None:
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise ValueError(f"InMemorySkipHistory limit: expected an integer >= 1; got {limit!r}")
         self.limit = limit
+        self.forgetting = forgetting
+        self._evidence = PromptHistory(limit, forgetting=forgetting)  # success counts, for the predictive rule
         self._runs: OrderedDict[str, tuple[int, str]] = OrderedDict()
         self._open: Counter[str] = Counter()  # verdicts of the step not yet closed
         self._closed: StepShares | None = None
@@ -105,11 +115,12 @@ class InMemorySkipHistory:
     def __len__(self) -> int:
         return len(self._runs)
 
-    def observe(self, key: str, verdict: str) -> None:
-        """Record one visit (one judged group) of a prompt in the open step."""
+    def observe(self, key: str, verdict: str, *, successes: int | None = None, scored: int | None = None) -> None:
+        """Record one visit (one judged group) of a prompt in the open step (``successes`` of ``scored`` rollouts)."""
         if verdict not in VERDICTS:
             raise ValueError(f"verdict: expected one of {', '.join(VERDICTS)}; got {verdict!r}")
         self._open[verdict] += 1
+        self._evidence.visit(key, verdict, successes=successes, scored=scored, step=self._serving_step())
         if verdict not in ZERO_STD_KINDS:
             self._runs.pop(key, None)
             return
@@ -131,13 +142,21 @@ class InMemorySkipHistory:
     def last_closed_step(self) -> StepShares | None:
         return self._closed
 
+    def success_evidence(self, key: str) -> tuple[float, float] | None:
+        """See :meth:`SkipHistory.success_evidence` (the step served: the one after the last closed)."""
+        return self._evidence.evidence(key, self._serving_step())
+
+    def _serving_step(self) -> int:
+        return 0 if self._closed is None else self._closed.step + 1
+
     def state_dict(self) -> dict[str, Any]:
-        """The held runs (least recently seen first), the open step's verdict counts, the last closed step."""
+        """The held runs (least recently seen first), the open step's verdict counts, the last closed step, the evidence."""
         return {
             "format": STATE_FORMAT,
             "runs": [[key, run, kind] for key, (run, kind) in self._runs.items()],
             "open": dict(self._open),
             "closed": asdict(self._closed) if self._closed is not None else None,
+            "evidence": [[key, *evidence] for key, evidence in self._evidence.evidence_items()],
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -155,6 +174,9 @@ class InMemorySkipHistory:
         self._runs = runs
         self._open = Counter(state["open"])
         self._closed = StepShares(**state["closed"]) if state["closed"] is not None else None
+        self._evidence = PromptHistory(self.limit, forgetting=self.forgetting)
+        for key, successes, failures, seen_step in state.get("evidence", []):
+            self._evidence.restore_evidence(key, float(successes), float(failures), int(seen_step))
 
 
 class MonitorSkipHistory:
@@ -192,6 +214,11 @@ class MonitorSkipHistory:
     def last_closed_step(self) -> StepShares | None:
         last = self.tracker.last_step
         return None if last is None else step_shares(*last)
+
+    def success_evidence(self, key: str) -> tuple[float, float] | None:
+        """See :meth:`SkipHistory.success_evidence` (the step served: the one after the tracker's last)."""
+        last = self.tracker.last_step
+        return self.tracker.history.evidence(history_key(key), 0 if last is None else last[0] + 1)
 
     def state_dict(self) -> dict[str, Any]:
         return {}

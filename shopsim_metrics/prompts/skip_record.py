@@ -10,7 +10,13 @@ prompts it skipped (:class:`SkippedPrompt`, one per skipped draw); when a step's
   saves or costs shows only in the step's ``tokens_per_informative_group`` against a run without it;
 - ``skipped_then_generated_group_count``: judged groups whose prompt had been skipped since it was
   last generated; ``skipped_then_spread_group_count``: those of them with spread (the signal the
-  skips delayed: what skipping cost); ``skipped_then_spread_rate`` = spread / generated.
+  skips delayed: what skipping cost); ``skipped_then_spread_rate`` = spread / generated;
+- the predictive rule's calibration (``shopsim_prompt_skip: predictive``; None with ``greso``): of the
+  groups it let through with a prediction and that were judged in this step, not technical
+  (``skip_predicted_group_count``), the mean predicted zero-std probability
+  (``skip_predicted_zero_std_mean``), the share that were zero-std (``skip_realised_zero_std_rate``)
+  and the Brier score, the mean of (predicted − realised)² (``skip_brier_score``). A prediction is
+  matched to its group by ``group_index``; one not judged yet (a partial rollout) waits for a later step.
 
 Skips and judged groups are put in one order by slime's ``group_index`` (a skipped draw takes a
 slot of the running counter, as a served one does), so a prompt skipped and then served later in
@@ -36,7 +42,8 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from shopsim_metrics.judging.group_judgement import SPREAD
+from shopsim_metrics.judging.group_judgement import SPREAD, TECHNICAL
+from shopsim_metrics.judging.verdicts import ZERO_STD_VERDICTS
 from shopsim_metrics.step.contract import SKIPPED_PROMPT_COLUMNS
 from shopsim_metrics.step.records import StepRecord
 
@@ -63,10 +70,18 @@ class SkipTally:
     def __init__(self, limit: int = DEFAULT_PENDING_LIMIT) -> None:
         self.limit = limit
         self._pending: OrderedDict[str, None] = OrderedDict()  # skipped since last generated
+        self._predicted: OrderedDict[Any, float] = OrderedDict()  # group_index -> prediction, not judged yet
 
-    def fill(self, record: StepRecord, skipped: Sequence[SkippedPrompt], *, p_easy: float, p_hard: float) -> None:
-        """Set the record's skip fields from the step's skipped prompts and its ledger."""
+    def fill(self, record: StepRecord, skipped: Sequence[SkippedPrompt], *, p_easy: float | None,
+             p_hard: float | None, predictions: Sequence[tuple[Any, float]] | None = None) -> None:
+        """Set the record's skip fields from the step's skipped prompts and its ledger.
+
+        ``predictions``: ``(group_index, predicted zero-std probability)`` of the groups the predictive
+        rule let through since the last record (None: a rule that does not predict).
+        """
         rows = record.decisions or []
+        if predictions is not None:
+            self._calibrate(record, predictions, rows)
         table = [dict(zip(SKIPPED_PROMPT_COLUMNS, (skip.prompt_key, skip.zero_std_run, skip.kind,
                                                    skip.skip_probability, skip.group_index)))
                  for skip in skipped]
@@ -79,6 +94,25 @@ class SkipTally:
         record.skipped_then_spread_group_count = spread
         record.skipped_then_spread_rate = spread / generated if generated else None
 
+
+    def _calibrate(self, record: StepRecord, predictions: Sequence[tuple[Any, float]], rows: Sequence[Any]) -> None:
+        """The calibration fields: each judged, scored group's prediction against its verdict."""
+        for group_index, predicted in predictions:
+            if group_index is not None:
+                self._predicted[group_index] = predicted
+        while len(self._predicted) > self.limit:
+            self._predicted.popitem(last=False)
+        pairs = []
+        for row in rows:
+            predicted = self._predicted.pop(row.group_index, None)
+            verdict = _verdict(row)
+            if predicted is not None and verdict != TECHNICAL:
+                pairs.append((predicted, 1.0 if verdict in ZERO_STD_VERDICTS else 0.0))
+        record.skip_predicted_group_count = len(pairs)
+        if pairs:
+            record.skip_predicted_zero_std_mean = sum(p for p, _ in pairs) / len(pairs)
+            record.skip_realised_zero_std_rate = sum(z for _, z in pairs) / len(pairs)
+            record.skip_brier_score = sum((p - z) ** 2 for p, z in pairs) / len(pairs)
 
     def replay(self, record: StepRecord) -> None:
         """Walk a recorded step again (a resumed run, from the records): the skipped prompts still pending."""
@@ -112,7 +146,11 @@ def _order(group_index: Any) -> float:
     return group_index if isinstance(group_index, int) and not isinstance(group_index, bool) else math.inf
 
 
-def _is_spread(row: Any) -> bool:
+def _verdict(row: Any) -> str:
     from shopsim_metrics.prompts.value import row_verdict
 
-    return row_verdict(row) == SPREAD
+    return row_verdict(row)
+
+
+def _is_spread(row: Any) -> bool:
+    return _verdict(row) == SPREAD

@@ -44,7 +44,7 @@ from typing import Any, Sequence
 from shopsim_metrics.step import contract as C
 from shopsim_metrics.judging.group_judgement import SPREAD
 from shopsim_metrics.judging.verdicts import ZERO_STD_VERDICTS, verdict_of
-from shopsim_metrics.prompts.history import DEFAULT_LIMIT, PromptHistory, PromptStats
+from shopsim_metrics.prompts.history import DEFAULT_FORGETTING, DEFAULT_LIMIT, PromptHistory, PromptStats
 from shopsim_metrics.prompts.keys import KEY_NONE, combine_sources, history_key, prompt_key
 from shopsim_metrics.step.records import DecisionRow, StepRecord
 
@@ -73,9 +73,10 @@ class PromptValueTracker:
     0: never on schedule).
     """
 
-    def __init__(self, *, metadata_key: str | None = None, limit: int = DEFAULT_LIMIT, table_every: int = 0) -> None:
+    def __init__(self, *, metadata_key: str | None = None, limit: int = DEFAULT_LIMIT, table_every: int = 0,
+                 forgetting: float = DEFAULT_FORGETTING) -> None:
         self.metadata_key = metadata_key
-        self.history = PromptHistory(limit)
+        self.history = PromptHistory(limit, forgetting=forgetting)
         self.table_every = table_every
         self.tokens_known = False  # some visit carried a token count
         self.last_step: tuple[int, Counter[str]] | None = None
@@ -114,7 +115,8 @@ class PromptValueTracker:
             verdicts[verdict] += 1
             if row.prompt_key is None:
                 continue
-            previous = history.visit(history_key(row.prompt_key), verdict, tokens)
+            previous = history.visit(history_key(row.prompt_key), verdict, tokens, successes=row.success_count,
+                                     scored=row.scorable_rollouts, step=record.rollout_id)
             if previous is None:
                 continue
             revisits += 1

@@ -37,7 +37,7 @@ PREFIX = "shopsim_"
 DEFAULT_RUN_DIR = "shopsim_run"
 SAVE_SUBDIR = "shopsim"
 WANDB_MODES = ("auto", "join", "standalone", "off")
-PROMPT_SKIP_MODES = ("off", "greso")
+PROMPT_SKIP_MODES = ("off", "greso", "predictive")
 PROMPT_SKIP = "shopsim_prompt_skip"
 WAVE_SIZE_MODES = ("fixed", "adaptive")
 WAVE_PREFIX = "shopsim_wave_"
@@ -188,8 +188,16 @@ _SKIP_RULE_DOCS = {
     "p_easy_start": ("a number in [p_min, p_max]", "`p` of all-pass prompts at the start of the run"),
     "p_hard_start": ("a number in [p_min, p_max]", "`p` of all-fail (and other zero-std) prompts at the start"),
     "seed": ("null or an integer >= 0", "seed of the rule's random draws; `null` = slime's `--rollout-seed`"),
+    "threshold": ("a number in [0, 1]", "`predictive`: a drawn prompt is skipped when its predicted probability of "
+                                        "a zero-std group is at least this"),
+    "forgetting": ("a number in [0, 1]", "`predictive`: a prompt's success evidence is weighed by this per step "
+                                         "since it was observed (`1` = never forgotten)"),
 }
 """One docs line per field of SkipRuleSettings: a new field without one fails at import."""
+
+
+PREDICTIVE_RULE_FIELDS = ("threshold", "forgetting")
+"""The fields of SkipRuleSettings only ``shopsim_prompt_skip: predictive`` reads (the rest are GRESO's)."""
 
 
 def _skip_rule_settings() -> tuple[Setting, ...]:
@@ -201,8 +209,9 @@ def _skip_rule_settings() -> tuple[Setting, ...]:
             rows.append(Setting(PROMPT_SKIP_RULE_PREFIX + "seed", None, _optional_seed, allowed, doc))
         else:
             default = field.default if field.default is not MISSING else None
+            origin = "" if field.name in PREDICTIVE_RULE_FIELDS else f" (GRESO: `{default:g}`)"
             rows.append(Setting(PROMPT_SKIP_RULE_PREFIX + field.name, default, number(0.0, 1.0), allowed,
-                                f"{doc} (GRESO: `{default:g}`)"))
+                                f"{doc}{origin}"))
     return tuple(rows)
 
 
@@ -258,10 +267,11 @@ SETTINGS: tuple[Setting, ...] = (
             "prompts table (`rollout/shopsim/prompts`) every N rollout steps and with the run's last step "
             "(`--num-rollout` - 1, or a terminated one); `0` = only with the last step"),
     # skipping prompts before generation (shopsimrl.data_source.PromptSkipDataSource)
-    Setting(PROMPT_SKIP, "off", choice(PROMPT_SKIP_MODES, booleans={False: "off"}), "one of off, greso",
-            "`off` or `greso`: with `greso` and `--data-source-path shopsimrl.data_source.PromptSkipDataSource`, "
-            "prompts whose recent visits were zero-std are skipped before generation by GRESO's rule (§3.6); "
-            "YAML's unquoted `off`/`no`/`false` mean `off`",
+    Setting(PROMPT_SKIP, "off", choice(PROMPT_SKIP_MODES, booleans={False: "off"}), "one of off, greso, predictive",
+            "`off`, `greso` or `predictive`: with `--data-source-path shopsimrl.data_source.PromptSkipDataSource`, "
+            "`greso` skips prompts whose recent visits were zero-std by GRESO's rule, `predictive` skips a prompt "
+            "whose predicted probability of a zero-std group (a forgetting posterior of its success rate) is at "
+            "least `shopsim_prompt_skip_threshold` (§3.6); YAML's unquoted `off`/`no`/`false` mean `off`",
             bool_hint=" (YAML reads unquoted on/yes/true as a boolean: write greso)"),
     *_skip_rule_settings(),
     # waves sized by the data source (shopsimrl.data_source.PromptSkipDataSource)
@@ -338,7 +348,7 @@ def skip_rule_settings(values: Mapping[str, Any], rollout_seed: Any = None) -> S
 
     Example:
         >>> skip_rule_settings(validate_settings({"shopsim_prompt_skip_floor": "2e-2"})[0], rollout_seed=42)
-        SkipRuleSettings(target_share=0.25, easy_share_of_target=0.3333333333333333, floor=0.02, step=0.01, p_min=0.05, p_max=0.95, p_easy_start=0.5, p_hard_start=0.5, seed=42)
+        SkipRuleSettings(target_share=0.25, easy_share_of_target=0.3333333333333333, floor=0.02, step=0.01, p_min=0.05, p_max=0.95, p_easy_start=0.5, p_hard_start=0.5, seed=42, threshold=0.75, forgetting=0.99)
         >>> skip_rule_settings({"shopsim_prompt_skip_p_min": 0.92, "shopsim_prompt_skip_p_max": 0.9})
         Traceback (most recent call last):
         ...
@@ -450,7 +460,7 @@ class ShopsimSettings:
     prompts_table_every: int = 50
     num_rollout: int | None = None  # slime's --num-rollout: the step ``num_rollout - 1`` ends the run
     start_rollout_id: int = 0  # slime's first step in this process (> 0: resumed from a checkpoint)
-    prompt_skip: str = "off"  # shopsim_prompt_skip: off | greso
+    prompt_skip: str = "off"  # shopsim_prompt_skip: off | greso | predictive
     prompt_skip_target_share: float = SkipRuleSettings.target_share
     prompt_skip_easy_share_of_target: float = SkipRuleSettings.easy_share_of_target
     prompt_skip_floor: float = SkipRuleSettings.floor
@@ -460,6 +470,8 @@ class ShopsimSettings:
     prompt_skip_p_easy_start: float = SkipRuleSettings.p_easy_start
     prompt_skip_p_hard_start: float = SkipRuleSettings.p_hard_start
     prompt_skip_seed: int | None = None  # None: slime's rollout_seed
+    prompt_skip_threshold: float = SkipRuleSettings.threshold
+    prompt_skip_forgetting: float = SkipRuleSettings.forgetting
     wave_size: str = "fixed"  # shopsim_wave_size: fixed | adaptive
     wave_fill_probability: float = 0.95
     wave_size_cap: int | None = None  # None: over_sampling_batch_size

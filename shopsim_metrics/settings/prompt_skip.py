@@ -1,4 +1,5 @@
-"""The knobs of GRESO's skipping rule (:mod:`shopsim_metrics.prompts.skip_rule`), checked when they are made.
+"""The knobs of the skip rules (GRESO's, :mod:`shopsim_metrics.prompts.skip_rule`, and the predictive one,
+:mod:`shopsim_metrics.prompts.predictive_rule`), checked when they are made.
 
 The settings table (``shopsim_prompt_skip_<field>``) reads them; the rule uses them.
 """
@@ -58,9 +59,14 @@ class SkipRuleSettings:
     p_hard_start: float = 0.5
     seed: int = 0
     """seed of the rule's own random generator"""
+    threshold: float = 0.75
+    """``predictive``: skip a prompt when its predicted probability of a zero-std group is at least this"""
+    forgetting: float = 0.99
+    """``predictive``: the weight of a prompt's evidence is multiplied by this per step since it was observed"""
 
     def __post_init__(self) -> None:
-        for field in ("target_share", "easy_share_of_target", "floor", "step", "p_min", "p_max"):
+        for field in ("target_share", "easy_share_of_target", "floor", "step", "p_min", "p_max", "threshold",
+                      "forgetting"):
             object.__setattr__(self, field, checked_number(field, getattr(self, field), 0.0, 1.0))
         if self.p_min > self.p_max:
             raise SkipRuleSettingsError("p_min", f"a number <= p_max ({self.p_max:g})", self.p_min)

@@ -99,7 +99,7 @@ def run_totals(config: SimConfig, seeds: Iterable[int] | None = None) -> SkipRun
     totals = dict(steps=0, total_tokens=0, aborted_tokens=0, informative_groups=0, train_groups=0, waves=0,
                   multi_wave_steps=0, zero_std_groups=0, judged_groups=0, skipped_prompts=0)
     for seed in (config.seed,) if seeds is None else seeds:
-        with _alerts_silenced():  # the comparison's alerts are the demo's or tune's own run's, already shown
+        with alerts_silenced():  # the comparison's alerts are the demo's or tune's own run's, already shown
             records = simulate(replace(config, seed=seed)).records
         for r in records:
             totals["steps"] += 1
@@ -123,7 +123,7 @@ def compare_skipping(config: SimConfig, mode: str = "greso", *, seeds: Iterable[
 
 
 @contextlib.contextmanager
-def _alerts_silenced() -> Iterator[None]:
+def alerts_silenced() -> Iterator[None]:
     """The project's logger quiet below ERROR for the duration (the simulated runs' alerts)."""
     log = logging.getLogger("shopsim_metrics")
     level = log.level

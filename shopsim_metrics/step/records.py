@@ -169,6 +169,10 @@ class StepRecord:
     skipped_then_generated_group_count: int | None = per_step(PROMPT_SKIP, None)  # judged, skipped since last generated
     skipped_then_spread_group_count: int | None = per_step(PROMPT_SKIP, None)  # of those, with spread: the signal delayed
     skipped_then_spread_rate: float | None = per_step(PROMPT_SKIP, None)  # spread / generated among them
+    skip_predicted_group_count: int | None = per_step(PROMPT_SKIP, None)  # predictive: judged groups it predicted
+    skip_predicted_zero_std_mean: float | None = per_step(PROMPT_SKIP, None)  # their mean predicted P(zero-std)
+    skip_realised_zero_std_rate: float | None = per_step(PROMPT_SKIP, None)  # the share of them that were zero-std
+    skip_brier_score: float | None = per_step(PROMPT_SKIP, None)  # mean (predicted - realised)^2 over them
     skipped_prompts: list[dict[str, Any]] | None = None  # rows with contract.SKIPPED_PROMPT_COLUMNS
     # the prompts table on the steps it is due: for W&B only, not part of the record (JSONL, equality)
     prompt_table: list[list[Any]] | None = field(default=None, compare=False, repr=False)

@@ -8,7 +8,8 @@ process plays both the engine and the router:
 - ``POST /workers`` (an engine registering) and ``GET /workers`` (the abort path lists them);
 - ``POST /generate``: answers every request with a few tokens after a per-prompt delay, so the
   groups of one wave finish in a fixed order (prompts with a lower key finish first);
-- ``POST /abort_request``: every request in flight answers at once with ``finish_reason`` abort;
+- ``POST /abort_request``: every request in flight answers at once with ``finish_reason`` abort and the
+  tokens it had made so far (a request makes its tokens evenly over its delay, as an engine does);
 - ``GET /v1/loads``: requests in flight (slime polls it until the engine is idle after an abort);
 - ``GET /health``, ``GET /health_generate``, ``GET /flush_cache``: 200.
 
@@ -106,8 +107,9 @@ class FakeEngine:
                 aborted = abort.is_set()
         finally:
             self.in_flight.discard(abort)
-        if aborted:
-            n_tokens, finish = 0, "abort"
+        if aborted:  # the tokens made before the abort, as SGLang returns them: one every delay / n_tokens seconds
+            made = (time.monotonic() - started) / float(setting["delay"]) if float(setting["delay"]) > 0 else 1.0
+            n_tokens, finish = min(int(n_tokens * made), n_tokens), "abort"
             self.aborted[key] += 1
         else:
             self.answered[key] += 1

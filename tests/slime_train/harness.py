@@ -5,7 +5,7 @@ The pieces, each a process this module starts and stops by its id:
 - the fake SGLang engine and router (``fake_sglang_server.py``) on 127.0.0.1;
 - a private Ray head (``ray start --head --block``, one logical GPU, loopback only, its own temp
   dir and ports), stopped by killing its process group and every process that descends from it;
-- slime's ``train.py`` with the project's three hooks loaded by dotted path.
+- slime's ``train.py`` with the project's four hooks loaded by dotted path.
 
 Three views of what slime did, independent of the project's records, are read back here: the debug
 rollout data (``--save-debug-rollout-data``), slime's ``perf N: {...}`` log lines and its data
@@ -66,6 +66,7 @@ HOOKS = {
     "--dynamic-sampling-filter-path": "shopsimrl.slime_runtime.fully_scored_group_filter",
     "--rollout-all-samples-process-path": "shopsimrl.slime_runtime.record_all_samples",
     "--custom-rollout-log-function-path": "shopsimrl.slime_runtime.log_rollout_step",
+    "--rollout-sample-hook-path": "shopsimrl.slime_runtime.record_generated_sample",
 }
 REASONS = ("shopsim_unscored_technical_group", "shopsim_zero_std_group")
 
@@ -280,6 +281,13 @@ class TrainRun:
         for line in self.server_log():
             counts = by_epoch.setdefault(line["aborts_before"], {})
             counts[str(line["key"])] = counts.get(str(line["key"]), 0) + 1
+        return [by_epoch[epoch] for epoch in sorted(by_epoch)]
+
+    def server_tokens_by_step(self) -> list[int]:
+        """The response tokens the engine returned in each rollout step (answered and aborted requests), in order."""
+        by_epoch: dict[int, int] = {}
+        for line in self.server_log():
+            by_epoch[line["aborts_before"]] = by_epoch.get(line["aborts_before"], 0) + int(line["tokens"])
         return [by_epoch[epoch] for epoch in sorted(by_epoch)]
 
     def snapshot_records(self) -> Path:

@@ -1,0 +1,90 @@
+"""A skip rule that predicts: skip a drawn prompt when its group is likely to be zero-std.
+
+Each prompt's evidence is its successes and failures over its scored rollouts (the ledger's
+``success_count`` of ``scorable_rollouts``), each visit's counts weighed by ``forgetting ** age``
+(``age``: rollout steps since that visit; ``shopsim_prompt_skip_forgetting``, 0.99), kept by the monitor's prompt history
+(:meth:`~shopsim_metrics.prompts.history.PromptHistory.evidence`). With Jeffreys' prior
+``Beta(1/2, 1/2)`` the success rate's posterior is ``Beta(1/2 + successes, 1/2 + failures)``, and
+the probability that a group of ``n`` siblings is zero-std (all succeed or all fail) is the
+beta-binomial's two ends:
+
+    P(zero-std) = B(a + n, b) / B(a, b) + B(a, b + n) / B(a, b)
+
+A prompt is skipped when that is at least ``threshold`` (``shopsim_prompt_skip_threshold``, 0.75). The rule is deterministic: no draw.
+What brings a skipped prompt back is forgetting: unvisited, its evidence fades toward the prior
+(``P(zero-std)`` of the prior alone is 0.39 for ``n = 8``), so after enough steps it is served again
+and, if it has become learnable, seen to be so. Where zero-std is luck of the draw (a prompt that
+succeeds half the time is zero-std in 0.8% of its groups of 8), the posterior says so and the rule
+skips nothing.
+
+Calibration: the data source records the prediction of every prompt it lets through; the monitor
+compares it with the realised verdict when the group is judged (``skip_predicted_zero_std_mean``,
+``skip_realised_zero_std_rate``, ``skip_brier_score`` per step).
+
+Example:
+    >>> round(zero_std_probability(0.0, 0.0, 8), 3)          # nothing known: the prior's
+    0.393
+    >>> round(zero_std_probability(0.0, 32.0, 8), 3)         # four all-fail visits of 8: not yet skipped
+    0.895
+    >>> round(zero_std_probability(0.0, 40.0, 8), 3)         # five
+    0.913
+    >>> round(zero_std_probability(4.0, 4.0, 8), 3)          # one visit, half succeeded
+    0.045
+    >>> rule = PredictiveSkipRule(threshold=0.9, n_samples=8)
+    >>> rule.decide((0.0, 40.0)).skip, rule.decide((4.0, 4.0)).skip, rule.decide(None).skip
+    (True, False, False)
+"""
+
+from __future__ import annotations
+
+import math
+
+from shopsim_metrics.prompts.skip_rule import SkipDecision
+
+PRIOR = 0.5
+"""Jeffreys' prior: ``Beta(1/2, 1/2)`` on a prompt's success rate."""
+
+
+def zero_std_probability(successes: float, failures: float, n: int, prior: float = PRIOR) -> float:
+    """P(a group of ``n`` is all-success or all-fail) under ``Beta(prior + successes, prior + failures)``.
+
+    Example:
+        >>> round(zero_std_probability(0.0, 0.0, 1), 12)   # a group of one is always zero-std
+        1.0
+        >>> zero_std_probability(3.0, 0.0, 8) > zero_std_probability(3.0, 1.0, 8)
+        True
+    """
+    a, b = prior + max(successes, 0.0), prior + max(failures, 0.0)
+    log_norm = math.lgamma(a + b) - math.lgamma(a + b + n)
+    all_pass = math.exp(log_norm + math.lgamma(a + n) - math.lgamma(a))
+    all_fail = math.exp(log_norm + math.lgamma(b + n) - math.lgamma(b))
+    return min(all_pass + all_fail, 1.0)
+
+
+class PredictiveSkipRule:
+    """Skip when the predicted zero-std probability of a group of ``n_samples`` is at least ``threshold``.
+
+    Stateless: what it learns is in the prompt history (restored from the records on resume), so a
+    resumed run decides as an unbroken one.
+    """
+
+    def __init__(self, *, threshold: float, n_samples: int) -> None:
+        if not 0.0 <= threshold <= 1.0:
+            raise ValueError(f"threshold: expected a number in [0, 1]; got {threshold!r}")
+        if isinstance(n_samples, bool) or not isinstance(n_samples, int) or n_samples < 1:
+            raise ValueError(f"n_samples: expected an integer >= 1; got {n_samples!r}")
+        self.threshold = threshold
+        self.n_samples = n_samples
+
+    def predict(self, evidence: tuple[float, float] | None) -> float | None:
+        """The zero-std probability of a prompt with this ``(successes, failures)`` evidence (None: never scored)."""
+        if evidence is None:
+            return None
+        return zero_std_probability(evidence[0], evidence[1], self.n_samples)
+
+    def decide(self, evidence: tuple[float, float] | None) -> SkipDecision:
+        """Skip or keep; ``probability`` is the predicted zero-std probability (0 for a prompt never scored)."""
+        predicted = self.predict(evidence)
+        if predicted is None:
+            return SkipDecision(skip=False, probability=0.0)
+        return SkipDecision(skip=predicted >= self.threshold, probability=predicted)

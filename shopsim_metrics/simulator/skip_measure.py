@@ -1,0 +1,141 @@
+"""What a skip rule costs in signal, measured against the simulator's truth (``benchmarks/bench_prompt_skip.py``).
+
+A live run cannot know what a skipped prompt would have taught; the simulator can: every pool
+prompt has a true success rate ``p = sigmoid(skill(step) - difficulty)`` at every step. From it:
+
+- **lost signal**: for every skipped draw, ``P(spread) = 1 - p^n - (1 - p)^n`` (the chance its group
+  would have been informative) summed, per informative trained group: the informative groups the
+  rule forwent for each one trained;
+- **return delay**: a prompt *becomes learnable* at the first step its ``P(spread)`` reaches 1/2
+  after a step below it; its delay is the steps until it is next judged. Prompts never judged again
+  count with the steps left in the run (a lower bound), so the median never flatters a rule.
+
+Everything else (tokens per informative group, P(second wave), aborted tokens) is the records'.
+
+Example:
+    >>> from shopsim_metrics.simulator.config import SimConfig
+    >>> cfg = SimConfig(steps=20, prompt_pool=64, skill_start=-2.0, skill_end=2.0, learning_steps=10.0,
+    ...                 difficulty_spread=4.0, partial_credit_rate=0.0, technical_rate=0.0, prompt_skip="greso")
+    >>> m = measure_skipping(cfg, seeds=(0,))
+    >>> m.skipped_prompts > 0, m.lost_signal > 0, m.steps
+    (True, True, 20)
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, replace
+from typing import Iterable
+
+import numpy as np
+
+from shopsim_metrics.prompts.keys import prompt_key
+from shopsim_metrics.simulator.config import SimConfig
+from shopsim_metrics.simulator.epochs import EpochPromptSource
+from shopsim_metrics.simulator.loop import Simulator, make_group_source, rng_streams, token_rng
+from shopsim_metrics.simulator.samples import SimSample
+from shopsim_metrics.simulator.skip_saving import alerts_silenced
+from shopsim_metrics.simulator.tokens import TokenModel
+from shopsim_metrics.sinks.base import StepSink
+from shopsim_metrics.step.records import StepRecord
+
+
+@dataclass(frozen=True)
+class SkipMeasure:
+    """One setting's figures, pooled over seeds (sums over sums; the median over every prompt's delay)."""
+
+    steps: int
+    total_tokens: int
+    aborted_tokens: int
+    informative_groups: int
+    multi_wave_steps: int
+    skipped_prompts: int
+    forgone_informative: float  # expected informative groups of the skipped draws
+    return_delays: tuple[int, ...]
+
+    @property
+    def tokens_per_informative_group(self) -> float | None:
+        return self.total_tokens / self.informative_groups if self.informative_groups else None
+
+    @property
+    def second_wave_probability(self) -> float:
+        return self.multi_wave_steps / self.steps if self.steps else 0.0
+
+    @property
+    def aborted_tokens_per_step(self) -> float:
+        return self.aborted_tokens / self.steps if self.steps else 0.0
+
+    @property
+    def lost_signal(self) -> float:
+        """Expected informative groups forgone per informative group trained."""
+        return self.forgone_informative / self.informative_groups if self.informative_groups else 0.0
+
+    @property
+    def median_return_delay(self) -> float | None:
+        return statistics.median(self.return_delays) if self.return_delays else None
+
+
+class _TruthSink(StepSink):
+    """Reads each emitted record against the source's true success rates at that step."""
+
+    name = "truth"
+
+    def __init__(self, source: EpochPromptSource, config: SimConfig) -> None:
+        self.source, self.config = source, config
+        self.pool_of = {prompt_key([SimSample(prompt=prompt, label=f"answer {i}", metadata={"pool_id": i})])[0]: i
+                        for i, prompt in enumerate(source.prompts)}  # as PoolDataSource serves them
+        self.n = config.n_samples_per_prompt
+        self.records = 0
+        self.totals = dict(total_tokens=0, aborted_tokens=0, informative_groups=0, multi_wave_steps=0,
+                           skipped_prompts=0)
+        self.forgone = 0.0
+        self.spread_before = np.zeros(source.pool)
+        self.learnable_since: dict[int, int] = {}  # pool id -> the step it became learnable, not judged since
+        self.delays: list[int] = []
+
+    def emit(self, record: StepRecord) -> None:
+        step = record.rollout_id
+        p = 1.0 / (1.0 + np.exp(self.source.difficulty - self.config.skill_at(step)))
+        spread = 1.0 - p**self.n - (1.0 - p) ** self.n
+        for i in np.flatnonzero((spread >= 0.5) & (self.spread_before < 0.5)) if step else ():
+            self.learnable_since.setdefault(int(i), step)
+        self.spread_before = spread
+        for row in record.decisions:
+            since = self.learnable_since.pop(self.pool_of.get(row.prompt_key, -1), None)
+            if since is not None:
+                self.delays.append(step - since)
+        for row in record.skipped_prompts or []:
+            self.forgone += float(spread[self.pool_of[row["prompt_key"]]])
+        t = self.totals
+        t["total_tokens"] += record.total_token_count or 0
+        t["aborted_tokens"] += record.aborted_token_count or 0
+        t["informative_groups"] += record.train_group_count - record.fallback_group_count
+        t["multi_wave_steps"] += record.wave_count > 1
+        t["skipped_prompts"] += record.skipped_prompt_count or 0
+        self.records += 1
+
+    def censored(self) -> list[int]:
+        """The delays of the prompts still waiting at the end (the steps left: a lower bound)."""
+        return [self.config.steps - since for since in self.learnable_since.values()]
+
+
+def measure_skipping(config: SimConfig, seeds: Iterable[int]) -> SkipMeasure:
+    """Run ``config`` (it needs a ``prompt_pool``) at each seed and pool the figures of the module docstring."""
+    totals = dict(steps=0, total_tokens=0, aborted_tokens=0, informative_groups=0, multi_wave_steps=0,
+                  skipped_prompts=0)
+    forgone, delays = 0.0, []
+    for seed in seeds:
+        run = replace(config, seed=seed)
+        _, reward_rng, _ = rng_streams(seed)  # the streams Simulator.run would draw: the same run
+        source = make_group_source(run, reward_rng, TokenModel.from_config(run, token_rng(seed)))
+        if not isinstance(source, EpochPromptSource):
+            raise ValueError("measure_skipping needs SimConfig.prompt_pool (a pool whose prompts come back)")
+        truth = _TruthSink(source, run)
+        with alerts_silenced():
+            Simulator(run, sinks=[truth], source=source, keep_records=False).run()
+        totals["steps"] += truth.records
+        for name, value in truth.totals.items():
+            totals[name] += value
+        forgone += truth.forgone
+        delays += truth.delays + truth.censored()
+    return SkipMeasure(**totals, forgone_informative=forgone, return_delays=tuple(delays))
