@@ -117,6 +117,7 @@ class ShopsimRuntime:
             error_level=settings.alert_error_level,
             enabled=settings.alerts,
         )
+        self._pending_alerts: list[Alert] = []  # sent, not yet carried by a record (guarded by _emit_lock)
         self._explicit_sinks = sinks
         self._sinks: SinkSet | None = None
         self._sinks_lock = threading.Lock()  # builds the sinks once
@@ -383,10 +384,27 @@ class ShopsimRuntime:
             self.send_alert(alert)
 
     def send_alert(self, alert: Alert) -> None:
+        """Log and send one alert; the record of its step (or the next one emitted) carries it in ``alerts``."""
         log = logger.error if alert.level == "ERROR" else logger.warning
         log("%s: %s", alert.title, alert.text)
         with self._emit_lock:
+            if self.accountant is not None and len(self._pending_alerts) < 1000:  # no records, nothing to carry them
+                self._pending_alerts.append(alert)
             self.sinks.alert(alert)
+
+    def _carry_alerts(self, record: StepRecord) -> None:
+        """The record's ``alerts`` (every alert sent for its step or an earlier one) and its warning threshold.
+
+        The step's WARN is sent here, just before the record that carries it.
+        """
+        self.send_warnings(up_to=record.rollout_id)
+        rid = record.rollout_id
+        due = [a for a in self._pending_alerts if a.rollout_id is None or a.rollout_id <= rid]
+        if due:
+            self._pending_alerts = [a for a in self._pending_alerts if not (a.rollout_id is None or a.rollout_id <= rid)]
+            record.alerts = [*(record.alerts or []), *({"level": a.level, "title": a.title, "text": a.text} for a in due)]
+        if self.alerts.enabled:
+            record.technical_failure_warn_at = self.alerts.warn_at
 
     # --- the sample hook's side ---------------------------------------------------------------
     def record_sample(self, sample: Any, rollout_id: Any = None) -> None:
@@ -505,6 +523,11 @@ class ShopsimRuntime:
         if tracker is not None:
             record.prompt_history_partial = self._history_partial
         self._fill_skips(record)
+        try:
+            self._carry_alerts(record)
+        except Exception as exc:  # noqa: BLE001 - monitoring never stops training
+            self._warn_once("record_alerts", "shopsim-metrics: adding the alerts to the record failed (%s: %s)",
+                            type(exc).__name__, exc)
         if last and tracker is not None and not self._final_table_sent:
             try:
                 record.prompt_table = tracker.table()

@@ -154,7 +154,22 @@ def make_records(steps: int = 12, *, seed: int = 7, burst_step: int = 6, termina
         records.append(rec)
     add_prompt_value(records, seed=seed)
     add_cost(records, seed=seed)
+    add_alerts(records)
     return records
+
+
+def add_alerts(records: list[StepRecord]) -> None:
+    """The monitor's alerts, by its rule: a WARN in a step whose streak reached the threshold, the ERROR at the limit."""
+    warn_at = MAX_CONSECUTIVE_FAILED_GROUPS // 2
+    for rec in records:
+        rec.technical_failure_warn_at = warn_at
+        step, longest = rec.rollout_id, rec.max_consecutive_technical_failures
+        if rec.terminated:
+            rec.alerts = [{"level": "ERROR", "title": f"shopsim: technical-failure limit reached at rollout step {step}, "
+                           "terminating", "text": f"{longest} consecutive technical groups reached the limit"}]
+        elif longest >= warn_at:
+            rec.alerts = [{"level": "WARN", "title": f"shopsim: technical failures piling up at rollout step {step}",
+                           "text": f"1 streak of consecutive technical groups reached {warn_at}, the longest {longest}"}]
 
 
 def add_cost(records: list[StepRecord], *, seed: int) -> None:

@@ -295,3 +295,39 @@ def test_hostile_titles_values_and_paths_draw_every_panel_and_run_no_script(brow
     assert "skipped 1 bad line" in notes
     _screenshot(browser, "dashboard_hostile.png")
     assert browser.errors() == [], browser.errors()
+
+
+def test_alerts_are_on_the_timeline_and_the_streak_panel_draws_threshold_and_limit(browser: DevTools,
+                                                                                  tmp_path: Path) -> None:
+    """The records' alerts: listed under the header, a WARN mark on every per-step chart at its step; the streak
+    chart's two reference lines (warning threshold, limit) are drawn at their values."""
+    records = make_records()
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "steps.jsonl").write_text("".join(json.dumps(r.to_dict()) + "\n" for r in records))
+    page = write_html_dashboard(run, tmp_path / "alerts.html")  # through the records file, as a user would
+    _open(browser, page)
+    listed = browser.evaluate("""Array.from(document.querySelectorAll("#alerts li")).map(li =>
+      ({step: li.dataset.step, level: li.dataset.level, text: li.textContent}))""")
+    expected = [(r.rollout_id, a["level"]) for r in records for a in r.alerts]
+    assert [(int(a["step"]), a["level"]) for a in listed] == expected and len(expected) == 2
+    assert "piling up at rollout step 6" in listed[0]["text"]
+    warn_step = expected[0][0]
+    marks = browser.evaluate("""(() => {
+      const out = {};
+      for (const div of document.querySelectorAll("section[data-panel-kind='line'] .js-plotly-plot,"
+                                                   + "section[data-panel-kind='stacked_bar'] .js-plotly-plot")) {
+        out[div.id] = (div._fullLayout.annotations || []).filter(a => a.text === "WARN").map(a => a.x);
+      }
+      return out;
+    })()""")
+    assert marks and all(xs == [warn_step] for xs in marks.values()), marks
+    streak = browser.evaluate("""(() => {
+      const plot = document.getElementById("plot-technical_streak");
+      return plot._fullData.map(t => ({name: t.name, dash: t.line && t.line.dash, y: Array.from(t.y || [])}));
+    })()""")
+    lines = {t["name"]: t for t in streak}
+    assert set(lines["warning threshold"]["y"]) == {4} and set(lines["limit"]["y"]) == {8}
+    assert lines["warning threshold"]["dash"] == "dash" == lines["limit"]["dash"]
+    _screenshot(browser, "dashboard_alerts.png")
+    assert browser.errors() == [], browser.errors()

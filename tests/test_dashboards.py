@@ -84,7 +84,8 @@ def test_spec_has_the_required_panels_with_their_keys() -> None:
     assert SPEC.panel("reward_mean").keys() == ("reward_mean", "train_reward_mean")
     assert SPEC.panel("zero_advantage").keys() == ("zero_advantage_train_fraction",)
     assert set(SPEC.panel("technical_streak").keys()) == {
-        "max_consecutive_technical_failures", "consecutive_technical_failures", "technical_failure_limit"}
+        "max_consecutive_technical_failures", "consecutive_technical_failures", "technical_failure_warn_at",
+        "technical_failure_limit"}
     assert SPEC.panel("wasted_samples").keys() == ("wasted_sample_fraction",)
     ledger = SPEC.panel("remaining_ledger")
     assert ledger.source == "ledger" and ledger.step_choice == "latest_multi_wave"
@@ -273,7 +274,8 @@ def test_html_stacked_outcomes_add_up_to_submitted(records: list[StepRecord]) ->
         assert heights[0] == rec.train_group_count - rec.fallback_group_count
         assert sum(heights[:5]) == rec.accepted_group_count
     terminated = [r.rollout_id for r in records if r.terminated]
-    assert terminated and [s.x0 for s in fig.layout.shapes] == terminated
+    warned = [r.rollout_id for r in records if any(a["level"] == "WARN" for a in r.alerts)]
+    assert terminated and warned and [s.x0 for s in fig.layout.shapes] == terminated + warned
 
 
 def test_html_zero_std_causes_stack_up_to_every_zero_std_group(records: list[StepRecord]) -> None:

@@ -171,7 +171,45 @@ def step_figure_dict(panel: Panel, data: DashboardData) -> dict[str, Any]:
         traces.append({"type": "scatter", "x": marks, "y": [0] * len(marks), "mode": "markers",
                        "name": f"terminated ({len(terminated)} steps)",
                        "marker": {"color": "#d62728", "symbol": "x", "size": 7}})
+    warned = [(step, level) for step, level, _, _ in step_alerts(data) if level != "ERROR"]  # an ERROR's step is terminated
+    if warned and len(warned) <= MAX_TERMINATION_LINES:
+        layout.setdefault("shapes", []).extend(
+            {"type": "line", "xref": "x", "yref": "y domain", "x0": step, "x1": step, "y0": 0, "y1": 0.92,
+             "line": {"color": ALERT_COLOR, "dash": "dot", "width": 1}} for step, _ in warned)
+        layout.setdefault("annotations", []).extend(
+            {"x": step, "y": 0.94, "yref": "paper", "text": level, "showarrow": False, "font": {"color": ALERT_COLOR}}
+            for step, level in warned)
+    elif warned:
+        marks = [step for step, _ in warned][:: max(1, len(warned) // MAX_POINTS + 1)]
+        traces.append({"type": "scatter", "x": marks, "y": [0] * len(marks), "mode": "markers",
+                       "name": f"alerts ({len(warned)} steps)",
+                       "marker": {"color": ALERT_COLOR, "symbol": "triangle-up", "size": 7}})
     return {"data": traces, "layout": layout}
+
+
+ALERT_COLOR = "#e377c2"
+"""The colour of a step's WARN mark on the per-step charts (terminated steps are marked in red)."""
+
+
+def step_alerts(data: DashboardData) -> list[tuple[int, str, str, str]]:
+    """``(step, level, title, text)`` of every alert the records carry (their ``alerts`` field), in step order.
+
+    Example:
+        >>> from shopsim_metrics.dashboards.data import DashboardData
+        >>> data = DashboardData(steps=[{"rollout_id": 3, "alerts": [{"level": "WARN", "title": "t", "text": "x"}]},
+        ...                             {"rollout_id": 4, "alerts": []}])
+        >>> step_alerts(data)
+        [(3, 'WARN', 't', 'x')]
+    """
+    out = []
+    for step, alerts in zip(data.rollout_ids, data.column("alerts")):
+        if not isinstance(alerts, list):
+            continue
+        for alert in alerts:
+            if isinstance(alert, dict):
+                out.append((step, str(alert.get("level") or "?"), str(alert.get("title") or ""),
+                            str(alert.get("text") or "")))
+    return out
 
 
 def downsample_note(panel: Panel, steps: int) -> str:
@@ -408,9 +446,29 @@ def _summary_html(data: DashboardData) -> str:
     ]
     if len(ids) > MAX_POINTS:
         items.append(("drawing", f"downsampled to at most {MAX_POINTS:,} points per trace"))
+    alerts = step_alerts(data)
+    levels = {level: sum(1 for a in alerts if a[1] == level) for level in dict.fromkeys(a[1] for a in alerts)}
+    items.append(("alerts", ", ".join(f"{n} {level}" for level, n in levels.items()) if alerts else "none"))
     cells = "".join(f"<div><span>{_esc(k)}</span><b>{_esc(v)}</b></div>" for k, v in items)
     notes = "".join(f'<p class="note">{_esc(note)}</p>' for note in data.notes)
-    return f'<div class="summary">{cells}</div>{notes}'
+    return f'<div class="summary">{cells}</div>{notes}{_alerts_html(alerts)}'
+
+
+MAX_LISTED_ALERTS = 20
+"""The header lists the latest alerts, at most this many (every alert stays in the records)."""
+
+
+def _alerts_html(alerts: list[tuple[int, str, str, str]]) -> str:
+    """The list of the run's alerts under the header (the latest :data:`MAX_LISTED_ALERTS`)."""
+    if not alerts:
+        return ""
+    shown = alerts[-MAX_LISTED_ALERTS:]
+    more = (f'<p class="note">the latest {len(shown)} of {len(alerts)} alerts; every one is in the records '
+            "(field <code>alerts</code>)</p>") if len(shown) < len(alerts) else ""
+    items = "".join(
+        f'<li data-step="{step}" data-level="{_esc(level)}"><b>step {step} [{_esc(level)}]</b> {_esc(title)}: '
+        f"{_esc(text)}</li>" for step, level, title, text in shown)
+    return f'<div id="alerts" class="alerts"><h2 class="section">Alerts</h2>{more}<ul>{items}</ul></div>'
 
 
 def _waves_text(count: int | None) -> str:
@@ -469,6 +527,8 @@ h2.section { font-size: 17px; margin: 26px 0 8px; border-bottom: 1px solid #ddd;
 .panel.wide { grid-column: 1 / -1; }
 .panel h3 { font-size: 15px; margin: 4px 0; } .desc, .note { font-size: 12px; color: #555; margin: 2px 0 6px; }
 .note { color: #8a5a00; } .picker { font-size: 13px; }
+.alerts ul { font-size: 13px; margin: 4px 0; padding-left: 18px; } .alerts li[data-level="ERROR"] b { color: #d62728; }
+.alerts li b { color: #a0307c; }
 """
 
 _PAGE = """<!DOCTYPE html>

@@ -287,7 +287,8 @@ def dashboard_spec() -> DashboardSpec:
         Panel(
             id="technical_streak",
             title="Technical-failure streak against the limit",
-            description="The run terminates when the streak of consecutive technical groups reaches the limit.",
+            description=("A streak that reaches the warning threshold raises the step's WARN; the run terminates "
+                         "when it reaches the limit."),
             kind="line",
             source="steps",
             section=health,
@@ -295,6 +296,7 @@ def dashboard_spec() -> DashboardSpec:
             series=(
                 Series("max_consecutive_technical_failures", "longest streak in the step", color="#d62728"),
                 Series("consecutive_technical_failures", "streak at step end", color="#ff9896"),
+                Series("technical_failure_warn_at", "warning threshold", "threshold", color="#ff7f0e"),
                 Series("technical_failure_limit", "limit", "threshold", color="#000000"),
             ),
         ),

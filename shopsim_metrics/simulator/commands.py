@@ -16,6 +16,7 @@ import sys
 from typing import Any
 
 from shopsim_metrics.settings import PROMPT_SKIP_MODES, WAVE_SIZE_MODES
+from shopsim_metrics.simulator.step_rates import BURST_RULES
 
 _ERROR = "shopsim-metrics tune: error:"
 """How every error of ``tune`` starts (the prefix of every command's errors)."""
@@ -54,6 +55,10 @@ def register(subparsers: Any) -> None:
     tune.add_argument("--from", dest="from_path", metavar="PATH",
                       help="measure both rates (and the batch knobs) from a run's steps.jsonl or run directory, and "
                            "calibrate the cost columns (response lengths, time per token) to its records")
+    tune.add_argument("--burst-rule", choices=BURST_RULES, default="schedule",
+                      help="with --from, how a step with a burst of technical failures is weighed: schedule (default) "
+                           "simulates the background rate on every step and the bursts as bursts, at the run's "
+                           "frequency; pooled spreads them over every step")
     tune.add_argument("--candidates", type=_int_list, help="comma-separated sizes, each >= rollout_batch_size "
                                                            "(default: 1, 1.5, 2, 3, 4 x rollout_batch_size)")
     tune.add_argument("--no-widen", dest="widen", action="store_false",
@@ -100,6 +105,8 @@ def _tune(args: argparse.Namespace) -> int:
     source = "given rates"
     zero, technical = args.zero_std_rate, args.technical_rate
     observed = None
+    bursts: list[tuple[int, float]] = []
+    rate_lines: list[str] = []
     if args.from_path:
         try:
             measured, observed = measured_rates_and_cost(args.from_path)  # one pass over the records
@@ -110,8 +117,16 @@ def _tune(args: argparse.Namespace) -> int:
             print(f"{_ERROR} cannot measure rates from {args.from_path}: {exc}", file=sys.stderr)
             return 2
         source = _source(args, measured)
-        zero = measured.zero_std_rate if zero is None else zero
-        technical = measured.technical_rate if technical is None else technical
+        measured_zero, measured_technical = measured.zero_std_rate, measured.technical_rate
+        estimate = measured.estimate
+        if estimate is not None:
+            if args.technical_rate is None:  # a technical rate given as such is used as given, with no bursts
+                measured_zero, measured_technical = estimate.rates(args.burst_rule)
+                if args.burst_rule == "schedule":
+                    bursts = estimate.scheduled_bursts(args.steps)
+            rate_lines = estimate.lines(args.burst_rule if args.technical_rate is None else "given")
+        zero = measured_zero if zero is None else zero
+        technical = measured_technical if technical is None else technical
         for name in ("rollout_batch_size", "n_samples_per_prompt", "global_batch_size"):
             if getattr(measured, name):
                 knobs[name] = getattr(measured, name)
@@ -146,13 +161,14 @@ def _tune(args: argparse.Namespace) -> int:
     jobs = args.jobs or min(os.cpu_count() or 1, len(args.candidates) if args.candidates else 5)
     try:
         report = _run_tune(zero, technical, args, base, TuneTargets(args.max_zero_advantage, args.max_second_wave),
-                           source, jobs, calibration)
+                           source, jobs, calibration, bursts)
     except ValueError as exc:
         print(f"{_ERROR} {exc}", file=sys.stderr)
         return 2
     saving = _skip_saving(args, base, zero, technical, report.recommended) if args.prompt_skip != "off" else None
     if args.json:
         out = report.to_dict()
+        out["rate_notes"] = rate_lines
         if saving is not None:
             out["prompt_skip"] = {"mode": saving.mode, "wave_size": args.wave_size, "seeds": list(saving.seeds),
                                   "token_ratio": saving.token_ratio, "off": _run_dict(saving.off),
@@ -161,6 +177,8 @@ def _tune(args: argparse.Namespace) -> int:
     else:
         print(f"zero-std rate {zero:.4f}, technical rate {technical:.4f} ({source}); rollout_batch_size "
               f"{base.rollout_batch_size}, {args.steps} simulated steps per candidate, seed {args.seed}")
+        for line in rate_lines:
+            print(line)
         print(format_table(report))
         print(f"recommended over_sampling_batch_size: {report.recommended}  ({report.reason})")
         print(f"rel.time = mean step rollout time / one wave of {base.rollout_batch_size} groups run to completion "
@@ -223,7 +241,7 @@ def _calibrate(args: argparse.Namespace, base: Any, observed: Any, over_sampling
 
 
 def _run_tune(zero: float, technical: float, args: argparse.Namespace, base: Any, targets: Any, source: str,
-              jobs: int, calibration: Any = None) -> Any:
+              jobs: int, calibration: Any = None, bursts: Any = ()) -> Any:
     from shopsim_metrics.simulator.tune import tune
 
     bar = None
@@ -235,7 +253,7 @@ def _run_tune(zero: float, technical: float, args: argparse.Namespace, base: Any
     try:
         return tune(zero_std_rate=zero, technical_rate=technical, candidates=args.candidates, steps=args.steps,
                     seed=args.seed, base=base, targets=targets, source=source, jobs=jobs, calibration=calibration,
-                    widen=args.widen,
+                    widen=args.widen, bursts=bursts,
                     progress=(lambda size, result: _advance(bar)) if bar is not None else None)
     finally:
         if bar is not None:

@@ -239,7 +239,9 @@ class RatesGroupSource(_SlotSource):
     """Fixed rates: a non-technical group is zero-std with probability ``zero_std_rate / (1 - technical_rate)``.
 
     So over all judged groups, technical ones come at ``technical_rate`` and zero-std ones at
-    ``zero_std_rate`` (when no streak cap or burst intervenes). A zero-std group is all-0 or all-1;
+    ``zero_std_rate`` (when no streak cap or burst intervenes). The share of zero-std groups among the
+    healthy ones is the same inside a burst (``technical_rate`` is the background rate, not the
+    burst's), so a burst takes groups from both kinds alike. A zero-std group is all-0 or all-1;
     a group with spread holds at least one 0 and one 1 (with one sibling per prompt every group is zero-std).
     """
 
@@ -250,7 +252,7 @@ class RatesGroupSource(_SlotSource):
 
     def _fill(self, group: list[SimSample], gid: int, u: list[float]) -> None:
         cfg = self.config
-        healthy = 1.0 - self._technical_rate
+        healthy = 1.0 - cfg.technical_rate
         n = self.n
         zero_std = healthy > 0 and u[2 + n] * healthy < cfg.zero_std_rate
         win = cfg.success_reward

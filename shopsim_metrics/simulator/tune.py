@@ -57,7 +57,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 from shopsim_metrics.simulator.calibration import COST_COLUMNS, CostCalibration, LedgerTokens, ObservedCost
-from shopsim_metrics.simulator.config import SimConfig
+from shopsim_metrics.simulator.config import FailureBurst, SimConfig
+from shopsim_metrics.simulator.step_rates import RateEstimate, estimate_rates
 from shopsim_metrics.simulator.latency import reference_wave_time
 from shopsim_metrics.simulator.loop import TUNING_ARGS, SimulationResult, Simulator, rng_streams, wave_time_model
 
@@ -100,6 +101,7 @@ class CandidateResult:
     aborted_tokens_per_step: float = 0.0  # aborted groups' tokens until the abort: simulated only
     total_tokens_per_step: float = 0.0  # judged + aborted: every token generated, the cost
     total_wasted_token_fraction: float = 0.0  # tokens that do not train / every token generated
+    burst_steps: int = 0  # simulated steps with a scheduled burst: in the cost, not in P(2nd), P(3rd), zero-adv
     meets_targets: bool = False
 
 
@@ -120,6 +122,7 @@ class TuneReport:
     extra: dict = field(default_factory=dict)
     calibration: CostCalibration | None = None  # the cost model fitted to a run (None: the base config's)
     widened: list[int] = field(default_factory=list)  # candidates tune added beyond an edge of the range
+    bursts: list[tuple[int, float]] = field(default_factory=list)  # (simulated step, technical rate) of scheduled bursts
 
     @property
     def time_measured(self) -> bool:
@@ -142,6 +145,7 @@ class TuneReport:
             "candidates": [asdict(c) for c in self.candidates],
             "calibration": self.calibration.to_dict() if self.calibration else None,
             "time_measured": self.time_measured, "widened": self.widened,
+            "bursts": [list(b) for b in self.bursts],
         }
 
 
@@ -157,6 +161,7 @@ class MeasuredRates:
     n_samples_per_prompt: int | None
     global_batch_size: int | None
     over_sampling_batch_size: int | None
+    estimate: RateEstimate | None = None  # the rates step by step: bursts and dominant steps (:mod:`.step_rates`)
 
 
 def default_candidates(rollout_batch_size: int) -> list[int]:
@@ -211,6 +216,8 @@ def rates_of(table: Any, path: str | os.PathLike) -> MeasuredRates:
         n_samples_per_prompt=_knob(last.get("n_samples_per_prompt")),
         global_batch_size=_knob(last.get("global_batch_size")),
         over_sampling_batch_size=_knob(last.get("over_sampling_batch_size")),
+        estimate=estimate_rates(table.rollout_ids, table.columns["accepted_group_count"],
+                                table.columns["technical_group_drop_count"], table.columns["zero_std_group_count"]),
     )
 
 
@@ -220,11 +227,18 @@ def _knob(value: object) -> int | None:
 
 
 def summarize(size: int, result: SimulationResult, *, reference_seconds: float,
-              max_consecutive_failed_groups: int) -> CandidateResult:
-    """A candidate's figures from its simulated run (records and the loop's own timing)."""
+              max_consecutive_failed_groups: int, burst_steps: frozenset[int] = frozenset()) -> CandidateResult:
+    """A candidate's figures from its simulated run (records and the loop's own timing).
+
+    ``burst_steps``: the steps of scheduled bursts. The two target figures (P(2nd wave), P(3rd wave) and
+    the zero-advantage fraction) are over the other steps, since no size avoids a burst's extra waves;
+    every cost figure counts every step, bursts included.
+    """
     records = [r for r in result.records if not r.terminated]
     n = len(records) or 1
-    train = sum(r.train_group_count for r in records)
+    calm = [r for r in records if r.rollout_id not in burst_steps] or records
+    n_calm = len(calm) or 1
+    train = sum(r.train_group_count for r in calm)
     accepted_samples = sum(r.accepted_sample_count for r in records)
     train_samples = sum(r.train_sample_count for r in records)
     seconds = sum(o.rollout_time for o in result.outcomes) / (len(result.outcomes) or 1)
@@ -237,9 +251,9 @@ def summarize(size: int, result: SimulationResult, *, reference_seconds: float,
         over_sampling_batch_size=size,
         steps=len(records),
         mean_waves=sum(r.wave_count for r in records) / n,
-        p_second_wave=sum(r.wave_count >= 2 for r in records) / n,
-        p_third_wave=sum(r.wave_count >= 3 for r in records) / n,
-        zero_advantage_fraction=sum(r.fallback_group_count for r in records) / train if train else 0.0,
+        p_second_wave=sum(r.wave_count >= 2 for r in calm) / n_calm,
+        p_third_wave=sum(r.wave_count >= 3 for r in calm) / n_calm,
+        zero_advantage_fraction=sum(r.fallback_group_count for r in calm) / train if train else 0.0,
         wasted_sample_fraction=(accepted_samples - train_samples) / accepted_samples if accepted_samples else 0.0,
         aborted_per_step=sum(r.aborted_group_count for r in records) / n,
         submitted_per_step=sum(r.submitted_group_count for r in records) / n,
@@ -251,6 +265,7 @@ def summarize(size: int, result: SimulationResult, *, reference_seconds: float,
         aborted_tokens_per_step=aborted_tokens / n,
         total_tokens_per_step=total_tokens / n,
         total_wasted_token_fraction=(total_tokens - train_tokens) / total_tokens if total_tokens else 0.0,
+        burst_steps=len(records) - len(calm),
     )
 
 
@@ -355,6 +370,7 @@ def tune(
     jobs: int = 1,
     calibration: CostCalibration | None = None,
     widen: bool = True,
+    bursts: Sequence[tuple[int, float]] = (),
 ) -> TuneReport:
     """Simulate every candidate at the given rates and recommend one (see the module docstring).
 
@@ -362,13 +378,16 @@ def tune(
     ``jobs > 1`` simulates candidates in that many processes (same figures: each candidate has its
     own simulation from the same seed). ``calibration`` (:func:`.calibration.calibrate`) replaces
     ``base``'s token model and time per token by those fitted to a run. ``widen=False`` keeps exactly
-    ``candidates`` (an edge recommendation is then only noted in the reason).
+    ``candidates`` (an edge recommendation is then only noted in the reason). ``bursts``: ``(step, rate)``
+    of simulated steps whose technical rate is ``rate`` (a run's bursts at their frequency,
+    :meth:`.step_rates.RateEstimate.scheduled_bursts`); the other steps run at ``technical_rate``.
     """
     import time
 
     started = time.perf_counter()
     base = (base or SimConfig()).with_(steps=steps, seed=seed, zero_std_rate=zero_std_rate,
-                                       technical_rate=technical_rate, bursts=(), max_technical_streak=None)
+                                       technical_rate=technical_rate, max_technical_streak=None,
+                                       bursts=tuple(FailureBurst(step=int(step), rate=float(rate)) for step, rate in bursts))
     if calibration is not None:
         base = calibration.apply(base)
     targets = targets or TuneTargets()
@@ -398,6 +417,7 @@ def tune(
         zero_std_rate=zero_std_rate, technical_rate=technical_rate, base=base, targets=targets, candidates=results,
         recommended=recommended, reason=reason, reference_wave_seconds=reference, source=source,
         wall_seconds=time.perf_counter() - started, calibration=calibration, widened=widened,
+        bursts=[(int(step), float(rate)) for step, rate in bursts],
     )
 
 
@@ -432,7 +452,8 @@ def _simulate_candidate(item: tuple[SimConfig, float, int]) -> CandidateResult:
     config, reference, max_consecutive_failed_groups = item
     result = Simulator(config, sinks=[], extra_args=TUNING_ARGS).run()
     return summarize(config.over_sampling_batch_size, result, reference_seconds=reference,
-                     max_consecutive_failed_groups=max_consecutive_failed_groups)
+                     max_consecutive_failed_groups=max_consecutive_failed_groups,
+                     burst_steps=frozenset(b.step for b in config.bursts))
 
 
 _COLUMNS = (

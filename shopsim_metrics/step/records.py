@@ -91,6 +91,7 @@ class StepRecord:
     over_sampling_batch_size: int | None = None
     global_batch_size: int | None = None
     technical_failure_limit: int | None = per_step(EXTRA, None)
+    technical_failure_warn_at: int | None = per_step(EXTRA, None)  # the streak that raises the step's WARN (None: alerts off)
     loop_state_source: str | None = None  # "slime", "mirror", "fully_async", or the name of a test/simulated loop
     # who wrote the record, and when among the run's writes (the readers' order: process start, then sequence)
     run_id: str | None = None  # the run's identity: made by its first process, kept by every resume
@@ -133,6 +134,8 @@ class StepRecord:
     reconcile_mismatch_count: int | None = per_step(EXTRA, None)  # set by the log function (None: not reconciled)
     slime_drop_counts: dict[str, int] | None = None  # slime's own drop_<reason> counters
     failed_check_counts: dict[str, int] = field(default_factory=dict)
+    # the alerts raised in the step, as sent to W&B: {"level", "title", "text"} each, oldest first
+    alerts: list[dict[str, str]] = field(default_factory=list)
     # cost: tokens (response_length) per outcome, and time
     generated_token_count: int = per_step(COST, 0)
     train_token_count: int = per_step(COST, 0)
