@@ -29,7 +29,7 @@ from typing import Any
 
 from shopsim_metrics import monitor
 from shopsim_metrics.errors import TechnicalFailureLimitExceeded
-from shopsim_metrics.judging.group_judgement import SPREAD, TECHNICAL
+from shopsim_metrics.step.drop_rule import filter_flags
 from shopsim_metrics.monitor import ShopsimRuntime, reset_runtime
 from shopsim_metrics.settings import ShopsimConfigError
 from shopsim_metrics.sinks.base import StepSink
@@ -81,11 +81,8 @@ def fully_scored_group_filter(args: Any, samples: list, **kwargs: Any) -> Dynami
         _warn_once("filter", "shopsim-metrics: judging a group failed (%s: %s); the group is kept and "
                    "training goes on.", type(exc).__name__, exc)
         return DynamicFilterOutput(keep=True)
-    if kind == SPREAD:
-        return DynamicFilterOutput(keep=True)
-    if kind == TECHNICAL:
-        return DynamicFilterOutput(keep=False, reason=C.REASON_TECHNICAL)
-    return DynamicFilterOutput(keep=False, reason=C.REASON_ZERO_STD, keep_when_insufficient=True)
+    keep, keep_when_insufficient = filter_flags(kind)
+    return DynamicFilterOutput(keep=keep, reason=C.REASON_OF_KIND[kind], keep_when_insufficient=keep_when_insufficient)
 
 
 def record_all_samples(args: Any, all_groups: list, data_source: Any) -> None:

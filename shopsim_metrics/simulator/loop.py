@@ -40,6 +40,7 @@ import numpy as np
 
 from shopsim_metrics.step.alerts import Alert
 from shopsim_metrics.step.contract import ALL_SAMPLES_PATH, FILTER_PATH, LOG_PATH, SAMPLE_HOOK_PATH, slime_drop_metric
+from shopsim_metrics.step.drop_rule import should_drop
 from shopsim_metrics.monitor import configure, reset_runtime
 from shopsim_metrics.settings.preflight import load_function
 from shopsim_metrics.step.loop_state import ManualLoopState
@@ -174,7 +175,8 @@ class SimulatedSlimeLoop:
                     keep, keep_when_insufficient, reason = output, False, None
                 else:
                     keep, keep_when_insufficient, reason = output.keep, output.keep_when_insufficient, output.reason
-                if keep or (keep_when_insufficient and remaining <= rollout_batch_size):
+                if not should_drop(keep, keep_when_insufficient, remaining_batch_size=remaining,
+                                   target_data_size=rollout_batch_size):
                     if len(data) < rollout_batch_size:
                         data.append(gid)
                         train_groups.append(group)

@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
 from shopsim_metrics.step import contract as C
+from shopsim_metrics.step.drop_rule import filter_flags, should_drop
 from shopsim_metrics.step.generated_tokens import GeneratedTokens
 from shopsim_metrics.step.records import DecisionRow, StepRecord
 from shopsim_metrics.judging.group_judgement import SPREAD, TECHNICAL, ZERO_STD, GroupJudgement, finite_mean
@@ -194,9 +195,9 @@ class StepAccountant:
             else:
                 state.submitted = remaining + drops
             kind = judgement.kind
-            # slime's drop rule: a technical group is always dropped, a zero-std one while remaining > target;
-            # a group not dropped enters the train batch while it has room, else it is surplus
-            if kind == TECHNICAL or (kind == ZERO_STD and remaining > self.rollout_batch_size):
+            # slime's drop rule on the filter's answer for this kind; a group not dropped enters the
+            # train batch while it has room, else it is surplus
+            if should_drop(*filter_flags(kind), remaining_batch_size=remaining, target_data_size=self.rollout_batch_size):
                 outcome = C.OUTCOME_DROPPED_TECHNICAL if kind == TECHNICAL else C.OUTCOME_DROPPED_ZERO_STD
                 state.drops = drops + 1
             elif state.train_len < self.rollout_batch_size:
