@@ -74,8 +74,11 @@ _pool: _Pool | None = None
 _pool_lock = threading.Lock()
 
 
-def _worker_pool(args: Any, data_source: Any) -> _Pool:
-    """The process's worker, started on first use (and again if its thread died or the data source changed)."""
+def _worker_pool(args: Any, data_source: Any, rollout_id: int) -> _Pool:
+    """The process's worker, started on first use (and again if its thread died or the data source changed).
+
+    A new worker's draw log begins at ``rollout_id`` before the worker starts: the pool's first groups
+    are drawn in that step (a later step that trains them counts them as carried)."""
     global _pool
     with _pool_lock:
         pool = _pool
@@ -88,6 +91,7 @@ def _worker_pool(args: Any, data_source: Any) -> _Pool:
         from slime.utils.http_utils import get_rollout_num_engines  # type: ignore[import-not-found]
 
         draws = DrawLog(data_source)
+        draws.begin(rollout_id)
         concurrency = args.sglang_server_concurrency * get_rollout_num_engines(args)
         logger.info("shopsim-metrics: starting slime's fully-async worker (%d groups in flight)", concurrency)
         worker = AsyncRolloutWorker(args, draws, concurrency=concurrency)
@@ -126,7 +130,7 @@ def generate_rollout_fully_async(args: Any, rollout_id: int, data_buffer: Any, e
 
     runtime = get_runtime(args)
     runtime.fully_async = True
-    pool = _worker_pool(args, data_buffer)
+    pool = _worker_pool(args, data_buffer, rollout_id)
     try:
         step = run(run_fully_async_step(runtime, pool.draws, pool.take_finished, args.rollout_batch_size, rollout_id,
                                         poll_seconds=POLL_SECONDS))
