@@ -412,6 +412,47 @@ def new_run(work: Path, num_rollout: int, *, save: Path | None = None, run_dir: 
     return run
 
 
+@contextlib.contextmanager
+def one_train_run(work: Path, name: str, num_rollout: int, **train_kwargs):
+    """Start the fake engine and a private Ray head under ``work``, run ``train.py`` once as ``name``
+    (:func:`run_train` with ``train_kwargs``), yield the :class:`TrainRun`, and stop every process
+    started here, by its id.
+
+    Raises RuntimeError when this interpreter lacks the CPU accelerator hook (slime refuses to start
+    without an accelerator: build the venv with ``setup_env.sh``).
+    """
+    if "shopsim_cpu_accelerator" not in sys.modules:
+        raise RuntimeError("the CPU accelerator hook is not installed in this interpreter (slime refuses to start "
+                           "without an accelerator): build the venv with tests/slime_train/setup_env.sh")
+    tokenizer = build_tokenizer(work / "tokenizer")
+    env = base_env(SLIME_SRC, MEGATRON_SRC, work)
+    server = start_fake_server(work, tokenizer)
+    head = None
+    train = None
+    try:
+        head = start_ray(env, work / "ray.log")
+        train = new_run(work / name, num_rollout)
+        run_train(train, server, tokenizer, env, head.address, slime_src=SLIME_SRC, **train_kwargs)
+        yield train
+    finally:
+        if head is not None:
+            stop_ray(head)
+        stop_process(server.proc)
+        if train is not None:
+            print(f"slime train.py run {name}: rc={train.returncode} in {train.seconds:.1f} s, log {train.work / 'train.log'}")
+
+
+def finished_records(run: TrainRun, num_rollout: int) -> list[dict]:
+    """The records the run left in its ``steps.jsonl``, as dicts; asserts train.py ended well and every
+    step ``0 .. num_rollout - 1`` has its record."""
+    from shopsim_metrics.sinks import read_steps
+
+    assert run.returncode == 0, f"train.py exited with {run.returncode}; last output:\n{run.output[-4000:]}"
+    found = [record.to_dict() for record in read_steps(run.records_at_end / "steps.jsonl")]
+    assert [r["rollout_id"] for r in found] == list(range(num_rollout))
+    return found
+
+
 def mark_checkpoint(save: Path, rollout_id: int) -> None:
     """Write Megatron's tracker file into ``save``, which a rollout-only run does not write (its actors
     save no weights) but slime's ``--load`` requires before it keeps the path (otherwise it swaps
