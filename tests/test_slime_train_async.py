@@ -14,8 +14,9 @@ line (the drop counts it logged) and the engine's own request counts:
 - no technical group and no zero-std group beyond the step's fallback reaches slime's batch;
 - every step trains ``rollout_batch_size`` groups, and they are the ledger's trained groups;
 - the records' counts are slime's and the engine's: drops equal slime's counters, every judged group
-  is one the engine answered, the engine answered the first G groups of the dataset in order, and the
-  groups served but never judged fit in the pool;
+  is one the engine answered, the engine answered the first G groups of the dataset in order, the
+  groups served but never judged fit in the pool, and each step's generated tokens are what the
+  engine returned for the prompts of the groups it judged;
 - groups did cross step boundaries (``carried_group_count``), waves and ``remaining`` are null.
 
 Skipped unless ``SLIME_SRC`` and ``MEGATRON_SRC`` are set (see ``test_slime_train.py``).
@@ -55,40 +56,17 @@ def prompt_of(group_index: int) -> str:
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
-    if "shopsim_cpu_accelerator" not in sys.modules:
-        pytest.fail("the CPU accelerator hook is not installed in this interpreter (slime refuses to start "
-                    "without an accelerator): build the venv with tests/slime_train/setup_env.sh")
     work = tmp_path_factory.mktemp("slime_train_async")
-    tokenizer = harness.build_tokenizer(work / "tokenizer")
-    env = harness.base_env(SLIME_SRC, MEGATRON_SRC, work)
-    server = harness.start_fake_server(work, tokenizer, extra_args=("--base-delay", "0.3", "--delay-step", "0.15"))
-    head = None
-    train = None
-    try:
-        head = harness.start_ray(env, work / "ray.log")
-        train = harness.new_run(work / "async", STEPS)
-        harness.run_train(train, server, tokenizer, env, head.address, slime_src=SLIME_SRC, timeout=420,
-                          rollout_batch_size=ROLLOUT_BATCH, over_sampling_batch_size=ROLLOUT_BATCH,
-                          n_samples_per_prompt=N_SAMPLES, settings=SETTINGS, script="train_async.py",
-                          hooks=harness.ASYNC_HOOKS, extra_args=("--sglang-server-concurrency", str(POOL)))
+    with harness.one_train_run(work, "async", STEPS, server_args=("--base-delay", "0.3", "--delay-step", "0.15"),
+                               timeout=420, rollout_batch_size=ROLLOUT_BATCH, over_sampling_batch_size=ROLLOUT_BATCH,
+                               n_samples_per_prompt=N_SAMPLES, settings=SETTINGS, script="train_async.py",
+                               hooks=harness.ASYNC_HOOKS, extra_args=("--sglang-server-concurrency", str(POOL))) as train:
         yield train
-    finally:
-        if head is not None:
-            harness.stop_ray(head)
-        harness.stop_process(server.proc)
-        if train is not None:
-            print(f"slime train_async.py run: rc={train.returncode} in {train.seconds:.1f} s, "
-                  f"log {train.work / 'train.log'}")
 
 
 @pytest.fixture(scope="module")
 def records(run) -> list[dict]:
-    from shopsim_metrics.sinks import read_steps
-
-    assert run.returncode == 0, f"train_async.py exited with {run.returncode}; last output:\n{run.output[-4000:]}"
-    found = [record.to_dict() for record in read_steps(run.records_at_end / "steps.jsonl")]
-    assert [r["rollout_id"] for r in found] == list(range(STEPS))
-    return found
+    return harness.finished_records(run, STEPS)
 
 
 def _taken(record: dict) -> list[dict]:
@@ -156,8 +134,13 @@ def test_the_records_count_what_the_engine_served(run, records):
     engine_tokens = sum(run.server_tokens_by_step())
     counted = sum(r["total_token_count"] for r in records)
     assert 0 < counted <= engine_tokens
+    # step by step: the tokens of the groups each step judged are the ones the engine returned for their prompts
+    tokens_of = {}
+    for line in run.server_log():
+        assert tokens_of.setdefault(line["key"], line["tokens"]) == line["tokens"]  # one length per prompt
     for r in records:
         assert r["generated_token_count"] == sum(row["response_tokens"] for row in r["decisions"])
+        assert r["generated_token_count"] == sum(N_SAMPLES * tokens_of[row["prompt_key"]] for row in r["decisions"])
 
 
 def test_groups_crossed_step_boundaries(records):

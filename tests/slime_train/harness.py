@@ -413,10 +413,10 @@ def new_run(work: Path, num_rollout: int, *, save: Path | None = None, run_dir: 
 
 
 @contextlib.contextmanager
-def one_train_run(work: Path, name: str, num_rollout: int, **train_kwargs):
-    """Start the fake engine and a private Ray head under ``work``, run ``train.py`` once as ``name``
-    (:func:`run_train` with ``train_kwargs``), yield the :class:`TrainRun`, and stop every process
-    started here, by its id.
+def one_train_run(work: Path, name: str, num_rollout: int, *, server_args: tuple[str, ...] = (), **train_kwargs):
+    """Start the fake engine (with ``server_args``) and a private Ray head under ``work``, run ``train.py``
+    once as ``name`` (:func:`run_train` with ``train_kwargs``), yield the :class:`TrainRun`, and stop every
+    process started here, by its id.
 
     Raises RuntimeError when this interpreter lacks the CPU accelerator hook (slime refuses to start
     without an accelerator: build the venv with ``setup_env.sh``).
@@ -426,7 +426,7 @@ def one_train_run(work: Path, name: str, num_rollout: int, **train_kwargs):
                            "without an accelerator): build the venv with tests/slime_train/setup_env.sh")
     tokenizer = build_tokenizer(work / "tokenizer")
     env = base_env(SLIME_SRC, MEGATRON_SRC, work)
-    server = start_fake_server(work, tokenizer)
+    server = start_fake_server(work, tokenizer, extra_args=server_args)
     head = None
     train = None
     try:
