@@ -35,6 +35,10 @@ FIRST_RECORD_LINES = 1000
 class RunDirInUse(ShopsimConfigError):
     """A fresh run (``start_rollout_id`` 0) was pointed at a directory holding another run's step records."""
 
+WRITER_FIELDS = ("run_id", "process_started_at")
+"""The record fields that say which process wrote it: two runs of the same seed differ only in them
+(and in the wall-clock ``*_seconds``)."""
+
 
 def new_run_id() -> str:
     """A new run's identity: its start time and a random part, sortable and unique.

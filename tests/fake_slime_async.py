@@ -41,6 +41,11 @@ class GroupScript:
     rewards: tuple[Any, ...]
     aborted: bool = False
     tokens: int = 10  # response tokens per sample
+    aborts: int | None = None  # with ``aborted``: only its first ``aborts`` generations are aborted (None: all)
+
+    def aborted_at(self, attempt: int) -> bool:
+        """Whether its ``attempt``-th generation (from 1) is aborted."""
+        return self.aborted and (self.aborts is None or attempt <= self.aborts)
 
 
 class Status(enum.Enum):
@@ -89,16 +94,19 @@ class Engine:
         self.started: list[int] = []  # group_index, in start order
         self.finished: list[int] = []
         self.version_of: dict[int, int] = {}  # group_index -> the weight version it was first generated with
+        self.attempts: dict[int, int] = {}  # group_index -> generations started
 
     async def generate_and_rm_group(self, args: Any, group: list, sampling_params: dict, evaluation: bool = False):
         gi = group[0].group_index
         script = self.scripts[gi]
         self.started.append(gi)
+        self.attempts[gi] = attempt = self.attempts.get(gi, 0) + 1
+        aborted = script.aborted_at(attempt)
         version = self.weight_version  # the weights the generation ran with
         await asyncio.sleep(script.latency)
         for sample, reward in zip(group, script.rewards):
-            sample.status = Status.ABORTED if script.aborted else Status.COMPLETED
-            sample.reward = None if script.aborted else reward
+            sample.status = Status.ABORTED if aborted else Status.COMPLETED
+            sample.reward = None if aborted else reward
             sample.response_length += script.tokens
             sample.weight_versions.append(str(version))
             if self.sample_hook is not None:

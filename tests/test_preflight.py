@@ -121,3 +121,65 @@ def test_garbage_arguments_give_lines_never_a_traceback(tmp_path: Path) -> None:
     assert "Traceback" not in out.stderr
     assert "--rollout-batch-size: 'x' is not an integer" in out.stderr
     assert "--dynamic-sampling-filter-path: nodots does not load" in out.stderr
+
+
+# --- slime's fully-async launch (train_async.py) --------------------------------------------------
+
+ASYNC_PATH = "shopsimrl.async_rollout.generate_rollout_fully_async"
+SLIME_ASYNC_PATH = "slime.rollout.fully_async_rollout.generate_rollout_fully_async"
+
+
+def async_launch(tmp_path: Path, **changes: str | None) -> list[str]:
+    """A sound train_async.py command with the project's rollout function (no filter, no all-samples hook)."""
+    base = {"--dynamic-sampling-filter-path": None, "--rollout-all-samples-process-path": None,
+            "--rollout-function-path": ASYNC_PATH, "--rollout-sample-hook-path": "shopsimrl.slime_runtime.record_generated_sample"}
+    base.update(changes)
+    return ["python", "train_async.py", *launch(tmp_path, **base)]
+
+
+def test_the_project_async_launch_passes_and_says_which_hooks_apply(tmp_path, capsys) -> None:
+    code, out, err = run(async_launch(tmp_path), capsys)
+    assert (code, err) == (0, ""), err
+    assert f"fully-async launch: {ASYNC_PATH} judges every finished group" in out
+    assert "not called: --dynamic-sampling-filter-path, --rollout-all-samples-process-path" in out
+
+
+def test_on_the_async_path_the_filter_needs_no_all_samples_hook_but_is_named_as_not_called(tmp_path, capsys) -> None:
+    code, out, err = run(async_launch(tmp_path, **{"--dynamic-sampling-filter-path": FILTER_PATH}), capsys)
+    assert code == 0, err
+    assert "--rollout-all-samples-process-path: not set" not in err
+    assert "warning: --dynamic-sampling-filter-path: not called on the fully-async path" in err
+
+
+@pytest.mark.parametrize("changes, level, expected", [
+    ({"--custom-rollout-log-function-path": None}, "error",
+     "--custom-rollout-log-function-path: not set, but the rollout function is " + ASYNC_PATH),
+    ({"--rollout-sample-hook-path": None}, "warning", "--rollout-sample-hook-path: not set: the token fields"),
+    ({"--rollout-function-path": SLIME_ASYNC_PATH}, "error",
+     f"--rollout-function-path: {SLIME_ASYNC_PATH} calls neither the filter nor the all-samples hook: nothing is filtered"),
+    ({"--rollout-function-path": "shopsimrl.async_rollout.no_such_function"}, "error",
+     "--rollout-function-path: shopsimrl.async_rollout.no_such_function does not load"),
+    ({"--colocate": "true"}, "error", "train_async.py: --colocate is not supported"),
+])
+def test_async_launch_problems_and_warnings(tmp_path, capsys, changes, level, expected) -> None:
+    argv = async_launch(tmp_path, **{k: v for k, v in changes.items() if k != "--colocate"})
+    if "--colocate" in changes:
+        argv.append("--colocate")
+    code, _, err = run(argv, capsys)
+    assert code == (2 if level == "error" else 0), err
+    assert f"shopsim-metrics preflight: {level}: {expected}" in err
+
+
+def test_slime_async_function_without_the_project_hooks_is_a_warning_only(tmp_path, capsys) -> None:
+    argv = ["train_async.py", "--rollout-function-path", SLIME_ASYNC_PATH, "--save", str(tmp_path / "save")]
+    code, _, err = run(argv, capsys)
+    assert code == 0
+    assert f"warning: --rollout-function-path: {SLIME_ASYNC_PATH} calls neither the filter" in err
+
+
+def test_train_async_with_slime_default_rollout_keeps_every_hook(tmp_path, capsys) -> None:
+    code, out, err = run(["train_async.py", *launch(tmp_path)], capsys)
+    assert (code, err) == (0, "")
+    assert "train_async.py with slime's default rollout function: every hook applies as with train.py" in out
+    code, _, err = run(["train_async.py", *launch(tmp_path, **{"--rollout-all-samples-process-path": None})], capsys)
+    assert code == 2 and "--rollout-all-samples-process-path: not set, but the filter is" in err

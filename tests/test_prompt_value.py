@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings as hsettings, strategies as st
 
+from shopsim_metrics.run_identity import WRITER_FIELDS
 from shopsim_metrics.step import contract
 from shopsim_metrics.judging.verdicts import VERDICTS
 from shopsim_metrics.prompts.history import PromptHistory
@@ -330,7 +331,7 @@ def test_a_history_limit_of_zero_turns_prompt_tracking_off() -> None:
         assert all(row.prompt_key is None for row in record.decisions)
     # everything else is the same run
     def strip(record):
-        data = {k: v for k, v in record.to_dict().items() if k not in _PROMPT_FIELDS}
+        data = {k: v for k, v in record.to_dict().items() if k not in _PROMPT_FIELDS and k not in WRITER_FIELDS}
         data["decisions"] = [{k: v for k, v in row.items() if k != "prompt_key"} for row in data["decisions"]]
         return data
 

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings as hsettings, strategies as st
 
+from shopsim_metrics.run_identity import WRITER_FIELDS
 from shopsim_metrics.cli import main
 from shopsim_metrics.simulator.config import SimConfig
 from shopsim_metrics.simulator.epochs import EpochPromptSource
@@ -45,7 +46,7 @@ def test_the_simulator_skips_through_the_real_data_source() -> None:
 def test_off_runs_are_unchanged_by_the_skip_settings() -> None:
     """``prompt_skip`` off and no drift: the same records as a config that never heard of them."""
     def simulated(config: SimConfig) -> list[dict]:  # the project's own wall time aside, a run is deterministic
-        return [{k: v for k, v in r.to_dict().items() if k not in ("filter_seconds", "filter_time_fraction")}
+        return [{k: v for k, v in r.to_dict().items() if k not in ("filter_seconds", "filter_time_fraction", *WRITER_FIELDS)}
                 for r in simulate(config).records]
 
     plain = SimConfig(steps=6, prompt_pool=40)

@@ -11,6 +11,7 @@ from conftest import fifo_batches, group_of, make_args, spread, technical, zero
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from shopsim_metrics.run_identity import WRITER_FIELDS
 from shopsim_metrics.step.loop_state import ManualLoopState
 from shopsim_metrics.simulator.samples import SimSample
 from shopsim_metrics.simulator.config import FailureBurst, SimConfig
@@ -84,7 +85,7 @@ TIME_FIELDS = ("rollout_seconds", "filter_seconds", "filter_time_fraction", "fir
 
 def untimed(record) -> dict:
     """A record's dict without its clock readings (each loop runs on its own clock)."""
-    data = {k: v for k, v in record.to_dict().items() if k not in TIME_FIELDS}
+    data = {k: v for k, v in record.to_dict().items() if k not in TIME_FIELDS and k not in WRITER_FIELDS}
     data["decisions"] = [{k: v for k, v in row.items() if k not in TIME_FIELDS} for row in data["decisions"]]
     return data
 
@@ -192,8 +193,8 @@ def test_the_loop_follows_slimes_rules_for_any_completion_order(kinds, rollout_b
 
 # --- determinism ----------------------------------------------------------------------------------
 def seeded(record) -> dict:
-    """A record's dict without ``filter_seconds`` and its ratio, the fields measured on the wall clock."""
-    data = record.to_dict()
+    """A record's dict without ``filter_seconds`` and its ratio (the wall clock) and who wrote it."""
+    data = {k: v for k, v in record.to_dict().items() if k not in WRITER_FIELDS}
     del data["filter_seconds"], data["filter_time_fraction"]
     return data
 

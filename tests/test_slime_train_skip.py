@@ -66,39 +66,16 @@ ZERO_STD_VERDICT = {"all_pass": "zero_std_all_pass", "all_fail": "zero_std_all_f
 def run(tmp_path_factory):
     """One train.py run of ``STEPS`` steps with the skipping data source, against its own fake engine and
     private Ray head; every process started here is stopped here, by its id."""
-    if "shopsim_cpu_accelerator" not in sys.modules:
-        pytest.fail("the CPU accelerator hook is not installed in this interpreter (slime refuses to start "
-                    "without an accelerator): build the venv with tests/slime_train/setup_env.sh")
-    work = tmp_path_factory.mktemp("slime_train_skip")
-    tokenizer = harness.build_tokenizer(work / "tokenizer")
-    env = harness.base_env(SLIME_SRC, MEGATRON_SRC, work)
-    server = harness.start_fake_server(work, tokenizer)
-    head = None
-    train = None
-    try:
-        head = harness.start_ray(env, work / "ray.log")
-        train = harness.new_run(work / "greso", STEPS)
-        harness.run_train(train, server, tokenizer, env, head.address, slime_src=SLIME_SRC,
-                          rollout_batch_size=ROLLOUT_BATCH, over_sampling_batch_size=OVER_SAMPLING,
-                          n_samples_per_prompt=N_SAMPLES, settings=SKIP_SETTINGS,
-                          extra_args=("--data-source-path", DATA_SOURCE))
+    work = tmp_path_factory.mktemp("slime_train_greso")
+    with harness.one_train_run(work, "greso", STEPS, rollout_batch_size=ROLLOUT_BATCH,
+                               over_sampling_batch_size=OVER_SAMPLING, n_samples_per_prompt=N_SAMPLES,
+                               settings=SKIP_SETTINGS, extra_args=("--data-source-path", DATA_SOURCE)) as train:
         yield train
-    finally:
-        if head is not None:
-            harness.stop_ray(head)
-        harness.stop_process(server.proc)
-        if train is not None:
-            print(f"slime train.py run greso: rc={train.returncode} in {train.seconds:.1f} s, log {train.work / 'train.log'}")
 
 
 @pytest.fixture(scope="module")
 def records(run) -> list[dict]:
-    from shopsim_metrics.sinks import read_steps
-
-    assert run.returncode == 0, f"train.py exited with {run.returncode}; last output:\n{run.output[-4000:]}"
-    found = [record.to_dict() for record in read_steps(run.records_at_end / "steps.jsonl")]
-    assert [r["rollout_id"] for r in found] == list(range(STEPS))
-    return found
+    return harness.finished_records(run, STEPS)
 
 
 @pytest.fixture(scope="module")

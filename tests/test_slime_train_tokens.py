@@ -46,39 +46,16 @@ SETTINGS = {
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
-    if "shopsim_cpu_accelerator" not in sys.modules:
-        pytest.fail("the CPU accelerator hook is not installed in this interpreter (slime refuses to start "
-                    "without an accelerator): build the venv with tests/slime_train/setup_env.sh")
     work = tmp_path_factory.mktemp("slime_train_tokens")
-    tokenizer = harness.build_tokenizer(work / "tokenizer")
-    env = harness.base_env(SLIME_SRC, MEGATRON_SRC, work)
-    server = harness.start_fake_server(work, tokenizer)
-    head = None
-    train = None
-    try:
-        head = harness.start_ray(env, work / "ray.log")
-        train = harness.new_run(work / "tokens", STEPS)
-        harness.run_train(train, server, tokenizer, env, head.address, slime_src=SLIME_SRC,
-                          rollout_batch_size=ROLLOUT_BATCH, over_sampling_batch_size=OVER_SAMPLING,
-                          n_samples_per_prompt=N_SAMPLES, settings=SETTINGS,
-                          extra_args=("--data-source-path", "shopsimrl.data_source.PromptSkipDataSource"))
+    with harness.one_train_run(work, "tokens", STEPS, rollout_batch_size=ROLLOUT_BATCH,
+                               over_sampling_batch_size=OVER_SAMPLING, n_samples_per_prompt=N_SAMPLES,
+                               settings=SETTINGS, extra_args=("--data-source-path", "shopsimrl.data_source.PromptSkipDataSource")) as train:
         yield train
-    finally:
-        if head is not None:
-            harness.stop_ray(head)
-        harness.stop_process(server.proc)
-        if train is not None:
-            print(f"slime train.py run tokens: rc={train.returncode} in {train.seconds:.1f} s, log {train.work / 'train.log'}")
 
 
 @pytest.fixture(scope="module")
 def records(run) -> list[dict]:
-    from shopsim_metrics.sinks import read_steps
-
-    assert run.returncode == 0, f"train.py exited with {run.returncode}; last output:\n{run.output[-4000:]}"
-    found = [record.to_dict() for record in read_steps(run.records_at_end / "steps.jsonl")]
-    assert [r["rollout_id"] for r in found] == list(range(STEPS))
-    return found
+    return harness.finished_records(run, STEPS)
 
 
 def test_every_step_counts_the_tokens_the_engine_returned_aborted_ones_included(run, records):

@@ -22,7 +22,9 @@ streak ends the run at ``shopsim_max_consecutive_failed_groups`` as on the synch
 groups dropped up to ``shopsim_async_zero_std_drop_limit`` per step and let in as ``fallback`` after
 that, groups with spread trained. Finished groups not taken stay queued for the next step.
 
-The data source the worker draws from is wrapped by :class:`DrawLog`, which only remembers in which
+The step itself (the judging, the admission, the record) is
+:func:`shopsim_metrics.step.async_step.run_fully_async_step`, which the simulator runs too. The data
+source the worker draws from is wrapped by its :class:`~shopsim_metrics.step.async_step.DrawLog`, which only remembers in which
 step each group was drawn (``carried_group_count``) and counts the groups the worker puts back
 (``aborted_group_count``); the prompt-skipping data source works unchanged behind it (asked for one
 group at a time, it sizes no wave).
@@ -43,90 +45,18 @@ from __future__ import annotations
 import atexit
 import logging
 import threading
-from collections import Counter
-from typing import Any, Hashable
+from typing import Any
 
 from shopsim_metrics.errors import TechnicalFailureLimitExceeded
-from shopsim_metrics.step.async_batch import AsyncAdmission, fill_step_batch, oldest_weight_version
+from shopsim_metrics.step.async_step import DrawLog, first_index, run_fully_async_step
 from shopsimrl.slime_runtime import get_runtime
 
 logger = logging.getLogger("shopsim_metrics")
 
-__all__ = ["generate_rollout_fully_async", "DrawLog", "stop_worker"]
+__all__ = ["generate_rollout_fully_async", "DrawLog", "first_index", "stop_worker"]
 
 POLL_SECONDS = 0.05
 """How often a step waiting for a finished group looks at the worker's queue again (slime's own value)."""
-
-
-class DrawLog:
-    """The data source as slime's worker sees it: it serves what the data source serves and remembers when.
-
-    Every other attribute is the data source's own (``save``, ``load``, ``len()``, ...). Safe across
-    threads: the worker draws on its thread, the step reads on slime's rollout thread.
-    """
-
-    def __init__(self, source: Any) -> None:
-        self.source = source
-        self._lock = threading.Lock()
-        self._step: int | None = None
-        self._drawn: dict[Hashable, int | None] = {}  # a drawn sample's key -> the step it was first drawn in
-        self._requeued: Counter[int | None] = Counter()  # step -> groups the worker put back in it
-
-    def begin(self, rollout_id: int) -> None:
-        """Rollout step ``rollout_id`` begins: groups drawn from now on are drawn in it."""
-        with self._lock:
-            self._step = rollout_id
-
-    def get_samples(self, num_samples: int) -> list:
-        groups = self.source.get_samples(num_samples)
-        with self._lock:
-            for group in groups or ():
-                for key in _sample_keys(group):
-                    self._drawn.setdefault(key, self._step)  # a group put back keeps the step it first started in
-        return groups
-
-    def add_samples(self, samples: list) -> None:
-        with self._lock:
-            self._requeued[self._step] += len(samples)
-        self.source.add_samples(samples)
-
-    def drawn_in(self, group: Any) -> int | None:
-        """The step ``group`` was first drawn in (None: not drawn through this log), forgetting it."""
-        with self._lock:
-            found = None
-            for key in _sample_keys(group):
-                if key in self._drawn:
-                    step = self._drawn.pop(key)
-                    found = step if found is None else found
-            return found
-
-    def take_requeued(self, rollout_id: int) -> int:
-        """Groups put back in the buffer during step ``rollout_id`` (and any earlier step not yet taken)."""
-        with self._lock:
-            steps = [step for step in self._requeued if step is None or step <= rollout_id]
-            return sum(self._requeued.pop(step) for step in steps)
-
-    def __len__(self) -> int:
-        return len(self.source)
-
-    def __getattr__(self, name: str) -> Any:
-        if name == "source":  # not yet set (copy, pickle): no recursion
-            raise AttributeError(name)
-        return getattr(self.source, name)
-
-
-def _sample_keys(group: Any) -> list[Hashable]:
-    """A key per sample of ``group`` that survives generation: ``Sample.index`` (slime's running counter), else id()."""
-    keys: list[Hashable] = []
-    try:
-        items = list(group)
-    except Exception:  # noqa: BLE001 - an unreadable group has no keys
-        return keys
-    for item in items:
-        for sample in (item if isinstance(item, (list, tuple)) else (item,)):
-            index = getattr(sample, "index", None)
-            keys.append(("index", index) if isinstance(index, int) and not isinstance(index, bool) else ("id", id(sample)))
-    return keys
 
 
 class _Pool:
@@ -144,8 +74,11 @@ _pool: _Pool | None = None
 _pool_lock = threading.Lock()
 
 
-def _worker_pool(args: Any, data_source: Any) -> _Pool:
-    """The process's worker, started on first use (and again if its thread died or the data source changed)."""
+def _worker_pool(args: Any, data_source: Any, rollout_id: int) -> _Pool:
+    """The process's worker, started on first use (and again if its thread died or the data source changed).
+
+    A new worker's draw log begins at ``rollout_id`` before the worker starts: the pool's first groups
+    are drawn in that step (a later step that trains them counts them as carried)."""
     global _pool
     with _pool_lock:
         pool = _pool
@@ -158,6 +91,7 @@ def _worker_pool(args: Any, data_source: Any) -> _Pool:
         from slime.utils.http_utils import get_rollout_num_engines  # type: ignore[import-not-found]
 
         draws = DrawLog(data_source)
+        draws.begin(rollout_id)
         concurrency = args.sglang_server_concurrency * get_rollout_num_engines(args)
         logger.info("shopsim-metrics: starting slime's fully-async worker (%d groups in flight)", concurrency)
         worker = AsyncRolloutWorker(args, draws, concurrency=concurrency)
@@ -196,54 +130,11 @@ def generate_rollout_fully_async(args: Any, rollout_id: int, data_buffer: Any, e
 
     runtime = get_runtime(args)
     runtime.fully_async = True
-    pool = _worker_pool(args, data_buffer)
-    pool.draws.begin(rollout_id)
+    pool = _worker_pool(args, data_buffer, rollout_id)
     try:
-        step = run(fill_step_batch(pool.take_finished, _judge(runtime, pool.draws, args, rollout_id),
-                                   args.rollout_batch_size, poll_seconds=POLL_SECONDS))
+        step = run(run_fully_async_step(runtime, pool.draws, pool.take_finished, args.rollout_batch_size, rollout_id,
+                                        poll_seconds=POLL_SECONDS))
     except TechnicalFailureLimitExceeded:
         stop_worker()
         raise
-    _close(runtime, pool.draws, rollout_id)
     return RolloutFnTrainOutput(samples=sorted(step.batch, key=first_index), metrics=step.drop_counts())
-
-
-def _judge(runtime: Any, draws: DrawLog, args: Any, rollout_id: int) -> Any:
-    """The step's ``decide(group)``: the project's judgement, this step's admission, the record's row."""
-    target = args.rollout_batch_size
-    limit = runtime.settings.async_zero_std_drop_limit
-    admission = AsyncAdmission(target=target, zero_std_drop_limit=target if limit is None else limit)
-
-    def decide(group: Any) -> str:
-        drawn = draws.drawn_in(group)
-        with runtime.own_time():
-            return runtime.judge_decided_group(
-                group, admission.admit, step=rollout_id, carried=drawn is not None and drawn < rollout_id,
-                weight_version=oldest_weight_version(group))
-
-    return decide
-
-
-def _close(runtime: Any, draws: DrawLog, rollout_id: int) -> None:
-    with runtime.own_time():
-        try:
-            runtime.close_fully_async_step(rollout_id, draws.take_requeued(rollout_id))
-        except Exception:  # noqa: BLE001 - monitoring never stops training
-            logger.exception("shopsim-metrics: closing fully-async step %s failed; training goes on", rollout_id)
-
-
-def first_index(group: Any) -> int:
-    """The index of a group's first sample that has one (0 if none): the batch's order, as slime sorts it.
-
-    Example:
-        >>> from types import SimpleNamespace as S
-        >>> first_index([S(index=None), S(index=4)]), first_index([])
-        (4, 0)
-    """
-    for item in group:
-        for sample in (item if isinstance(item, (list, tuple)) else (item,)):
-            index = getattr(sample, "index", None)
-            if isinstance(index, int) and not isinstance(index, bool):
-                return index
-    return 0
-

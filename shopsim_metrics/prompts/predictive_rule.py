@@ -24,7 +24,7 @@ compares it with the realised verdict when the group is judged (``skip_predicted
 Example:
     >>> round(zero_std_probability(0.0, 0.0, 8), 3)          # nothing known: the prior's
     0.393
-    >>> round(zero_std_probability(0.0, 32.0, 8), 3)         # four all-fail visits of 8: not yet skipped
+    >>> round(zero_std_probability(0.0, 32.0, 8), 3)         # four all-fail visits of 8: below 0.9
     0.895
     >>> round(zero_std_probability(0.0, 40.0, 8), 3)         # five
     0.913

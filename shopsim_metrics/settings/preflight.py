@@ -65,6 +65,8 @@ def launch_parser() -> argparse.ArgumentParser:
     for flag in HOOK_CALLS:
         parser.add_argument(flag, default=None)
     parser.add_argument("--data-source-path", default=None)
+    parser.add_argument("--rollout-function-path", default=None)
+    parser.add_argument("--rollout-sample-hook-path", default=None)
     parser.add_argument("--custom-config-path", default=None)
     for flag in ("--rollout-batch-size", "--n-samples-per-prompt", "--over-sampling-batch-size",
                  "--global-batch-size", "--num-steps-per-rollout"):
@@ -85,6 +87,7 @@ def preflight(argv: list[str], *, environ: dict[str, str] | None = None) -> Pref
     _check_knobs(launch, report)
     _check_wandb(launch, report)
     _check_run_dir(launch, settings, env, report)
+    check_fully_async(argv, launch, report)
     return report
 
 
@@ -98,7 +101,7 @@ def _check_hooks(launch: argparse.Namespace, report: PreflightReport) -> None:
             else:
                 report.checked.append(f"{flag} {path}")
     filter_path = paths["--dynamic-sampling-filter-path"]
-    if filter_path and filter_path.startswith(PROJECT_FILTER_MODULE):
+    if filter_path and filter_path.startswith(PROJECT_FILTER_MODULE) and launch.rollout_function_path != ASYNC_ROLLOUT_PATH:
         for flag, lost in (("--custom-rollout-log-function-path", "no step record is ever written"),
                            ("--rollout-all-samples-process-path",
                             "success_rate and reward_mean cover only what the filter judged")):
@@ -269,6 +272,82 @@ def _unwritable(path: str) -> str | None:
     if not os.access(probe, os.W_OK | os.X_OK):
         return f"is not writable ({probe} does not allow this user to write)"
     return None
+
+
+# --- slime's fully-async launch (train_async.py, a fully-async rollout function) ------------------
+
+ASYNC_ROLLOUT_PATH = "shopsimrl.async_rollout.generate_rollout_fully_async"
+"""The project's fully-async rollout function: it judges every finished group itself (docs §3.8)."""
+SLIME_ASYNC_ROLLOUT_PATH = "slime.rollout.fully_async_rollout.generate_rollout_fully_async"
+"""slime's own fully-async rollout function: it calls neither the filter nor the all-samples hook."""
+ROLLOUT_CALL = ("args", "rollout_id", "data_buffer")
+"""How slime calls ``--rollout-function-path`` (``evaluation`` by keyword)."""
+
+
+def check_fully_async(argv: list[str], launch: argparse.Namespace, report: PreflightReport) -> None:
+    """Recognise a fully-async launch and say which of the project's hooks slime calls on it.
+
+    ``train_async.py`` anywhere in the command, or a fully-async ``--rollout-function-path``:
+
+    - the project's function: the log function must be set (else no record); the sample hook is
+      advised (else the token fields are null); the filter and all-samples hook are not called;
+    - slime's own fully-async function: nothing is judged, so zero-std and technical groups train;
+      a problem when the project's hooks are set (the user meant to filter), else a warning;
+    - ``train_async.py`` with slime's default rollout function: every hook applies as with ``train.py``.
+
+    Example:
+        >>> report = PreflightReport()
+        >>> check_fully_async(["train_async.py", "--colocate"], launch_parser().parse_known_args([])[0], report)
+        >>> print(*report.problems)
+        train_async.py: --colocate is not supported by slime's train_async.py (it asserts not args.colocate)
+    """
+    rollout = launch.rollout_function_path
+    is_train_async = any(os.path.basename(part) == "train_async.py" for part in argv)
+    if is_train_async and "--colocate" in argv:
+        report.problems.append("train_async.py: --colocate is not supported by slime's train_async.py "
+                               "(it asserts not args.colocate)")
+    if rollout and rollout not in (ASYNC_ROLLOUT_PATH, SLIME_ASYNC_ROLLOUT_PATH):
+        problem = _check_callable(rollout, ROLLOUT_CALL)
+        if problem:
+            report.problems.append(f"--rollout-function-path: {problem}")
+        else:
+            report.checked.append(f"--rollout-function-path {rollout} (the project's hooks apply only where it calls them)")
+    if rollout == ASYNC_ROLLOUT_PATH:
+        _check_project_async(launch, report)
+    elif rollout == SLIME_ASYNC_ROLLOUT_PATH:
+        project = [flag for flag in (*HOOK_CALLS, "--rollout-sample-hook-path")
+                   if (getattr(launch, _dest(flag), None) or "").startswith(PROJECT_FILTER_MODULE)]
+        line = (f"--rollout-function-path: {SLIME_ASYNC_ROLLOUT_PATH} calls neither the filter nor the all-samples "
+                "hook: nothing is filtered (zero-std and technical groups train) and no group is judged; "
+                f"use {ASYNC_ROLLOUT_PATH} (docs §3.8)")
+        (report.problems if project else report.warnings).append(line)
+    elif is_train_async and not rollout:
+        report.checked.append("train_async.py with slime's default rollout function: every hook applies as with "
+                              "train.py (generation runs one step ahead of training)")
+
+
+def _check_project_async(launch: argparse.Namespace, report: PreflightReport) -> None:
+    problem = _check_callable(ASYNC_ROLLOUT_PATH, ROLLOUT_CALL)
+    if problem:
+        report.problems.append(f"--rollout-function-path: {problem}")
+        return
+    applies = ["--custom-rollout-log-function-path", "--rollout-sample-hook-path", "--custom-config-path",
+               "--data-source-path"]
+    report.checked.append(f"fully-async launch: {ASYNC_ROLLOUT_PATH} judges every finished group; applies: "
+                          f"{', '.join(applies)}; not called: --dynamic-sampling-filter-path, "
+                          "--rollout-all-samples-process-path")
+    if not launch.custom_rollout_log_function_path:
+        report.problems.append(f"--custom-rollout-log-function-path: not set, but the rollout function is "
+                               f"{ASYNC_ROLLOUT_PATH}: without it no step record is ever written (set it to "
+                               f"{PROJECT_FILTER_MODULE}slime_runtime.{_PROJECT_HOOK_NAMES['--custom-rollout-log-function-path']})")
+    if not launch.rollout_sample_hook_path:
+        report.warnings.append(f"--rollout-sample-hook-path: not set: the token fields (total_token_count, "
+                               f"aborted_token_count, ...) stay null (set it to {PROJECT_FILTER_MODULE}"
+                               "slime_runtime.record_generated_sample)")
+    for flag in ("--dynamic-sampling-filter-path", "--rollout-all-samples-process-path"):
+        if getattr(launch, _dest(flag)):
+            report.warnings.append(f"{flag}: not called on the fully-async path ({ASYNC_ROLLOUT_PATH} judges and "
+                                   "closes each step itself); harmless, but it does nothing")
 
 
 def _dest(flag: str) -> str:

@@ -16,6 +16,7 @@ import sys
 from typing import Any
 
 from shopsim_metrics.settings import PROMPT_SKIP_MODES, WAVE_SIZE_MODES
+from shopsim_metrics.simulator.config import ROLLOUT_MODES
 from shopsim_metrics.simulator.step_rates import BURST_RULES
 
 _ERROR = "shopsim-metrics tune: error:"
@@ -39,6 +40,10 @@ def register(subparsers: Any) -> None:
     demo.add_argument("--wave-size", choices=WAVE_SIZE_MODES, default="fixed",
                       help="shopsim_wave_size: fixed waves of over_sampling_batch_size, or adaptive (the data source "
                            "sizes each wave to fill the batch; default: fixed)")
+    demo.add_argument("--rollout", choices=ROLLOUT_MODES, default="sync",
+                      help="slime's rollout to simulate: sync (train.py's loop: waves, remaining, abort at the step's "
+                           "end) or fully-async (train_async.py with shopsimrl.async_rollout: a pool of groups in "
+                           "flight across steps, each finished group judged; default: sync)")
     demo.set_defaults(func=_demo)
 
     tune = subparsers.add_parser(
@@ -90,8 +95,12 @@ def register(subparsers: Any) -> None:
 def _demo(args: argparse.Namespace) -> int:
     from shopsim_metrics.simulator.demo import run_demo
 
+    if args.rollout == "fully-async" and (args.prompt_skip != "off" or args.wave_size != "fixed"):
+        print("shopsim-metrics demo: error: --rollout fully-async neither skips prompts nor sizes waves (it has "
+              "none): leave --prompt-skip off and --wave-size fixed", file=sys.stderr)
+        return 2
     demo = run_demo(args.out, steps=args.steps, seed=args.seed, progress=not args.no_progress,
-                    prompt_skip=args.prompt_skip, wave_size=args.wave_size)
+                    prompt_skip=args.prompt_skip, wave_size=args.wave_size, rollout=args.rollout)
     return 1 if demo.result.terminated else 0
 
 

@@ -31,6 +31,10 @@ from typing import Any
 
 from shopsim_metrics.settings import PROMPT_SKIP_MODES, WAVE_SIZE_MODES, ShopsimSettings
 
+ROLLOUT_MODES = ("sync", "fully-async")
+"""Which slime rollout the simulator runs: the synchronous loop (waves, ``remaining``, abort at the
+step's end) or the fully-async pool (:mod:`shopsim_metrics.simulator.async_pool`)."""
+
 
 @dataclass(frozen=True)
 class FailureBurst:
@@ -95,6 +99,10 @@ class SimConfig:
     bursts: tuple[FailureBurst, ...] = field(default_factory=tuple)
     max_technical_streak: int | None = None
     max_consecutive_failed_groups: int = 8  # shopsim_max_consecutive_failed_groups
+    # slime's rollout: the synchronous loop, or the fully-async pool (max_concurrent_groups groups in flight)
+    rollout: str = "sync"
+    async_zero_std_drop_limit: int | None = None  # shopsim_async_zero_std_drop_limit (None: rollout_batch_size)
+    async_abort_rate: float = 0.0  # fully-async: a generation is aborted part-way and put back with this probability
 
     def __post_init__(self) -> None:
         for name in ("rollout_batch_size", "n_samples_per_prompt", "over_sampling_batch_size", "global_batch_size"):
@@ -140,6 +148,16 @@ class SimConfig:
             raise ValueError("SimConfig.prompt_skip needs a prompt_pool: skipping learns from prompts seen again")
         if self.wave_size not in WAVE_SIZE_MODES:
             raise ValueError(f"SimConfig.wave_size must be one of {', '.join(WAVE_SIZE_MODES)}; got {self.wave_size!r}")
+        if self.rollout not in ROLLOUT_MODES:
+            raise ValueError(f"SimConfig.rollout must be one of {', '.join(ROLLOUT_MODES)}; got {self.rollout!r}")
+        if self.rollout == "fully-async":
+            if self.max_concurrent_groups is None:
+                raise ValueError("SimConfig.rollout fully-async needs max_concurrent_groups: the pool's size")
+            if self.prompt_pool is not None or self.wave_size != "fixed":
+                raise ValueError("SimConfig.rollout fully-async models fresh prompts only (no prompt_pool, so no "
+                                 "prompt_skip) and has no waves (wave_size fixed)")
+        if not (isinstance(self.async_abort_rate, (int, float)) and 0.0 <= self.async_abort_rate < 1.0):
+            raise ValueError(f"SimConfig.async_abort_rate must be in [0, 1); got {self.async_abort_rate!r}")
         if self.max_technical_streak is not None and self.max_technical_streak < 1:
             raise ValueError(f"SimConfig.max_technical_streak must be >= 1 or None; got {self.max_technical_streak!r}")
         ShopsimSettings.from_args(self.to_args())  # the knobs are checked where the hooks check them
@@ -181,6 +199,9 @@ class SimConfig:
             args.shopsim_wave_size = self.wave_size
             args.shopsim_wave_fill_probability = self.wave_fill_probability
             args.shopsim_wave_size_cap = self.wave_size_cap
+        if self.rollout == "fully-async":
+            args.shopsim_async_zero_std_drop_limit = self.async_zero_std_drop_limit
+            args.sglang_server_concurrency = self.max_concurrent_groups
         for key, value in extra.items():
             setattr(args, key, value)
         return args

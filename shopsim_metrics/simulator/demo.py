@@ -69,18 +69,39 @@ class DemoResult:
 DEMO_PROMPT_POOL = 192
 """Prompts in the demo's data set: six steps of 32 groups make one epoch."""
 
+DEMO_ASYNC_POOL = 48
+"""Groups in flight in the fully-async demo (``sglang_server_concurrency`` × engines): three steps' worth."""
 
-def demo_config(*, steps: int = 40, seed: int = 0, prompt_skip: str = "off", wave_size: str = "fixed") -> SimConfig:
+DEMO_ASYNC_ABORT_RATE = 0.02
+"""Share of the fully-async demo's generations aborted part-way (and put back): what weight updates cut short."""
+
+
+def demo_config(*, steps: int = 40, seed: int = 0, prompt_skip: str = "off", wave_size: str = "fixed",
+                rollout: str = "sync") -> SimConfig:
     """The demo's simulated run: slime's defaults, one burst of technical failures, and a policy that
-    starts weak on hard prompts (many all-fail groups: zero-std drops and fallback early) and learns."""
+    starts weak on hard prompts (many all-fail groups: zero-std drops and fallback early) and learns.
+
+    ``rollout="fully-async"``: slime's fully-async pool instead (:data:`DEMO_ASYNC_POOL` groups in flight,
+    fresh prompts rather than the pool of :data:`DEMO_PROMPT_POOL`, :data:`DEMO_ASYNC_ABORT_RATE` of the
+    generations aborted and put back); neither prompt skipping nor adaptive waves apply there.
+
+    Example:
+        >>> cfg = demo_config(rollout="fully-async")
+        >>> (cfg.rollout, cfg.max_concurrent_groups, cfg.prompt_pool)
+        ('fully-async', 48, None)
+    """
     burst_step = (3 * steps) // 8
+    fully_async = rollout == "fully-async"
+    if fully_async and (prompt_skip != "off" or wave_size != "fixed"):
+        raise ValueError("the fully-async demo neither skips prompts nor sizes waves (it has none): "
+                         "leave --prompt-skip off and --wave-size fixed")
     return SimConfig(
         steps=steps,
         seed=seed,
         skill_start=-3.5,
         skill_end=2.0,
         learning_steps=12.0,
-        prompt_pool=DEMO_PROMPT_POOL,
+        prompt_pool=None if fully_async else DEMO_PROMPT_POOL,
         difficulty_spread=3.0,
         partial_credit_rate=0.0,
         technical_rate=0.02,
@@ -89,6 +110,9 @@ def demo_config(*, steps: int = 40, seed: int = 0, prompt_skip: str = "off", wav
         max_consecutive_failed_groups=8,
         prompt_skip=prompt_skip,
         wave_size=wave_size,
+        rollout=rollout,
+        max_concurrent_groups=DEMO_ASYNC_POOL if fully_async else 48,
+        async_abort_rate=DEMO_ASYNC_ABORT_RATE if fully_async else 0.0,
     )
 
 
@@ -101,6 +125,7 @@ def run_demo(
     stream: TextIO | None = None,
     prompt_skip: str = "off",
     wave_size: str = "fixed",
+    rollout: str = "sync",
 ) -> DemoResult:
     """Run the demo into ``out_dir`` and print the summary to ``stream`` (default stdout).
 
@@ -117,7 +142,7 @@ def run_demo(
         old_path.unlink()  # a fresh record: the previous demo's steps would mix with these
         print(f"removed the previous demo's {old_path}", file=stream)
     run_dir.mkdir(parents=True, exist_ok=True)
-    config = demo_config(steps=steps, seed=seed, prompt_skip=prompt_skip, wave_size=wave_size)
+    config = demo_config(steps=steps, seed=seed, prompt_skip=prompt_skip, wave_size=wave_size, rollout=rollout)
 
     from shopsim_metrics.settings import ShopsimSettings
     from shopsim_metrics.sinks.factory import build_sinks
@@ -229,8 +254,10 @@ def _note(record: StepRecord, burst_step: int, alert_steps: dict[int, list[str]]
     notes = []
     if record.rollout_id == burst_step:
         notes.append("failure burst")
-    if record.wave_count > 1:
+    if (record.wave_count or 0) > 1:
         notes.append(f"{record.wave_count} waves")
+    if record.carried_group_count:
+        notes.append(f"{record.carried_group_count} carried")
     notes.extend(alert_steps.get(record.rollout_id, []))
     if record.terminated:
         notes.append("TERMINATED")
@@ -289,9 +316,10 @@ def format_cost(records: list[StepRecord]) -> str:
     lines = [
         f"tokens per step: {generated / n:,.0f} generated, {train / n:,.0f} trained on; wasted tokens "
         f"{(1 - train / generated) if generated else 0.0:.1%} (samples: {wasted_samples})",
-        f"simulated seconds per step: {rollout / max(len(timed), 1):.1f} rollout, {fill / n:.1f} first-wave fill, "
-        f"{extra / n:.1f} in extra waves"
-        + (f" ({sum(r.extra_wave_seconds or 0.0 for r in timed) / rollout:.1%} of the rollout time)" if rollout else ""),
+        f"simulated seconds per step: {rollout / max(len(timed), 1):.1f} rollout"
+        + ("" if all(r.first_wave_fill_seconds is None for r in steps)  # the fully-async path has no waves
+           else f", {fill / n:.1f} first-wave fill, {extra / n:.1f} in extra waves"
+           + (f" ({sum(r.extra_wave_seconds or 0.0 for r in timed) / rollout:.1%} of the rollout time)" if rollout else "")),
         f"own time (measured): filter_seconds / simulated rollout_seconds = "
         + (f"{own / rollout:.4%} ({own / len(timed) * 1000:.1f} ms per step)" if rollout else "- (no rollout time)"),
     ]
@@ -318,14 +346,22 @@ def print_summary(demo: DemoResult, stream: TextIO, *, notes: list[str] | None =
     listed = ", ".join(f"{step} ({waves} waves)" for step, waves in tally.multi_wave)
     if tally.multi_wave_count > len(tally.multi_wave):
         listed += f" and {tally.multi_wave_count - len(tally.multi_wave)} more"
-    print(f"steps: {tally.steps} simulated in {result.wall_seconds:.1f} s of wall-clock time;  steps with more than one wave: "
-          + (listed or "none"), file=stream)
+    if result.config.rollout == "fully-async":
+        stale = tally.staleness
+        print(f"steps: {tally.steps} simulated in {result.wall_seconds:.1f} s of wall-clock time;  slime's fully-async "
+              f"pool: {result.config.max_concurrent_groups} groups in flight, no waves", file=stream)
+        if stale["trained"]:
+            print(f"staleness: {stale['carried'] / stale['trained']:.0%} of the trained groups were carried from an "
+                  f"earlier step; largest policy-version lag {stale['lag_max']}", file=stream)
+    else:
+        print(f"steps: {tally.steps} simulated in {result.wall_seconds:.1f} s of wall-clock time;  steps with more than "
+              "one wave: " + (listed or "none"), file=stream)
     if tally.worst_streak is not None:
         streak, step = tally.worst_streak
         print(f"longest technical-failure streak: {streak} at step {step} (limit {tally.technical_failure_limit})",
               file=stream)
     persistence = tally.persistence_by_quarter()
-    if persistence:
+    if any(p is not None for p in persistence):  # none: no prompt came back (the fully-async demo's fresh prompts)
         print("zero-std persistence, P(zero-std now | zero-std at the prompt's last visit), per quarter of the "
               "run: " + " -> ".join("-" if p is None else f"{p:.2f}" for p in persistence), file=stream)
     for (step, level, title), count in grouped.items():

@@ -84,7 +84,7 @@ class SimulationResult:
     """A finished simulated run."""
 
     config: SimConfig
-    outcomes: list[StepOutcome] = field(default_factory=list)  # completed steps only
+    outcomes: list[Any] = field(default_factory=list)  # completed steps only (StepOutcome, or AsyncStepOutcome)
     records: list[StepRecord] = field(default_factory=list)  # every emitted record (a terminated step too)
     alerts: list[Alert] = field(default_factory=list)
     termination: TechnicalFailureLimitExceeded | None = None
@@ -278,6 +278,9 @@ class Simulator:
     leaves slime's sample hook unwired (the records' ``total_token_count`` and the fields made from it are then null).
     ``keep_records=False`` keeps neither records nor outcomes in the result (constant memory for long
     runs: the records are in the sinks); a ``tally`` (:class:`~.tally.RunTally`) then summarises them.
+    With ``config.rollout == "fully-async"`` the steps are slime's fully-async pool
+    (:mod:`~.async_pool`; the outcomes are :class:`~.async_pool.AsyncStepOutcome`): ``async_engine`` and
+    ``async_data_source`` replace its drawn generation and its data source (scripted runs).
     """
 
     def __init__(
@@ -292,6 +295,8 @@ class Simulator:
         sample_hook: bool = True,
         keep_records: bool = True,
         tally: "RunTally | None" = None,
+        async_engine: Any = None,
+        async_data_source: Any = None,
     ) -> None:
         self.config = config
         self.keep_records = keep_records
@@ -302,6 +307,8 @@ class Simulator:
         self.sinks = sinks
         self.all_samples_hook = all_samples_hook
         self.sample_hook = sample_hook
+        self.async_engine = async_engine
+        self.async_data_source = async_data_source
 
     def run(
         self,
@@ -327,13 +334,17 @@ class Simulator:
         state = ManualLoopState(source="simulator")
         state.clock = lambda: completions.elapsed  # judged_at and the wave timings in simulated seconds
         own = [s for s in (memory, self.tally) if s is not None]
-        configure(self.args, sinks=[*sinks, *own], loop_state=state)
-        loop = SimulatedSlimeLoop(
-            self.args, source=source, completions=completions, loop_state=state,
-            all_samples_fn=ALL_SAMPLES_PATH if self.all_samples_hook else None,
-            sample_hook_fn=SAMPLE_HOOK_PATH if self.sample_hook else None,
-            token_timing=self.completions is None,  # explicit completion orders keep their own timing
-        )
+        runtime = configure(self.args, sinks=[*sinks, *own], loop_state=state)
+        loop: Any
+        if self.config.rollout == "fully-async":
+            loop = self._fully_async_loop(runtime, source, latency_rng, state)
+        else:
+            loop = SimulatedSlimeLoop(
+                self.args, source=source, completions=completions, loop_state=state,
+                all_samples_fn=ALL_SAMPLES_PATH if self.all_samples_hook else None,
+                sample_hook_fn=SAMPLE_HOOK_PATH if self.sample_hook else None,
+                token_timing=self.completions is None,  # explicit completion orders keep their own timing
+            )
         result = SimulationResult(config=self.config)
         if memory is not None:
             result.records, result.alerts = memory.records, memory.alerts
@@ -353,6 +364,25 @@ class Simulator:
             reset_runtime()  # emits anything pending and closes the sinks
             result.wall_seconds = time.perf_counter() - started
         return result
+
+    def _fully_async_loop(self, runtime: Any, source: GroupSource, latency_rng: np.random.Generator,
+                          state: ManualLoopState) -> Any:
+        """slime's fully-async pool (:mod:`~shopsim_metrics.simulator.async_pool`) over the drawn source,
+        or over ``async_engine`` / ``async_data_source`` when given (scripted runs)."""
+        from shopsim_metrics.simulator.async_pool import (DrawnEngine, QueueDataSource, SimulatedAsyncPool,
+                                                          SimulatedFullyAsyncLoop)
+        from shopsim_metrics.step.async_step import DrawLog
+
+        config = self.config
+        engine = self.async_engine or DrawnEngine(
+            source, latency_model(config, latency_rng), tick=config.latency_tick, abort_rate=config.async_abort_rate,
+            rng=np.random.default_rng(np.random.SeedSequence(config.seed).spawn(5)[4]),
+            token_timing=self.completions is None)
+        draws = DrawLog(self.async_data_source or QueueDataSource(config.n_samples_per_prompt))
+        pool = SimulatedAsyncPool(draws, engine, config.max_concurrent_groups or 1, args=self.args,
+                                  sample_hook=load_function(SAMPLE_HOOK_PATH) if self.sample_hook else None)
+        state.clock = lambda: pool.now
+        return SimulatedFullyAsyncLoop(self.args, runtime, pool, log_fn=load_function(LOG_PATH))
 
 
 TUNING_ARGS: dict[str, Any] = {"shopsim_prompt_history_limit": 0}

@@ -50,7 +50,7 @@ class GroupSource(Protocol):
 
     data_source: Any  # what the loop asks for each wave (slime's --data-source-path), or None: waves of the asked size
 
-    def submit(self, gids: range, step: int, served: list | None = None) -> None: ...
+    def submit(self, gids: range, step: int, served: list | None = None, *, carry: bool = False) -> None: ...
 
     def group(self, gid: int, slot: int) -> list: ...
 
@@ -71,7 +71,7 @@ class FactoryGroupSource:
     def __init__(self, make_group: Callable[[int], list]) -> None:
         self.make_group = make_group
 
-    def submit(self, gids: range, step: int, served: list | None = None) -> None:
+    def submit(self, gids: range, step: int, served: list | None = None, *, carry: bool = False) -> None:
         pass
 
     def group(self, gid: int, slot: int) -> list:
@@ -100,8 +100,9 @@ class _SlotSource:
         self.data_source: Any = self._data_source()
         """What the loop asks for each wave, as slime asks its data source (None: waves of the asked size)."""
 
-    def submit(self, gids: range, step: int, served: list | None = None) -> None:
-        if step != self._step:
+    def submit(self, gids: range, step: int, served: list | None = None, *, carry: bool = False) -> None:
+        """Draw the groups' properties; ``carry``: groups of earlier steps are still generating (fully-async), keep them."""
+        if step != self._step and not carry:
             self._draws.clear()  # groups of earlier steps were aborted: forget them
             self._lengths.clear()
             self._forget()

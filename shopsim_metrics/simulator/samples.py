@@ -29,6 +29,7 @@ class SimSample:
     response_length: int = 0
     prompt: Any = ""  # text or chat messages (list of {"role", "content"} dicts), as slime's Sample
     label: str | None = None
+    weight_versions: list = field(default_factory=list)  # the engine's weight version at each generate call
 
     def get_reward_value(self, args: Any) -> Any:
         """The reward slime trains on: the entry ``args.reward_key`` of a dict reward, else the reward."""

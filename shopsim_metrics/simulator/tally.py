@@ -92,6 +92,7 @@ class RunTally(StepSink):
         self.skip_totals: Counter[str] = Counter()  # sums of the skip fields (runs that skip prompts)
         self.cost_totals: Counter[str] = Counter()  # sums of the token fields and of the informative trained groups
         self.wanted: set[int] = set()
+        self.staleness: Counter[str] = Counter()  # fully-async steps: carried and trained groups, the largest lag
 
     def emit(self, record: StepRecord) -> None:
         if self.planned_steps:
@@ -112,7 +113,13 @@ class RunTally(StepSink):
             self.last.append(record)
         if record.rollout_id in self.wanted:
             self.marked[record.rollout_id] = record
-        if record.wave_count > 1:
+        if record.carried_group_count is not None:  # the fully-async path: its staleness
+            self.staleness["steps"] += 1
+            self.staleness["carried"] += record.carried_group_count
+            self.staleness["trained"] += record.train_group_count
+            if record.policy_version_lag_max is not None:
+                self.staleness["lag_max"] = max(self.staleness["lag_max"], record.policy_version_lag_max)
+        if (record.wave_count or 0) > 1:  # None on the fully-async path: no waves
             self.multi_wave_count += 1
             if len(self.multi_wave) < MAX_LISTED:
                 self.multi_wave.append((record.rollout_id, record.wave_count))

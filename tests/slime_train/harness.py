@@ -68,6 +68,12 @@ HOOKS = {
     "--custom-rollout-log-function-path": "shopsimrl.slime_runtime.log_rollout_step",
     "--rollout-sample-hook-path": "shopsimrl.slime_runtime.record_generated_sample",
 }
+ASYNC_HOOKS = {
+    "--rollout-function-path": "shopsimrl.async_rollout.generate_rollout_fully_async",
+    "--custom-rollout-log-function-path": "shopsimrl.slime_runtime.log_rollout_step",
+    "--rollout-sample-hook-path": "shopsimrl.slime_runtime.record_generated_sample",
+}
+"""The hooks of a ``train_async.py`` run with the project's fully-async rollout function (docs §3.8)."""
 REASONS = ("shopsim_unscored_technical_group", "shopsim_zero_std_group")
 
 
@@ -144,12 +150,14 @@ class FakeServer:
             return json.loads(response.read())
 
 
-def start_fake_server(work: Path, tokenizer: Path, *, python: str = sys.executable) -> FakeServer:
+def start_fake_server(work: Path, tokenizer: Path, *, python: str = sys.executable,
+                      extra_args: tuple[str, ...] = ()) -> FakeServer:
+    """The fake engine on a free port; ``extra_args``: more of its flags (``--base-delay 0.3``, ...)."""
     port = free_port()
     log_file = work / "engine_requests.jsonl"
     proc = subprocess.Popen(
         [python, str(HERE / "fake_sglang_server.py"), "--port", str(port), "--tokenizer", str(tokenizer),
-         "--dataset", str(DATASET), "--key-column", "prompt_id", "--log-file", str(log_file)],
+         "--dataset", str(DATASET), "--key-column", "prompt_id", "--log-file", str(log_file), *extra_args],
         stdout=subprocess.PIPE, stderr=open(work / "engine.stderr", "w"), text=True, start_new_session=True,
     )
     line = proc.stdout.readline()
@@ -160,12 +168,13 @@ def start_fake_server(work: Path, tokenizer: Path, *, python: str = sys.executab
 
 
 def base_env(slime_src: str, megatron_src: str, work: Path) -> dict:
-    """The environment of Ray (and so of every actor) and of the driver: slime, Megatron, the
-    torchvision stand-in and the harness on the path; W&B's files under ``work``; loopback only."""
+    """The environment of Ray (and so of every actor) and of the driver: this checkout's project, slime,
+    Megatron, the torchvision stand-in and the harness on the path; W&B's files under ``work``; loopback only."""
     env = dict(os.environ)
     for key in [k for k in env if k.startswith(("RAY_", "WANDB_", "SHOPSIM_"))]:
         del env[key]
-    env["PYTHONPATH"] = os.pathsep.join([slime_src, megatron_src, str(STUBS), str(HERE)])
+    # the project of this checkout first (not another one installed in the venv), so the actors run the code under test
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(ROOT / "filter"), slime_src, megatron_src, str(STUBS), str(HERE)])
     env.update(
         RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0",
         RAY_USAGE_STATS_ENABLED="0",
@@ -326,9 +335,12 @@ class TrainRun:
 def train_command(run: TrainRun, server: FakeServer, tokenizer: Path, config: Path, *, slime_src: str,
                   python: str = sys.executable, load: Path | None = None, rollout_batch_size: int = 2,
                   over_sampling_batch_size: int = 4, n_samples_per_prompt: int = 4,
-                  extra_args: tuple[str, ...] = ()) -> list[str]:
+                  extra_args: tuple[str, ...] = (), script: str = "train.py",
+                  hooks: dict[str, str] | None = None) -> list[str]:
+    """slime's ``script`` (``train.py`` or ``train_async.py``) with ``hooks`` (default: the four of ``HOOKS``)."""
+    hooks = HOOKS if hooks is None else hooks
     cmd = [
-        python, str(Path(slime_src) / "train.py"),
+        python, str(Path(slime_src) / script),
         "--debug-rollout-only",
         "--rollout-external-engine-addrs", f"127.0.0.1:{server.port}",
         "--sglang-router-ip", "127.0.0.1", "--sglang-router-port", str(server.port),
@@ -343,7 +355,7 @@ def train_command(run: TrainRun, server: FakeServer, tokenizer: Path, config: Pa
         "--rollout-max-response-len", "8", "--rollout-temperature", "1.0",
         "--custom-rm-path", "harness_reward.reward",
         "--advantage-estimator", "grpo",
-        *[part for flag, path in HOOKS.items() for part in (flag, path)],
+        *[part for flag, path in hooks.items() for part in (flag, path)],
         "--custom-config-path", str(run.work / "shopsim.yaml"),
         "--use-wandb", "--wandb-mode", "offline", "--disable-wandb-random-suffix",
         "--wandb-project", "shopsim-harness", "--wandb-group", "harness", "--wandb-dir", str(run.wandb_dir),
@@ -398,6 +410,47 @@ def new_run(work: Path, num_rollout: int, *, save: Path | None = None, run_dir: 
                    wandb_dir=work / "wandb", num_rollout=num_rollout, start_rollout_id=start_rollout_id)
     run.save.mkdir(parents=True, exist_ok=True)
     return run
+
+
+@contextlib.contextmanager
+def one_train_run(work: Path, name: str, num_rollout: int, *, server_args: tuple[str, ...] = (), **train_kwargs):
+    """Start the fake engine (with ``server_args``) and a private Ray head under ``work``, run ``train.py``
+    once as ``name`` (:func:`run_train` with ``train_kwargs``), yield the :class:`TrainRun`, and stop every
+    process started here, by its id.
+
+    Raises RuntimeError when this interpreter lacks the CPU accelerator hook (slime refuses to start
+    without an accelerator: build the venv with ``setup_env.sh``).
+    """
+    if "shopsim_cpu_accelerator" not in sys.modules:
+        raise RuntimeError("the CPU accelerator hook is not installed in this interpreter (slime refuses to start "
+                           "without an accelerator): build the venv with tests/slime_train/setup_env.sh")
+    tokenizer = build_tokenizer(work / "tokenizer")
+    env = base_env(SLIME_SRC, MEGATRON_SRC, work)
+    server = start_fake_server(work, tokenizer, extra_args=server_args)
+    head = None
+    train = None
+    try:
+        head = start_ray(env, work / "ray.log")
+        train = new_run(work / name, num_rollout)
+        run_train(train, server, tokenizer, env, head.address, slime_src=SLIME_SRC, **train_kwargs)
+        yield train
+    finally:
+        if head is not None:
+            stop_ray(head)
+        stop_process(server.proc)
+        if train is not None:
+            print(f"slime train.py run {name}: rc={train.returncode} in {train.seconds:.1f} s, log {train.work / 'train.log'}")
+
+
+def finished_records(run: TrainRun, num_rollout: int) -> list[dict]:
+    """The records the run left in its ``steps.jsonl``, as dicts; asserts train.py ended well and every
+    step ``0 .. num_rollout - 1`` has its record."""
+    from shopsim_metrics.sinks import read_steps
+
+    assert run.returncode == 0, f"train.py exited with {run.returncode}; last output:\n{run.output[-4000:]}"
+    found = [record.to_dict() for record in read_steps(run.records_at_end / "steps.jsonl")]
+    assert [r["rollout_id"] for r in found] == list(range(num_rollout))
+    return found
 
 
 def mark_checkpoint(save: Path, rollout_id: int) -> None:

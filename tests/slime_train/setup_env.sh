@@ -48,7 +48,7 @@ echo "torch==2.13.0" > "$CONSTRAINTS"
 "${PIP[@]}" --no-deps sglang==0.5.15.post1 sglang-router==0.3.2 torch_memory_saver==0.0.10
 # what importing slime's driver, its Ray actors and sglang's server_args needs (beside the above)
 "${PIP[@]}" -c "$CONSTRAINTS" psutil triton starlette fastapi uvicorn ipython pyzmq dill openai \
-  partial_json_parser msgspec sentencepiece setproctitle pillow pylatexenc omegaconf blobfile pybase64
+  partial_json_parser msgspec orjson sentencepiece setproctitle pillow pylatexenc omegaconf blobfile pybase64
 
 SITE=$("$VENV/bin/python" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
 printf '%s\nimport shopsim_cpu_accelerator; shopsim_cpu_accelerator.install()\n' "$HERE" > "$SITE/shopsim_slime_harness.pth"
