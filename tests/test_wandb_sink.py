@@ -223,6 +223,58 @@ def test_misconfigured_init_is_isolated(wandb_env, monkeypatch, caplog) -> None:
     assert len(_warnings(caplog)) == 1 and "invalid project name" in _warnings(caplog)[0]
 
 
+def test_a_wandb_init_that_hangs_never_stalls_the_steps(wandb_env, tmp_path, monkeypatch, caplog) -> None:  # noqa: F811
+    """An unreachable W&B host: ``wandb.init`` blocks. The sink gives up after ``init_timeout``, warns
+    once, every record still reaches steps.jsonl, and the run that starts late is finished unused."""
+    import threading
+    import time
+
+    import wandb
+
+    release, late_runs, seen = threading.Event(), [], {}
+
+    class LateRun:
+        finished = False
+
+        def finish(self, **kwargs):
+            self.finished = True
+
+    def hanging_init(**kwargs):
+        seen.update(kwargs)
+        release.wait(30)
+        late_runs.append(LateRun())
+        return late_runs[-1]
+
+    monkeypatch.setattr(wandb, "init", hanging_init)
+    timeout = 0.3
+    sinks = SinkSet([JsonlSink(tmp_path / "run"), WandbSink(mode="standalone", init_timeout=timeout)])
+    started = time.monotonic()
+    with caplog.at_level(logging.WARNING, logger="shopsim_metrics"):
+        for rid in range(5):
+            sinks.emit(make_record(rid))
+    waited = time.monotonic() - started
+    assert waited < 5 * timeout, f"5 steps waited {waited:.2f} s for a W&B init bounded by {timeout} s"
+    assert seen["settings"].init_timeout == timeout  # W&B's own bound is set too
+    warnings = _warnings(caplog)
+    assert len(warnings) == 1 and "shopsim_wandb_init_timeout" in warnings[0]
+    assert [r.rollout_id for r in read_steps(tmp_path / "run")] == [0, 1, 2, 3, 4]
+    release.set()
+    for _ in range(100):
+        if late_runs and late_runs[0].finished:
+            break
+        time.sleep(0.02)
+    assert late_runs and late_runs[0].finished  # the late run is closed, nothing logged into it
+    sinks.close()
+
+
+def test_the_init_timeout_is_a_setting() -> None:
+    settings = ShopsimSettings.from_args(SimpleNamespace(shopsim_wandb_init_timeout=5))
+    assert WandbSink.from_settings(settings).init_timeout == 5.0
+    assert ShopsimSettings.from_args(SimpleNamespace()).wandb_init_timeout == 30.0
+    with pytest.raises(ValueError, match="shopsim_wandb_init_timeout: expected a number > 0"):
+        ShopsimSettings.from_args(SimpleNamespace(shopsim_wandb_init_timeout=0))
+
+
 # --- settings, factory and pure helpers ---------------------------------------------------------------
 @pytest.mark.parametrize("args,expected", [
     (dict(shopsim_wandb="off"), ["jsonl", "announce"]),

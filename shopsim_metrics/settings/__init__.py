@@ -277,6 +277,9 @@ SETTINGS: tuple[Setting, ...] = (
             "`on`/`yes`/`true` mean `auto`"),
     Setting("shopsim_wandb_project", "shopsim-metrics", text, "a non-empty string",
             "project of a run the project starts itself"),
+    Setting("shopsim_wandb_init_timeout", 30.0, number(0.0, low_open=True), "a number > 0",
+            "seconds a run the project starts itself (`standalone`) may take to start; past them W&B is off "
+            "for the run with one warning and the records go on to `steps.jsonl` (§1.3)"),
     Setting("shopsim_wandb_table_every", 10, integer(0), "an integer >= 0",
             "decision-ledger table every N rollout steps (`rollout_id % N == 0`); `0` = only the special "
             "steps (more than one wave, termination)"),
@@ -505,6 +508,7 @@ class ShopsimSettings:
     run_dir: str  # resolved and absolute (resolve_run_dir), fixed when the settings are read
     wandb: str
     wandb_project: str
+    wandb_init_timeout: float
     wandb_table_every: int
     alerts: bool
     alert_warn_fraction: float
@@ -566,6 +570,7 @@ class ShopsimSettings:
                                     load=getattr(args, "load", None)),
             wandb=values["shopsim_wandb"],
             wandb_project=values["shopsim_wandb_project"],
+            wandb_init_timeout=values["shopsim_wandb_init_timeout"],
             wandb_table_every=values["shopsim_wandb_table_every"],
             alerts=values["shopsim_alerts"],
             alert_warn_fraction=values["shopsim_alert_warn_fraction"],

@@ -42,6 +42,7 @@ from shopsim_metrics.step import contract
 from shopsim_metrics.step.alerts import Alert
 from shopsim_metrics.step.records import StepRecord
 from shopsim_metrics.sinks.base import StepSink
+from shopsim_metrics.sinks.deadline import DeadlinePassed, call_within
 
 if TYPE_CHECKING:  # pragma: no cover - types only
     from shopsim_metrics.settings import ShopsimSettings
@@ -167,6 +168,11 @@ def api_key_configured(environ: dict[str, str] | None = None) -> bool:
     return bool(auth and auth[2])
 
 
+def _finish_quietly(run: Any) -> None:
+    """Finish a run whose start came after the sink gave up on it (nothing is logged into it)."""
+    run.finish(quiet=True)
+
+
 class WandbSink(StepSink):
     """Logs step records, decision tables and alerts to W&B (see the module docstring)."""
 
@@ -184,6 +190,7 @@ class WandbSink(StepSink):
         run_dir: str | os.PathLike | None = None,
         config: dict[str, Any] | None = None,
         summary: dict[str, Any] | None = None,
+        init_timeout: float = 30.0,
     ) -> None:
         if mode not in SINK_MODES:
             raise ValueError(f"WandbSink mode must be one of {SINK_MODES}; got {mode!r}")
@@ -193,6 +200,8 @@ class WandbSink(StepSink):
         self.project = project
         self.table_every = table_every
         self.always_use_train_step = always_use_train_step
+        self.init_timeout = init_timeout
+        """Seconds a standalone run may take to start (``shopsim_wandb_init_timeout``); then W&B is off."""
         self.run_dir = Path(run_dir) if run_dir is not None else None
         self.config = dict(config or {})
         self.summary = dict(summary or {})
@@ -225,6 +234,7 @@ class WandbSink(StepSink):
             run_dir=run_dir,
             config={"shopsim": config},
             summary=summary,
+            init_timeout=settings.wandb_init_timeout,
         )
 
     @staticmethod
@@ -350,7 +360,13 @@ class WandbSink(StepSink):
         if self.run_dir is not None and not os.environ.get("WANDB_DIR"):
             self.run_dir.mkdir(parents=True, exist_ok=True)
             kwargs["dir"] = str(self.run_dir)
-        return wandb.init(**kwargs)
+        kwargs["settings"] = wandb.Settings(init_timeout=self.init_timeout)  # W&B's own bound, not tight
+        try:  # the hard bound: never block the rollout thread past init_timeout
+            return call_within(self.init_timeout, lambda: wandb.init(**kwargs), on_late=_finish_quietly,
+                               name="shopsim-wandb-init")
+        except DeadlinePassed:
+            raise DeadlinePassed(f"wandb.init did not return within shopsim_wandb_init_timeout = "
+                                 f"{self.init_timeout:g} s (is the W&B host reachable?)") from None
 
     @staticmethod
     def _define_metrics(run: Any) -> None:
