@@ -278,8 +278,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("shopsim_wandb_project", "shopsim-metrics", text, "a non-empty string",
             "project of a run the project starts itself"),
     Setting("shopsim_wandb_init_timeout", 30.0, number(0.0, low_open=True), "a number > 0",
-            "seconds a run the project starts itself (`standalone`) may take to start; past them W&B is off "
-            "for the run with one warning and the records go on to `steps.jsonl` (§1.3)"),
+            "seconds a run the project starts itself (`standalone`) may take to start (`wandb.init` on its own "
+            "thread, with W&B's own `init_timeout` set too); past them W&B is off for the run with one warning "
+            "and every record still goes to `steps.jsonl`; a run that starts late is finished unused"),
     Setting("shopsim_wandb_table_every", 10, integer(0), "an integer >= 0",
             "decision-ledger table every N rollout steps (`rollout_id % N == 0`); `0` = only the special "
             "steps (more than one wave, termination)"),
