@@ -194,3 +194,10 @@ def test_preflight_names_a_fifo_config_without_blocking(tmp_path) -> None:
     os.mkfifo(fifo)
     report = preflight(["--custom-config-path", str(fifo)], environ={})
     assert any("FIFO" in problem and str(fifo) in problem for problem in report.problems)
+
+
+def test_a_shopsim_key_without_its_prefix_is_named(tmp_path, capsys) -> None:
+    code, lines, _ = check(tmp_path, capsys, "max_consecutive_failed_groups: 8\nwandb_project: mine\nlr: 1.0e-6\n")
+    assert code == 2
+    assert lines == ["max_consecutive_failed_groups: not read (no shopsim_ prefix); did you mean "
+                     "'shopsim_max_consecutive_failed_groups'?"]  # slime's own wandb_project and lr are left alone

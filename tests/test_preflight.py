@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from shopsim_metrics.cli import main as cli_main
-from shopsim_metrics.step.contract import ALL_SAMPLES_PATH, FILTER_PATH, LOG_PATH
+from shopsim_metrics.step.contract import ALL_SAMPLES_PATH, FILTER_PATH, LOG_PATH, SAMPLE_HOOK_PATH
 
 EXAMPLE_YAML = str(Path(__file__).resolve().parents[1] / "examples" / "shopsim.yaml")
 
@@ -20,6 +20,7 @@ def launch(tmp_path: Path, **changes: str | None) -> list[str]:
         "--dynamic-sampling-filter-path": FILTER_PATH,
         "--rollout-all-samples-process-path": ALL_SAMPLES_PATH,
         "--custom-rollout-log-function-path": LOG_PATH,
+        "--rollout-sample-hook-path": SAMPLE_HOOK_PATH,
         "--custom-config-path": EXAMPLE_YAML,
         "--rollout-batch-size": "16",
         "--n-samples-per-prompt": "8",
@@ -183,3 +184,77 @@ def test_train_async_with_slime_default_rollout_keeps_every_hook(tmp_path, capsy
     assert "train_async.py with slime's default rollout function: every hook applies as with train.py" in out
     code, _, err = run(["train_async.py", *launch(tmp_path, **{"--rollout-all-samples-process-path": None})], capsys)
     assert code == 2 and "--rollout-all-samples-process-path: not set, but the filter is" in err
+
+
+# --- the command line itself ------------------------------------------------------------------------
+def test_no_arguments_is_a_problem_not_ok(capsys) -> None:
+    code, out, err = run([], capsys)
+    assert code == 2 and "no train.py arguments given" in err and "OK" not in out
+
+
+@pytest.mark.parametrize("typo, right", [("--over-sampling-batch-szie", "--over-sampling-batch-size"),
+                                         ("--rollout-batch-sise", "--rollout-batch-size"),
+                                         ("--dynamic-sampling-filter-pth", "--dynamic-sampling-filter-path")])
+def test_a_flag_slime_does_not_know_is_named_with_the_closest(tmp_path, capsys, typo, right) -> None:
+    argv = launch(tmp_path) + [typo, "32"]
+    code, _, err = run(argv, capsys)
+    assert code == 2 and f"{typo}: not a flag slime knows; did you mean {right!r}?" in err
+
+
+def test_slime_megatron_sglang_and_negated_flags_pass(tmp_path, capsys) -> None:
+    argv = launch(tmp_path) + ["--num-rollout", "3", "--tensor-model-parallel-size", "1",
+                               "--sglang-mem-fraction-static", "0.7", "--debug-rollout-only", "--save-interval=5"]
+    assert run(argv, capsys)[0] == 0
+
+
+def test_a_relative_config_path_is_a_problem(tmp_path, capsys, monkeypatch) -> None:
+    monkeypatch.chdir(Path(EXAMPLE_YAML).parent)
+    code, _, err = run(launch(tmp_path, **{"--custom-config-path": Path(EXAMPLE_YAML).name}), capsys)
+    assert code == 2 and "is relative" in err and "absolute path" in err
+
+
+@pytest.mark.parametrize("yaml_text, named", [("shopsim_prompt_skip: greso\n", "shopsim_prompt_skip: greso"),
+                                              ("shopsim_wave_size: adaptive\n", "shopsim_wave_size: adaptive")])
+def test_skip_or_wave_settings_without_the_data_source_are_a_problem(tmp_path, capsys, yaml_text, named) -> None:
+    config = tmp_path / "shopsim.yaml"
+    config.write_text(yaml_text + "shopsim_prompt_key: prompt_id\n")
+    code, _, err = run(launch(tmp_path, **{"--custom-config-path": str(config)}), capsys)
+    assert code == 2 and named in err and "--data-source-path shopsimrl.data_source.PromptSkipDataSource" in err
+    with_source = launch(tmp_path, **{"--custom-config-path": str(config),
+                                      "--data-source-path": "shopsimrl.data_source.PromptSkipDataSource"})
+    code, _, err = run(with_source, capsys)
+    assert "act only through" not in err
+
+
+def test_a_missing_sample_hook_is_a_warning(tmp_path, capsys) -> None:
+    code, _, err = run(launch(tmp_path, **{"--rollout-sample-hook-path": None}), capsys)
+    assert code == 0 and "warning: --rollout-sample-hook-path" in err and "stay null" in err
+
+
+def test_without_slime_the_kept_list_decides_and_with_slime_its_own_parser(tmp_path, capsys, monkeypatch) -> None:
+    import argparse
+    import types
+
+    from shopsim_metrics.settings.slime_flags import slime_parser_flags
+
+    assert slime_parser_flags() is None  # the test interpreter has no slime
+    code, out, _ = run(launch(tmp_path), capsys)
+    assert code == 0 and "every flag against the slime flags kept in the project" in out
+
+    def parse_args():  # a slime whose parser knows the launch's flags but not --lr
+        parser = argparse.ArgumentParser(allow_abbrev=False)
+        for flag in launch(tmp_path)[::2]:
+            if flag != "--lr":
+                parser.add_argument(flag)
+        parser.add_argument("--required-flag", required=True)
+        return parser.parse_known_args(["train.py"][1:])
+
+    fake = types.ModuleType("slime.utils.arguments")
+    fake.parse_args = parse_args
+    for name, module in (("slime", types.ModuleType("slime")), ("slime.utils", types.ModuleType("slime.utils")),
+                         ("slime.utils.arguments", fake)):
+        monkeypatch.setitem(sys.modules, name, module)
+    sys.modules["slime.utils"].arguments = fake
+    assert "--required-flag" in slime_parser_flags()
+    code, out, err = run(launch(tmp_path), capsys)
+    assert code == 2 and "--lr: not a flag slime knows" in err  # slime's own parser decided, not the kept list

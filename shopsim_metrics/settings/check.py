@@ -45,16 +45,28 @@ def near_miss_problem(key: Any) -> str | None:
     Example:
         >>> near_miss_problem("shopsim-wandb")
         "shopsim-wandb: not read (shopsim_* keys are lower case with '_'); did you mean 'shopsim_wandb'?"
-        >>> near_miss_problem("shopsim_wandb"), near_miss_problem("lr")
-        (None, None)
+        >>> near_miss_problem("max_consecutive_failed_groups")
+        "max_consecutive_failed_groups: not read (no shopsim_ prefix); did you mean 'shopsim_max_consecutive_failed_groups'?"
+        >>> near_miss_problem("shopsim_wandb"), near_miss_problem("lr"), near_miss_problem("wandb_project")
+        (None, None, None)
     """
     if not isinstance(key, str):
         return None
     normal = re.sub(r"[^a-z0-9]+", "_", key.strip().lower())
+    prefixed = PREFIX + normal
+    if not normal.startswith(PREFIX) and prefixed in SETTINGS_BY_NAME and not _is_slime_key(normal):
+        return f"{key}: not read (no shopsim_ prefix); did you mean {prefixed!r}?"
     if key.startswith(PREFIX) or not normal.startswith(PREFIX):  # with the prefix: an unknown key, said elsewhere
         return None
     hint = f"did you mean {normal!r}?" if normal in SETTINGS_BY_NAME else unknown_key_problem(normal).split("; ", 1)[-1]
     return f"{key}: not read (shopsim_* keys are lower case with '_'); {hint}"
+
+
+def _is_slime_key(name: str) -> bool:
+    """A YAML key slime itself reads (``wandb_project`` is slime's ``--wandb-project``): never a near miss."""
+    from shopsim_metrics.settings.slime_flags import SLIME_FLAGS
+
+    return "--" + name.replace("_", "-") in SLIME_FLAGS
 
 
 MAX_CONFIG_BYTES = 1024 * 1024

@@ -38,6 +38,8 @@ from typing import Any
 
 from shopsim_metrics.settings import DEFAULT_RUN_DIR, SAVE_SUBDIR
 from shopsim_metrics.settings.check import check_file, read_config
+from shopsim_metrics.settings.slime_flags import SLIME_FLAGS, closest_slime_flag, is_slime_flag, slime_parser_flags
+from shopsim_metrics.step.contract import SAMPLE_HOOK_PATH
 
 PROJECT_FILTER_MODULE = "shopsimrl."
 """Hook paths of this project start here (its filter needs its all-samples hook and log function)."""
@@ -88,6 +90,7 @@ def preflight(argv: list[str], *, environ: dict[str, str] | None = None) -> Pref
     _check_wandb(launch, report)
     _check_run_dir(launch, settings, env, report)
     check_fully_async(argv, launch, report)
+    check_launch_shape(argv, launch, settings, report)
     return report
 
 
@@ -383,3 +386,51 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(func=run)
 
 
+
+
+SKIP_DATA_SOURCE_PATH = "shopsimrl.data_source.PromptSkipDataSource"
+"""The data source that skips prompts and sizes waves: ``shopsim_prompt_skip`` and ``shopsim_wave_size`` act through it."""
+
+
+def check_launch_shape(argv: list[str], launch: argparse.Namespace, settings: dict[str, Any],
+                       report: PreflightReport) -> None:
+    """Mistakes of the command line itself: nothing given, flags slime does not know (slime's parser
+    would stop the launch, after the image and the job started), a relative ``--custom-config-path``,
+    skip or wave settings without the data source that applies them, and the sample hook missing.
+
+    Example:
+        >>> r = PreflightReport(); check_launch_shape(["--over-sampling-batch-szie", "32"],
+        ...     launch_parser().parse_known_args([])[0], {}, r); r.problems
+        ["--over-sampling-batch-szie: not a flag slime knows; did you mean '--over-sampling-batch-size'?"]
+    """
+    if not argv:
+        report.problems.append("no train.py arguments given: pass the launch's arguments after `--` "
+                               "(shopsim-metrics preflight -- --rollout-batch-size 16 ...)")
+        return
+    live = slime_parser_flags()
+    known = live or SLIME_FLAGS
+    report.checked.append("every flag against " + ("slime's own parser" if live else "the slime flags kept in the project"))
+    for token in argv:
+        flag = token.split("=", 1)[0]
+        if flag.startswith("--") and len(flag) > 2 and not is_slime_flag(flag, known):
+            near = closest_slime_flag(flag, known)
+            hint = f"; did you mean {near!r}?" if near else ""
+            report.problems.append(f"{flag}: not a flag slime knows{hint}")
+    config = launch.custom_config_path
+    if config and not os.path.isabs(config):
+        report.problems.append(f"--custom-config-path: {config} is relative: slime reads it in its Ray actors, "
+                               "whose working directory is not the launch's; give an absolute path")
+    skip = settings.get("shopsim_prompt_skip")
+    wants = [f"shopsim_prompt_skip: {skip}"] if skip not in (None, False, "off") else []
+    if settings.get("shopsim_wave_size") == "adaptive":
+        wants.append("shopsim_wave_size: adaptive")
+    if wants and launch.data_source_path != SKIP_DATA_SOURCE_PATH:
+        report.problems.append(f"{' and '.join(wants)} act only through --data-source-path {SKIP_DATA_SOURCE_PATH} "
+                               f"(it is {launch.data_source_path or 'not set'}): without it nothing is skipped "
+                               "and the waves stay fixed")
+    filter_path = getattr(launch, _dest("--dynamic-sampling-filter-path"))
+    uses_project = (filter_path or "").startswith(PROJECT_FILTER_MODULE) or launch.rollout_function_path == ASYNC_ROLLOUT_PATH
+    if uses_project and launch.rollout_sample_hook_path != SAMPLE_HOOK_PATH:
+        report.warnings.append(f"--rollout-sample-hook-path: not {SAMPLE_HOOK_PATH}: total_token_count, "
+                               "aborted_token_count and tokens_per_informative_group stay null (aborted "
+                               "generation is not counted)")
