@@ -130,3 +130,19 @@ def test_demo_environment_sets_offline_only_when_unset_and_restores_it(monkeypat
         assert os.environ["WANDB_MODE"] == "offline" and os.environ["WANDB_SILENT"] == "false"
     assert notes == ["WANDB_MODE=offline"]
     assert "WANDB_MODE" not in os.environ and os.environ["WANDB_SILENT"] == "false"
+
+
+def test_demo_out_never_deletes_records_it_did_not_write(tmp_path, capsys):
+    foreign = tmp_path / "run" / contract.STEPS_FILE_NAME
+    foreign.parent.mkdir(parents=True)
+    foreign.write_text('{"rollout_id": 0, "run_id": "someone-else"}\n')
+    assert main(["demo", "--out", str(tmp_path), "--steps", "2", "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "the demo did not write" in err[0] and "choose another --out" in err[0]
+    assert foreign.read_text() == '{"rollout_id": 0, "run_id": "someone-else"}\n'  # untouched
+
+
+def test_the_demo_marks_the_records_it_wrote_as_its_own(demo):
+    from shopsim_metrics.simulator.demo import DEMO_MARKER
+
+    assert (demo["out"] / "run" / DEMO_MARKER).is_file()

@@ -116,6 +116,14 @@ def demo_config(*, steps: int = 40, seed: int = 0, prompt_skip: str = "off", wav
     )
 
 
+DEMO_MARKER = ".shopsim-demo"
+"""The file the demo leaves in ``<out>/run``: only step records beside it are the demo's to replace."""
+
+
+class DemoOutInUse(ValueError):
+    """``demo --out`` points at step records the demo did not write (it refuses, it never deletes them)."""
+
+
 def run_demo(
     out_dir: str | os.PathLike = "demo_out",
     *,
@@ -138,10 +146,16 @@ def run_demo(
     steps_path = run_dir / contract.STEPS_FILE_NAME
     from shopsim_metrics.sinks.jsonl import steps_files
 
-    for old_path in steps_files(run_dir) if run_dir.is_dir() else []:
+    old_paths = steps_files(run_dir) if run_dir.is_dir() else []
+    if old_paths and not (run_dir / DEMO_MARKER).is_file():
+        raise DemoOutInUse(f"{run_dir} holds step records the demo did not write ({old_paths[0].name}); "
+                           "the demo never deletes them: choose another --out")
+    for old_path in old_paths:
         old_path.unlink()  # a fresh record: the previous demo's steps would mix with these
         print(f"removed the previous demo's {old_path}", file=stream)
     run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / DEMO_MARKER).write_text("step records written by `shopsim-metrics demo`: the next demo into "
+                                       "this directory replaces them\n", encoding="utf-8")
     config = demo_config(steps=steps, seed=seed, prompt_skip=prompt_skip, wave_size=wave_size, rollout=rollout)
 
     from shopsim_metrics.settings import ShopsimSettings
