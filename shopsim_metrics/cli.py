@@ -1,4 +1,4 @@
-"""The ``shopsim-metrics`` command: ``demo``, ``tune``, ``dashboard``, ``inspect``, ``check-config`` and ``prompts``.
+"""The shopsim-metrics command: demo, tune, dashboard, inspect, check-config, prompts and preflight.
 
 Each subcommand lives in the module that owns it and adds its subparser with ``register(subparsers)``.
 
@@ -44,6 +44,10 @@ def build_parser() -> argparse.ArgumentParser:
     config_check.register(sub)
     prompts_command.register(sub)
     preflight_command.register(sub)
+    for action in sub._choices_actions:  # `shopsim-metrics X --help` opens with what `--help` says of X
+        command = sub.choices[action.dest]
+        if command.description is None and action.help:
+            command.description = action.help[0].upper() + action.help[1:] + "."
     return parser
 
 

@@ -380,7 +380,12 @@ def run(args: argparse.Namespace) -> int:
 def register(subparsers: Any) -> None:
     """Add the ``preflight`` subcommand."""
     parser = subparsers.add_parser(
-        "preflight", help="check a slime launch (the train.py arguments after --) before any GPU starts")
+        "preflight", help="check a slime launch (the train.py arguments after --) before any GPU starts",
+        description="Check a slime launch before any GPU starts: give the arguments of train.py (or train_async.py) "
+                    "after --. Checks that every hook path loads and accepts slime's call, the settings file "
+                    "(as check-config), slime's knob constraints, every flag against slime's parser, where the "
+                    "records go, and which hooks apply on a fully-async launch. Exit 0 when sound (warnings on "
+                    "stderr), 2 with one line per problem.")
     parser.add_argument("train_args", nargs=argparse.REMAINDER, metavar="-- TRAIN_PY_ARGS",
                         help="the arguments you pass to slime's train.py")
     parser.set_defaults(func=run)

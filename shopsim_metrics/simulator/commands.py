@@ -191,7 +191,7 @@ def _tune(args: argparse.Namespace) -> int:
         print(format_table(report))
         print(f"recommended over_sampling_batch_size: {report.recommended}  ({report.reason})")
         print(f"rel.time = mean step rollout time / one wave of {base.rollout_batch_size} groups run to completion "
-              f"({report.reference_wave_seconds:.1f} s in the latency model); {report.wall_seconds:.1f} s")
+              f"({report.reference_wave_seconds:.1f} s in the latency model); simulated in {report.wall_seconds:.1f} s of wall time")
         print(cost_note(report))
         if saving is not None:
             from shopsim_metrics.simulator.skip_saving import format_saving
