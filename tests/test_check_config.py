@@ -201,3 +201,8 @@ def test_a_shopsim_key_without_its_prefix_is_named(tmp_path, capsys) -> None:
     assert code == 2
     assert lines == ["max_consecutive_failed_groups: not read (no shopsim_ prefix); did you mean "
                      "'shopsim_max_consecutive_failed_groups'?"]  # slime's own wandb_project and lr are left alone
+
+
+def test_a_device_is_named_and_never_read(capsys) -> None:
+    assert main(["check-config", "/dev/zero"]) == 2  # reading it would never end (or exhaust memory)
+    assert capsys.readouterr().err.strip() == f"{PREFIX}/dev/zero: is a character device, not a YAML file"
