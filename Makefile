@@ -21,6 +21,7 @@ install: $(STAMP)
 
 # Debian's chromium, for the browser test of the offline dashboard (skipped when it cannot be installed).
 browser:
+	@command -v chromium >/dev/null 2>&1 || echo "installing Debian's chromium (about a minute, once) for the browser test of the HTML dashboard"
 	@command -v chromium >/dev/null 2>&1 || (command -v apt-get >/dev/null 2>&1 && \
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) || \
 	  echo "chromium could not be installed: the browser test will be skipped")

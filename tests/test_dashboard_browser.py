@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from dashboard_records import make_records
+from shopsim_metrics.dashboards.data import load_dashboard_data
 from shopsim_metrics.dashboards.html import write_html_dashboard
 from shopsim_metrics.dashboards.spec import dashboard_spec
 
@@ -330,4 +331,46 @@ def test_alerts_are_on_the_timeline_and_the_streak_panel_draws_threshold_and_lim
     assert set(lines["warning threshold"]["y"]) == {4} and set(lines["limit"]["y"]) == {8}
     assert lines["warning threshold"]["dash"] == "dash" == lines["limit"]["dash"]
     _screenshot(browser, "dashboard_alerts.png")
+    assert browser.errors() == [], browser.errors()
+
+
+def test_panels_of_features_the_run_does_not_use_say_off_and_the_header_shows_the_knobs(browser: DevTools,
+                                                                                       tmp_path: Path) -> None:
+    """A run without prompt skipping, on the synchronous path: the Skipping panels and the fully-async panels
+    say "Off in this run" (visible), the others draw; the header names the knobs and the modes."""
+    from shopsim_metrics.step.records import FULLY_ASYNC, PROMPT_SKIP, step_fields
+
+    records = make_records()
+    spec = dashboard_spec()
+    optional = set(step_fields(PROMPT_SKIP)) | set(step_fields(FULLY_ASYNC))
+    expected_off = {p.id for p in spec.panels if p.source == "steps" and any(s.key in optional for s in p.series)}
+    assert expected_off  # the spec has such panels
+    page = write_html_dashboard(load_dashboard_data(records), tmp_path / "off.html")
+    _open(browser, page)
+    state = browser.evaluate("""Array.from(document.querySelectorAll("section.panel")).map(s => ({
+      id: s.dataset.panelId, off: s.dataset.off === "true",
+      note: (s.querySelector("p.note.off") || {}).innerText || "",
+      visible: !!s.querySelector("p.note.off") && s.querySelector("p.note.off").getBoundingClientRect().height > 0}))""")
+    off = {p["id"] for p in state if p["off"]}
+    assert expected_off <= off and "waves" not in off, (expected_off, off)
+    assert all(p["visible"] and p["note"].startswith("Off in this run") for p in state if p["off"])
+    assert any("prompt skipping is off" in p["note"] for p in state)
+    header = browser.evaluate("document.querySelector('.summary').innerText")
+    r = records[-1]
+    assert f"rollout_batch_size {r.rollout_batch_size}" in header and f"over_sampling_batch_size {r.over_sampling_batch_size}" in header
+    assert "prompt skip" in header and "off" in header and "synchronous" in header
+    assert browser.errors() == [], browser.errors()
+
+
+def test_a_run_that_skips_draws_its_skipping_panels_and_names_its_rule(browser: DevTools, tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    skipping = [replace(rec, skipped_prompt_count=2, skipped_then_generated_group_count=1,
+                        skipped_then_spread_group_count=0, skip_p_easy=0.5, skip_p_hard=0.5) for rec in make_records()]
+    page = write_html_dashboard(load_dashboard_data(skipping), tmp_path / "on.html")
+    _open(browser, page)
+    off = browser.evaluate("""Array.from(document.querySelectorAll("section.panel"))
+      .filter(s => s.dataset.off === "true").map(s => s.dataset.panelId)""")
+    assert "skipped_prompts" not in off and "skip_p" not in off, off
+    assert "greso" in browser.evaluate("document.querySelector('.summary').innerText")
     assert browser.errors() == [], browser.errors()

@@ -518,3 +518,26 @@ def test_the_cost_section_draws_every_token_and_the_headline() -> None:
     headline = step_figure(SPEC.panel("cost_per_signal"), data).data[0]
     assert list(headline.y) == pytest.approx([r.tokens_per_informative_group for r in records])
     assert SPEC.panels_in("Cost")[0].id == "cost_per_signal"
+
+
+def test_cli_dashboard_wandb_exits_after_its_error_even_when_wandb_leaves_threads_behind(tmp_path: Path) -> None:
+    """W&B unreachable: the save raises a W&B error after starting a thread that never ends (as W&B's
+    retry and service threads may). The command prints one line and the process exits, with code 2."""
+    import subprocess
+    import sys as _sys
+
+    script = """
+import sys, threading, types
+from shopsim_metrics.dashboards import wandb_workspace
+import wandb.errors
+def save_to_wandb(entity, project):
+    threading.Thread(target=threading.Event().wait).start()   # a non-daemon thread that never ends
+    raise wandb.errors.CommError("could not reach api.wandb.ai")
+wandb_workspace.save_to_wandb = save_to_wandb
+from shopsim_metrics.cli import main
+sys.exit(main(["dashboard", "wandb", "--entity", "me", "--project", "p"]))
+"""
+    done = subprocess.run([_sys.executable, "-c", script], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "W&B refused to save the workspace (CommError" in lines[0]

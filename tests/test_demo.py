@@ -146,3 +146,27 @@ def test_the_demo_marks_the_records_it_wrote_as_its_own(demo):
     from shopsim_metrics.simulator.demo import DEMO_MARKER
 
     assert (demo["out"] / "run" / DEMO_MARKER).is_file()
+
+
+def test_inspect_and_tune_from_read_the_wandb_offline_run_as_they_read_steps_jsonl(demo, capsys):
+    """Every command that reads a run takes the same inputs: steps.jsonl, its run directory, or the W&B
+    offline run directory (whose scalars hold every step)."""
+    wandb_dirs = find_run_dirs(demo["wandb_root"])
+    assert wandb_dirs
+    wandb_run = wandb_dirs[0]
+    tables = {}
+    for source in (demo["out"] / "run", wandb_run):
+        assert main(["inspect", str(source)]) == 0
+        tables[source] = capsys.readouterr().out.splitlines()
+    from_jsonl, from_wandb = tables.values()
+    # the same step rows (ids, waves, counts, tokens); the file's name line aside
+    assert [line for line in from_jsonl if line[:1].strip().isdigit()] == \
+           [line for line in from_wandb if line[:1].strip().isdigit()]
+    assert f"{STEPS} steps" in "\n".join(from_wandb)
+    rates = []
+    for source in (demo["out"] / "run", wandb_run):
+        assert main(["tune", "--from", str(source), "--steps", "3", "--candidates", "32", "--no-widen", "--json"]) == 0
+        import json as _json
+        report = _json.loads(capsys.readouterr().out)
+        rates.append((report["zero_std_rate"], report["technical_rate"], report["bursts"], report["recommended"]))
+    assert rates[0] == rates[1]

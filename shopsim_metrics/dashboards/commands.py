@@ -64,6 +64,10 @@ def run_html(args: argparse.Namespace) -> int:
     return 0
 
 
+SAVE_TIMEOUT_SECONDS = 120
+"""How long ``dashboard wandb`` waits for W&B to save the workspace and report before it gives up."""
+
+
 def run_wandb(args: argparse.Namespace) -> int:
     from shopsim_metrics.dashboards import wandb_workspace as wbw
 
@@ -82,8 +86,16 @@ def run_wandb(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    try:
-        ws_url, report_url = wbw.save_to_wandb(args.entity, args.project)
+    from shopsim_metrics.sinks.deadline import DeadlinePassed, call_within
+
+    try:  # on a daemon thread: the threads W&B starts are daemons too, so the command exits after an error
+        ws_url, report_url = call_within(SAVE_TIMEOUT_SECONDS, lambda: wbw.save_to_wandb(args.entity, args.project),
+                                         name="shopsim-wandb-save")
+    except DeadlinePassed:
+        print(f"shopsim-metrics dashboard wandb: error: W&B did not answer within {SAVE_TIMEOUT_SECONDS} s (is the "
+              "host reachable?); pass --dry-run --out DIR to write the workspace and report JSON without network",
+              file=sys.stderr)
+        return 2
     except Exception as exc:  # noqa: BLE001 - wandb's own errors (UsageError, CommError, ...) become one line
         if type(exc).__module__.split(".")[0] not in ("wandb", "wandb_workspaces", "requests"):
             raise

@@ -23,6 +23,7 @@ from typing import Any, Iterable
 
 from shopsim_metrics.step import contract
 from shopsim_metrics.step.records import StepRecord
+from shopsim_metrics.sinks.wandb_offline import find_wandb_offline_run, history_to_steps  # noqa: F401 - re-exported
 
 class DashboardData:
     """Per-step columns (contract names, plus ``rollout_id`` and the knobs) and the ledgers of some steps.
@@ -258,22 +259,6 @@ def _from_steps_file(path: Path, ledger_step: int | None = None) -> DashboardDat
     )
 
 
-def find_wandb_offline_run(path: Path) -> Path | None:
-    """The W&B run directory at or under ``path`` (the newest ``offline-run-*`` when several), or None."""
-    if any(path.glob("run-*.wandb")):
-        return path
-    for base in (path, path / "wandb"):
-        latest = base / "latest-run"
-        if latest.is_dir() and any(latest.glob("run-*.wandb")) and latest.resolve().is_relative_to(base.resolve()):
-            return latest.resolve()  # wandb's link to the newest run beside it; never one out of the directory
-        runs = sorted(d for d in base.glob("offline-run-*") if d.is_dir() and any(d.glob("run-*.wandb")))
-        if not runs:
-            runs = sorted(d for d in base.glob("run-*") if d.is_dir() and any(d.glob("run-*.wandb")))
-        if runs:
-            return runs[-1]
-    return None
-
-
 def from_wandb_offline_run(run_dir: str | os.PathLike) -> DashboardData:
     """Rows from a W&B offline run's history (``rollout/shopsim/<name>`` against ``rollout/step``)."""
     try:
@@ -316,31 +301,3 @@ def ledgers_from_tables(tables: Iterable[Any]) -> dict[int, list[dict[str, Any]]
         rows = [{k: r.get(k) for k in contract.LEDGER_COLUMNS} for r in table.records()]
         out[int(step)] = sorted(rows, key=lambda d: d["order"])
     return out
-
-
-def history_to_steps(history: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Merge W&B history rows into one row per ``rollout/step``, keyed by contract names.
-
-    Example:
-        >>> history_to_steps([{"rollout/step": 2, "rollout/shopsim/wave_count": 2, "other": 1},
-        ...                   {"rollout/step": 2, "rollout/shopsim/terminated": 1}])
-        [{'rollout_id': 2, 'wave_count': 2, 'terminated': True}]
-    """
-    by_step: dict[int, dict[str, Any]] = {}
-    for row in history:
-        step = row.get(contract.WANDB_STEP_KEY)
-        if step is None or (isinstance(step, float) and not math.isfinite(step)):
-            continue
-        out = by_step.setdefault(int(step), {"rollout_id": int(step)})
-        for name in contract.WANDB_STEP_FIELDS:
-            key = contract.wandb_key(name)
-            if key not in row:
-                continue
-            value = row[key]
-            if isinstance(value, float) and not math.isfinite(value):
-                value = None
-            if name == "terminated" and value is not None:
-                value = bool(value)
-            if value is not None or name not in out:
-                out[name] = value
-    return [by_step[k] for k in sorted(by_step)]

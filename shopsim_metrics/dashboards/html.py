@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from shopsim_metrics.step import contract
+from shopsim_metrics.step.records import FULLY_ASYNC, PROMPT_SKIP, step_fields
 from shopsim_metrics.dashboards.data import (
     LEDGER_KINDS, DashboardData, ledger_kinds, ledger_score, load_dashboard_data,
 )
@@ -112,7 +113,11 @@ def _panel_html(panel: Panel, data: DashboardData, ledger_step: int | None) -> s
             note = f'<p class="note">{_esc(data.ledger_note or "This source has no decision ledger.")}</p>'
     else:
         fig = step_figure_dict(panel, data)
-        if len(data.rollout_ids) > MAX_POINTS:
+        off = off_reason(panel, data)
+        if off is not None:
+            extra_attrs = ' data-off="true"'
+            note = f'<p class="note off">Off in this run: {_esc(off)}</p>'
+        elif len(data.rollout_ids) > MAX_POINTS:
             note = f'<p class="note">{_esc(downsample_note(panel, len(data.rollout_ids)))}</p>'
     div = plot_div(fig, f"plot-{panel.id}")
     keys = " ".join(panel.keys())
@@ -431,6 +436,62 @@ def template_json(name: str = TEMPLATE) -> str:
 # --- page ---------------------------------------------------------------------------------------
 
 
+def off_reason(panel: Panel, data: DashboardData) -> str | None:
+    """Why a step panel has nothing to draw (every value of every series null), or None when it has data.
+
+    Example:
+        >>> from shopsim_metrics.dashboards.spec import dashboard_spec
+        >>> skip = next(p for p in dashboard_spec().panels if p.id == "skipped_prompts")
+        >>> off_reason(skip, DashboardData(steps=[{"rollout_id": 0, "skipped_prompt_count": None}]))
+        'prompt skipping is off (shopsim_prompt_skip: off, or no --data-source-path shopsimrl.data_source.PromptSkipDataSource)'
+    """
+    if not data.rollout_ids:
+        return None
+
+    def empty(series: list[Series]) -> bool:
+        return bool(series) and all(v is None for one in series for v in series_values(one, data))
+
+    for fields, reason in _OPTIONAL_FIELDS:  # a panel of a feature the run does not use: its series are null
+        if empty([one for one in panel.series if one.key in fields]):
+            return reason
+    if empty(list(panel.series)):
+        return "no step of this run carries " + ", ".join(sorted(set(panel.keys())))
+    return None
+
+
+_OPTIONAL_FIELDS: tuple[tuple[frozenset[str], str], ...] = (
+    (frozenset(step_fields(PROMPT_SKIP)), "prompt skipping is off (shopsim_prompt_skip: off, or no --data-source-path "
+                                          "shopsimrl.data_source.PromptSkipDataSource)"),
+    (frozenset(step_fields(FULLY_ASYNC)), "these fields exist only on slime's fully-async path (train_async.py, "
+                                          "docs §3.8)"),
+    (frozenset({"total_token_count", "aborted_token_count", "total_wasted_token_fraction",
+                "tokens_per_informative_group"}),
+     "no live token counts: the sample hook (--rollout-sample-hook-path "
+     "shopsimrl.slime_runtime.record_generated_sample) is not wired"),
+)
+"""Fields of features a run may not use, and what the panel says when they are null throughout."""
+
+
+def run_modes(data: DashboardData) -> list[tuple[str, str]]:
+    """The run's knobs and modes as the header shows them, read from its latest record.
+
+    Example:
+        >>> run_modes(DashboardData(steps=[{"rollout_id": 0, "rollout_batch_size": 16, "n_samples_per_prompt": 8,
+        ...     "over_sampling_batch_size": 32, "skipped_prompt_count": 2, "skip_p_easy": None,
+        ...     "loop_state_source": "slime"}]))
+        [('knobs', 'rollout_batch_size 16, n_samples_per_prompt 8, over_sampling_batch_size 32'), ('prompt skip', 'predictive'), ('rollout', 'synchronous')]
+    """
+    def latest(name: str) -> Any:
+        return next((v for v in reversed(data.column(name)) if v is not None), None)
+
+    knobs = ", ".join(f"{k} {latest(k)}" for k in ("rollout_batch_size", "n_samples_per_prompt",
+                                                   "over_sampling_batch_size") if latest(k) is not None)
+    skip = ("off" if latest("skipped_prompt_count") is None
+            else "greso" if latest("skip_p_easy") is not None else "predictive")
+    rollout = "fully-async" if "fully_async" in data.column("loop_state_source") else "synchronous"
+    return [("knobs", knobs or "unknown"), ("prompt skip", skip), ("rollout", rollout)]
+
+
 def _summary_html(data: DashboardData) -> str:
     ids = data.step_ids()
     waves = [w for w in data.column("wave_count") if isinstance(w, (int, float)) and not isinstance(w, bool)]
@@ -443,6 +504,7 @@ def _summary_html(data: DashboardData) -> str:
         ("multi-wave steps", f"{multi}" + (f" (max {max(waves)} waves)" if waves else "")),
         ("terminated", shown if terminated else "no"),
         ("ledger", "present" if data.ledgers is not None else "absent (only in steps.jsonl)"),
+        *run_modes(data),
     ]
     if len(ids) > MAX_POINTS:
         items.append(("drawing", f"downsampled to at most {MAX_POINTS:,} points per trace"))

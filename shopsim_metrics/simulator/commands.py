@@ -253,12 +253,11 @@ def _run_tune(zero: float, technical: float, args: argparse.Namespace, base: Any
               jobs: int, calibration: Any = None, bursts: Any = ()) -> Any:
     from shopsim_metrics.simulator.tune import tune
 
-    bar = None
-    if not args.json and sys.stderr.isatty():
-        from tqdm import tqdm
+    from shopsim_metrics.simulator.progress import Progress
+    from shopsim_metrics.simulator.tune import default_candidates
 
-        total = len(args.candidates) if args.candidates else None
-        bar = tqdm(total=total, unit="candidate", desc="simulating candidates", file=sys.stderr)
+    total = len(set(args.candidates)) if args.candidates else len(default_candidates(base.rollout_batch_size))
+    bar = Progress(total, unit="candidate", desc="simulating candidates")
     try:
         return tune(zero_std_rate=zero, technical_rate=technical, candidates=args.candidates, steps=args.steps,
                     seed=args.seed, base=base, targets=targets, source=source, jobs=jobs, calibration=calibration,
@@ -271,9 +270,9 @@ def _run_tune(zero: float, technical: float, args: argparse.Namespace, base: Any
 
 def _advance(bar: Any) -> None:
     """One candidate simulated; the candidates that widening adds grow the bar's total, never past it."""
-    if bar.total is not None and bar.n >= bar.total:
-        bar.total = bar.n + 1
-    bar.update(1)
+    if bar.done >= bar.total:
+        bar.grow(bar.done + 1)
+    bar.update()
 
 
 MAX_STEPS = 10_000_000

@@ -35,6 +35,7 @@ from typing import Iterator, TextIO
 
 from shopsim_metrics.step import contract
 from shopsim_metrics.step.records import StepRecord
+from shopsim_metrics.simulator.progress import Progress
 from shopsim_metrics.simulator.config import FailureBurst, SimConfig
 from shopsim_metrics.simulator.loop import SimulationResult, Simulator, StepOutcome
 from shopsim_metrics.simulator.skip_saving import SkipComparison
@@ -175,8 +176,7 @@ def run_demo(
                 if run is not None:
                     found["wandb"] = Path(run.dir).parent
             if bar is not None:
-                bar.set_postfix(waves=outcome.waves, accepted=len(outcome.judged_ids), refresh=False)
-                bar.update(1)
+                bar.update(waves=outcome.waves, accepted=len(outcome.judged_ids))
 
         try:
             tally = RunTally(planned_steps=steps)
@@ -242,12 +242,8 @@ def _progress_logging(enabled: bool) -> Iterator[None]:
         logger.propagate = propagate
 
 
-def _progress_bar(total: int, enabled: bool):  # -> tqdm | None
-    if not enabled:
-        return None
-    from tqdm import tqdm
-
-    return tqdm(total=total, unit="step", desc="simulated rollout steps", file=sys.stderr, dynamic_ncols=True)
+def _progress_bar(total: int, enabled: bool) -> Progress | None:
+    return Progress(total, unit="step", desc="simulated rollout steps") if enabled else None
 
 
 def _write_dashboard(source: Path, out_path: Path, stream: TextIO) -> Path | None:

@@ -194,6 +194,11 @@ def resolve_steps_files(path: str | os.PathLike) -> tuple[list[Path], str]:
     if path.is_dir():
         files = steps_files(path)
         if not files:
+            from shopsim_metrics.sinks.wandb_offline import find_wandb_offline_run
+
+            wandb_run = find_wandb_offline_run(path)
+            if wandb_run is not None:  # a W&B offline run directory: its history is read as the records
+                return [wandb_run], f"W&B offline run {wandb_run}"
             resolve_steps_path(path)  # raises: names the missing steps.jsonl
         return files, (str(files[0]) if len(files) == 1 else str(path / "steps*.jsonl"))
     return [resolve_steps_path(path)], str(path)
@@ -243,7 +248,21 @@ def iter_step_dicts(path: str | os.PathLike, report: ReadReport | None = None) -
 def _iter_records(files: list[Path], report: ReadReport) -> Iterator[tuple[dict[str, Any], bytes]]:
     """Every good record of ``files`` in order, with its line as read."""
     for file in files:
-        yield from _iter_file(file, report, prefix=f"{file.name} " if len(files) > 1 else "")
+        if file.is_dir():  # a W&B offline run (resolve_steps_files): one record per logged step
+            yield from _iter_wandb_run(file, report)
+        else:
+            yield from _iter_file(file, report, prefix=f"{file.name} " if len(files) > 1 else "")
+
+
+def _iter_wandb_run(run_dir: Path, report: ReadReport) -> Iterator[tuple[dict[str, Any], bytes]]:
+    """The steps a W&B offline run logged (``rollout/shopsim/<field>`` per ``rollout/step``) as records:
+    the scalar fields only (no decision ledger, no tables), a step per history row group."""
+    from shopsim_metrics.sinks.wandb_offline import history_to_steps, read_offline_run
+
+    for data in history_to_steps(read_offline_run(run_dir).history):
+        report.line_count += 1
+        report.record_count += 1
+        yield data, json.dumps(data, default=str).encode()
 
 
 def _iter_file(path: Path, report: ReadReport, *, prefix: str) -> Iterator[tuple[dict[str, Any], bytes]]:

@@ -1,0 +1,84 @@
+"""Progress of a long wait, with its total: a bar on a terminal, plain lines in a log (never ``\\r``).
+
+On a terminal it is tqdm's bar. Written to a file or a pipe (CI logs, ``2> log``), a bar's carriage
+returns would garble the log, so it prints a plain line at the start, at each quarter of the total and
+at the end instead.
+
+Example:
+    >>> import io
+    >>> log = io.StringIO()
+    >>> with Progress(4, unit="step", desc="simulated rollout steps", stream=log) as progress:
+    ...     for _ in range(4):
+    ...         progress.update()
+    >>> print(log.getvalue(), end="")
+    simulated rollout steps: 0/4 steps
+    simulated rollout steps: 1/4 steps
+    simulated rollout steps: 2/4 steps
+    simulated rollout steps: 3/4 steps
+    simulated rollout steps: 4/4 steps (done)
+    >>> "\\r" in log.getvalue()
+    False
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from typing import Any, TextIO
+
+
+class Progress:
+    """``update()`` once per unit done; ``grow()`` when the total turns out larger; a context manager."""
+
+    def __init__(self, total: int, *, unit: str, desc: str, stream: TextIO | None = None) -> None:
+        self.total, self.unit, self.desc = total, unit, desc
+        self.stream = stream or sys.stderr
+        self.done = 0
+        self._bar: Any = None
+        if _is_terminal(self.stream):
+            from tqdm import tqdm
+
+            self._bar = tqdm(total=total, unit=unit, desc=desc, file=self.stream, dynamic_ncols=True)
+        else:
+            self._line()
+
+    def update(self, **postfix: Any) -> None:
+        """One more unit done (``postfix``: figures the bar shows beside it)."""
+        self.done += 1
+        if self._bar is not None:
+            if postfix:
+                self._bar.set_postfix(refresh=False, **postfix)
+            self._bar.update(1)
+            return
+        quarter = max(1, math.ceil(self.total / 4))
+        if self.done % quarter == 0 and self.done < self.total:
+            self._line()
+
+    def grow(self, total: int) -> None:
+        """The wait has a larger total than announced (tune widening its candidates)."""
+        self.total = max(total, self.done)
+        if self._bar is not None:
+            self._bar.total = self.total
+            self._bar.refresh()
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+        else:
+            self._line(" (done)")
+
+    def __enter__(self) -> "Progress":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def _line(self, suffix: str = "") -> None:
+        print(f"{self.desc}: {self.done}/{self.total} {self.unit}s{suffix}", file=self.stream, flush=True)
+
+
+def _is_terminal(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
