@@ -228,9 +228,23 @@ def test_demo_fully_async_writes_the_records_and_the_dashboard(tmp_path, monkeyp
     from shopsim_metrics.sinks import read_steps
     from shopsim_metrics.step import contract
 
-    monkeypatch.setenv("WANDB_MODE", "disabled")
+    import wandb
+
+    for var, sub in (("WANDB_DIR", "dir"), ("WANDB_DATA_DIR", "data"), ("WANDB_CACHE_DIR", "cache"),
+                     ("WANDB_CONFIG_DIR", "config"), ("WANDB_ARTIFACT_DIR", "artifacts")):
+        (tmp_path / "wb" / sub).mkdir(parents=True)
+        monkeypatch.setenv(var, str(tmp_path / "wb" / sub))
+    for var, value in (("WANDB_MODE", "offline"), ("WANDB_SILENT", "true"), ("WANDB_CONSOLE", "off"),
+                       ("WANDB_DISABLE_GIT", "true"), ("WANDB_BASE_URL", "http://127.0.0.1:9")):
+        monkeypatch.setenv(var, value)
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
     out = tmp_path / "out"
-    assert main(["demo", "--rollout", "fully-async", "--out", str(out), "--steps", "8", "--no-progress"]) == 0
+    try:
+        assert main(["demo", "--rollout", "fully-async", "--out", str(out), "--steps", "8", "--no-progress"]) == 0
+    finally:
+        if wandb.run is not None:
+            wandb.run.finish()
+        wandb.teardown()  # the next W&B user starts from its own environment
     printed = capsys.readouterr().out
     records = read_steps(out / "run" / "steps.jsonl")
     assert [r.rollout_id for r in records] == list(range(8))
