@@ -173,11 +173,10 @@ def test_help_states_the_recommendation_rule_of_the_code(capsys):
 def test_the_progress_bar_grows_with_the_candidates_widening_adds() -> None:
     import io
 
-    from tqdm import tqdm
-
     from shopsim_metrics.simulator.commands import _advance
+    from shopsim_metrics.simulator.progress import Progress
 
-    bar = tqdm(total=5, file=io.StringIO())
+    bar = Progress(5, unit="candidate", desc="simulating candidates", stream=io.StringIO())
     for done in range(1, 8):  # 5 given candidates, then 2 added beyond an edge
         _advance(bar)
-        assert bar.n == done and bar.total == max(5, done)
+        assert bar.done == done and bar.total == max(5, done)
