@@ -155,7 +155,7 @@ def test_on_the_async_path_the_filter_needs_no_all_samples_hook_but_is_named_as_
 @pytest.mark.parametrize("changes, level, expected", [
     ({"--custom-rollout-log-function-path": None}, "error",
      "--custom-rollout-log-function-path: not set, but the rollout function is " + ASYNC_PATH),
-    ({"--rollout-sample-hook-path": None}, "warning", "--rollout-sample-hook-path: not set: the token fields"),
+    ({"--rollout-sample-hook-path": None}, "warning", "--rollout-sample-hook-path: not"),
     ({"--rollout-function-path": SLIME_ASYNC_PATH}, "error",
      f"--rollout-function-path: {SLIME_ASYNC_PATH} calls neither the filter nor the all-samples hook: nothing is filtered"),
     ({"--rollout-function-path": "shopsimrl.async_rollout.no_such_function"}, "error",

@@ -343,10 +343,7 @@ def _check_project_async(launch: argparse.Namespace, report: PreflightReport) ->
         report.problems.append(f"--custom-rollout-log-function-path: not set, but the rollout function is "
                                f"{ASYNC_ROLLOUT_PATH}: without it no step record is ever written (set it to "
                                f"{PROJECT_FILTER_MODULE}slime_runtime.{_PROJECT_HOOK_NAMES['--custom-rollout-log-function-path']})")
-    if not launch.rollout_sample_hook_path:
-        report.warnings.append(f"--rollout-sample-hook-path: not set: the token fields (total_token_count, "
-                               f"aborted_token_count, ...) stay null (set it to {PROJECT_FILTER_MODULE}"
-                               "slime_runtime.record_generated_sample)")
+    # a missing sample hook is warned about for every launch (the token fields stay null), this one included
     for flag in ("--dynamic-sampling-filter-path", "--rollout-all-samples-process-path"):
         if getattr(launch, _dest(flag)):
             report.warnings.append(f"{flag}: not called on the fully-async path ({ASYNC_ROLLOUT_PATH} judges and "
