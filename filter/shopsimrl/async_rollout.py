@@ -29,15 +29,12 @@ step each group was drawn (``carried_group_count``) and counts the groups the wo
 (``aborted_group_count``); the prompt-skipping data source works unchanged behind it (asked for one
 group at a time, it sizes no wave).
 
-Importing this module needs no slime; calling the rollout function does.
+Importing this module needs no slime; calling the rollout function does. The step's code (the draw
+log, the judged fill, the close) is in :mod:`shopsim_metrics.step.async_step`, with its examples.
 
 Example:
-    >>> from types import SimpleNamespace as S
-    >>> log = DrawLog(S(get_samples=lambda n: [[S(index=7)]], add_samples=lambda groups: None))
-    >>> log.begin(3)
-    >>> group = log.get_samples(1)[0]
-    >>> log.drawn_in(group)
-    3
+    >>> generate_rollout_fully_async.__module__
+    'shopsimrl.async_rollout'
 """
 
 from __future__ import annotations

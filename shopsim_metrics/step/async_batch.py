@@ -133,21 +133,31 @@ def oldest_weight_version(group: Any) -> int | None:
         True
     """
     oldest: int | None = None
+    for sample in group_samples(group):
+        try:
+            versions = list(getattr(sample, "weight_versions", None) or ())
+        except Exception:  # noqa: BLE001 - unreadable: no version
+            continue
+        for version in versions:
+            number = _whole(version)
+            if number is not None and (oldest is None or number < oldest):
+                oldest = number
+    return oldest
+
+
+def group_samples(group: Any) -> list[Any]:
+    """The samples of a group as slime hands it over (a list of samples, or of fan-out lists of them);
+    an unreadable group has none.
+
+    Example:
+        >>> group_samples([1, [2, 3]]), group_samples(None)
+        ([1, 2, 3], [])
+    """
     try:
         items = list(group)
-    except Exception:  # noqa: BLE001 - an unreadable group has no version
-        return None
-    for item in items:
-        for sample in (item if isinstance(item, (list, tuple)) else (item,)):
-            try:
-                versions = list(getattr(sample, "weight_versions", None) or ())
-            except Exception:  # noqa: BLE001 - unreadable: no version
-                continue
-            for version in versions:
-                number = _whole(version)
-                if number is not None and (oldest is None or number < oldest):
-                    oldest = number
-    return oldest
+    except Exception:  # noqa: BLE001 - an unreadable group has no samples
+        return []
+    return [sample for item in items for sample in (item if isinstance(item, (list, tuple)) else (item,))]
 
 
 def _whole(value: Any) -> int | None:

@@ -31,7 +31,8 @@ import threading
 from collections import Counter
 from typing import Any, Awaitable, Callable, Hashable
 
-from shopsim_metrics.step.async_batch import AsyncAdmission, StepBatch, fill_step_batch, oldest_weight_version
+from shopsim_metrics.step.async_batch import (AsyncAdmission, StepBatch, fill_step_batch, group_samples,
+                                              oldest_weight_version)
 
 logger = logging.getLogger("shopsim_metrics")
 
@@ -98,14 +99,9 @@ class DrawLog:
 def _sample_keys(group: Any) -> list[Hashable]:
     """A key per sample of ``group`` that survives generation: ``Sample.index`` (slime's running counter), else id()."""
     keys: list[Hashable] = []
-    try:
-        items = list(group)
-    except Exception:  # noqa: BLE001 - an unreadable group has no keys
-        return keys
-    for item in items:
-        for sample in (item if isinstance(item, (list, tuple)) else (item,)):
-            index = getattr(sample, "index", None)
-            keys.append(("index", index) if isinstance(index, int) and not isinstance(index, bool) else ("id", id(sample)))
+    for sample in group_samples(group):
+        index = getattr(sample, "index", None)
+        keys.append(("index", index) if isinstance(index, int) and not isinstance(index, bool) else ("id", id(sample)))
     return keys
 
 
