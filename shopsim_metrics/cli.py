@@ -62,7 +62,7 @@ def _version() -> str:
 
 
 def _inspect(args: argparse.Namespace) -> int:
-    from shopsim_metrics.sinks.steps_reader import read_step_columns
+    from shopsim_metrics.readers.steps import read_step_columns
     from shopsim_metrics.step.table import (STEP_TABLE_COLUMNS, STEP_TABLE_LEGEND, format_cost_headline, format_header,
                                             format_row)
 
@@ -97,7 +97,7 @@ def _inspect_json(path: str) -> int:
     """The winning record of each rollout_id as one JSON line, in file order (two streaming passes)."""
     from pathlib import Path
 
-    from shopsim_metrics.sinks.steps_reader import ReadReport, Winners, iter_step_dicts, resolve_steps_files
+    from shopsim_metrics.readers.steps import ReadReport, Winners, iter_step_dicts, resolve_steps_files
 
     report = ReadReport(Path(resolve_steps_files(path)[1]))
     winners = Winners()  # the latest write of each rollout_id, by the records' own order

@@ -38,7 +38,7 @@ from typing import Any
 
 from shopsim_metrics.prompts.skip_record import SkipTally
 from shopsim_metrics.prompts.value import PromptValueTracker
-from shopsim_metrics.sinks.steps_reader import NoStepRecords, ReadReport, Winners, iter_step_dicts
+from shopsim_metrics.readers.steps import NoStepRecords, ReadReport, Winners, iter_step_dicts
 from shopsim_metrics.step import contract as C
 from shopsim_metrics.step.records import StepRecord
 from shopsim_metrics.step.streak import TechnicalStreak
@@ -92,7 +92,7 @@ def restore(run_dir: str | os.PathLike, *, start_rollout_id: int, streak: Techni
 
 def _latest_lines(run_dir: Any, start_rollout_id: int, report: ReadReport) -> tuple[dict[int, int], str | None]:
     """The index (among good records, in file order) of the latest write of each ``rollout_id < s``,
-    by the records' own order (:func:`~shopsim_metrics.sinks.steps_reader.record_order`), and the run
+    by the records' own order (:func:`~shopsim_metrics.readers.steps.record_order`), and the run
     they belong to.
 
     The run resumed is the one that wrote last below ``s``; records of another run (a directory that

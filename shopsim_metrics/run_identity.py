@@ -2,7 +2,7 @@
 
 Every record carries the ``run_id`` of its run, the start of the process that wrote it
 (``process_started_at``) and that process's ``record_sequence``: the readers order writes by them
-(:func:`~shopsim_metrics.sinks.steps_reader.record_order`). A run's first process (``start_rollout_id``
+(:func:`~shopsim_metrics.readers.steps.record_order`). A run's first process (``start_rollout_id``
 0) makes a new ``run_id``; a resumed process (``--load``, ``start_rollout_id`` > 0) keeps the one
 its records carry. A fresh run whose directory already holds step records (another run's, or an
 earlier attempt's) is refused before its first step (:class:`RunDirInUse`): it never merges with them.
@@ -56,7 +56,7 @@ def existing_run(run_dir: str | os.PathLike) -> tuple[bool, str | None]:
     Reads at most :data:`FIRST_RECORD_LINES` lines of each records file; never raises for what they hold.
     """
     from shopsim_metrics.sinks.jsonl import steps_files
-    from shopsim_metrics.sinks.steps_reader import MAX_LINE_BYTES, parse_line, record_problem
+    from shopsim_metrics.readers.steps import MAX_LINE_BYTES, parse_line, record_problem
 
     try:
         files = steps_files(run_dir) if Path(run_dir).is_dir() else []

@@ -35,7 +35,7 @@ import slime.rollout.sglang_rollout as sr  # noqa: E402
 from slime.rollout import sample_hooks  # noqa: E402
 from slime.utils.types import Sample  # noqa: E402
 
-from shopsim_metrics.sinks import read_steps  # noqa: E402
+from shopsim_metrics.readers import read_steps  # noqa: E402
 from shopsimrl import slime_runtime  # noqa: E402
 
 N = 8

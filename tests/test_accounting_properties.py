@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 from shopsim_metrics.step.accounting import StepAccountant
 from shopsim_metrics.step.loop_state import ManualLoopState
 from shopsim_metrics.simulator.samples import SimSample
-from shopsim_metrics.sinks import JsonlSink, MemorySink, read_steps
+from shopsim_metrics.sinks import JsonlSink, MemorySink
+from shopsim_metrics.readers import read_steps
 from shopsimrl import slime_runtime
 from shopsim_metrics.judging.group_judgement import judge_group
 

@@ -8,7 +8,8 @@ import pytest
 from conftest import make_args, spread, technical
 
 from shopsim_metrics.errors import TechnicalFailureLimitExceeded
-from shopsim_metrics.sinks import MemorySink, read_steps
+from shopsim_metrics.sinks import MemorySink
+from shopsim_metrics.readers import read_steps
 from shopsimrl import slime_runtime
 
 

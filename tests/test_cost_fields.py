@@ -228,7 +228,7 @@ from tests.wandb_helpers import wandb_env  # noqa: E402,F401 - fixture
 
 
 def test_cost_keys_read_back_from_an_offline_wandb_run(wandb_env, tmp_path) -> None:  # noqa: F811
-    from shopsim_metrics.sinks.wandb_offline import find_run_dirs, read_offline_run
+    from shopsim_metrics.readers.wandb_offline import find_run_dirs, read_offline_run
 
     config = SimConfig(steps=4, seed=2, technical_rate=0.3, max_technical_streak=3)
     result = Simulator(config, sinks=None, extra_args={"shopsim_run_dir": str(tmp_path / "run")}).run()

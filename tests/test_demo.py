@@ -13,8 +13,8 @@ from shopsim_metrics.step import contract
 from shopsim_metrics.cli import main
 from shopsim_metrics.dashboards.spec import dashboard_spec
 from shopsim_metrics.simulator.demo import _demo_environment, demo_config
-from shopsim_metrics.sinks import read_steps
-from shopsim_metrics.sinks.wandb_offline import find_run_dirs, read_offline_run
+from shopsim_metrics.readers import read_steps
+from shopsim_metrics.readers.wandb_offline import find_run_dirs, read_offline_run
 from shopsim_metrics import monitor as runtime_module
 
 STEPS = 16

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from conftest import fifo_batches, run_scripted_step, spread, technical, zero
 
-from shopsim_metrics.sinks import read_steps
+from shopsim_metrics.readers import read_steps
 from shopsim_metrics.errors import TechnicalFailureLimitExceeded
 
 

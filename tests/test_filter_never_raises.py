@@ -292,7 +292,8 @@ def test_fuzz_of_ten_thousand_groups_raises_nothing_but_the_termination():
 
 
 def test_huge_rewards_keep_every_mean_finite_in_the_step_and_the_ledger(tmp_path):
-    from shopsim_metrics.sinks import JsonlSink, read_steps
+    from shopsim_metrics.sinks import JsonlSink
+    from shopsim_metrics.readers import read_steps
 
     memory = MemorySink()
     state = ManualLoopState(source="huge")

@@ -13,7 +13,8 @@ import pytest
 from conftest import make_args, spread, technical, zero
 
 from shopsim_metrics.simulator.samples import SimSample
-from shopsim_metrics.sinks import MemorySink, read_steps
+from shopsim_metrics.sinks import MemorySink
+from shopsim_metrics.readers import read_steps
 from shopsimrl import slime_runtime
 from shopsimrl.slime_bridge import SlimeLoopState
 
@@ -355,7 +356,7 @@ def test_the_three_hooks_run_without_the_cli_dependencies(tmp_path):
 def test_the_three_hooks_log_to_wandb_with_only_slimes_requirements(tmp_path):
     """Python without site-packages, then only numpy, pyyaml and wandb (with their requirements) and the
     project's source on the path: three steps through the three hooks, logged to an offline W&B run."""
-    from shopsim_metrics.sinks.wandb_offline import find_run_dirs, read_offline_run
+    from shopsim_metrics.readers.wandb_offline import find_run_dirs, read_offline_run
 
     image = _slime_image_path(tmp_path / "image")
     assert not any((image / name).exists() for name in CLI_ONLY)

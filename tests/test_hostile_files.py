@@ -198,7 +198,7 @@ def test_wandb_without_an_api_key_says_how_to_log_in_or_dry_run(tmp_path: Path) 
 
 @pytest.mark.parametrize("content", [b"[" * 100_000, b'{"rollout_id": 0}\n' + b"{" * 50_000])
 def test_read_steps_never_raises_recursion_error(tmp_path: Path, content: bytes) -> None:
-    from shopsim_metrics.sinks.steps_reader import NoStepRecords, read_step_columns
+    from shopsim_metrics.readers.steps import NoStepRecords, read_step_columns
 
     (tmp_path / "steps.jsonl").write_bytes(content)
     try:
@@ -218,7 +218,7 @@ def test_read_steps_never_raises_recursion_error(tmp_path: Path, content: bytes)
     b'[1e1234567890123456789]',
 ])
 def test_lines_are_read_as_json_loads_reads_them(line: bytes) -> None:
-    from shopsim_metrics.sinks import steps_reader
+    from shopsim_metrics.readers import steps as steps_reader
 
     expected = json.loads(line)
     assert repr(steps_reader.parse_line(line)) == repr(expected)

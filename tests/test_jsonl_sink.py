@@ -13,7 +13,8 @@ from hypothesis import given, settings as hsettings, strategies as st
 
 from shopsim_metrics.step import contract
 from shopsim_metrics.step.records import DecisionRow, StepRecord
-from shopsim_metrics.sinks import JsonlSink, read_steps
+from shopsim_metrics.sinks import JsonlSink
+from shopsim_metrics.readers import read_steps
 from tests.wandb_helpers import make_record
 
 

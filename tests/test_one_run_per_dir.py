@@ -13,8 +13,8 @@ from hypothesis import given, settings, strategies as st
 
 from shopsim_metrics.resume import restore
 from shopsim_metrics.run_identity import RunDirInUse
-from shopsim_metrics.sinks import read_steps
-from shopsim_metrics.sinks.steps_reader import Winners, read_step_columns
+from shopsim_metrics.readers import read_steps
+from shopsim_metrics.readers.steps import Winners, read_step_columns
 from shopsim_metrics.step.streak import TechnicalStreak
 from shopsimrl import slime_runtime
 

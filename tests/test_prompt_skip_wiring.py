@@ -138,7 +138,7 @@ def test_the_skips_reach_the_records_file_and_a_wandb_table(tmp_path, wandb_env)
 
     import wandb
 
-    from shopsim_metrics.sinks.wandb_offline import read_offline_run
+    from shopsim_metrics.readers.wandb_offline import read_offline_run
     from shopsim_metrics.sinks.wandb_sink import SKIPPED_PROMPTS_KEY
     from shopsim_metrics.step import contract
 

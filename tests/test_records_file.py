@@ -24,7 +24,8 @@ from hypothesis import given, settings as hsettings, strategies as st
 from shopsim_metrics.step import contract
 from shopsim_metrics.step.json_values import json_native, json_native_fields
 from shopsim_metrics.step.records import DecisionRow, StepRecord
-from shopsim_metrics.sinks import JsonlSink, read_steps, steps_files
+from shopsim_metrics.sinks import JsonlSink, steps_files
+from shopsim_metrics.readers import read_steps
 from shopsim_metrics.sinks.jsonl import record_line
 from shopsim_metrics.sinks.line_file import sibling_path
 from tests.wandb_helpers import make_record
@@ -674,7 +675,7 @@ _json_texts = st.recursive(
 @given(text=st.one_of(_json_texts, st.text(max_size=12), st.binary(max_size=12).map(lambda b: b.decode("latin-1"))),
        encoding=st.sampled_from(["utf-8", "utf-16"]))
 def test_the_readers_parse_a_line_exactly_as_json_loads_does(text: str, encoding: str) -> None:
-    from shopsim_metrics.sinks.steps_reader import parse_line
+    from shopsim_metrics.readers.steps import parse_line
 
     raw = text.encode(encoding, "surrogatepass")
     try:

@@ -12,9 +12,9 @@ import pytest
 
 from shopsim_metrics.step.loop_state import ManualLoopState
 from shopsim_metrics.simulator.samples import SimSample
-from shopsim_metrics.sinks import read_steps
+from shopsim_metrics.readers import read_steps
 from shopsim_metrics.sinks.factory import SUMMARY_HOST, SUMMARY_RUN_DIR
-from shopsim_metrics.sinks.wandb_offline import find_run_dirs, read_offline_run
+from shopsim_metrics.readers.wandb_offline import find_run_dirs, read_offline_run
 from shopsimrl import slime_runtime
 from tests.wandb_helpers import wandb_env  # noqa: F401 - fixture
 

@@ -89,7 +89,7 @@ def slime(tmp_path_factory):
 def _records(path) -> list[dict]:
     """The records of a ``steps.jsonl`` or of a run directory, read by the project's reader (latest
     record of each ``rollout_id``), as the JSON objects the file holds."""
-    from shopsim_metrics.sinks import read_steps
+    from shopsim_metrics.readers import read_steps
 
     return [record.to_dict() for record in read_steps(path)]
 
@@ -104,7 +104,7 @@ def _trained_group_indices(samples: list[dict]) -> list[int]:
 
 def _shopsim_history(run) -> tuple[object, list[dict]]:
     """The offline W&B run holding the project's rows (the RolloutManager's secondary run), and its rows."""
-    from shopsim_metrics.sinks.wandb_offline import find_run_dirs, read_offline_run
+    from shopsim_metrics.readers.wandb_offline import find_run_dirs, read_offline_run
 
     found = []
     for run_dir in find_run_dirs(run.wandb_dir):

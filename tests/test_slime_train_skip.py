@@ -188,7 +188,7 @@ def test_skips_follow_the_rule_on_the_monitors_history(records):
 
 
 def test_skips_reach_wandb(run, records):
-    from shopsim_metrics.sinks.wandb_offline import find_run_dirs, read_offline_run
+    from shopsim_metrics.readers.wandb_offline import find_run_dirs, read_offline_run
 
     rows = {}
     tables = []

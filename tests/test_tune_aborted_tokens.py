@@ -18,7 +18,7 @@ from shopsim_metrics.simulator.latency import LatencyCompletions, LatencyModel, 
 from shopsim_metrics.simulator.tokens import TokenModel, tokens_generated_by
 from shopsim_metrics.simulator.tune import TUNING_LIMIT, TuneTargets, tune
 from shopsim_metrics.sinks import JsonlSink
-from shopsim_metrics.sinks.steps_reader import read_steps
+from shopsim_metrics.readers.steps import read_steps
 
 lengths_strategy = st.lists(st.integers(min_value=1, max_value=8192), min_size=1, max_size=16)
 shares = st.floats(min_value=0.0, max_value=1.0, allow_nan=False)

@@ -17,7 +17,7 @@ from shopsim_metrics.simulator.calibration import calibrate, judged_tokens_per_r
 from shopsim_metrics.simulator.tokens import TokenModel
 from shopsim_metrics.simulator.tune import TUNING_LIMIT, CandidateResult, TuneTargets, recommend, tune
 from shopsim_metrics.sinks import JsonlSink
-from shopsim_metrics.sinks.steps_reader import read_steps
+from shopsim_metrics.readers.steps import read_steps
 
 # the run being calibrated: lengths and time per token the tuner does not know
 TRUE = SimConfig(zero_std_rate=0.3, technical_rate=0.02, over_sampling_batch_size=48, steps=150, seed=1,
@@ -163,7 +163,7 @@ def test_a_records_file_is_read_in_one_streaming_pass_to_what_its_records_give(r
 
 def test_tune_from_reads_the_records_once_for_the_rates_and_the_cost(run_records, monkeypatch, capsys):
     """One streaming pass gives what the two separate reads give; the command makes only that pass."""
-    import shopsim_metrics.sinks.steps_reader as steps_reader
+    import shopsim_metrics.readers.steps as steps_reader
     from shopsim_metrics.simulator.calibration import read_observed_cost
     from shopsim_metrics.simulator.tune import measured_rates, measured_rates_and_cost
 

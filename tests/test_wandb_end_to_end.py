@@ -11,9 +11,9 @@ import pytest
 from conftest import fifo_batches, make_args, run_scripted_step, scripted_loop, spread, technical, zero
 from shopsim_metrics.step import contract
 from shopsim_metrics.step.loop_state import ManualLoopState
-from shopsim_metrics.sinks import read_steps
+from shopsim_metrics.readers import read_steps
 from shopsim_metrics.sinks.wandb_sink import DECISIONS_KEY, PROMPTS_KEY, record_scalars
-from shopsim_metrics.sinks.wandb_offline import find_run_dirs, read_offline_run
+from shopsim_metrics.readers.wandb_offline import find_run_dirs, read_offline_run
 from shopsim_metrics.errors import TechnicalFailureLimitExceeded
 from tests.wandb_helpers import wandb_env  # noqa: F401 - fixture
 

@@ -9,7 +9,7 @@ import pytest
 
 from shopsim_metrics.step import contract
 from shopsim_metrics.sinks.wandb_sink import WandbSink
-from shopsim_metrics.sinks.wandb_offline import find_run_dirs, find_wandb_file, read_offline_run
+from shopsim_metrics.readers.wandb_offline import find_run_dirs, find_wandb_file, read_offline_run
 from tests.wandb_helpers import make_record, wandb_env  # noqa: F401 - fixture
 
 
@@ -75,7 +75,7 @@ def _table_json(rows: int) -> str:
 def test_table_paths_outside_the_run_directory_are_refused(tmp_path, caplog) -> None:
     import logging
 
-    from shopsim_metrics.sinks.wandb_offline import _assemble
+    from shopsim_metrics.readers.wandb_offline import _assemble
 
     secret = tmp_path / "secret.json"
     secret.write_text(_table_json(5))
@@ -97,7 +97,7 @@ def test_table_paths_outside_the_run_directory_are_refused(tmp_path, caplog) -> 
 
 
 def test_a_transaction_log_linked_from_outside_is_not_read(tmp_path) -> None:
-    from shopsim_metrics.sinks.wandb_offline import find_wandb_file
+    from shopsim_metrics.readers.wandb_offline import find_wandb_file
 
     outside = tmp_path / "elsewhere.wandb"
     outside.write_bytes(b":W&B")

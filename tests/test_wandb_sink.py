@@ -15,7 +15,8 @@ from hypothesis import given, settings as hsettings, strategies as st
 from shopsim_metrics.step import contract
 from shopsim_metrics.step.alerts import Alert
 from shopsim_metrics.step.records import StepRecord
-from shopsim_metrics.sinks import JsonlSink, SinkSet, read_steps
+from shopsim_metrics.sinks import JsonlSink, SinkSet
+from shopsim_metrics.readers import read_steps
 from shopsim_metrics.sinks.factory import build_sinks
 from shopsim_metrics.sinks.wandb_sink import (
     DECISIONS_KEY,
@@ -26,7 +27,7 @@ from shopsim_metrics.sinks.wandb_sink import (
     table_due,
     wandb_step,
 )
-from shopsim_metrics.sinks.wandb_offline import find_run_dirs, read_offline_run
+from shopsim_metrics.readers.wandb_offline import find_run_dirs, read_offline_run
 from shopsim_metrics.settings import ShopsimSettings
 from tests.wandb_helpers import make_record, wandb_env  # noqa: F401 - fixture
 
@@ -44,7 +45,7 @@ def _run_dir(sink: WandbSink) -> Path:
 # --- lazy import ---------------------------------------------------------------------------------
 def test_importing_the_hooks_does_not_import_wandb() -> None:
     modules = ["shopsimrl", "shopsim_metrics.settings", "shopsim_metrics.sinks", "shopsim_metrics.sinks.factory",
-               "shopsim_metrics.sinks.wandb_sink", "shopsim_metrics.sinks.wandb_offline"]
+               "shopsim_metrics.sinks.wandb_sink", "shopsim_metrics.readers.wandb_offline"]
     if importlib.util.find_spec("shopsimrl.slime_runtime") is not None:
         modules.insert(0, "shopsimrl.slime_runtime")
     code = "import sys\n" + "".join(f"import {m}\n" for m in modules) + "print('wandb' in sys.modules)"

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from shopsim_metrics.judging.group_judgement import GroupJudgement
-from shopsim_metrics.sinks import JsonlSink, read_steps
+from shopsim_metrics.sinks import JsonlSink
+from shopsim_metrics.readers import read_steps
 from shopsim_metrics.step.accounting import StepAccountant
 
 

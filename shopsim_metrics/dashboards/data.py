@@ -1,7 +1,7 @@
 """What the renderers draw from: per-step rows and per-step ledgers, loaded from any source.
 
 Sources: a list of :class:`~shopsim_metrics.step.records.StepRecord`, a ``steps.jsonl`` file, a run
-directory holding one, or a W&B offline run (read with :mod:`shopsim_metrics.sinks.wandb_offline`).
+directory holding one, or a W&B offline run (read with :mod:`shopsim_metrics.readers.wandb_offline`).
 A W&B history carries the per-step keys only; the decision ledger lives in ``steps.jsonl``, so
 :attr:`DashboardData.ledger_note` then says where to find it.
 
@@ -23,7 +23,7 @@ from typing import Any, Iterable
 
 from shopsim_metrics.step import contract
 from shopsim_metrics.step.records import StepRecord
-from shopsim_metrics.sinks.wandb_offline import find_wandb_offline_run, history_to_steps  # noqa: F401 - re-exported
+from shopsim_metrics.readers.wandb_offline import find_wandb_offline_run, history_to_steps  # noqa: F401 - re-exported
 
 class DashboardData:
     """Per-step columns (contract names, plus ``rollout_id`` and the knobs) and the ledgers of some steps.
@@ -187,7 +187,7 @@ class LedgerKeeper:
 
     def ledgers(self) -> dict[int, list[dict[str, Any]]]:
         """The kept ledgers by step, rows in judgement order."""
-        from shopsim_metrics.sinks.steps_reader import parse_line
+        from shopsim_metrics.readers.steps import parse_line
 
         return {step: sorted(parse_line(line)["decisions"], key=lambda d: _number(d.get("order")))
                 for step, line in self._lines.items()}
@@ -249,7 +249,7 @@ def _has_steps_files(run_dir: Path) -> bool:
 
 def _from_steps_file(path: Path, ledger_step: int | None = None) -> DashboardData:
     """Stream a records file, or every records file of a run directory, into columns and kept ledgers."""
-    from shopsim_metrics.sinks.steps_reader import read_step_columns
+    from shopsim_metrics.readers.steps import read_step_columns
 
     keeper = LedgerKeeper(wanted=ledger_step)
     table = read_step_columns(path, keep_ledger=keeper)
@@ -262,10 +262,10 @@ def _from_steps_file(path: Path, ledger_step: int | None = None) -> DashboardDat
 def from_wandb_offline_run(run_dir: str | os.PathLike) -> DashboardData:
     """Rows from a W&B offline run's history (``rollout/shopsim/<name>`` against ``rollout/step``)."""
     try:
-        from shopsim_metrics.sinks.wandb_offline import read_offline_run
+        from shopsim_metrics.readers.wandb_offline import read_offline_run
     except ImportError as exc:  # pragma: no cover - depends on the W&B helper module being present
         raise RuntimeError(
-            "reading a W&B offline run needs shopsim_metrics.sinks.wandb_offline (read_offline_run); "
+            "reading a W&B offline run needs shopsim_metrics.readers.wandb_offline (read_offline_run); "
             f"it could not be imported ({exc}). Pass the run's steps.jsonl instead."
         ) from exc
     run = read_offline_run(run_dir)

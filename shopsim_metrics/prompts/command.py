@@ -92,7 +92,7 @@ def _positive(value: str, name: str) -> int:
 
 
 def run_prompts(args: argparse.Namespace) -> int:
-    from shopsim_metrics.sinks.steps_reader import read_steps
+    from shopsim_metrics.readers.steps import read_steps
 
     top = _positive(args.top, "--top")
     min_visits = _positive(args.min_visits, "--min-visits")

@@ -135,7 +135,7 @@ COST_COLUMNS = ("rollout_id", "terminated", "rollout_seconds")
 
 
 class LedgerTokens:
-    """A ``keep_ledger`` callback of :func:`~shopsim_metrics.sinks.steps_reader.read_step_columns`: per step,
+    """A ``keep_ledger`` callback of :func:`~shopsim_metrics.readers.steps.read_step_columns`: per step,
     the tokens, rollouts and groups of its ledger rows with tokens (the latest record of a step wins); a few
     numbers per step are held, never the ledgers, so a run of any length fits in memory."""
 
@@ -158,7 +158,7 @@ class LedgerTokens:
 def read_observed_cost(path: str | os.PathLike) -> ObservedCost:
     """:meth:`ObservedCost.of_records` of a ``steps.jsonl`` (or its run directory) in one streaming pass,
     by the rules of the records file (the latest record of a step wins)."""
-    from shopsim_metrics.sinks.steps_reader import read_step_columns
+    from shopsim_metrics.readers.steps import read_step_columns
 
     tokens = LedgerTokens()
     return tokens.observed(read_step_columns(path, names=COST_COLUMNS, keep_ledger=tokens, warn=False))

@@ -185,7 +185,7 @@ def measured_rates(path: str | os.PathLike) -> MeasuredRates:
     ``path`` is a ``steps.jsonl`` or the run directory holding it. The knobs in force are taken from
     the last record (so ``tune --from`` simulates the run's own batch sizes unless told otherwise).
     """
-    from shopsim_metrics.sinks.steps_reader import read_step_columns
+    from shopsim_metrics.readers.steps import read_step_columns
 
     return rates_of(read_step_columns(path, names=RATE_COLUMNS), path)
 
@@ -193,7 +193,7 @@ def measured_rates(path: str | os.PathLike) -> MeasuredRates:
 def measured_rates_and_cost(path: str | os.PathLike) -> tuple[MeasuredRates, ObservedCost]:
     """:func:`measured_rates` and :func:`~.calibration.read_observed_cost` of a run in ONE pass over its
     records (what ``tune --from`` reads: a big file is read once)."""
-    from shopsim_metrics.sinks.steps_reader import read_step_columns
+    from shopsim_metrics.readers.steps import read_step_columns
 
     tokens = LedgerTokens()
     names = RATE_COLUMNS + tuple(name for name in COST_COLUMNS if name not in RATE_COLUMNS)

@@ -12,7 +12,7 @@ step's line survives a crash. The rules of the file (see docs/training_monitorin
   when it recovers (with the number of steps held back and written late); :meth:`JsonlSink.close`
   gives held-back records a last try and logs an error naming any that are lost.
 
-:func:`shopsim_metrics.sinks.steps_reader.read_steps` reads it back by the rules of the records file (bad
+:func:`shopsim_metrics.readers.steps.read_steps` reads it back by the rules of the records file (bad
 lines skipped and counted, the latest record of each ``rollout_id`` wins).
 
 Example:
@@ -21,7 +21,7 @@ Example:
     >>> d = pathlib.Path(tempfile.mkdtemp())
     >>> sink = JsonlSink(d)
     >>> sink.emit(StepRecord(rollout_id=0)); sink.emit(StepRecord(rollout_id=1))
-    >>> from shopsim_metrics.sinks.steps_reader import read_steps
+    >>> from shopsim_metrics.readers.steps import read_steps
     >>> [r.rollout_id for r in read_steps(d / "steps.jsonl")]
     [0, 1]
 """
@@ -170,7 +170,7 @@ class JsonlSink(StepSink):
 
 def steps_files(run_dir: str | os.PathLike) -> list[Path]:
     """Every records file of a run directory: ``steps.jsonl`` and the ``steps.<suffix>.jsonl`` files a
-    second writer leaves beside it, oldest modification first (so later files win in :func:`~shopsim_metrics.sinks.steps_reader.read_steps`).
+    second writer leaves beside it, oldest modification first (so later files win in :func:`~shopsim_metrics.readers.steps.read_steps`).
     Symbolic links are left out, as the writer never follows them.
 
     >>> import tempfile, pathlib

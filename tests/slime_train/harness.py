@@ -445,7 +445,7 @@ def one_train_run(work: Path, name: str, num_rollout: int, *, server_args: tuple
 def finished_records(run: TrainRun, num_rollout: int) -> list[dict]:
     """The records the run left in its ``steps.jsonl``, as dicts; asserts train.py ended well and every
     step ``0 .. num_rollout - 1`` has its record."""
-    from shopsim_metrics.sinks import read_steps
+    from shopsim_metrics.readers import read_steps
 
     assert run.returncode == 0, f"train.py exited with {run.returncode}; last output:\n{run.output[-4000:]}"
     found = [record.to_dict() for record in read_steps(run.records_at_end / "steps.jsonl")]

@@ -194,7 +194,7 @@ def resolve_steps_files(path: str | os.PathLike) -> tuple[list[Path], str]:
     if path.is_dir():
         files = steps_files(path)
         if not files:
-            from shopsim_metrics.sinks.wandb_offline import find_wandb_offline_run
+            from shopsim_metrics.readers.wandb_offline import find_wandb_offline_run
 
             wandb_run = find_wandb_offline_run(path)
             if wandb_run is not None:  # a W&B offline run directory: its history is read as the records
@@ -257,7 +257,7 @@ def _iter_records(files: list[Path], report: ReadReport) -> Iterator[tuple[dict[
 def _iter_wandb_run(run_dir: Path, report: ReadReport) -> Iterator[tuple[dict[str, Any], bytes]]:
     """The steps a W&B offline run logged (``rollout/shopsim/<field>`` per ``rollout/step``) as records:
     the scalar fields only (no decision ledger, no tables), a step per history row group."""
-    from shopsim_metrics.sinks.wandb_offline import history_to_steps, read_offline_run
+    from shopsim_metrics.readers.wandb_offline import history_to_steps, read_offline_run
 
     for data in history_to_steps(read_offline_run(run_dir).history):
         report.line_count += 1
