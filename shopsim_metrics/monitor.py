@@ -422,10 +422,13 @@ class ShopsimRuntime:
         self.accountant.tokens.observe(sample, step)
 
     # --- the all-samples hook's side ----------------------------------------------------------
-    def close_step(self, all_groups: list) -> StepRecord | None:
-        """Close the open step with ``success_rate`` / ``reward_mean`` over every completed group."""
+    def close_step(self, all_groups: list | None) -> StepRecord | None:
+        """Close the open step with ``success_rate`` / ``reward_mean`` over every completed group
+        (``None``: slime's groups could not be read; the step closes with the ledger's own figures)."""
         if self.accountant is None:
             return None
+        if all_groups is None:
+            return self.accountant.close_step()
         stats = GenerationStats()
         judged = self.accountant.open_judgements()  # the filter's own judgement of this very group object
         for group in all_groups:

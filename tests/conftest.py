@@ -3,6 +3,7 @@ groups and completion orders, wired to the real hooks."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -19,6 +20,7 @@ from shopsimrl import slime_runtime
 # run by test_slime_integration.py in a subprocess with SLIME_SRC set, and the harness that
 # test_slime_train.py runs slime's own train.py with (processes and plugins, not tests): not collected
 collect_ignore = ["slime_real_loop_check.py", "slime_train"]
+sys.path.insert(0, str(Path(__file__).resolve().parent / "slime_train"))  # `import harness` in the train.py tests
 
 
 def make_args(**overrides) -> SimpleNamespace:

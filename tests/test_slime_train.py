@@ -21,17 +21,14 @@ steps are reproducible, and a resumed run can be compared with an unbroken one f
 
 from __future__ import annotations
 
-import json
 import math
 import sys
-from pathlib import Path
 
 import pytest
 
-HERE = Path(__file__).resolve().parent
-HARNESS = HERE / "slime_train"
-sys.path.insert(0, str(HARNESS))
-import harness  # noqa: E402  (tests/slime_train is not a package: pytest must not collect it)
+from shopsim_metrics.run_identity import WRITER_FIELDS
+
+import harness  # tests/slime_train, put on the path by conftest.py (not a package: never collected)
 
 SLIME_SRC, MEGATRON_SRC = harness.SLIME_SRC, harness.MEGATRON_SRC
 pytestmark = harness.pytest_marks(timeout=900)
@@ -43,7 +40,14 @@ FIRST_STEPS = 3  # the first run, and where the resumed run starts
 ALL_STEPS = 5  # the resumed run and the unbroken run end here
 PREFIX = "rollout/shopsim/"
 TIMING_SUFFIXES = ("_seconds", "_time_fraction")
-PROMPTS = [json.loads(line) for line in (HARNESS / "dataset.jsonl").read_text().splitlines() if line.strip()]
+# the fake engine makes tokens over time: what an aborted request had made when slime aborted it, and the
+# figures built on it, follow the wall clock as the timings do (generated_token_count, the judged groups'
+# tokens, does not)
+CLOCK_TOKEN_FIELDS = ("total_token_count", "aborted_token_count", "total_wasted_token_fraction",
+                      "tokens_per_informative_group")
+# who wrote a record: another process, another run (record_sequence counts per writing process)
+WRITER_KEYS = (*WRITER_FIELDS, "record_sequence")
+PROMPTS = harness.dataset_rows()
 
 
 @pytest.fixture(scope="module")
@@ -266,7 +270,8 @@ def test_end_of_run_prompts_table_reaches_wandb(slime):
 
 # --- resuming from slime's checkpoint ---------------------------------------------------------------
 def _without_timing(record: dict) -> dict:
-    kept = {k: v for k, v in record.items() if not k.endswith(TIMING_SUFFIXES)}
+    kept = {k: v for k, v in record.items()
+            if not k.endswith(TIMING_SUFFIXES) and k not in CLOCK_TOKEN_FIELDS and k not in WRITER_KEYS}
     kept["decisions"] = [{k: v for k, v in row.items() if k != "judged_at"} for row in record["decisions"]]
     return kept
 

@@ -24,17 +24,11 @@ Skipped unless ``SLIME_SRC`` and ``MEGATRON_SRC`` are set (see ``test_slime_trai
 
 from __future__ import annotations
 
-import json
-import sys
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
-HERE = Path(__file__).resolve().parent
-HARNESS = HERE / "slime_train"
-sys.path.insert(0, str(HARNESS))
-import harness  # noqa: E402  (tests/slime_train is not a package: pytest must not collect it)
+import harness  # tests/slime_train, put on the path by conftest.py (not a package: never collected)
 
 SLIME_SRC, MEGATRON_SRC = harness.SLIME_SRC, harness.MEGATRON_SRC
 pytestmark = harness.pytest_marks(timeout=600)
@@ -45,7 +39,7 @@ POOL = 4  # --sglang-server-concurrency x one engine: groups in flight
 STEPS = 6
 ZERO_STD_LIMIT = 1
 SETTINGS = {"shopsim_async_zero_std_drop_limit": ZERO_STD_LIMIT, "shopsim_max_consecutive_failed_groups": 8}
-PROMPTS = [json.loads(line) for line in (HARNESS / "dataset.jsonl").read_text().splitlines() if line.strip()]
+PROMPTS = harness.dataset_rows()
 KIND = {row["metadata"]["prompt_id"]: row["metadata"]["reward_kind"] for row in PROMPTS}
 
 

@@ -27,16 +27,11 @@ skip). Skipped unless ``SLIME_SRC`` and ``MEGATRON_SRC`` are set (see ``test_sli
 from __future__ import annotations
 
 import json
-import sys
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
-HERE = Path(__file__).resolve().parent
-HARNESS = HERE / "slime_train"
-sys.path.insert(0, str(HARNESS))
-import harness  # noqa: E402  (tests/slime_train is not a package: pytest must not collect it)
+import harness  # tests/slime_train, put on the path by conftest.py (not a package: never collected)
 
 SLIME_SRC, MEGATRON_SRC = harness.SLIME_SRC, harness.MEGATRON_SRC
 pytestmark = harness.pytest_marks(timeout=600)
@@ -56,7 +51,7 @@ SKIP_SETTINGS = {
     "shopsim_prompt_skip_floor": FLOOR,
 }
 PREFIX = "rollout/shopsim/"
-PROMPTS = [json.loads(line) for line in (HARNESS / "dataset.jsonl").read_text().splitlines() if line.strip()]
+PROMPTS = harness.dataset_rows()
 KEYS = [row["metadata"]["prompt_id"] for row in PROMPTS]
 KIND_OF = {row["metadata"]["prompt_id"]: row["metadata"]["reward_kind"] for row in PROMPTS}
 ZERO_STD_VERDICT = {"all_pass": "zero_std_all_pass", "all_fail": "zero_std_all_fail"}

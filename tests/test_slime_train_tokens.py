@@ -19,15 +19,9 @@ Skipped unless ``SLIME_SRC`` and ``MEGATRON_SRC`` are set (see ``test_slime_trai
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 
-HERE = Path(__file__).resolve().parent
-HARNESS = HERE / "slime_train"
-sys.path.insert(0, str(HARNESS))
-import harness  # noqa: E402  (tests/slime_train is not a package: pytest must not collect it)
+import harness  # tests/slime_train, put on the path by conftest.py (not a package: never collected)
 
 SLIME_SRC, MEGATRON_SRC = harness.SLIME_SRC, harness.MEGATRON_SRC
 pytestmark = harness.pytest_marks(timeout=600)

@@ -100,11 +100,7 @@ def record_all_samples(args: Any, all_groups: list, data_source: Any) -> None:
             pass
         runtime = get_runtime(args)
         with runtime.own_time():
-            if groups is None:
-                if runtime.accountant is not None:
-                    runtime.accountant.close_step()
-            else:
-                runtime.close_step(groups)
+            runtime.close_step(groups)
     except ShopsimConfigError:
         raise  # a bad config is refused at the first hook call, before the first step
     except Exception:  # noqa: BLE001 - monitoring never stops training

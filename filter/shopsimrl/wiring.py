@@ -15,24 +15,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from shopsim_metrics.step.contract import FILTER_PATH
+from shopsim_metrics.step.contract import ASYNC_ROLLOUT_PATH, FILTER_PATH, SLIME_ASYNC_ROLLOUT_PATH
 
 DEFAULT_ROLLOUT_FUNCTION = "slime.rollout.sglang_rollout.generate_rollout"
 """The only rollout function of slime that calls the dynamic-sampling filter and the all-samples hook."""
 
-SLIME_FULLY_ASYNC_FUNCTION = "slime.rollout.fully_async_rollout.generate_rollout_fully_async"
-"""slime's own fully-async rollout function: it judges nothing (docs §3.8)."""
-FULLY_ASYNC_FUNCTION = "shopsimrl.async_rollout.generate_rollout_fully_async"
-"""The project's fully-async rollout function: slime's worker, every finished group judged."""
 
 
 def no_judgement_warning(args: Any, rollout_id: int) -> str:
     """The warning for a step that ended with no judged group, naming the likely cause."""
     filter_path = getattr(args, "dynamic_sampling_filter_path", None)
     rollout_function = getattr(args, "rollout_function_path", None)
-    if rollout_function == SLIME_FULLY_ASYNC_FUNCTION:
+    if rollout_function == SLIME_ASYNC_ROLLOUT_PATH:
         cause = (f"the rollout function {rollout_function} does not call the filter nor the all-samples hook; "
-                 f"set --rollout-function-path {FULLY_ASYNC_FUNCTION} to judge every group on that path "
+                 f"set --rollout-function-path {ASYNC_ROLLOUT_PATH} to judge every group on that path "
                  "(docs/training_monitoring.md §3.8)")
     elif not filter_path:
         cause = f"--dynamic-sampling-filter-path is not set (set it to {FILTER_PATH})"

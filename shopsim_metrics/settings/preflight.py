@@ -39,7 +39,7 @@ from typing import Any
 from shopsim_metrics.settings import DEFAULT_RUN_DIR, SAVE_SUBDIR
 from shopsim_metrics.settings.check import check_file, read_config
 from shopsim_metrics.settings.slime_flags import SLIME_FLAGS, closest_slime_flag, is_slime_flag, slime_parser_flags
-from shopsim_metrics.step.contract import SAMPLE_HOOK_PATH
+from shopsim_metrics.step.contract import ASYNC_ROLLOUT_PATH, DATA_SOURCE_PATH, SAMPLE_HOOK_PATH, SLIME_ASYNC_ROLLOUT_PATH
 
 PROJECT_FILTER_MODULE = "shopsimrl."
 """Hook paths of this project start here (its filter needs its all-samples hook and log function)."""
@@ -279,10 +279,6 @@ def _unwritable(path: str) -> str | None:
 
 # --- slime's fully-async launch (train_async.py, a fully-async rollout function) ------------------
 
-ASYNC_ROLLOUT_PATH = "shopsimrl.async_rollout.generate_rollout_fully_async"
-"""The project's fully-async rollout function: it judges every finished group itself (docs §3.8)."""
-SLIME_ASYNC_ROLLOUT_PATH = "slime.rollout.fully_async_rollout.generate_rollout_fully_async"
-"""slime's own fully-async rollout function: it calls neither the filter nor the all-samples hook."""
 ROLLOUT_CALL = ("args", "rollout_id", "data_buffer")
 """How slime calls ``--rollout-function-path`` (``evaluation`` by keyword)."""
 
@@ -390,8 +386,6 @@ def register(subparsers: Any) -> None:
 
 
 
-SKIP_DATA_SOURCE_PATH = "shopsimrl.data_source.PromptSkipDataSource"
-"""The data source that skips prompts and sizes waves: ``shopsim_prompt_skip`` and ``shopsim_wave_size`` act through it."""
 
 
 def check_launch_shape(argv: list[str], launch: argparse.Namespace, settings: dict[str, Any],
@@ -426,8 +420,8 @@ def check_launch_shape(argv: list[str], launch: argparse.Namespace, settings: di
     wants = [f"shopsim_prompt_skip: {skip}"] if skip not in (None, False, "off") else []
     if settings.get("shopsim_wave_size") == "adaptive":
         wants.append("shopsim_wave_size: adaptive")
-    if wants and launch.data_source_path != SKIP_DATA_SOURCE_PATH:
-        report.problems.append(f"{' and '.join(wants)} act only through --data-source-path {SKIP_DATA_SOURCE_PATH} "
+    if wants and launch.data_source_path != DATA_SOURCE_PATH:
+        report.problems.append(f"{' and '.join(wants)} act only through --data-source-path {DATA_SOURCE_PATH} "
                                f"(it is {launch.data_source_path or 'not set'}): without it nothing is skipped "
                                "and the waves stay fixed")
     filter_path = getattr(launch, _dest("--dynamic-sampling-filter-path"))

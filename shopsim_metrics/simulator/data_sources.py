@@ -21,8 +21,8 @@ from typing import Any
 
 from shopsim_metrics.settings.preflight import load_function
 from shopsim_metrics.simulator.samples import SimSample
+from shopsim_metrics.step.contract import DATA_SOURCE_PATH
 
-DATA_SOURCE_PATH = "shopsimrl.data_source.PromptSkipDataSource"
 """The project's data source, loaded by dotted path (as slime's ``--data-source-path``)."""
 
 

@@ -199,18 +199,11 @@ class StepAccountant:
             # train batch while it has room, else it is surplus
             if should_drop(*filter_flags(kind), remaining_batch_size=remaining, target_data_size=self.rollout_batch_size):
                 outcome = C.OUTCOME_DROPPED_TECHNICAL if kind == TECHNICAL else C.OUTCOME_DROPPED_ZERO_STD
-                state.drops = drops + 1
             elif state.train_len < self.rollout_batch_size:
                 outcome = C.OUTCOME_TRAINED if kind == SPREAD else C.OUTCOME_FALLBACK
-                state.train_len += 1
-                if state.train_len == self.rollout_batch_size:
-                    state.filled_at = len(state.judged)
             else:
                 outcome = C.OUTCOME_SURPLUS
-            state.judged.append(_Judged(judgement, outcome, remaining, state.submitted, group, self.clock()))
-            state.streak = streak
-            if streak > state.max_streak:
-                state.max_streak = streak
+            self._add(state, _Judged(judgement, outcome, remaining, state.submitted, group, self.clock()), streak)
             return outcome
 
     def record_decided(
@@ -231,19 +224,23 @@ class StepAccountant:
             if state is None or (step is not None and step != state.rollout_id):
                 state = self._start(step, C.LOOP_FULLY_ASYNC)
             state.fully_async = True
-            if outcome in _DROPS:
-                state.drops += 1
-            elif outcome in (C.OUTCOME_TRAINED, C.OUTCOME_FALLBACK):
-                state.train_len += 1
-                if state.train_len == self.rollout_batch_size:
-                    state.filled_at = len(state.judged)
             if weight_version is not None and (self._newest_version is None or weight_version > self._newest_version):
                 self._newest_version = weight_version
-            state.judged.append(_Judged(judgement, outcome, None, 0, group, self.clock(), carried, weight_version))
-            state.streak = streak
-            if streak > state.max_streak:
-                state.max_streak = streak
+            self._add(state, _Judged(judgement, outcome, None, 0, group, self.clock(), carried, weight_version), streak)
             return outcome
+
+    def _add(self, state: _OpenStep, judged: _Judged, streak: int) -> None:
+        """Count one decided group in the open step: its drop or its batch slot, its row, the streak after it."""
+        if judged.outcome in _DROPS:
+            state.drops += 1
+        elif judged.outcome in (C.OUTCOME_TRAINED, C.OUTCOME_FALLBACK):
+            state.train_len += 1
+            if state.train_len == self.rollout_batch_size:
+                state.filled_at = len(state.judged)
+        state.judged.append(judged)
+        state.streak = streak
+        if streak > state.max_streak:
+            state.max_streak = streak
 
     @property
     def current_rollout_id(self) -> int | None:

@@ -35,6 +35,12 @@ ALL_SAMPLES_PATH: Final = f"{HOOKS_MODULE}.record_all_samples"
 LOG_PATH: Final = f"{HOOKS_MODULE}.log_rollout_step"
 SAMPLE_HOOK_PATH: Final = f"{HOOKS_MODULE}.record_generated_sample"
 """slime's ``--rollout-sample-hook-path``: every generate call's tokens, aborted ones included."""
+DATA_SOURCE_PATH: Final = "shopsimrl.data_source.PromptSkipDataSource"
+"""slime's ``--data-source-path``: the data source that skips prompts and sizes waves (docs §3.6, §3.7)."""
+ASYNC_ROLLOUT_PATH: Final = "shopsimrl.async_rollout.generate_rollout_fully_async"
+"""slime's ``--rollout-function-path`` for the fully-async path: slime's worker, every finished group judged."""
+SLIME_ASYNC_ROLLOUT_PATH: Final = "slime.rollout.fully_async_rollout.generate_rollout_fully_async"
+"""slime's own fully-async rollout function: it calls neither the filter nor the all-samples hook."""
 
 # --- reasons (DynamicFilterOutput.reason, and so slime's drop_<reason> counters) ---------------
 REASON_TECHNICAL: Final = "shopsim_unscored_technical_group"

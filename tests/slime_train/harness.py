@@ -77,6 +77,11 @@ ASYNC_HOOKS = {
 REASONS = ("shopsim_unscored_technical_group", "shopsim_zero_std_group")
 
 
+def dataset_rows() -> list[dict]:
+    """The rows of the tests' dataset (``dataset.jsonl``: prompts with their ``reward_kind`` and ``prompt_id``)."""
+    return [json.loads(line) for line in DATASET.read_text().splitlines() if line.strip()]
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
