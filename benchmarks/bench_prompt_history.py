@@ -49,7 +49,7 @@ def step_cost(groups_per_step: int = 2048, n: int = 16, steps: int = 5) -> tuple
 
     from shopsim_metrics.step.loop_state import ManualLoopState
     from shopsim_metrics.prompts.value import PromptValueTracker
-    from shopsim_metrics.step.records import DecisionRow, StepRecord
+    from shopsim_metrics.step.records import DecisionRow
     from shopsim_metrics.simulator.samples import SimSample
     from shopsimrl import slime_runtime
 
@@ -76,9 +76,11 @@ def step_cost(groups_per_step: int = 2048, n: int = 16, steps: int = 5) -> tuple
         rows = [DecisionRow(order=i + 1, waves_open=1, group_index=i, outcome="trained",
                             reason=None if i % 3 else "shopsim_zero_std_group", remaining_before=1, unique_rollouts=n,
                             success_count=n, scorable_rollouts=n) for i in range(len(groups))]
-        record = StepRecord(rollout_id=step, decisions=rows)
         t0 = time.perf_counter()
-        tracker.annotate(record, groups)
+        keyed = tracker.keys(groups)  # what the accountant does as it closes a step
+        for row, (key, _) in zip(rows, keyed):
+            row.prompt_key = key
+        tracker.step_fields(step, rows, generated_token_count=None, sources={source for _, source in keyed})
         annotate_s += time.perf_counter() - t0
     slime_runtime.reset_runtime()
     judged = steps * groups_per_step

@@ -10,6 +10,10 @@ Who owns what (one owner per piece of state):
 - the settings (:class:`~shopsim_metrics.settings.ShopsimSettings`): read and checked once, from ``args``;
 - the technical streak (:class:`~shopsim_metrics.step.streak.TechnicalStreak`): this monitor, fed by
   every judgement, read by the records, the alerts and the termination;
+- each step record: built once, frozen, by its draft (:class:`~shopsim_metrics.step.record_parts.StepDraft`):
+  the accountant's and the prompt tracker's fields at the close, then, in :meth:`ShopsimRuntime._emit`,
+  this monitor's (identity, slime's time and drop counters, the skip tally's fields, the alerts, the final
+  prompts table); every contributor returns its fields, none edits a record;
 - the current step, its ledger, its close and the closed steps not yet emitted: the accountant
   (:class:`~shopsim_metrics.step.accounting.StepAccountant`); the step number comes from the loop
   state (slime's live ``_current_rollout_id``), else the ``rollout_id`` slime's sample hook received;
@@ -58,6 +62,7 @@ from shopsim_metrics.step.loop_state import LoopState, NoLoopState
 from shopsim_metrics.prompts.skip_history import MonitorSkipHistory
 from shopsim_metrics.prompts.skip_record import SkipTally
 from shopsim_metrics.prompts.value import PromptValueTracker
+from shopsim_metrics.step.record_parts import RecordPart, StepDraft
 from shopsim_metrics.step.records import StepRecord
 from shopsim_metrics.sinks.base import SinkSet, StepSink
 from shopsim_metrics.errors import TechnicalFailureLimitExceeded
@@ -198,19 +203,21 @@ class ShopsimRuntime:
         self.prompt_skip_source = source
         return MonitorSkipHistory(prompts)
 
-    def _fill_skips(self, record: StepRecord) -> None:
-        """The skip fields of a record about to be emitted, from the attached data source (none attached: left None)."""
+    def _fill_skips(self, draft: StepDraft) -> RecordPart:
+        """The skip fields of a step about to be emitted, from the attached data source (none attached: none)."""
         source = self.prompt_skip_source
         if source is None or self.skip_tally is None:
-            return
+            return {}
         try:
             greso = getattr(source, "predictor", None) is None
             predictions = source.take_predictions() if not greso else None
-            self.skip_tally.fill(record, source.take_skipped(), p_easy=source.rule.p_easy if greso else None,
-                                 p_hard=source.rule.p_hard if greso else None, predictions=predictions)
+            return self.skip_tally.step_fields(
+                draft.value("decisions"), source.take_skipped(), p_easy=source.rule.p_easy if greso else None,
+                p_hard=source.rule.p_hard if greso else None, predictions=predictions)
         except Exception as exc:  # noqa: BLE001 - monitoring never stops training
             self._warn_once("skip_fields", "shopsim-metrics: recording the skipped prompts failed (%s: %s); the "
                             "step's other fields are complete.", type(exc).__name__, exc)
+            return {}
 
     # --- waves sized by the data source (shopsim_wave_size: adaptive) --------------------------
     def size_wave(self, asked: int) -> int:
@@ -299,7 +306,7 @@ class ShopsimRuntime:
         self._observe(judgement, account)
         return outcome
 
-    def close_fully_async_step(self, rollout_id: int, aborted_groups: int | None = None) -> StepRecord | None:
+    def close_fully_async_step(self, rollout_id: int, aborted_groups: int | None = None) -> StepDraft | None:
         """Close the fully-async step ``rollout_id`` (success and reward over every group it judged)."""
         if self.accountant is None or self.accountant.open_rollout_id() != rollout_id:
             return None
@@ -392,19 +399,22 @@ class ShopsimRuntime:
                 self._pending_alerts.append(alert)
             self.sinks.alert(alert)
 
-    def _carry_alerts(self, record: StepRecord) -> None:
-        """The record's ``alerts`` (every alert sent for its step or an earlier one) and its warning threshold.
+    def _carry_alerts(self, rollout_id: int) -> RecordPart:
+        """The ``alerts`` of step ``rollout_id``'s record (every alert sent for it or an earlier step, not yet
+        carried) and its warning threshold.
 
         The step's WARN is sent here, just before the record that carries it.
         """
-        self.send_warnings(up_to=record.rollout_id)
-        rid = record.rollout_id
-        due = [a for a in self._pending_alerts if a.rollout_id is None or a.rollout_id <= rid]
+        self.send_warnings(up_to=rollout_id)
+        part: dict[str, Any] = {}
+        due = [a for a in self._pending_alerts if a.rollout_id is None or a.rollout_id <= rollout_id]
         if due:
-            self._pending_alerts = [a for a in self._pending_alerts if not (a.rollout_id is None or a.rollout_id <= rid)]
-            record.alerts = [*(record.alerts or []), *({"level": a.level, "title": a.title, "text": a.text} for a in due)]
+            self._pending_alerts = [a for a in self._pending_alerts
+                                    if not (a.rollout_id is None or a.rollout_id <= rollout_id)]
+            part["alerts"] = [{"level": a.level, "title": a.title, "text": a.text} for a in due]
         if self.alerts.enabled:
-            record.technical_failure_warn_at = self.alerts.warn_at
+            part["technical_failure_warn_at"] = self.alerts.warn_at
+        return part
 
     # --- the sample hook's side ---------------------------------------------------------------
     def record_sample(self, sample: Any, rollout_id: Any = None) -> None:
@@ -422,7 +432,7 @@ class ShopsimRuntime:
         self.accountant.tokens.observe(sample, step)
 
     # --- the all-samples hook's side ----------------------------------------------------------
-    def close_step(self, all_groups: list | None) -> StepRecord | None:
+    def close_step(self, all_groups: list | None) -> StepDraft | None:
         """Close the open step with ``success_rate`` / ``reward_mean`` over every completed group
         (``None``: slime's groups could not be read; the step closes with the ledger's own figures)."""
         if self.accountant is None:
@@ -434,12 +444,13 @@ class ShopsimRuntime:
         for group in all_groups:
             judgement = judged.get(id(group))
             stats.add(judgement if judgement is not None else judge_group(group, **self._judge_kwargs))
-        record = self.accountant.close_step(stats=stats, all_groups=len(all_groups))
-        if record is not None and record.all_samples_group_count != record.accepted_group_count:
+        draft = self.accountant.close_step(stats=stats, all_groups=len(all_groups))
+        if draft is not None and draft.value("all_samples_group_count") != draft.value("accepted_group_count"):
             self._warn_once("all_groups", "shopsim-metrics: the all-samples hook received %d groups but the filter "
                             "judged %d in step %s; is the filter path set to shopsimrl.slime_runtime."
-                            "fully_scored_group_filter?", len(all_groups), record.accepted_group_count, record.rollout_id)
-        return record
+                            "fully_scored_group_filter?", len(all_groups), draft.value("accepted_group_count"),
+                            draft.rollout_id)
+        return draft
 
     # --- the log function's side --------------------------------------------------------------
     def emit_step(
@@ -458,98 +469,110 @@ class ShopsimRuntime:
             if isinstance(rollout_id, int) and not isinstance(rollout_id, bool):
                 self.accountant.renumber(rollout_id)  # a step the loop could not number is slime's rollout_id
             self.accountant.close_step_of(rollout_id)
-            records = self.accountant.take_closed()
-            for record in records:  # each record is emitted whatever slime handed over (see _emit_one)
-                self._guarded_emit(record, lambda r=record: self._emit_one(
-                    r, rollout_id, rollout_extra_metrics, rollout_time, started))
+            drafts = self.accountant.take_closed()
+            for draft in drafts:  # each step is emitted whatever slime handed over (see _emit_one)
+                self._guarded_emit(draft, lambda parts, d=draft: self._emit_one(
+                    d, parts, rollout_id, rollout_extra_metrics, rollout_time, started))
             self.send_warnings(up_to=rollout_id)
-        return records
+        return [draft.record for draft in drafts if draft.record is not None]
 
     def _emit_one(
-        self, record: StepRecord, rollout_id: int, rollout_extra_metrics: dict | None, rollout_time: Any,
-        started: float | None = None,
+        self, draft: StepDraft, parts: list[RecordPart], rollout_id: int, rollout_extra_metrics: dict | None,
+        rollout_time: Any, started: float | None = None,
     ) -> None:
-        """Add what only the log function knows (slime's time and drop counters) and emit the record.
+        """Add what only the log function knows (slime's time and drop counters) and emit the step.
 
         Whatever slime hands over (metrics that are a list, NaN or text counters, an odd time), the
         record is emitted: a value that cannot be read stays null.
         """
-        if record.rollout_id == rollout_id:
+        if draft.rollout_id == rollout_id:
             try:
-                self._add_slime_facts(record, rollout_extra_metrics, rollout_time, started)
+                parts.append(self._add_slime_facts(draft, rollout_extra_metrics, rollout_time, started))
             except Exception as exc:  # noqa: BLE001 - an unreadable value never costs the step its record
                 self._warn_once("slime_facts", "shopsim-metrics: step %s: reading what slime's log function handed "
                                 "over failed (%s: %s); the record is written with those fields null.",
-                                record.rollout_id, type(exc).__name__, exc)
-        self._emit(record)
+                                draft.rollout_id, type(exc).__name__, exc)
+        self._emit(draft, parts)
 
-    def _guarded_emit(self, record: StepRecord, emit: Callable[[], None]) -> None:
-        """Run ``emit``; should it fail, hand the bare record to the sinks: a taken record is never lost."""
+    def _guarded_emit(self, draft: StepDraft, emit: Callable[[list[RecordPart]], None]) -> None:
+        """Run ``emit`` with the step's parts so far (the writer's identity first; it adds the others and builds the
+        record); should it fail, the record is built from the parts gathered and handed to the sinks: a taken step
+        is never lost."""
+        self._record_sequence += 1
+        identity = {"run_id": self.run_id, "process_started_at": self.process_started_at,
+                    "record_sequence": self._record_sequence}
+        parts: list[RecordPart] = [identity]
         try:
-            emit()
+            emit(parts)
         except Exception as exc:  # noqa: BLE001 - monitoring never stops training, nor loses a step
             self._warn_once("emit", "shopsim-metrics: completing the record of step %s failed (%s: %s); it is "
-                            "written as it stands.", getattr(record, "rollout_id", None), type(exc).__name__, exc)
-            if getattr(record, "record_sequence", None) is None:
-                self._record_sequence += 1
-                record.run_id, record.process_started_at = self.run_id, self.process_started_at
-                record.record_sequence = self._record_sequence
+                            "written as it stands.", getattr(draft, "rollout_id", None), type(exc).__name__, exc)
+            record = draft.record
+            if record is None:
+                try:
+                    record = draft.finish(*parts)
+                except Exception:  # noqa: BLE001 - a part that cannot be used: the accountant's and the identity
+                    record = draft.finish(identity)
             self.sinks.emit(record)
 
-    def _add_slime_facts(self, record: StepRecord, rollout_extra_metrics: Any, rollout_time: Any,
-                         started: float | None) -> None:
-        record.rollout_seconds = read_seconds(rollout_time)
+    def _add_slime_facts(self, draft: StepDraft, rollout_extra_metrics: Any, rollout_time: Any,
+                         started: float | None) -> RecordPart:
+        """slime's time and drop counters (the log function's own time counted in the step's ``filter_seconds``)."""
+        seconds = read_seconds(rollout_time)
         if started is not None:
-            record.filter_seconds += time.perf_counter() - started
-        if record.rollout_seconds:
-            record.filter_time_fraction = record.filter_seconds / record.rollout_seconds
+            draft.add_filter_seconds(time.perf_counter() - started)
+        part: dict[str, Any] = {"rollout_seconds": seconds}
+        if seconds:
+            part["filter_time_fraction"] = draft.value("filter_seconds") / seconds
         if rollout_extra_metrics is not None:
-            reconcile(record, rollout_extra_metrics)
-            if record.reconcile_mismatch_count:
+            part.update(reconcile({C.REASON_TECHNICAL: draft.value("technical_group_drop_count"),
+                                   C.REASON_ZERO_STD: draft.value("zero_std_group_drop_count")},
+                                  rollout_extra_metrics))
+            if part["reconcile_mismatch_count"]:
                 self._warn_once("reconcile", "shopsim-metrics: step %s: the project's drop counts differ from "
                                 "slime's own counters %s (reported as rollout/shopsim/reconcile_mismatch_count).",
-                                record.rollout_id, record.slime_drop_counts)
+                                draft.rollout_id, part["slime_drop_counts"])
+        return part
 
-    def _emit(self, record: StepRecord) -> None:
-        """Hand one record to the sinks; the run's last step carries the final prompts table.
+    def _emit(self, draft: StepDraft, parts: list[RecordPart]) -> None:
+        """Add the monitor's own parts to ``parts``, build the step's record once and hand it to the sinks; the run's
+        last step carries the final prompts table.
 
         The last step is the one slime's ``train.py`` ends with (``rollout_id == num_rollout - 1``) or a
         terminated one: slime finishes its W&B run right after it, before any exit handler of the
         hooks runs, so nothing may wait for the process's end.
         """
-        self._record_sequence += 1
-        record.run_id, record.process_started_at = self.run_id, self.process_started_at
-        record.record_sequence = self._record_sequence
         tracker = self.accountant.prompts if self.accountant is not None else None
-        last = record.terminated or (self.settings.num_rollout is not None
-                                     and record.rollout_id == self.settings.num_rollout - 1)
+        last = draft.value("terminated") or (self.settings.num_rollout is not None
+                                             and draft.rollout_id == self.settings.num_rollout - 1)
         if tracker is not None:
-            record.prompt_history_partial = self._history_partial
-        self._fill_skips(record)
+            parts.append({"prompt_history_partial": self._history_partial})
+        parts.append(self._fill_skips(draft))
         try:
-            self._carry_alerts(record)
+            parts.append(self._carry_alerts(draft.rollout_id))
         except Exception as exc:  # noqa: BLE001 - monitoring never stops training
             self._warn_once("record_alerts", "shopsim-metrics: adding the alerts to the record failed (%s: %s)",
                             type(exc).__name__, exc)
         if last and tracker is not None and not self._final_table_sent:
             try:
-                record.prompt_table = tracker.table()
+                if not draft.has("prompt_table"):  # a table on schedule is the final one: no step closed since
+                    parts.append({"prompt_table": tracker.table()})
                 self._final_table_sent = True
             except Exception as exc:  # noqa: BLE001 - monitoring never stops training
                 self._warn_once("prompt_table", "shopsim-metrics: the final prompts table failed (%s: %s)",
                                 type(exc).__name__, exc)
-        self.sinks.emit(record)
+        self.sinks.emit(draft.finish(*parts))
 
     def flush(self) -> None:
         """Emit closed steps that no log function picked up (termination, process exit)."""
         if self.accountant is None:
             return
         with self._emit_lock:
-            records = self.accountant.take_closed()
-            for record in records:
-                self._guarded_emit(record, lambda r=record: self._emit(r))
-            if records:
-                self.send_warnings(up_to=records[-1].rollout_id)
+            drafts = self.accountant.take_closed()
+            for draft in drafts:
+                self._guarded_emit(draft, lambda parts, d=draft: self._emit(d, parts))
+            if drafts:
+                self.send_warnings(up_to=drafts[-1].rollout_id)
 
     def shutdown(self) -> None:
         """Close the open step from its ledger, emit everything pending, close the sinks."""
@@ -624,40 +647,35 @@ def read_seconds(value: Any) -> float | None:
     return seconds if seconds - seconds == 0.0 and seconds >= 0.0 else None
 
 
-def reconcile(record: StepRecord, rollout_extra_metrics: Any) -> None:
-    """Compare the record's drop counts with slime's ``rollout/dynamic_filter/drop_<reason>`` counters.
+def reconcile(ours: dict[str, int], rollout_extra_metrics: Any) -> dict[str, Any]:
+    """``slime_drop_counts`` and ``reconcile_mismatch_count``: a step's drop counts per reason (``ours``) against
+    slime's ``rollout/dynamic_filter/drop_<reason>`` counters.
 
-    Sets ``record.slime_drop_counts`` and ``record.reconcile_mismatch_count`` (the number of the two
-    shopsim reasons whose counts differ; 0 when all agree). A counter slime did not log is 0 (slime
-    logs only the reasons that dropped a group). A counter that cannot be read as a count (NaN, inf,
-    text, negative) is None in ``slime_drop_counts`` and not compared; metrics that are not a mapping
-    (a custom rollout function's list) leave both fields None. Never raises.
+    ``reconcile_mismatch_count`` is the number of the two shopsim reasons whose counts differ (0 when
+    all agree). A counter slime did not log is 0 (slime logs only the reasons that dropped a group).
+    A counter that cannot be read as a count (NaN, inf, text, negative) is None in
+    ``slime_drop_counts`` and not compared; metrics that are not a mapping (a custom rollout
+    function's list) leave both fields None. Never raises.
 
     Example:
-        >>> rec = StepRecord(rollout_id=0, technical_group_drop_count=2)
-        >>> reconcile(rec, {C.slime_drop_metric(C.REASON_TECHNICAL): float("nan")})
-        >>> rec.slime_drop_counts[C.REASON_TECHNICAL], rec.reconcile_mismatch_count
+        >>> ours = {C.REASON_TECHNICAL: 2, C.REASON_ZERO_STD: 0}
+        >>> part = reconcile(ours, {C.slime_drop_metric(C.REASON_TECHNICAL): float("nan")})
+        >>> part["slime_drop_counts"][C.REASON_TECHNICAL], part["reconcile_mismatch_count"]
         (None, 0)
-        >>> reconcile(rec, [1, 2]); rec.slime_drop_counts, rec.reconcile_mismatch_count
-        (None, None)
+        >>> reconcile(ours, [1, 2])
+        {'slime_drop_counts': None, 'reconcile_mismatch_count': None}
     """
-    ours = {
-        C.REASON_TECHNICAL: record.technical_group_drop_count,
-        C.REASON_ZERO_STD: record.zero_std_group_drop_count,
-    }
     get = getattr(rollout_extra_metrics, "get", None)
     if not callable(get):
-        record.slime_drop_counts, record.reconcile_mismatch_count = None, None
-        return
+        return {"slime_drop_counts": None, "reconcile_mismatch_count": None}
     theirs: dict[str, int | None] = {}
     for reason in ours:
         try:
             theirs[reason] = read_count(get(C.slime_drop_metric(reason), 0))
         except Exception:  # noqa: BLE001 - a mapping whose get raises: unreadable
             theirs[reason] = None
-    record.slime_drop_counts = theirs  # type: ignore[assignment]
-    record.reconcile_mismatch_count = sum(
-        1 for reason in ours if theirs[reason] is not None and ours[reason] != theirs[reason])
+    return {"slime_drop_counts": theirs, "reconcile_mismatch_count": sum(
+        1 for reason in ours if theirs[reason] is not None and ours[reason] != theirs[reason])}
 
 
 def read_count(value: Any) -> int | None:

@@ -11,6 +11,8 @@ enough to give the dashboards multi-wave steps, surplus, fallback and a terminat
 from __future__ import annotations
 
 import random
+from dataclasses import fields
+from types import SimpleNamespace
 
 from shopsim_metrics.step import contract
 from shopsim_metrics.prompts.value import PromptValueTracker
@@ -19,12 +21,18 @@ from shopsim_metrics.step.records import DecisionRow, StepRecord
 ROLLOUT_BATCH_SIZE, N, OVER_SAMPLING_BATCH_SIZE, GLOBAL, MAX_CONSECUTIVE_FAILED_GROUPS = 16, 8, 32, 64, 8
 
 
-def make_step(step: int, kinds: list[str], *, rng: random.Random, streak: int = 0, surplus_after_full: int = 2) -> tuple[StepRecord, int]:
+def _draft(**values) -> SimpleNamespace:
+    """A record's fields in a mutable namespace, filled in stages below (records are frozen: built at the end)."""
+    rec = StepRecord(**values)
+    return SimpleNamespace(**{f.name: getattr(rec, f.name) for f in fields(StepRecord)})
+
+
+def make_step(step: int, kinds: list[str], *, rng: random.Random, streak: int = 0, surplus_after_full: int = 2) -> tuple[SimpleNamespace, int]:
     """One step from the completion order of group kinds ("spread", "zero0", "zero1", "tech").
 
-    Returns the record and the technical streak carried into the next step.
+    Returns the record's fields (a namespace) and the technical streak carried into the next step.
     """
-    rec = StepRecord(
+    rec = _draft(
         rollout_id=step, rollout_batch_size=ROLLOUT_BATCH_SIZE, n_samples_per_prompt=N, over_sampling_batch_size=OVER_SAMPLING_BATCH_SIZE,
         global_batch_size=GLOBAL, technical_failure_limit=MAX_CONSECUTIVE_FAILED_GROUPS, loop_state_source="test-loop",
     )
@@ -135,7 +143,7 @@ def make_records(steps: int = 12, *, seed: int = 7, burst_step: int = 6, termina
     """``steps`` records: ordinary steps, a technical burst at ``burst_step`` (3 waves), and a
     terminated last step (8 technical groups in a row) when ``terminate``."""
     rng = random.Random(seed)
-    records: list[StepRecord] = []
+    records: list[SimpleNamespace] = []
     streak = 0
     for step in range(steps):
         p_zero = 0.45 - 0.02 * step
@@ -155,10 +163,10 @@ def make_records(steps: int = 12, *, seed: int = 7, burst_step: int = 6, termina
     add_prompt_value(records, seed=seed)
     add_cost(records, seed=seed)
     add_alerts(records)
-    return records
+    return [StepRecord(**vars(rec)) for rec in records]
 
 
-def add_alerts(records: list[StepRecord]) -> None:
+def add_alerts(records: list[SimpleNamespace]) -> None:
     """The monitor's alerts, by its rule: a WARN in a step whose streak reached the threshold, the ERROR at the limit."""
     warn_at = MAX_CONSECUTIVE_FAILED_GROUPS // 2
     for rec in records:
@@ -172,7 +180,7 @@ def add_alerts(records: list[StepRecord]) -> None:
                            "text": f"1 streak of consecutive technical groups reached {warn_at}, the longest {longest}"}]
 
 
-def add_cost(records: list[StepRecord], *, seed: int) -> None:
+def add_cost(records: list[SimpleNamespace], *, seed: int) -> None:
     """Tokens per outcome from the rows' tokens, aborted groups' partial tokens, and judgement times: 20-40 s
     per wave, 1-3 ms own time."""
     rng = random.Random(seed + 2)
@@ -205,7 +213,7 @@ def add_cost(records: list[StepRecord], *, seed: int) -> None:
         rec.filter_time_fraction = rec.filter_seconds / rec.rollout_seconds
 
 
-def add_prompt_value(records: list[StepRecord], *, seed: int, prompts: int = 60) -> None:
+def add_prompt_value(records: list[SimpleNamespace], *, seed: int, prompts: int = 60) -> None:
     """Prompt keys from a pool of ``prompts`` and tokens on every row, then the prompt-value fields."""
     rng = random.Random(seed + 1)
     tracker = PromptValueTracker()
@@ -214,4 +222,4 @@ def add_prompt_value(records: list[StepRecord], *, seed: int, prompts: int = 60)
             row.prompt_key = f"prompt-{rng.randrange(prompts)}"
             row.response_tokens = 100 * row.unique_rollouts
         rec.generated_token_count = sum(row.response_tokens for row in rec.decisions)
-        tracker.observe(rec)
+        vars(rec).update(tracker.observe(rec))

@@ -181,7 +181,7 @@ def test_streak_is_the_run_of_technical_groups_and_the_records_read_it(kinds, st
         last, peak = seen.get(step, (0, 0))
         seen[step] = (count, max(peak, count))
     acc.close_step()
-    for record in acc.take_closed():
+    for record in (draft.finish() for draft in acc.take_closed()):
         assert (record.consecutive_technical_failures, record.max_consecutive_technical_failures) == \
             seen[record.rollout_id]
 

@@ -121,16 +121,17 @@ def test_calibration_pairs_each_prediction_with_its_groups_verdict_even_a_step_l
     tally = SkipTally()
     first = StepRecord(rollout_id=0, decisions=[_row(1, "shopsim_zero_std_group", 0), _row(2, None, 2),
                                                 _row(3, "shopsim_unscored_technical_group", None)])
-    tally.fill(first, [], p_easy=None, p_hard=None, predictions=[(1, 0.8), (2, 0.2), (3, 0.5), (4, 0.6)])
+    first = replace(first, **tally.step_fields(first.decisions, [], p_easy=None, p_hard=None,
+                                               predictions=[(1, 0.8), (2, 0.2), (3, 0.5), (4, 0.6)]))
     assert first.skip_predicted_group_count == 2  # the technical group is no test of a prediction; 4 not judged yet
     assert first.skip_predicted_zero_std_mean == pytest.approx(0.5)
     assert first.skip_realised_zero_std_rate == pytest.approx(0.5)
     assert first.skip_brier_score == pytest.approx(((0.8 - 1) ** 2 + 0.2**2) / 2)
     second = StepRecord(rollout_id=1, decisions=[_row(4, None, 1)])
-    tally.fill(second, [], p_easy=None, p_hard=None, predictions=[])
+    second = replace(second, **tally.step_fields(second.decisions, [], p_easy=None, p_hard=None, predictions=[]))
     assert (second.skip_predicted_group_count, second.skip_brier_score) == (1, pytest.approx(0.36))
     third = StepRecord(rollout_id=2, decisions=[_row(5, None, 1)])
-    tally.fill(third, [], p_easy=None, p_hard=None, predictions=[])
+    third = replace(third, **tally.step_fields(third.decisions, [], p_easy=None, p_hard=None, predictions=[]))
     assert third.skip_predicted_group_count == 0 and third.skip_brier_score is None
 
 

@@ -99,6 +99,8 @@ def test_each_record_says_what_was_skipped_and_what_it_cost(tmp_path) -> None:
 
 
 def test_a_skipped_prompt_generated_again_with_spread_is_counted(tmp_path) -> None:
+    from dataclasses import replace
+
     from shopsim_metrics.prompts.skip_record import SkippedPrompt, SkipTally
     from shopsim_metrics.step.records import DecisionRow, StepRecord
 
@@ -110,12 +112,12 @@ def test_a_skipped_prompt_generated_again_with_spread_is_counted(tmp_path) -> No
     tally = SkipTally()
     first = StepRecord(rollout_id=0, decisions=[row(1, "a", False), row(5, "b", True)])
     # "b" was served (5) before its skip (7): not a skipped-then-generated group; "a" skipped at 3 and not back yet
-    tally.fill(first, [SkippedPrompt("a", 1, 0.5, "zero_std_all_fail", 3), SkippedPrompt("b", 1, 0.5,
-                                                                                        "zero_std_all_fail", 7)],
-               p_easy=0.5, p_hard=0.5)
+    first = replace(first, **tally.step_fields(first.decisions, [
+        SkippedPrompt("a", 1, 0.5, "zero_std_all_fail", 3), SkippedPrompt("b", 1, 0.5, "zero_std_all_fail", 7)],
+        p_easy=0.5, p_hard=0.5))
     assert (first.skipped_then_generated_group_count, first.skipped_then_spread_group_count) == (0, 0)
     second = StepRecord(rollout_id=1, decisions=[row(9, "a", True), row(10, "b", False), row(11, "a", True)])
-    tally.fill(second, [], p_easy=0.49, p_hard=0.51)
+    second = replace(second, **tally.step_fields(second.decisions, [], p_easy=0.49, p_hard=0.51))
     assert (second.skipped_then_generated_group_count, second.skipped_then_spread_group_count) == (2, 1)
     assert second.skipped_then_spread_rate == 0.5 and second.skipped_prompt_count == 0
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import OrderedDict
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -192,9 +193,8 @@ def ledgers(draw) -> list[StepRecord]:
             row.response_tokens = draw(st.integers(0, 5000))  # the cost fields' per-row tokens
             rows.append(row)
         shuffled = draw(st.permutations(rows))  # the tracker follows `order`, not list position
-        rec = StepRecord(rollout_id=step, decisions=list(shuffled))
-        rec.generated_token_count = sum(r.response_tokens for r in rows)
-        records.append(rec)
+        records.append(StepRecord(rollout_id=step, decisions=list(shuffled),
+                                  generated_token_count=sum(r.response_tokens for r in rows)))
     return records
 
 
@@ -202,9 +202,8 @@ def ledgers(draw) -> list[StepRecord]:
 @given(records=ledgers(), limit=st.integers(1, 8))
 def test_every_field_equals_a_direct_computation_from_the_ledger(records: list[StepRecord], limit: int) -> None:
     tracker = PromptValueTracker(limit=limit)
-    for rec in records:
-        tracker.observe(rec)
-    for rec, expected in zip(records, reference_fields(records, limit)):
+    observed = [replace(rec, **tracker.observe(rec)) for rec in records]
+    for rec, expected in zip(observed, reference_fields(records, limit)):
         got = {name: getattr(rec, name) for name in expected}
         assert got == pytest.approx(expected), rec.rollout_id
 
@@ -214,13 +213,12 @@ def test_without_token_counts_the_token_fraction_is_null_and_the_rest_works() ->
     rows = [DecisionRow(order=1, waves_open=1, group_index=1, outcome="fallback", reason=z, remaining_before=16,
                         unique_rollouts=8, success_count=0, scorable_rollouts=8, prompt_key="a")]
     tracker = PromptValueTracker()
-    first, second = StepRecord(rollout_id=0, decisions=rows), StepRecord(rollout_id=1, decisions=[*rows])
-    for rec in (first, second):
-        if hasattr(rec, "generated_token_count"):  # the cost fields exist: emulate a record without them
-            rec.generated_token_count = None
-        for row in rec.decisions:
-            row.response_tokens = None
-        tracker.observe(rec)
+    # a record without the cost fields: no step or row token counts
+    first, second = (StepRecord(rollout_id=i, decisions=[*rows], generated_token_count=None) for i in (0, 1))
+    for row in rows:
+        row.response_tokens = None
+    _ = tracker.observe(first)
+    second = replace(second, **tracker.observe(second))
     assert second.skippable_token_fraction is None
     assert (second.repeat_zero_std_group_count, second.zero_std_persistence) == (1, 1.0)
     assert tracker.table()[0][5:] == [None, None]  # tokens unknown: null in the prompts table
@@ -230,24 +228,26 @@ def test_annotate_keys_rows_from_groups_and_never_raises() -> None:
     rows = [DecisionRow(order=i, waves_open=1, group_index=i, outcome="trained", reason=None, remaining_before=16,
                         unique_rollouts=1) for i in (1, 2)]
     groups = [[SimSample(prompt="p", metadata={"uid": 4})], [SimSample(prompt="p")]]
+    tracker = PromptValueTracker(metadata_key="uid")
+    keyed = tracker.keys(groups)
+    assert [key for key, _ in keyed] == ["4", hash_prompt("p", None)]
+    for row, (key, _) in zip(rows, keyed):
+        row.prompt_key = key  # the accountant builds its rows with these keys
     rec = StepRecord(rollout_id=0, decisions=rows)
-    PromptValueTracker(metadata_key="uid").annotate(rec, groups)
-    assert [r.prompt_key for r in rows] == ["4", hash_prompt("p", None)]
+    rec = replace(rec, **tracker.step_fields(0, rows, generated_token_count=None, sources={s for _, s in keyed}))
     assert rec.prompt_key_source == "mixed" and rec.tracked_prompt_count == 2
-    broken = StepRecord(rollout_id=1, decisions=[DecisionRow(order=o, waves_open=1, group_index=1, outcome="x",
-                                                             reason=None, remaining_before=1, unique_rollouts=1)
-                                                 for o in (1, None)])  # type: ignore[arg-type]
-    PromptValueTracker().annotate(broken, [[SimSample()], [SimSample()]])  # sorting fails: swallowed
-    assert broken.revisit_group_count is None
+    broken = [DecisionRow(order=o, waves_open=1, group_index=1, outcome="x", reason=None, remaining_before=1,
+                          unique_rollouts=1) for o in (1, None)]  # type: ignore[arg-type]
+    fields = PromptValueTracker().step_fields(1, broken, generated_token_count=None, sources={"prompt_hash"})
+    assert "revisit_group_count" not in fields  # sorting fails: swallowed, the fields stay null
 
 
 def test_prompts_table_is_attached_every_n_steps() -> None:
     tracker = PromptValueTracker(table_every=2)
     tables = []
     for step in range(5):
-        rec = StepRecord(rollout_id=step)
-        tracker.annotate(rec, [])
-        tables.append(rec.prompt_table is not None)
+        fields = tracker.step_fields(step, [], generated_token_count=None, sources=set())
+        tables.append(fields.get("prompt_table") is not None)
     assert tables == [True, False, True, False, True]
 
 

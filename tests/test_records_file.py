@@ -3,6 +3,8 @@ per file, no symlinks, resumed runs. Disk-full, kill -9 and two-writer scenarios
 
 from __future__ import annotations
 
+import dataclasses
+
 import enum
 import errno
 import json
@@ -164,7 +166,10 @@ def test_any_value_in_any_field_gives_one_strict_json_line(value, field: str) ->
                                                                   outcome="surplus", reason=None, remaining_before=1,
                                                                   unique_rollouts=1, reward_mean=0.5)])
     on_row = field == "group_index" or field.startswith("row.")
-    setattr(row if on_row else record, field.removeprefix("row."), value)
+    if on_row:
+        setattr(row, field.removeprefix("row."), value)
+    else:
+        record = dataclasses.replace(record, **{field: value})
     line = record_line(record)
     assert line.endswith(b"\n") and line.count(b"\n") == 1
 

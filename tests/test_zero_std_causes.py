@@ -30,7 +30,7 @@ def test_every_zero_std_outcome_counts_by_its_verdict_and_technical_and_spread_g
         remaining -= outcomes[-1].startswith("dropped")
     assert outcomes == ["dropped_zero_std", "dropped_zero_std", "dropped_technical", "dropped_zero_std",
                         "fallback", "trained", "surplus"]
-    rec = acc.close_step()
+    rec = acc.close_step().finish()
     assert (rec.zero_std_all_pass_group_count, rec.zero_std_all_fail_group_count,
             rec.zero_std_other_group_count) == (2, 2, 1)
     assert rec.zero_std_group_count == 5 and rec.zero_std_group_drop_count == 3

@@ -193,7 +193,7 @@ class MonitorSkipHistory:
         >>> rows = [DecisionRow(order=i, waves_open=1, group_index=i, outcome="dropped_zero_std",
         ...                     reason="shopsim_zero_std_group", remaining_before=4, unique_rollouts=2,
         ...                     success_count=0, scorable_rollouts=2, prompt_key="b2:00000000000000a") for i in (1, 2)]
-        >>> tracker.observe(StepRecord(rollout_id=3, decisions=rows))
+        >>> _ = tracker.observe(StepRecord(rollout_id=3, decisions=rows))
         >>> h = MonitorSkipHistory(tracker)
         >>> h.zero_std_run("b2:00000000000000a"), h.zero_std_run("never seen")
         ((2, 'zero_std_all_fail'), (0, None))

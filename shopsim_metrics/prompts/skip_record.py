@@ -2,7 +2,8 @@
 
 The skipping data source (``shopsimrl.data_source.PromptSkipDataSource``) hands the monitor the
 prompts it skipped (:class:`SkippedPrompt`, one per skipped draw); when a step's record is emitted,
-:class:`SkipTally` fills its skip fields (metrics contract, "Skipping prompts before generation"):
+:class:`SkipTally` gives its skip fields (metrics contract, "Skipping prompts before generation"; the
+record is built with them, :mod:`shopsim_metrics.step.record_parts`):
 
 - ``skipped_prompt_count`` and the ``skipped_prompts`` rows (:data:`SKIPPED_PROMPT_COLUMNS`);
 - ``skip_p_easy`` / ``skip_p_hard``: the rule's ``p`` values in force for the step's draws;
@@ -23,15 +24,14 @@ slot of the running counter, as a served one does), so a prompt skipped and then
 the same step counts, and one served before it was skipped does not.
 
 Example:
-    >>> from shopsim_metrics.step.records import DecisionRow, StepRecord
+    >>> from shopsim_metrics.step.records import DecisionRow
     >>> tally = SkipTally()
     >>> row = DecisionRow(order=1, waves_open=1, group_index=5, outcome="trained", reason=None,
     ...                   remaining_before=4, unique_rollouts=2, response_tokens=300, prompt_key="a")
-    >>> rec = StepRecord(rollout_id=0, decisions=[row], generated_token_count=300, accepted_group_count=1)
-    >>> tally.fill(rec, [SkippedPrompt("a", 2, 0.75, "zero_std_all_fail", 3)], p_easy=0.5, p_hard=0.5)
-    >>> rec.skipped_prompt_count, rec.skipped_then_spread_group_count, rec.skipped_then_spread_rate
+    >>> f = tally.step_fields([row], [SkippedPrompt("a", 2, 0.75, "zero_std_all_fail", 3)], p_easy=0.5, p_hard=0.5)
+    >>> f["skipped_prompt_count"], f["skipped_then_spread_group_count"], f["skipped_then_spread_rate"]
     (1, 1, 1.0)
-    >>> rec.skipped_prompts[0]["prompt_key"], rec.skipped_prompts[0]["zero_std_run"]
+    >>> f["skipped_prompts"][0]["prompt_key"], f["skipped_prompts"][0]["zero_std_run"]
     ('a', 2)
 """
 
@@ -62,7 +62,7 @@ class SkippedPrompt:
 
 
 class SkipTally:
-    """Fills each emitted record's skip fields; remembers the prompts skipped and not generated since.
+    """Gives each emitted record's skip fields; remembers the prompts skipped and not generated since.
 
     ``limit``: prompts remembered at most as skipped-and-not-yet-generated (oldest forgotten first).
     """
@@ -72,30 +72,25 @@ class SkipTally:
         self._pending: OrderedDict[str, None] = OrderedDict()  # skipped since last generated
         self._predicted: OrderedDict[Any, float] = OrderedDict()  # group_index -> prediction, not judged yet
 
-    def fill(self, record: StepRecord, skipped: Sequence[SkippedPrompt], *, p_easy: float | None,
-             p_hard: float | None, predictions: Sequence[tuple[Any, float]] | None = None) -> None:
-        """Set the record's skip fields from the step's skipped prompts and its ledger.
+    def step_fields(self, decisions: Sequence[Any] | None, skipped: Sequence[SkippedPrompt], *, p_easy: float | None,
+                    p_hard: float | None, predictions: Sequence[tuple[Any, float]] | None = None) -> dict[str, Any]:
+        """A step's skip fields from its skipped prompts and its ledger rows (``decisions``).
 
         ``predictions``: ``(group_index, predicted zero-std probability)`` of the groups the predictive
         rule let through since the last record (None: a rule that does not predict).
         """
-        rows = record.decisions or []
-        if predictions is not None:
-            self._calibrate(record, predictions, rows)
+        rows = decisions or []
+        fields = self._calibrate(predictions, rows) if predictions is not None else {}
         table = [dict(zip(SKIPPED_PROMPT_COLUMNS, (skip.prompt_key, skip.zero_std_run, skip.kind,
                                                    skip.skip_probability, skip.group_index)))
                  for skip in skipped]
         generated, spread = self._walk([(skip.prompt_key, skip.group_index) for skip in skipped], rows)
-        record.skipped_prompt_count = len(skipped)
-        record.skipped_prompts = table
-        record.skip_p_easy = p_easy
-        record.skip_p_hard = p_hard
-        record.skipped_then_generated_group_count = generated
-        record.skipped_then_spread_group_count = spread
-        record.skipped_then_spread_rate = spread / generated if generated else None
+        fields.update(skipped_prompt_count=len(skipped), skipped_prompts=table, skip_p_easy=p_easy, skip_p_hard=p_hard,
+                      skipped_then_generated_group_count=generated, skipped_then_spread_group_count=spread,
+                      skipped_then_spread_rate=spread / generated if generated else None)
+        return fields
 
-
-    def _calibrate(self, record: StepRecord, predictions: Sequence[tuple[Any, float]], rows: Sequence[Any]) -> None:
+    def _calibrate(self, predictions: Sequence[tuple[Any, float]], rows: Sequence[Any]) -> dict[str, Any]:
         """The calibration fields: each judged, scored group's prediction against its verdict."""
         for group_index, predicted in predictions:
             if group_index is not None:
@@ -108,11 +103,12 @@ class SkipTally:
             verdict = _verdict(row)
             if predicted is not None and verdict != TECHNICAL:
                 pairs.append((predicted, 1.0 if verdict in ZERO_STD_VERDICTS else 0.0))
-        record.skip_predicted_group_count = len(pairs)
+        fields: dict[str, Any] = {"skip_predicted_group_count": len(pairs)}
         if pairs:
-            record.skip_predicted_zero_std_mean = sum(p for p, _ in pairs) / len(pairs)
-            record.skip_realised_zero_std_rate = sum(z for _, z in pairs) / len(pairs)
-            record.skip_brier_score = sum((p - z) ** 2 for p, z in pairs) / len(pairs)
+            fields.update(skip_predicted_zero_std_mean=sum(p for p, _ in pairs) / len(pairs),
+                          skip_realised_zero_std_rate=sum(z for _, z in pairs) / len(pairs),
+                          skip_brier_score=sum((p - z) ** 2 for p, z in pairs) / len(pairs))
+        return fields
 
     def replay(self, record: StepRecord) -> None:
         """Walk a recorded step again (a resumed run, from the records): the skipped prompts still pending."""

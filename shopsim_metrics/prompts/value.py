@@ -17,8 +17,10 @@ fields (metrics contract, "Prompt value over time"):
 - ``tracked_prompt_count``: prompts in the history at step end.
 
 Groups are visited in judgement order, so a prompt judged twice in one step is a revisit the second
-time. The tracker only measures: it never changes what the filter decides. The same tracker replays
-a run's records (``shopsim-metrics prompts``), so the live fields and the replay agree.
+time. The tracker only measures: it never changes what the filter decides, nor edits a record: it
+returns the step's fields (:meth:`PromptValueTracker.step_fields`), which the step's record is built
+with (:mod:`shopsim_metrics.step.record_parts`). The same tracker replays a run's records
+(``shopsim-metrics prompts``), so the live fields and the replay agree.
 
 Example:
     >>> from shopsim_metrics.step.records import DecisionRow, StepRecord
@@ -28,10 +30,10 @@ Example:
     ...                        scorable_rollouts=8, prompt_key=key)
     >>> z = "shopsim_zero_std_group"
     >>> tracker = PromptValueTracker()
-    >>> r0 = StepRecord(rollout_id=0, decisions=[row(1, "a", z), row(2, "b", z)]); tracker.observe(r0)
-    >>> r1 = StepRecord(rollout_id=1, decisions=[row(1, "a", z), row(2, "b", None)]); tracker.observe(r1)
-    >>> (r1.revisit_group_count, r1.skippable_group_count, r1.repeat_zero_std_group_count,
-    ...  r1.skippable_spread_group_count, r1.zero_std_persistence, r1.tracked_prompt_count)
+    >>> _ = tracker.observe(StepRecord(rollout_id=0, decisions=[row(1, "a", z), row(2, "b", z)]))
+    >>> f = tracker.observe(StepRecord(rollout_id=1, decisions=[row(1, "a", z), row(2, "b", None)]))
+    >>> (f["revisit_group_count"], f["skippable_group_count"], f["repeat_zero_std_group_count"],
+    ...  f["skippable_spread_group_count"], f["zero_std_persistence"], f["tracked_prompt_count"])
     (2, 2, 1, 1, 0.5, 2)
 """
 
@@ -83,31 +85,55 @@ class PromptValueTracker:
         """(rollout_id, verdict counts of its judged groups) of the latest observed step: what a skip rule adapts to."""
         self._warned = False
 
-    def annotate(self, record: StepRecord, groups: Sequence[Any]) -> None:
-        """Set each ledger row's ``prompt_key`` from its group, then :meth:`observe` the step; never raises."""
+    def keys(self, groups: Sequence[Any]) -> list[tuple[str | None, str]] | None:
+        """Each group's prompt key and where it came from (``prompt_keys.KEY_SOURCES``); None (warned once) should
+        keying fail: then the step is not tracked. Never raises."""
         try:
-            sources = set()
-            for row, group in zip(record.decisions, groups):
-                row.prompt_key, source = prompt_key(group, self.metadata_key)
-                sources.add(source)
-            record.prompt_key_source = combine_sources(sources)
-            self.observe(record)
-            if self.table_every and record.rollout_id % self.table_every == 0:
-                record.prompt_table = self.table()
+            return [prompt_key(group, self.metadata_key) for group in groups]
         except Exception as exc:  # noqa: BLE001 - prompt tracking must never cost a step its record
-            if not self._warned:
-                self._warned = True
-                logger.warning("shopsim-metrics: prompt tracking failed (%s: %s); the step records stay complete "
-                               "but their prompt-value fields are null.", type(exc).__name__, exc)
+            self._warn(exc)
+            return None
 
-    def observe(self, record: StepRecord) -> None:
-        """Visit every ledger row's prompt (by ``prompt_key``) in judgement order and fill the step's fields."""
+    def step_fields(self, rollout_id: int, decisions: Sequence[DecisionRow], *, generated_token_count: int | None,
+                    sources: set[str]) -> dict[str, Any]:
+        """:meth:`observe` a closed step whose rows carry the :meth:`keys` of its groups (``sources``: theirs);
+        its prompt-value fields, and the prompts table on the steps it is due. Never raises."""
+        fields: dict[str, Any] = {}
+        try:
+            fields["prompt_key_source"] = combine_sources(sources)
+            fields.update(self.observe_rows(rollout_id, decisions, generated_token_count))
+            if self.table_every and rollout_id % self.table_every == 0:
+                fields["prompt_table"] = self.table()
+        except Exception as exc:  # noqa: BLE001 - prompt tracking must never cost a step its record
+            self._warn(exc)
+        return fields
+
+    def _warn(self, exc: Exception) -> None:
+        if not self._warned:
+            self._warned = True
+            logger.warning("shopsim-metrics: prompt tracking failed (%s: %s); the step records stay complete "
+                           "but their prompt-value fields are null.", type(exc).__name__, exc)
+
+    def observe(self, record: StepRecord) -> dict[str, Any]:
+        """Visit a recorded step's prompts (a replay, a resume): the prompt-value fields it would be given.
+
+        ``prompt_key_source`` is among them only when the record has none.
+        """
+        fields = self.observe_rows(record.rollout_id, record.decisions, getattr(record, "generated_token_count", None))
+        if record.prompt_key_source is None:
+            fields["prompt_key_source"] = combine_sources(
+                {KEY_NONE} if not record.decisions else {_source_of(r.prompt_key) for r in record.decisions})
+        return fields
+
+    def observe_rows(self, rollout_id: int, decisions: Sequence[DecisionRow],
+                     generated_token_count: int | None) -> dict[str, Any]:
+        """Visit every ledger row's prompt (by ``prompt_key``) in judgement order; the step's prompt-value fields."""
         history = self.history
         revisits = skippable = repeat = skippable_spread = 0
         repeat_tokens = 0
         tokens_complete = True
         verdicts: Counter[str] = Counter()
-        for row in sorted(record.decisions, key=lambda r: r.order):
+        for row in sorted(decisions, key=lambda r: r.order):
             tokens = getattr(row, "response_tokens", None)
             if tokens is None:
                 tokens_complete = False
@@ -116,7 +142,7 @@ class PromptValueTracker:
             if row.prompt_key is None:
                 continue
             previous = history.visit(history_key(row.prompt_key), verdict, tokens, successes=row.success_count,
-                                     scored=row.scorable_rollouts, step=record.rollout_id)
+                                     scored=row.scorable_rollouts, step=rollout_id)
             if previous is None:
                 continue
             revisits += 1
@@ -128,21 +154,20 @@ class PromptValueTracker:
                 repeat_tokens += tokens or 0
             elif verdict == SPREAD:
                 skippable_spread += 1
-        if tokens_complete and record.decisions:
+        if tokens_complete and decisions:
             self.tokens_known = True
-        self.last_step = (record.rollout_id, verdicts)
-        generated = getattr(record, "generated_token_count", None)
-        record.revisit_group_count = revisits
-        record.skippable_group_count = skippable
-        record.repeat_zero_std_group_count = repeat
-        record.skippable_spread_group_count = skippable_spread
-        record.zero_std_persistence = repeat / skippable if skippable else None
-        record.skippable_token_fraction = repeat_tokens / generated if tokens_complete and generated else None
-        record.tracked_prompt_count = len(history)
-        record.prompt_history_limit = history.limit
-        if record.prompt_key_source is None:
-            record.prompt_key_source = combine_sources(
-                {KEY_NONE} if not record.decisions else {_source_of(r.prompt_key) for r in record.decisions})
+        self.last_step = (rollout_id, verdicts)
+        generated = generated_token_count
+        return {
+            "revisit_group_count": revisits,
+            "skippable_group_count": skippable,
+            "repeat_zero_std_group_count": repeat,
+            "skippable_spread_group_count": skippable_spread,
+            "zero_std_persistence": repeat / skippable if skippable else None,
+            "skippable_token_fraction": repeat_tokens / generated if tokens_complete and generated else None,
+            "tracked_prompt_count": len(history),
+            "prompt_history_limit": history.limit,
+        }
 
     def table(self, count: int = PROMPT_TABLE_ROWS) -> list[list[Any]]:
         """The prompts table: the ``count`` prompts that wasted the most generation."""

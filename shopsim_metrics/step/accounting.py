@@ -42,7 +42,8 @@ from typing import Any, Callable, Protocol
 from shopsim_metrics.step import contract as C
 from shopsim_metrics.step.drop_rule import filter_flags, should_drop
 from shopsim_metrics.step.generated_tokens import GeneratedTokens
-from shopsim_metrics.step.records import DecisionRow, StepRecord
+from shopsim_metrics.step.record_parts import RecordPart, StepDraft
+from shopsim_metrics.step.records import DecisionRow
 from shopsim_metrics.judging.group_judgement import SPREAD, TECHNICAL, ZERO_STD, GroupJudgement, finite_mean
 from shopsim_metrics.judging.tokens import group_tokens
 from shopsim_metrics.judging.verdicts import ZERO_STD_ALL_FAIL, ZERO_STD_ALL_PASS, ZERO_STD_OTHER, verdict_of
@@ -127,13 +128,18 @@ class WaveView:
 
 
 class StepAnnotator(Protocol):
-    """Adds to a closed step's record what only the step's groups tell (the prompt-value fields)."""
+    """Gives a closed step what only its groups tell: each row's prompt key, then the prompt-value fields
+    (:class:`~shopsim_metrics.prompts.value.PromptValueTracker`)."""
 
-    def annotate(self, record: StepRecord, groups: list[Any]) -> None: ...
+    def keys(self, groups: list[Any]) -> list[tuple[str | None, str]] | None: ...
+
+    def step_fields(self, rollout_id: int, decisions: list[DecisionRow], *, generated_token_count: int | None,
+                    sources: set[str]) -> RecordPart: ...
 
 
 class StepAccountant:
-    """Turns judgements plus live loop facts into decision rows and step records."""
+    """Turns judgements plus live loop facts into decision rows and, at each close, a step's draft (its record's
+    accountant and prompt-tracker fields; :mod:`~shopsim_metrics.step.record_parts`)."""
 
     def __init__(
         self,
@@ -164,11 +170,11 @@ class StepAccountant:
         self._wave_sizes: dict[int, list[int]] = {}  # rollout_id -> the groups of each wave the data source served
         self._recent: deque[tuple[int, int]] = deque(maxlen=RATE_WINDOW)  # (spread, judged) of the last closed steps
         self._open: _OpenStep | None = None
-        self.closed: list[StepRecord] = []  # closed steps not yet emitted (read-only outside this class)
+        self.closed: list[StepDraft] = []  # closed steps not yet emitted (read-only outside this class)
         self._last_rollout_id: int | None = None
         self.first_rollout_id = first_rollout_id
         """The step a process numbers first when the loop cannot say: slime's ``start_rollout_id``."""
-        self._counted_ids: set[int] = set()  # closed, unemitted records numbered by the accountant
+        self._counted_ids: set[int] = set()  # closed, unemitted steps numbered by the accountant
         self._newest_version: int | None = None  # fully-async: the newest policy version any judged group reported
 
     # --- judging ------------------------------------------------------------------------------
@@ -260,11 +266,11 @@ class StepAccountant:
             if self._open is not None:
                 self._open.hook_seconds += seconds
             elif self.closed:
-                self.closed[-1].filter_seconds += seconds
+                self.closed[-1].add_filter_seconds(seconds)
 
     def _start(self, step: int | None, source: str) -> _OpenStep:
         if self._open is not None:  # a new step began without the all-samples hook closing the last one
-            self._append_closed(self._record(self._open, terminated=False, stats=None, all_groups=None), self._open)
+            self._append_closed(self._draft(self._open, terminated=False, stats=None, all_groups=None), self._open)
         counted = step is None
         if step is None:
             step = self.first_rollout_id if self._last_rollout_id is None else self._last_rollout_id + 1
@@ -278,7 +284,7 @@ class StepAccountant:
         counting goes on from it.
 
         The open step when it is counted (the all-samples hook did not close it), else the latest
-        closed, unemitted counted record. A ``rollout_id`` at or below the count changes nothing (a
+        closed, unemitted counted step. A ``rollout_id`` at or below the count changes nothing (a
         log function lagging behind the rollout), and a step numbered by the loop is never renumbered.
 
         Example:
@@ -286,7 +292,7 @@ class StepAccountant:
             >>> zero = GroupJudgement("zero_std", None, 0, 8, (0.0,) * 8)
             >>> _ = acc.judge(zero, step=None, remaining=None); acc.current_rollout_id
             0
-            >>> _ = acc.close_step(); acc.renumber(7); [r.rollout_id for r in acc.take_closed()]
+            >>> _ = acc.close_step(); acc.renumber(7); [d.rollout_id for d in acc.take_closed()]
             [7]
             >>> _ = acc.judge(zero, step=None, remaining=None); acc.current_rollout_id
             8
@@ -326,8 +332,11 @@ class StepAccountant:
     def close_step(
         self, *, stats: GenerationStats | None = None, all_groups: int | None = None, terminated: bool = False,
         aborted_groups: int | None = None,
-    ) -> StepRecord | None:
+    ) -> StepDraft | None:
         """Close the open step (all-samples hook, log function, or termination); None if none is open.
+
+        The step's draft holds the accountant's fields and the prompt tracker's; the monitor adds its
+        own when it emits the step and builds the record (:meth:`StepDraft.finish`).
 
         ``stats`` are the generation figures over every completed group (from the all-samples hook);
         without them the ledger's own sums are used. ``aborted_groups``: on the fully-async path, the
@@ -337,43 +346,45 @@ class StepAccountant:
             state, self._open = self._open, None
             if state is None:
                 return None
-            record = self._record(state, terminated=terminated, stats=stats, all_groups=all_groups,
-                                  aborted_groups=aborted_groups)
-            self._append_closed(record, state)
-            return record
+            draft = self._draft(state, terminated=terminated, stats=stats, all_groups=all_groups,
+                                aborted_groups=aborted_groups)
+            self._append_closed(draft, state)
+            return draft
 
     def open_rollout_id(self) -> int | None:
         with self._lock:
             return self._open.rollout_id if self._open else None
 
-    def close_step_of(self, rollout_id: int) -> StepRecord | None:
+    def close_step_of(self, rollout_id: int) -> StepDraft | None:
         """Close the open step only if it is ``rollout_id`` (one atomic check: the filter may be
         opening the next step on another thread meanwhile)."""
         with self._lock:
             if self._open is None or self._open.rollout_id != rollout_id:
                 return None
             state, self._open = self._open, None
-            record = self._record(state, terminated=False, stats=None, all_groups=None)
-            self._append_closed(record, state)
-            return record
+            draft = self._draft(state, terminated=False, stats=None, all_groups=None)
+            self._append_closed(draft, state)
+            return draft
 
-    def _append_closed(self, record: StepRecord, state: _OpenStep) -> None:
-        self.closed.append(record)
+    def _append_closed(self, draft: StepDraft, state: _OpenStep) -> None:
+        self.closed.append(draft)
         if state.counted:
-            self._counted_ids.add(id(record))
+            self._counted_ids.add(id(draft))
 
-    def take_closed(self) -> list[StepRecord]:
+    def take_closed(self) -> list[StepDraft]:
         """Hand over every closed step not yet emitted (oldest first)."""
         with self._lock:
             closed, self.closed = self.closed, []
             self._counted_ids.clear()
             return closed
 
-    def _ledger(self, state: _OpenStep, wave_sizes: list[int] | None) -> list[DecisionRow]:
-        """The step's ledger rows, in judgement order."""
+    def _ledger(self, state: _OpenStep, wave_sizes: list[int] | None,
+                keys: list[str | None] | None) -> list[DecisionRow]:
+        """The step's ledger rows, in judgement order (``keys``: each group's prompt key, None: not tracked)."""
         start = state.judged[0].clock if state.judged else 0.0
         rows = []
         for order, judged in enumerate(state.judged, start=1):
+            key = keys[order - 1] if keys is not None else None
             j = judged.judgement
             technical = j.kind == TECHNICAL
             reward_min, reward_max, reward_sum, reward_mean = j.reward_figures()
@@ -395,6 +406,7 @@ class StepAccountant:
                 reward_sum=reward_sum,  # inf when huge rewards overflow it: null in the record
                 response_tokens=group_tokens(judged.group),
                 judged_at=judged.clock - start,
+                prompt_key=key,
             ))
         return rows
 
@@ -410,12 +422,17 @@ class StepAccountant:
             waves += 1
         return waves
 
-    def _record(
+    def _draft(
         self, state: _OpenStep, *, terminated: bool, stats: GenerationStats | None, all_groups: int | None,
         aborted_groups: int | None = None,
-    ) -> StepRecord:
+    ) -> StepDraft:
+        """The closed step's draft: the accountant's part, and the prompt tracker's (it reads the step's groups)."""
         wave_sizes = self._take_wave_sizes(state.rollout_id)
-        rows = self._ledger(state, wave_sizes)
+        groups = [judged.group for judged in state.judged]
+        # the step's tokens as it closes, before anything else: the sample hook may go on counting on another thread
+        live = self.tokens.take(state.rollout_id, groups) if self.tokens is not None else None
+        keyed = self.prompts.keys(groups) if self.prompts is not None else None
+        rows = self._ledger(state, wave_sizes, [key for key, _ in keyed] if keyed is not None else None)
         counts, samples, tokens = Counter(), Counter(), Counter()  # groups, unique rollouts, tokens per outcome
         failed_checks: Counter[str] = Counter()
         zero_std_seen = 0  # zero-std groups: dropped, fallback or surplus
@@ -444,12 +461,10 @@ class StepAccountant:
         wave_count = len(wave_sizes) if wave_sizes else math.ceil(state.submitted / self.over_sampling_batch_size)
         generated = sum(tokens.values())
         train_tokens = tokens[C.OUTCOME_TRAINED] + tokens[C.OUTCOME_FALLBACK]
-        live = self.tokens.take(state.rollout_id, [j.group for j in state.judged]) if self.tokens is not None else None
         informative = counts[C.OUTCOME_TRAINED]  # trained groups with spread (fallback groups are zero-std)
         self._recent.append((sum(1 for j in state.judged if j.judgement.kind == SPREAD), accepted))
         fill, extra = (None, None) if state.fully_async else self._wave_seconds(rows, state.filled_at, wave_count)
-        record = StepRecord(
-            rollout_id=state.rollout_id,
+        fields: dict[str, Any] = dict(
             terminated=terminated,
             rollout_batch_size=self.rollout_batch_size,
             n_samples_per_prompt=self.n_samples,
@@ -506,22 +521,25 @@ class StepAccountant:
             decisions=rows,
         )
         if state.fully_async:
-            self._fully_async_fields(record, state, aborted_groups)
-        if self.prompts is not None:  # after the record is complete: it may read the step's token counts
-            self.prompts.annotate(record, [judged.group for judged in state.judged])
-        return record
+            fields.update(self._fully_async_fields(state, aborted_groups))
+        parts: list[RecordPart] = [fields]
+        if self.prompts is not None and keyed is not None:  # reads the step's token counts
+            parts.append(self.prompts.step_fields(state.rollout_id, rows, generated_token_count=generated,
+                                                  sources={source for _, source in keyed}))
+        return StepDraft(state.rollout_id, *parts)
 
-    def _fully_async_fields(self, record: StepRecord, state: _OpenStep, aborted_groups: int | None) -> None:
+    def _fully_async_fields(self, state: _OpenStep, aborted_groups: int | None) -> dict[str, Any]:
         """The fields of a fully-async step: no waves, no ``remaining`` (null, not 0); carried groups and lag."""
-        for name in C.NULL_ON_FULLY_ASYNC:
-            setattr(record, name, None)
-        record.aborted_group_count = aborted_groups
         taken = [j for j in state.judged if j.outcome in (C.OUTCOME_TRAINED, C.OUTCOME_FALLBACK)]
-        record.carried_group_count = sum(1 for j in taken if j.carried)
         newest = self._newest_version
         lags = [newest - j.weight_version for j in taken if j.weight_version is not None and newest is not None]
-        record.policy_version_lag_mean = sum(lags) / len(lags) if lags else None
-        record.policy_version_lag_max = max(lags) if lags else None
+        return {
+            **dict.fromkeys(C.NULL_ON_FULLY_ASYNC),
+            "aborted_group_count": aborted_groups,
+            "carried_group_count": sum(1 for j in taken if j.carried),
+            "policy_version_lag_mean": sum(lags) / len(lags) if lags else None,
+            "policy_version_lag_max": max(lags) if lags else None,
+        }
 
     def _take_wave_sizes(self, step: int) -> list[int] | None:
         """The wave sizes served for ``step`` (None: not reported), forgetting those of any earlier step."""

@@ -79,9 +79,13 @@ class DecisionRow:
         return cls(**{k: v for k, v in data.items() if k in known})
 
 
-@dataclass
+@dataclass(frozen=True)
 class StepRecord:
-    """Everything recorded for one rollout step (the fields of docs/training_monitoring.md §3.3)."""
+    """Everything recorded for one rollout step (the fields of docs/training_monitoring.md §3.3).
+
+    Frozen: a record is built once, from every contributor's part
+    (:class:`~shopsim_metrics.step.record_parts.StepDraft`), and never edited afterwards.
+    """
 
     rollout_id: int
     terminated: bool = per_step(EXTRA, False)

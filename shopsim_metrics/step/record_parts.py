@@ -1,0 +1,121 @@
+"""A step's record in the making: each contributor returns its fields, one builder makes the record once.
+
+The accountant opens a :class:`StepDraft` when it closes a step, with its own part (the counts,
+ratios, costs, streak and ledger) and the prompt tracker's (it reads the step's groups, which are
+gone after the close). When the step is emitted, the monitor adds what only it knows: the writer's
+identity, slime's time and drop counters, the skip fields, the alerts, the final prompts table.
+:meth:`StepDraft.finish` then builds the :class:`~shopsim_metrics.step.records.StepRecord` once from
+every part; the record is frozen, so nothing edits it after the fact.
+
+A part is a mapping from :class:`StepRecord` field names to values (:func:`record_part` checks one).
+Each field has one owner: a name that is not a field, the step number (the draft's own, which the
+accountant may renumber until the step is emitted), or a field that two parts both give is an error.
+The one field that grows after the close is ``filter_seconds``: the project's own time runs on until
+the log function hands the record over (:meth:`StepDraft.add_filter_seconds`).
+
+Example:
+    >>> draft = StepDraft(3, {"accepted_group_count": 4, "technical_group_drop_count": 1})
+    >>> draft.value("accepted_group_count"), draft.value("reward_mean")
+    (4, None)
+    >>> record = draft.finish({"rollout_seconds": 12.5})
+    >>> (record.rollout_id, record.accepted_group_count, record.rollout_seconds)
+    (3, 4, 12.5)
+    >>> StepDraft(3, {"accepted_group_count": 4}).finish({"accepted_group_count": 5})
+    Traceback (most recent call last):
+    ...
+    ValueError: step record field accepted_group_count given by two parts (4 and 5): each field has one owner
+"""
+
+from __future__ import annotations
+
+from dataclasses import MISSING, fields
+from types import MappingProxyType
+from typing import Any, Callable, Mapping
+
+from shopsim_metrics.step.records import StepRecord
+
+RecordPart = Mapping[str, Any]
+"""Some of a step record's fields: field name -> value."""
+
+_DEFAULTS: dict[str, Callable[[], Any]] = {  # a fresh default per read: a list default is never shared
+    f.name: f.default_factory if f.default is MISSING else (lambda value=f.default: value)  # type: ignore[misc]
+    for f in fields(StepRecord) if f.name != "rollout_id"
+}
+FIELD_NAMES = frozenset(_DEFAULTS)
+"""The fields a part may give: every :class:`StepRecord` field but ``rollout_id`` (the draft's own)."""
+
+
+def record_part(values: Mapping[str, Any]) -> RecordPart:
+    """``values`` checked against :class:`StepRecord`'s fields, as a read-only mapping.
+
+    Example:
+        >>> dict(record_part({"rollout_seconds": 1.0}))
+        {'rollout_seconds': 1.0}
+        >>> record_part({"rollout_secs": 1.0})
+        Traceback (most recent call last):
+        ...
+        ValueError: step record part: rollout_secs is not a field of StepRecord (the step number is the draft's own)
+    """
+    unknown = [name for name in values if name not in FIELD_NAMES]
+    if unknown:
+        raise ValueError(f"step record part: {', '.join(sorted(map(str, unknown)))} is not a field of StepRecord "
+                         "(the step number is the draft's own)")
+    return MappingProxyType(dict(values))
+
+
+class StepDraft:
+    """A closed step not yet emitted: its number and the parts given so far; :meth:`finish` builds its record once."""
+
+    __slots__ = ("rollout_id", "_fields", "_record")
+
+    def __init__(self, rollout_id: int, *parts: RecordPart) -> None:
+        self.rollout_id = rollout_id
+        """The step's number: slime's, or the accountant's count until slime's log function renumbers it."""
+        self._fields: dict[str, Any] = {}
+        self._record: StepRecord | None = None
+        for part in parts:
+            self._merge(self._fields, part)
+
+    @staticmethod
+    def _merge(into: dict[str, Any], part: RecordPart) -> None:
+        for name, value in record_part(part).items():
+            if name in into:
+                raise ValueError(f"step record field {name} given by two parts ({into[name]!r} and {value!r}): "
+                                 "each field has one owner")
+            into[name] = value
+
+    def value(self, name: str) -> Any:
+        """The field ``name`` as given so far (its default when no part gave it)."""
+        if name == "rollout_id":
+            return self.rollout_id
+        if name not in FIELD_NAMES:
+            raise KeyError(f"{name} is not a field of StepRecord")
+        return self._fields[name] if name in self._fields else _DEFAULTS[name]()
+
+    def has(self, name: str) -> bool:
+        """Whether a part gave the field ``name``."""
+        return name in self._fields
+
+    def add_filter_seconds(self, seconds: float) -> None:
+        """Count more of the project's own time in the step (a hook call after the close, the log function's)."""
+        if self._record is not None:
+            raise RuntimeError(f"step {self.rollout_id}: its record is already built")
+        self._fields["filter_seconds"] = self.value("filter_seconds") + seconds
+
+    @property
+    def record(self) -> StepRecord | None:
+        """The record :meth:`finish` built (None before)."""
+        return self._record
+
+    def finish(self, *parts: RecordPart) -> StepRecord:
+        """Build the step's record from the draft's parts and ``parts``: once (a second call is an error)."""
+        if self._record is not None:
+            raise RuntimeError(f"step {self.rollout_id}: its record is already built")
+        merged = dict(self._fields)
+        for part in parts:
+            self._merge(merged, part)
+        self._record = StepRecord(rollout_id=self.rollout_id, **merged)
+        return self._record
+
+    def __repr__(self) -> str:
+        return f"StepDraft(rollout_id={self.rollout_id!r}, fields={len(self._fields)}, finished={self._record is not None})"
