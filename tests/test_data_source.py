@@ -20,7 +20,7 @@ import pytest
 from hypothesis import given, settings as hsettings, strategies as st
 
 from shopsim_metrics.prompts.keys import prompt_key
-from shopsim_metrics.prompts.skip_history import InMemorySkipHistory
+from fed_history import FedHistory
 from shopsim_metrics.simulator.samples import SimSample
 from shopsimrl.data_source import PromptSkipDataSource, rule_settings_from_args, skip_mode
 
@@ -124,7 +124,7 @@ def make_args(tmp_path: Path, **overrides) -> SimpleNamespace:
 
 
 def skip_source(args, prompts, **kwargs) -> PromptSkipDataSource:
-    kwargs.setdefault("history", InMemorySkipHistory())  # fed by hand; the monitor's history: test_prompt_skip_wiring
+    kwargs.setdefault("history", FedHistory())  # the monitor's history fed by hand; wired to the monitor: test_prompt_skip_wiring
     return PromptSkipDataSource(args, inner=FakeSlimeDataSource(args, prompts), **kwargs)
 
 
@@ -200,7 +200,7 @@ def test_off_serves_exactly_what_slimes_data_source_serves(tmp_path_factory, siz
     wrapped_args = make_args(tmp_path / "wrapped", rollout_shuffle=shuffle, shopsim_prompt_skip="off")
     bare = FakeSlimeDataSource(bare_args, prompts)
     wrapped = PromptSkipDataSource(wrapped_args, inner=FakeSlimeDataSource(wrapped_args, prompts),
-                                   history=InMemorySkipHistory())
+                                   history=FedHistory())
     # the history says every prompt is zero-std: off must not care
     for group in FakeSlimeDataSource(bare_args, prompts).get_samples(size):
         for _ in range(3):
@@ -395,7 +395,7 @@ def test_nothing_is_saved_without_a_global_dataset_or_a_save_dir(tmp_path) -> No
     for overrides in ({"rollout_global_dataset": False}, {"save": None}):
         args = make_args(tmp_path, **overrides)
         ds = PromptSkipDataSource(args, inner=SimpleNamespace(save=lambda rollout_id: None),
-                                  history=InMemorySkipHistory())
+                                  history=FedHistory())
         ds.save(3)
     assert not (tmp_path / "ckpt").exists()
 
@@ -481,7 +481,7 @@ def test_off_serves_what_slimes_own_data_source_serves(tmp_path, slime_args) -> 
 @pytest.mark.slime
 def test_greso_on_slimes_own_data_source(tmp_path, slime_args) -> None:
     slime_ds, args = slime_args
-    ds = PromptSkipDataSource(args("greso", shopsim_prompt_skip="greso", **CERTAIN), history=InMemorySkipHistory())
+    ds = PromptSkipDataSource(args("greso", shopsim_prompt_skip="greso", **CERTAIN), history=FedHistory())
     first = ds.get_samples(7)  # one epoch: every prompt once, nothing known yet
     hard = {g[0].label for g in first[:3]}
     for group in first:

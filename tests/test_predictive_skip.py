@@ -11,7 +11,6 @@ from hypothesis import given, settings as hsettings, strategies as st
 from shopsim_metrics.prompts.history import PromptHistory
 from shopsim_metrics.prompts.keys import prompt_key
 from shopsim_metrics.prompts.predictive_rule import PredictiveSkipRule, zero_std_probability
-from shopsim_metrics.prompts.skip_history import InMemorySkipHistory
 from shopsim_metrics.prompts.skip_record import SkipTally
 from shopsim_metrics.simulator.config import SimConfig
 from shopsim_metrics.simulator.demo import demo_config
@@ -83,7 +82,7 @@ def test_a_prompt_failed_five_times_in_a_row_is_skipped_until_forgetting_brings_
     assert len(set(served)) == 11  # the never-seen prompts are served too
     skipped = ds.take_skipped()
     assert skipped and all(s.prompt_key == hard and s.kind == "zero_std_all_fail" for s in skipped)
-    f, threshold = ds.history.forgetting, ds.predictor.threshold
+    f, threshold = ds.history.tracker.history.forgetting, ds.predictor.threshold
     evidence = sum(n * f ** (5 - step) for step in range(5))  # as of step 5, the one served
     assert all(s.skip_probability == pytest.approx(zero_std_probability(0, evidence, n)) for s in skipped)
     predicted = dict(ds.take_predictions())

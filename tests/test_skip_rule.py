@@ -1,4 +1,4 @@
-"""GRESO's skip rule and the in-memory skip history: probabilities, bounds, settings, state."""
+"""GRESO's skip rule and the prompt history it reads (the monitor's): probabilities, bounds, settings, state."""
 
 from __future__ import annotations
 
@@ -8,10 +8,11 @@ import math
 import pytest
 from hypothesis import given, settings as hsettings, strategies as st
 
+from fed_history import FedHistory
 from shopsim_metrics.judging import verdicts
 from shopsim_metrics.prompts import history as prompt_history
 from shopsim_metrics.judging.verdicts import VERDICTS
-from shopsim_metrics.prompts.skip_history import InMemorySkipHistory, StepShares
+from shopsim_metrics.prompts.skip_history import StepShares
 from shopsim_metrics.prompts.skip_rule import EASY, HARD, OTHER, ZERO_STD_KINDS, GresoSkipRule, skip_probability
 from shopsim_metrics.settings.prompt_skip import SkipRuleSettings, SkipRuleSettingsError
 
@@ -82,7 +83,7 @@ def test_a_run_of_zero_is_never_skipped_whatever_the_settings(settings: SkipRule
 
 
 def test_an_all_spread_pool_is_never_skipped() -> None:
-    history = InMemorySkipHistory()
+    history = FedHistory()
     rule = GresoSkipRule(SkipRuleSettings(floor=0.0, p_min=0.0, p_easy_start=0.0, p_hard_start=0.0))
     keys = [f"prompt-{i}" for i in range(200)]
     for visit in range(5):
@@ -207,17 +208,17 @@ def test_a_restored_p_outside_new_bounds_is_clamped_and_a_bad_state_is_named() -
         narrower.load_state_dict(dict(rule.state_dict(), format=7))
 
 
-# --- the in-memory history -----------------------------------------------------------------------
+# --- the monitor's history, as the skip rule reads it ----------------------------------------------
 
 def test_history_runs_count_equal_zero_std_verdicts_and_reset_on_spread_or_technical() -> None:
-    h = InMemorySkipHistory()
+    h = FedHistory()
     for verdict in (HARD, HARD, HARD):
         h.observe("a", verdict)
     assert h.zero_std_run("a") == (3, HARD)
     h.observe("a", EASY)  # a different zero-std verdict starts a new run
     assert h.zero_std_run("a") == (1, EASY)
     h.observe("a", "technical")
-    assert h.zero_std_run("a") == (0, None) and len(h) == 0  # a run of 0 is not held
+    assert h.zero_std_run("a") == (0, None)
     h.observe("a", OTHER); h.observe("a", "spread")
     assert h.zero_std_run("a") == (0, None)
     with pytest.raises(ValueError, match=r"verdict: expected one of spread, .*technical; got 'zero_std'"):
@@ -226,8 +227,9 @@ def test_history_runs_count_equal_zero_std_verdicts_and_reset_on_spread_or_techn
 
 @hsettings(max_examples=200, deadline=None)
 @given(visits=st.lists(st.tuples(st.sampled_from("abc"), st.sampled_from(VERDICTS)), max_size=60))
-def test_history_runs_agree_with_the_monitors_prompt_history(visits: list) -> None:
-    ours, monitors = InMemorySkipHistory(), prompt_history.PromptHistory()
+def test_history_runs_are_the_prompt_historys_own(visits: list) -> None:
+    """What the rule reads (the run and its verdict) is the monitor's prompt history's, visit for visit."""
+    ours, monitors = FedHistory(), prompt_history.PromptHistory()
     for key, verdict in visits:
         ours.observe(key, verdict)
         monitors.visit(key, verdict)
@@ -239,27 +241,23 @@ def test_history_runs_agree_with_the_monitors_prompt_history(visits: list) -> No
 
 
 def test_history_shares_of_a_closed_step_and_the_limit() -> None:
-    h = InMemorySkipHistory(limit=2)
+    h = FedHistory(limit=2)
     for key, verdict in (("a", EASY), ("b", HARD), ("c", OTHER), ("d", "spread"), ("e", "technical")):
         h.observe(key, verdict)
     assert h.last_closed_step() is None
     assert h.close_step(4) == StepShares(step=4, easy_share=0.2, hard_share=0.4, judged=5)
     assert h.close_step(5) == StepShares(step=5, easy_share=None, hard_share=None, judged=0)
-    assert len(h) == 2 and h.zero_std_run("a") == (0, None)  # "a" was the least recently seen
-    with pytest.raises(ValueError, match=r"limit: expected an integer >= 1; got 0"):
-        InMemorySkipHistory(limit=0)
+    assert len(h.tracker.history) == 2 and h.zero_std_run("a") == (0, None)  # "a" was the least recently seen
 
 
 def test_history_state_round_trips_through_json() -> None:
-    h = InMemorySkipHistory()
-    for key, verdict in (("a", HARD), ("a", HARD), ("b", EASY), ("c", "spread")):
+    """The monitor's history is restored from a snapshot (or the records): the rule reads the same evidence."""
+    h = FedHistory()
+    for key, verdict in (("a", HARD), ("a", HARD), ("b", EASY), ("b", EASY), ("c", "spread")):
         h.observe(key, verdict)
     h.close_step(3)
-    h.observe("b", EASY)  # an open step's verdicts are kept too
-    restored = InMemorySkipHistory()
-    restored.load_state_dict(json.loads(json.dumps(h.state_dict())))
-    assert restored.state_dict() == h.state_dict()
+    restored = FedHistory()
+    restored.tracker.load_state_dict(json.loads(json.dumps(h.tracker.state_dict())))
     assert restored.zero_std_run("a") == (2, HARD) and restored.zero_std_run("b") == (2, EASY)
-    assert restored.close_step(4) == h.close_step(4) == StepShares(4, 1.0, 0.0, 1)
-    with pytest.raises(ValueError, match=r"skip history state: missing open, closed"):
-        restored.load_state_dict({"format": 1, "runs": []})
+    assert restored.last_closed_step() == h.last_closed_step() == StepShares(3, 0.4, 0.4, 5)
+    assert restored.success_evidence("a") == h.success_evidence("a")

@@ -43,9 +43,9 @@ monitor (``shopsimrl.slime_runtime.get_runtime(args)``) and reads, through
 :class:`~shopsim_metrics.prompts.skip_history.MonitorSkipHistory`, the history the filter's
 judgements feed as each step closes (the same prompt keys, the same verdicts). The monitor takes the
 skipped prompts (:meth:`PromptSkipDataSource.take_skipped`) into each step's record. A test may
-inject any :class:`~shopsim_metrics.prompts.skip_history.SkipHistory` (``history=``), e.g. an
-:class:`~shopsim_metrics.prompts.skip_history.InMemorySkipHistory` fed by hand. The rule adapts
-its ``p`` values once per closed step, at the first wave after the step closed.
+inject any :class:`~shopsim_metrics.prompts.skip_history.SkipHistory` (``history=``), e.g. a
+:class:`~shopsim_metrics.prompts.skip_history.MonitorSkipHistory` over a tracker it feeds itself. The
+rule adapts its ``p`` values once per closed step, at the first wave after the step closed.
 
 State: with slime's checkpoint ``<save>/rollout/global_dataset_state_dict_<N>.pt`` this class writes
 ``<save>/rollout/shopsim_prompt_skip_state_<N>.json`` (the rule's ``p`` values and random state, an
@@ -74,10 +74,13 @@ Example:
     ...         self.drawn += n
     ...         return [[SimpleNamespace(prompt="2+2=?", label="4", metadata={}, group_index=None)] for _ in range(n)]
     ...     def __len__(self): return 100
+    >>> from shopsim_metrics.prompts.keys import history_key
+    >>> from shopsim_metrics.prompts.value import PromptValueTracker
+    >>> tracker = PromptValueTracker()   # the monitor's prompt history, here fed by hand
     >>> ds = PromptSkipDataSource(SimpleNamespace(shopsim_prompt_skip="greso"), inner=Inner(),
-    ...                           history=InMemorySkipHistory())
+    ...                           history=MonitorSkipHistory(tracker))
     >>> key = prompt_key(ds.get_samples(1)[0])[0]
-    >>> for _ in range(3): ds.history.observe(key, "zero_std_all_pass")
+    >>> for _ in range(3): _ = tracker.history.visit(history_key(key), "zero_std_all_pass")
     >>> len(ds.get_samples(4)), ds.inner.drawn > 5   # skipped draws were replaced
     (4, True)
     >>> row = ds.take_skipped()[0]; (row.zero_std_run, row.kind, row.skip_probability)
@@ -97,7 +100,7 @@ from shopsim_metrics.prompts.keys import prompt_key
 from shopsim_metrics.settings import PROMPT_SKIP, PROMPT_SKIP_MODES, PROMPT_SKIP_RULE_PREFIX, SETTINGS_BY_NAME
 from shopsim_metrics.settings import WAVE_SIZE_MODES
 from shopsim_metrics.settings import skip_rule_settings
-from shopsim_metrics.prompts.skip_history import InMemorySkipHistory, SkipHistory
+from shopsim_metrics.prompts.skip_history import MonitorSkipHistory, SkipHistory
 from shopsim_metrics.prompts.skip_record import SkippedPrompt
 from shopsim_metrics.prompts.predictive_rule import PredictiveSkipRule
 from shopsim_metrics.prompts.skip_rule import GresoSkipRule
@@ -292,7 +295,9 @@ class PromptSkipDataSource:
             logger.warning("shopsim-metrics: the monitor keeps no prompt history (shopsim_prompt_history_limit: 0, "
                            "or slime's rollout_batch_size missing): shopsim_prompt_skip has nothing to learn from "
                            "and skips no prompt")
-            return InMemorySkipHistory()
+            from shopsim_metrics.prompts.value import PromptValueTracker
+
+            return MonitorSkipHistory(PromptValueTracker(limit=1))  # an empty history, never fed: no skip
         return history
 
     # --- for the monitor ----------------------------------------------------------------------------

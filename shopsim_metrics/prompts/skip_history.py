@@ -13,38 +13,28 @@ The data source that skips prompts (``shopsimrl.data_source.PromptSkipDataSource
   evidence, :mod:`shopsim_metrics.prompts.predictive_rule`); None when it was never scored.
 
 Keys are prompt keys as the ledger writes them (``shopsim_metrics.prompts.keys.prompt_key``).
-In a training process the data source reads the monitor's own prompt history through
+There is one implementation of that evidence: the monitor's prompt history
+(:class:`~shopsim_metrics.prompts.history.PromptHistory`, kept by its
+:class:`~shopsim_metrics.prompts.value.PromptValueTracker`), which the data source reads through
 :class:`MonitorSkipHistory` (fed by the filter's judgements as each step closes, restored from the
-records on resume). :class:`InMemorySkipHistory` is fed verdicts directly (``observe``,
-``close_step``) and keeps, like the monitor's history, a run that a spread or technical visit resets
-and a change of zero-std verdict restarts at 1.
+records or a snapshot on resume). A data source with no monitor history reads an empty one, and a
+test feeds a tracker of its own.
 
 Example:
-    >>> h = InMemorySkipHistory()
-    >>> h.observe("a", "zero_std_all_fail"); h.observe("a", "zero_std_all_fail"); h.observe("b", "spread")
-    >>> h.zero_std_run("a"), h.zero_std_run("b"), h.zero_std_run("never seen")
-    ((2, 'zero_std_all_fail'), (0, None), (0, None))
-    >>> h.close_step(0)
+    >>> step_shares(0, {"zero_std_all_fail": 2, "spread": 1})
     StepShares(step=0, easy_share=0.0, hard_share=0.6666666666666666, judged=3)
 """
 
 from __future__ import annotations
 
-from collections import Counter, OrderedDict
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping, Protocol
 
-from shopsim_metrics.prompts.history import DEFAULT_FORGETTING, PromptHistory
 from shopsim_metrics.prompts.keys import history_key
-from shopsim_metrics.judging.verdicts import VERDICTS
-from shopsim_metrics.prompts.skip_rule import EASY, HARD, OTHER, ZERO_STD_KINDS
+from shopsim_metrics.prompts.skip_rule import EASY, HARD, OTHER
 
 if TYPE_CHECKING:
     from shopsim_metrics.prompts.value import PromptValueTracker
-
-"""A visit's verdict, as in the monitor's prompt history."""
-DEFAULT_LIMIT = 1_000_000
-STATE_FORMAT = 1
 
 
 @dataclass(frozen=True)
@@ -93,90 +83,6 @@ class SkipHistory(Protocol):
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore what :meth:`state_dict` returned."""
         ...
-
-
-class InMemorySkipHistory:
-    """A bounded in-memory :class:`SkipHistory`, fed verdicts one visit at a time.
-
-    Only prompts whose last visit was zero-std are held (the others have a run of 0), at most
-    ``limit`` of them, the least recently seen evicted first.
-    """
-
-    def __init__(self, limit: int = DEFAULT_LIMIT, *, forgetting: float = DEFAULT_FORGETTING) -> None:
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-            raise ValueError(f"InMemorySkipHistory limit: expected an integer >= 1; got {limit!r}")
-        self.limit = limit
-        self.forgetting = forgetting
-        self._evidence = PromptHistory(limit, forgetting=forgetting)  # success counts, for the predictive rule
-        self._runs: OrderedDict[str, tuple[int, str]] = OrderedDict()
-        self._open: Counter[str] = Counter()  # verdicts of the step not yet closed
-        self._closed: StepShares | None = None
-
-    def __len__(self) -> int:
-        return len(self._runs)
-
-    def observe(self, key: str, verdict: str, *, successes: int | None = None, scored: int | None = None) -> None:
-        """Record one visit (one judged group) of a prompt in the open step (``successes`` of ``scored`` rollouts)."""
-        if verdict not in VERDICTS:
-            raise ValueError(f"verdict: expected one of {', '.join(VERDICTS)}; got {verdict!r}")
-        self._open[verdict] += 1
-        self._evidence.visit(key, verdict, successes=successes, scored=scored, step=self._serving_step())
-        if verdict not in ZERO_STD_KINDS:
-            self._runs.pop(key, None)
-            return
-        run, kind = self._runs.pop(key, (0, None))
-        self._runs[key] = (run + 1 if kind == verdict else 1, verdict)
-        if len(self._runs) > self.limit:
-            self._runs.popitem(last=False)
-
-    def close_step(self, step: int) -> StepShares:
-        """End the open step (``step``: its rollout_id): its shares become :meth:`last_closed_step`."""
-        self._closed = step_shares(step, self._open)
-        self._open.clear()
-        return self._closed
-
-    def zero_std_run(self, key: str) -> tuple[int, str | None]:
-        """See :meth:`SkipHistory.zero_std_run`; does not count as a visit."""
-        return self._runs.get(key, (0, None))
-
-    def last_closed_step(self) -> StepShares | None:
-        return self._closed
-
-    def success_evidence(self, key: str) -> tuple[float, float] | None:
-        """See :meth:`SkipHistory.success_evidence` (the step served: the one after the last closed)."""
-        return self._evidence.evidence(key, self._serving_step())
-
-    def _serving_step(self) -> int:
-        return 0 if self._closed is None else self._closed.step + 1
-
-    def state_dict(self) -> dict[str, Any]:
-        """The held runs (least recently seen first), the open step's verdict counts, the last closed step, the evidence."""
-        return {
-            "format": STATE_FORMAT,
-            "runs": [[key, run, kind] for key, (run, kind) in self._runs.items()],
-            "open": dict(self._open),
-            "closed": asdict(self._closed) if self._closed is not None else None,
-            "evidence": [[key, *evidence] for key, evidence in self._evidence.evidence_items()],
-        }
-
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        missing = [k for k in ("format", "runs", "open", "closed") if k not in state]
-        if missing:
-            raise ValueError(f"skip history state: missing {', '.join(missing)}; expected the dict that "
-                             f"InMemorySkipHistory.state_dict() returns; got keys {sorted(state)}")
-        if state["format"] != STATE_FORMAT:
-            raise ValueError(f"skip history state: format: expected {STATE_FORMAT}; got {state['format']!r}")
-        runs: OrderedDict[str, tuple[int, str]] = OrderedDict()
-        for key, run, kind in state["runs"]:
-            runs[key] = (int(run), kind)
-        while len(runs) > self.limit:
-            runs.popitem(last=False)
-        self._runs = runs
-        self._open = Counter(state["open"])
-        self._closed = StepShares(**state["closed"]) if state["closed"] is not None else None
-        self._evidence = PromptHistory(self.limit, forgetting=self.forgetting)
-        for key, successes, failures, seen_step in state.get("evidence", []):
-            self._evidence.restore_evidence(key, float(successes), float(failures), int(seen_step))
 
 
 class MonitorSkipHistory:
