@@ -120,3 +120,15 @@ def test_without_partial_rollout_a_new_sample_with_a_reused_index_counts_in_full
     tokens.observe(SimSample(index=3, response_length=40, status="aborted"), 0)
     tokens.observe(SimSample(index=3, response_length=40), 1)
     assert tokens.take(0, []).total == 40 and tokens.take(1, []).total == 40
+
+
+def test_a_dropped_aborted_sample_never_lends_its_tokens_to_a_judged_one() -> None:
+    """slime may drop an aborted sample before the step closes: its id is then free for a new object, yet its
+    tokens stay aborted ones (the counter holds the sample until the step is taken)."""
+    tokens = GeneratedTokens()
+    for i in range(50):
+        tokens.observe(SimSample(index=i, response_length=10, status="aborted"), 0)  # no reference kept
+    judged = [SimSample(index=100 + i, response_length=7) for i in range(4)]
+    for sample in judged:
+        tokens.observe(sample, 0)
+    assert tokens.take(0, [judged]) == StepTokens(total=528, aborted=500)

@@ -64,7 +64,9 @@ class GeneratedTokens:
         self.continues = continues
         """``--partial-rollout``: aborted samples are continued later, so only their new tokens count then."""
         self._lock = threading.Lock()
-        self._steps: dict[int | None, dict[int, int]] = {}  # step -> id(sample) -> tokens generated in the step
+        # step -> id(sample) -> (the sample, tokens generated in the step); the sample is held so its id stays its
+        # own until the step is taken (an aborted sample slime drops could otherwise lend its id to a judged one)
+        self._steps: dict[int | None, dict[int, tuple[Any, int]]] = {}
         self._carried: dict[Hashable, int] = {}  # Sample.index -> response_length at its abort
 
     def observe(self, sample: Any, step: int | None) -> None:
@@ -79,7 +81,8 @@ class GeneratedTokens:
                 if len(self._carried) > CARRIED_LIMIT:
                     self._carried.pop(next(iter(self._carried)))
             bucket = self._steps.setdefault(step, {})
-            bucket[id(sample)] = bucket.get(id(sample), 0) + max(length - earlier, 0)
+            held = bucket.get(id(sample))
+            bucket[id(sample)] = (sample, (held[1] if held is not None else 0) + max(length - earlier, 0))
 
     def take(self, step: int, judged_groups: Iterable[Any]) -> StepTokens | None:
         """The figures of ``step`` (and of calls whose step was unknown), forgetting them and any earlier step's.
@@ -94,7 +97,7 @@ class GeneratedTokens:
             return None
         counted: dict[int, int] = {}
         for bucket in mine:
-            for sample_id, tokens in bucket.items():
+            for sample_id, (_, tokens) in bucket.items():
                 counted[sample_id] = counted.get(sample_id, 0) + tokens
         total = sum(counted.values())
         judged = sum(counted.get(id(sample), 0) for sample in _leaves(judged_groups))
