@@ -1,14 +1,20 @@
-"""What resuming costs: the restore of a 100,000-step run with 1,000,000 prompts (``make bench-big``).
+"""What resuming costs: a resumed 100,000-step run with 1,000,000 prompts (``make bench-big``).
 
-A resumed slime run (``--load``, ``start_rollout_id`` = s) replays the records before s into the
-technical streak and the prompt history before its first judgement. This generates a records file of
-the shape the project writes (the demo's records, cycled with fresh rollout ids, every ledger row given
-its own prompt key so that the history reaches ``--prompts`` distinct prompts) in a temporary
-directory, then measures in fresh subprocesses, side by side: one plain ``json.loads`` pass over the
-file (the reference) and the restore at s = the last step. Printed: wall time, the ratio to the
-reference, peak memory, prompts restored. No target: the figures are what the docs quote (§1.5).
+A resumed slime run (``--load``, ``start_rollout_id`` = s) needs the technical streak and the prompt
+history before its first judgement. This generates a records file of the shape the project writes
+(the demo's records, cycled with fresh rollout ids, every ledger row given its own prompt key so that
+the history reaches ``--prompts`` distinct prompts) in a temporary directory, then measures in fresh
+subprocesses, side by side:
 
-Run: ``python benchmarks/bench_resume.py [--steps 100000] [--prompts 1000000]``.
+1. without a snapshot: one plain ``json.loads`` pass over the records (its reference) and the replay
+   of every record at s = the last step (no target: the figures the docs quote, §1.5); that process
+   then writes the monitor's snapshot of step s - 1, as the monitor does at a checkpoint;
+2. with the snapshot: reading it (one ``json.load`` of the file: the reference) and, as a resumed
+   process does it, the monitor built from slime's args (``--load``) up to its first judgement of a
+   group. Target: <= 2x the reference, whatever the size of ``steps.jsonl``.
+
+Run: ``python benchmarks/bench_resume.py [--steps 100000] [--prompts 1000000]``; exits 1 when the
+target is missed.
 """
 
 from __future__ import annotations
@@ -21,23 +27,51 @@ import sys
 import tempfile
 from pathlib import Path
 
+TARGET = 2.0  # the first judgement of a snapshot resume, in reads of the snapshot
+
 _MEASURE = """
 import json, resource, sys, time
+from types import SimpleNamespace
+mode, path = sys.argv[1], sys.argv[2]
+if mode == "first-judgement":  # imports first: the process has them before slime calls the filter
+    from shopsim_metrics.simulator.samples import SimSample
+    from shopsimrl import slime_runtime
 started = time.perf_counter()
-if sys.argv[1] == "reference":
-    with open(sys.argv[2], "rb") as fh:
+if mode == "reference":
+    with open(path, "rb") as fh:
         for line in fh:
             json.loads(line)
     extra = {}
+elif mode == "snapshot-read":
+    with open(path, "rb") as fh:
+        json.load(fh)
+    extra = {}
+elif mode == "first-judgement":
+    steps = int(sys.argv[3])
+    args = SimpleNamespace(rollout_batch_size=32, n_samples_per_prompt=8, over_sampling_batch_size=64,
+                           global_batch_size=256, shopsim_run_dir=path, start_rollout_id=steps, num_rollout=steps + 10,
+                           load=sys.argv[4], save=sys.argv[4], save_interval=10, shopsim_wandb=False)
+    group = [SimSample(index=i, group_index=0, reward=float(i % 2)) for i in range(8)]
+    keep = slime_runtime.fully_scored_group_filter(args, group).keep
+    runtime = slime_runtime.get_runtime(args)
+    extra = {"kept": keep, "prompts": len(runtime.accountant.prompts.history), "streak": runtime.streak.count}
 else:
     from shopsim_metrics.prompts.value import PromptValueTracker
-    from shopsim_metrics.resume import restore
+    from shopsim_metrics.prompts.skip_record import SkipTally
+    from shopsim_metrics.resume import prompt_settings, restore
     from shopsim_metrics.step.streak import TechnicalStreak
-    tracker = PromptValueTracker()
-    restored = restore(sys.argv[2], start_rollout_id=int(sys.argv[3]), streak=TechnicalStreak(), prompts=tracker)
+    tracker, streak, skips = PromptValueTracker(), TechnicalStreak(), SkipTally()
+    steps = int(sys.argv[3])
+    restored = restore(path, start_rollout_id=steps, streak=streak, prompts=tracker, skips=skips)
     extra = {"steps": restored.steps, "prompts": len(tracker.history)}
 seconds = time.perf_counter() - started
 peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+if mode == "restore":  # the snapshot a checkpoint at s - 1 would have left
+    from shopsim_metrics.snapshot import build_snapshot, snapshot_path
+    from shopsim_metrics.state_file import write_json
+    write_json(snapshot_path(sys.argv[4], steps - 1), build_snapshot(
+        rollout_id=steps - 1, run_id=None, missing=restored.missing, streak=streak, prompts=tracker,
+        prompt_settings=prompt_settings(tracker), skips=skips, run_dir=path))
 print(json.dumps({"seconds": seconds, "peak_mb": peak_mb, **extra}))
 """
 
@@ -81,15 +115,30 @@ def main() -> int:
     parser.add_argument("--prompts", type=int, default=1_000_000)
     options = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        run_dir = Path(tmp) / "run"
+        run_dir, ckpt = Path(tmp) / "run", Path(tmp) / "ckpt"
         size = write_records(run_dir, options.steps, options.prompts)
         reference = measure("reference", str(run_dir / "steps.jsonl"))
-        restored = measure("restore", str(run_dir), str(options.steps))
+        restored = measure("restore", str(run_dir), str(options.steps), str(ckpt))
+        (snapshot,) = (ckpt / "rollout").iterdir()
+        snapshot_mb = snapshot.stat().st_size / 1e6
+        read = measure("snapshot-read", str(snapshot))
+        first = measure("first-judgement", str(run_dir), str(options.steps), str(ckpt))
     print(f"records: {options.steps:,} steps, {size / 1e6:,.0f} MB")
     print(f"json.loads pass (reference): {reference['seconds']:.1f} s, peak {reference['peak_mb']:.0f} MB")
-    print(f"restore at start_rollout_id={options.steps:,}: {restored['seconds']:.1f} s "
+    print(f"replay of every record at start_rollout_id={options.steps:,}: {restored['seconds']:.1f} s "
           f"({restored['seconds'] / reference['seconds']:.2f}x the reference), peak {restored['peak_mb']:.0f} MB, "
           f"{restored['steps']:,} steps and {restored['prompts']:,} prompts restored")
+    ratio = first["seconds"] / read["seconds"]
+    print(f"snapshot of step {options.steps - 1:,}: {snapshot_mb:,.0f} MB, read in {read['seconds']:.2f} s (reference)")
+    print(f"resume from it, up to the first judgement: {first['seconds']:.2f} s ({ratio:.2f}x the reference, "
+          f"target <= {TARGET:.0f}x; {first['prompts']:,} prompts, streak {first['streak']}), peak {first['peak_mb']:.0f} MB")
+    if first["prompts"] != restored["prompts"]:
+        print("MISSED: the snapshot resume restored another number of prompts than the replay")
+        return 1
+    if ratio > TARGET:
+        print("MISSED: the snapshot resume's first judgement took more than the target")
+        return 1
+    print("target met")
     return 0
 
 

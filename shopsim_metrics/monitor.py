@@ -65,7 +65,9 @@ from shopsim_metrics.judging.group_judgement import GroupJudgement, judge_group
 from shopsim_metrics.settings import ShopsimSettings
 from shopsim_metrics.step.streak import TechnicalStreak
 from shopsim_metrics.settings import missing_knobs_warning
-from shopsim_metrics.resume import restore, resume_warning
+from shopsim_metrics.resume import prompt_settings, restore, resume_warning
+from shopsim_metrics.snapshot import SnapshotPlan, build_snapshot, snapshot_path
+from shopsim_metrics.state_file import write_json
 from shopsim_metrics.run_identity import check_fresh_run_dir, new_run_id
 
 logger = logging.getLogger("shopsim_metrics")
@@ -80,8 +82,11 @@ class ShopsimRuntime:
         *,
         sinks: list[StepSink] | None = None,
         loop_state: LoopState | None = None,
+        snapshots: SnapshotPlan | None = None,
     ) -> None:
         self.settings = settings
+        self.snapshots = snapshots or SnapshotPlan(save=None, load=None, save_interval=None, num_rollout=None)
+        """Where the monitor's state is saved beside slime's checkpoints and read back on a resume."""
         self.loop_state: LoopState = loop_state or NoLoopState()
         self.accountant = (
             StepAccountant(
@@ -126,6 +131,7 @@ class ShopsimRuntime:
         self._hook_started = threading.local()  # perf_counter at the entry of the hook running on this thread
         self._final_table_sent = False  # the run's last step carried the final prompts table
         self._history_partial = False  # a resume found no record of some step before start_rollout_id
+        self._missing_steps = 0  # how many (the snapshots say it on)
         prompts = self.accountant.prompts if self.accountant is not None else None
         self.skip_tally: SkipTally | None = (
             SkipTally(limit=prompts.history.limit)
@@ -167,13 +173,18 @@ class ShopsimRuntime:
         prompts = self.accountant.prompts if self.accountant is not None else None
         try:
             restored = restore(self.settings.run_dir, start_rollout_id=start, streak=self.streak, prompts=prompts,
-                               skips=self.skip_tally)
+                               skips=self.skip_tally, snapshot_dir=self.snapshots.load)
         except Exception as exc:  # noqa: BLE001 - monitoring never stops training
             logger.warning("shopsim-metrics: restoring the run's state from %s failed (%s: %s); the streak and the "
                            "prompt history start empty.", self.settings.run_dir, type(exc).__name__, exc)
             self._history_partial = True
+            self._missing_steps = start
             return
+        if restored.note is not None:
+            logger.warning("shopsim-metrics: the monitor snapshot was not used (%s); the records were replayed.",
+                           restored.note)
         self._history_partial = restored.partial
+        self._missing_steps = restored.missing
         if restored.run_id is not None:
             self.run_id = restored.run_id  # a resumed run stays the same run
         warning = resume_warning(restored, start, self.settings.run_dir)
@@ -182,7 +193,8 @@ class ShopsimRuntime:
         else:
             logger.info("shopsim-metrics: resumed at rollout step %d: streak %d and %d prompts restored from %s",
                         start, self.streak.count, len(prompts.history) if prompts is not None else 0,
-                        self.settings.run_dir)
+                        self.settings.run_dir if restored.snapshot is None
+                        else f"the snapshot of step {restored.snapshot} and the records after it")
 
     # --- skipping prompts before generation ---------------------------------------------------
     def attach_prompt_skip(self, source: Any) -> MonitorSkipHistory | None:
@@ -463,7 +475,31 @@ class ShopsimRuntime:
                 self._guarded_emit(record, lambda r=record: self._emit_one(
                     r, rollout_id, rollout_extra_metrics, rollout_time, started))
             self.send_warnings(up_to=rollout_id)
+            if records:
+                self._save_snapshot(records[-1].rollout_id)
         return records
+
+    def _save_snapshot(self, rollout_id: int) -> None:
+        """Write the state after step ``rollout_id`` beside slime's checkpoint of it (:mod:`~shopsim_metrics.snapshot`),
+        when slime checkpoints after it and the live state is what a replay of the records would rebuild."""
+        plan, accountant = self.snapshots, self.accountant
+        if accountant is None or plan.save is None or not plan.due(rollout_id):
+            return
+        try:
+            with self._judge_lock:
+                prompts = accountant.prompts
+                if accountant.open_judgements() or accountant.closed or (
+                        prompts is not None and prompts.last_step is not None and prompts.last_step[0] != rollout_id):
+                    logger.info("shopsim-metrics: no monitor snapshot at step %d: groups of a later step are already "
+                                "judged (a resume from it replays from an older snapshot)", rollout_id)
+                    return
+                data = build_snapshot(rollout_id=rollout_id, run_id=self.run_id, missing=self._missing_steps,
+                                      streak=self.streak, prompts=prompts, prompt_settings=prompt_settings(prompts),
+                                      skips=self.skip_tally, run_dir=self.settings.run_dir)
+            write_json(snapshot_path(plan.save, rollout_id), data)  # fsync'ed, then replaced
+        except Exception as exc:  # noqa: BLE001 - monitoring never stops training
+            self._warn_once("snapshot", "shopsim-metrics: writing the monitor snapshot of step %s failed (%s: %s); a "
+                            "resume from it replays the records instead.", rollout_id, type(exc).__name__, exc)
 
     def _emit_one(
         self, record: StepRecord, rollout_id: int, rollout_extra_metrics: dict | None, rollout_time: Any,
@@ -722,7 +758,7 @@ def reset_runtime() -> None:
 
 
 def _create(args: Any, **kwargs: Any) -> ShopsimRuntime:
-    runtime = ShopsimRuntime(ShopsimSettings.from_args(args), **kwargs)
+    runtime = ShopsimRuntime(ShopsimSettings.from_args(args), snapshots=SnapshotPlan.from_args(args), **kwargs)
     warning = missing_knobs_warning(args)
     if warning:
         logger.warning(warning)

@@ -34,11 +34,15 @@ import logging
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Iterator
 
 from shopsim_metrics.prompts.skip_record import SkipTally
 from shopsim_metrics.prompts.value import PromptValueTracker
-from shopsim_metrics.readers.steps import NoStepRecords, ReadReport, Winners, iter_step_dicts
+from shopsim_metrics.readers.steps import (
+    NoStepRecords, ReadReport, RecordsChanged, Winners, iter_step_dicts, iter_step_dicts_after,
+)
+from shopsim_metrics.snapshot import find_snapshot, read_snapshot
+from shopsim_metrics.state_file import DamagedStateFile
 from shopsim_metrics.step import contract as C
 from shopsim_metrics.step.records import StepRecord
 from shopsim_metrics.step.streak import TechnicalStreak
@@ -48,11 +52,17 @@ logger = logging.getLogger("shopsim_metrics")
 
 @dataclass(frozen=True)
 class Restored:
-    """What a restore replayed: ``steps`` records, and ``missing`` rollout ids below s without one."""
+    """What a restore replayed: ``steps`` records, and ``missing`` rollout ids below s without one.
+
+    ``snapshot``: the step of the snapshot it started from (None: every record was replayed);
+    ``note``: why a snapshot found was not used (None: used, or none found).
+    """
 
     steps: int
     missing: int
     run_id: str | None = field(default=None, repr=False)  # the run resumed (None: its records carry none)
+    snapshot: int | None = field(default=None, repr=False)
+    note: str | None = field(default=None, repr=False)
 
     @property
     def partial(self) -> bool:
@@ -61,25 +71,95 @@ class Restored:
 
 
 def restore(run_dir: str | os.PathLike, *, start_rollout_id: int, streak: TechnicalStreak,
-            prompts: PromptValueTracker | None, skips: "SkipTally | None" = None) -> Restored:
-    """Replay the records of ``rollout_id < start_rollout_id`` into ``streak``, ``prompts`` and ``skips``.
+            prompts: PromptValueTracker | None, skips: "SkipTally | None" = None,
+            snapshot_dir: str | os.PathLike | None = None) -> Restored:
+    """Rebuild ``streak``, ``prompts`` and ``skips`` as of the records of ``rollout_id < start_rollout_id``.
 
+    With ``snapshot_dir`` (slime's ``--load``) holding a snapshot of a step N < s
+    (:mod:`shopsim_metrics.snapshot`), the state is read from it and only the records written after it,
+    of the steps N < rollout_id < s, are replayed; a snapshot that is damaged, of other prompt
+    settings, or whose records are gone is left aside (``note`` says why) and every record is replayed.
     A missing or unreadable records directory restores nothing (every step is missing); the caller
     warns. Never raises for what the files hold.
     """
+    note = None
+    found = find_snapshot(snapshot_dir, start_rollout_id)
+    if found is not None:
+        try:
+            restored, note = _from_snapshot(run_dir, start_rollout_id, read_snapshot(found[0]), streak, prompts, skips)
+        except DamagedStateFile as exc:
+            restored, note = None, str(exc)
+        except (OSError, ValueError, KeyError, TypeError, IndexError) as exc:
+            restored, note = None, f"{found[0]}: not usable ({type(exc).__name__}: {str(exc)[:120]})"
+        if restored is not None:
+            return restored
+    return _replay_all(run_dir, start_rollout_id, streak, prompts, skips, note)
+
+
+def _replay_all(run_dir: Any, start_rollout_id: int, streak: TechnicalStreak, prompts: PromptValueTracker | None,
+                skips: "SkipTally | None", note: str | None) -> Restored:
     report = ReadReport(Path(run_dir))
     try:
-        latest, run_id = _latest_lines(run_dir, start_rollout_id, report)
+        latest, run_id = _latest_lines(lambda: iter_step_dicts(run_dir, report), 0, start_rollout_id)
     except (NoStepRecords, OSError, ValueError):
-        return Restored(steps=0, missing=start_rollout_id)
+        return Restored(steps=0, missing=start_rollout_id, note=note)
+    replayed = _replay(lambda: iter_step_dicts(run_dir, ReadReport(report.path)), latest, streak, prompts, skips)
+    return Restored(steps=replayed, missing=start_rollout_id - replayed, run_id=run_id, note=note)
+
+
+def _from_snapshot(run_dir: Any, start_rollout_id: int, snapshot: dict[str, Any], streak: TechnicalStreak,
+                   prompts: PromptValueTracker | None, skips: "SkipTally | None") -> tuple[Restored | None, str | None]:
+    """Restore from ``snapshot`` and the records after it; (None, why) when it cannot stand for the replay."""
+    step = snapshot["rollout_id"]
+    saved_settings = snapshot.get("prompt_settings")
+    if saved_settings != prompt_settings(prompts) or (skips is not None) != (snapshot.get("skips") is not None):
+        return None, (f"the snapshot of step {step} was taken with other prompt-history settings "
+                      f"({saved_settings} against {prompt_settings(prompts)})")
+    positions = {str(name): int(size) for name, size in snapshot["records"].items()}
+    report = ReadReport(Path(run_dir))
+
+    def tail() -> Iterator[dict[str, Any]]:
+        return iter_step_dicts_after(run_dir, positions, report)
+
+    try:
+        latest, tail_run_id = _latest_lines(tail, step + 1, start_rollout_id, own_run=snapshot.get("run_id"))
+    except RecordsChanged as exc:
+        return None, f"the records changed since the snapshot of step {step} ({exc})"
+    if len(latest) != start_rollout_id - step - 1:
+        return None, (f"the records after the snapshot of step {step} lack {start_rollout_id - step - 1 - len(latest)} "
+                      f"of the steps before {start_rollout_id}")
+    saved_streak, saved_skips = TechnicalStreak(), SkipTally(limit=skips.limit) if skips is not None else None
+    saved_streak.load_state_dict(snapshot["streak"])  # parsed whole before the live state changes
+    if saved_skips is not None:
+        saved_skips.load_state_dict(snapshot["skips"])
+    if prompts is not None:
+        prompts.load_state_dict(snapshot["prompts"])  # all or nothing
+    streak.load_state_dict(saved_streak.state_dict())
+    if skips is not None and saved_skips is not None:
+        skips.load_state_dict(saved_skips.state_dict())
+    replayed = _replay(tail, latest, streak, prompts, skips)
+    missing = snapshot["missing"]
+    run_id = snapshot.get("run_id") if isinstance(snapshot.get("run_id"), str) else tail_run_id
+    return Restored(steps=start_rollout_id - missing, missing=missing, run_id=run_id, snapshot=step), None
+
+
+def prompt_settings(prompts: PromptValueTracker | None) -> dict[str, Any] | None:
+    """What a saved prompt history depends on: a snapshot of other values is not used."""
+    if prompts is None:
+        return None
+    return {"limit": prompts.history.limit, "forgetting": prompts.history.forgetting,
+            "metadata_key": prompts.metadata_key}
+
+
+def _replay(records: Callable[[], Iterator[dict[str, Any]]], latest: dict[int, int], streak: TechnicalStreak,
+            prompts: PromptValueTracker | None, skips: "SkipTally | None") -> int:
+    """Feed the chosen records (``latest``: rollout_id -> position) in file order; returns how many."""
     replayed = 0
-    for index, data in enumerate(iter_step_dicts(run_dir, ReadReport(report.path))):
-        rollout_id = data["rollout_id"]
-        if latest.get(rollout_id) != index:
+    for index, data in enumerate(records()):
+        if latest.get(data["rollout_id"]) != index:
             continue
         record = StepRecord.from_dict(data)
-        rows = sorted(record.decisions, key=lambda row: row.order)
-        for row in rows:
+        for row in sorted(record.decisions, key=lambda row: row.order):
             technical = row.outcome == C.OUTCOME_DROPPED_TECHNICAL
             streak.observe((row.failed_check or "unknown") if technical else None)
         if prompts is not None:
@@ -87,30 +167,32 @@ def restore(run_dir: str | os.PathLike, *, start_rollout_id: int, streak: Techni
         if skips is not None:
             skips.replay(record)
         replayed += 1
-    return Restored(steps=replayed, missing=start_rollout_id - replayed, run_id=run_id)
+    return replayed
 
 
-def _latest_lines(run_dir: Any, start_rollout_id: int, report: ReadReport) -> tuple[dict[int, int], str | None]:
-    """The index (among good records, in file order) of the latest write of each ``rollout_id < s``,
-    by the records' own order (:func:`~shopsim_metrics.readers.steps.record_order`), and the run
-    they belong to.
+def _latest_lines(records: Callable[[], Iterator[dict[str, Any]]], lower: int, upper: int,
+                  own_run: Any = None) -> tuple[dict[int, int], str | None]:
+    """The index (among good records, in file order) of the latest write of each ``lower <= rollout_id <
+    upper``, by the records' own order (:func:`~shopsim_metrics.readers.steps.record_order`), and the
+    run they belong to.
 
-    The run resumed is the one that wrote last below ``s``; records of another run (a directory that
-    holds more than one) are left out, records without a ``run_id`` (an older version's) count for any.
+    The run resumed is ``own_run`` when given (a snapshot's), else the one that wrote last in the range;
+    records of another run (a directory that holds more than one) are left out, records without a
+    ``run_id`` (an older version's) count for any.
     """
     by_run: dict[str | None, Winners] = {}
     every = Winners()
-    for index, data in enumerate(iter_step_dicts(run_dir, report)):
+    for index, data in enumerate(records()):
         rollout_id = data["rollout_id"]
-        if isinstance(rollout_id, int) and 0 <= rollout_id < start_rollout_id:
+        if isinstance(rollout_id, int) and lower <= rollout_id < upper:
             every.offer(data, index)
             run_id = data.get("run_id")
             by_run.setdefault(run_id if isinstance(run_id, str) else None, Winners()).offer(data, index)
-    run_id = every.latest_run_id
-    if run_id is None or len(by_run) == 1:
+    run_id = own_run if isinstance(own_run, str) else every.latest_run_id
+    if run_id is None or (len(by_run) == 1 and run_id in by_run):
         return every.index, run_id
     chosen = dict(by_run.get(None, Winners()).index)
-    own = by_run[run_id]
+    own = by_run.get(run_id, Winners())
     for rollout_id, index in own.index.items():  # the run's own write wins over an unnamed one
         chosen[rollout_id] = index
     return chosen, run_id

@@ -22,10 +22,12 @@ Example:
 
 from __future__ import annotations
 
+import gc
 from collections import OrderedDict
+from contextlib import contextmanager
 from dataclasses import dataclass
 from heapq import nlargest
-from typing import Hashable, Iterator
+from typing import Any, Hashable, Iterator
 
 from shopsim_metrics.judging.group_judgement import SPREAD, TECHNICAL
 from shopsim_metrics.judging.verdicts import (
@@ -71,16 +73,18 @@ class PromptRecord:
     __slots__ = ("letters", "visits", "zero_std_run", "zero_std_visits", "tokens", "wasted_tokens", "successes",
                  "failures", "seen_step")
 
-    def __init__(self) -> None:
-        self.successes = 0.0  # scored rollouts that succeeded, each visit weighed by forgetting ** (seen_step - its step)
-        self.failures = 0.0
-        self.seen_step: int | None = None  # the rollout step of the last visit that carried success counts
-        self.letters = ""  # the last HISTORY_LENGTH verdicts, oldest first (VERDICT_LETTERS)
-        self.visits = 0
-        self.zero_std_run = 0
-        self.zero_std_visits = 0
-        self.tokens = 0
-        self.wasted_tokens = 0
+    def __init__(self, letters: str = "", visits: int = 0, zero_std_run: int = 0, zero_std_visits: int = 0,
+                 tokens: int = 0, wasted_tokens: int = 0, successes: float = 0.0, failures: float = 0.0,
+                 seen_step: int | None = None) -> None:
+        self.letters = letters  # the last HISTORY_LENGTH verdicts, oldest first (VERDICT_LETTERS)
+        self.visits = visits
+        self.zero_std_run = zero_std_run
+        self.zero_std_visits = zero_std_visits
+        self.tokens = tokens
+        self.wasted_tokens = wasted_tokens
+        self.successes = successes  # scored rollouts that succeeded, each visit weighed by forgetting ** (seen_step - its step)
+        self.failures = failures
+        self.seen_step = seen_step  # the rollout step of the last visit that carried success counts
 
     def stats(self, key: Hashable) -> PromptStats:
         return PromptStats(key=key_text(key), visits=self.visits,  # type: ignore[arg-type]
@@ -178,6 +182,42 @@ class PromptHistory:
                 self._records.popitem(last=False)
         record.successes, record.failures, record.seen_step = successes, failures, seen_step
 
+    def state_columns(self) -> dict[str, Any]:
+        """The whole history as columns (one list per :class:`PromptRecord` field, plus ``keys``), least
+        recently seen first: what a snapshot saves (:mod:`shopsim_metrics.snapshot`).
+
+        Example:
+            >>> h = PromptHistory(limit=4)
+            >>> h.visit("a", SPREAD, 7, successes=3, scored=8, step=1)
+            >>> columns = h.state_columns(); columns["keys"], columns["letters"], columns["tokens"]
+            (['a'], ['S'], [7])
+            >>> g = PromptHistory(limit=4); g.load_state_columns(columns); g.stats("a") == h.stats("a")
+            True
+        """
+        records = list(self._records.values())
+        columns: dict[str, Any] = {"keys": list(self._records), "evicted": self.evicted}
+        for name in PromptRecord.__slots__:
+            columns[name] = [getattr(record, name) for record in records]
+        return columns
+
+    def load_state_columns(self, columns: dict[str, Any]) -> None:
+        """Replace the history with :meth:`state_columns`' (the most recently seen ``limit`` prompts kept).
+
+        Raises ``ValueError`` (``KeyError``, ``TypeError``) for columns that are not a saved history.
+        """
+        keys = columns["keys"]
+        values = [columns[name] for name in PromptRecord.__slots__]
+        if not isinstance(keys, list) or any(not isinstance(v, list) or len(v) != len(keys) for v in values):
+            raise ValueError("a saved prompt history's columns must be lists of one length")
+        start = max(len(keys) - self.limit, 0)
+        keys = keys[start:]
+        if not all(type(key) in (int, str) for key in keys):
+            raise ValueError("a saved prompt key must be an int or a string")
+        with _collector_paused():
+            self._records = OrderedDict(zip(keys, map(PromptRecord, *(v[start:] for v in values))))
+        evicted = columns.get("evicted", 0)
+        self.evicted = (evicted if isinstance(evicted, int) else 0) + start
+
     def _weight(self, record: PromptRecord, step: int) -> float:
         """``forgetting ** (step - seen_step)``: what the prompt's evidence weighs at ``step`` (1 at or before it)."""
         if record.seen_step is None or step <= record.seen_step:
@@ -196,3 +236,16 @@ class PromptHistory:
     def __iter__(self) -> Iterator[PromptStats]:
         """Every tracked prompt, least recently seen first."""
         return (record.stats(key) for key, record in self._records.items())
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Python's cycle collector off while a saved history is built: a million new records would set it
+    walking every tracked object over and over (3-4x the build's time), and records hold no cycles."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()

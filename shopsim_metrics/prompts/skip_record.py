@@ -114,6 +114,24 @@ class SkipTally:
             record.skip_realised_zero_std_rate = sum(z for _, z in pairs) / len(pairs)
             record.skip_brier_score = sum((p - z) ** 2 for p, z in pairs) / len(pairs)
 
+    def state_dict(self) -> dict[str, Any]:
+        """The prompts skipped and not generated since, oldest first (a snapshot; the predictions waiting
+        for their group are the live data source's and are not saved, as a replay of the records has none)."""
+        return {"pending": list(self._pending)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Put back :meth:`state_dict`'s state.
+
+        Example:
+            >>> a = SkipTally(); _ = a._walk([("k", 1)], []); b = SkipTally(); b.load_state_dict(a.state_dict())
+            >>> b.state_dict()
+            {'pending': ['k']}
+        """
+        pending = state["pending"]
+        if not isinstance(pending, list):
+            raise ValueError("a saved skip tally's pending prompts must be a list")
+        self._pending = OrderedDict((key, None) for key in pending[-self.limit:])
+
     def replay(self, record: StepRecord) -> None:
         """Walk a recorded step again (a resumed run, from the records): the skipped prompts still pending."""
         if record.skipped_prompt_count is None:

@@ -144,6 +144,26 @@ class PromptValueTracker:
             record.prompt_key_source = combine_sources(
                 {KEY_NONE} if not record.decisions else {_source_of(r.prompt_key) for r in record.decisions})
 
+    def state_dict(self) -> dict[str, Any]:
+        """What a resumed run needs of this tracker (a snapshot, :mod:`shopsim_metrics.snapshot`)."""
+        last = None if self.last_step is None else [self.last_step[0], dict(self.last_step[1])]
+        return {"history": self.history.state_columns(), "tokens_known": self.tokens_known, "last_step": last}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Put back :meth:`state_dict`'s state (raises ``ValueError``/``KeyError``/``TypeError`` for another shape).
+
+        Example:
+            >>> a = PromptValueTracker(); a.history.visit("k", SPREAD, 5); a.tokens_known = True
+            >>> b = PromptValueTracker(); b.load_state_dict(a.state_dict())
+            >>> b.tokens_known, b.history.stats("k").tokens
+            (True, 5)
+        """
+        last = state["last_step"]
+        last_step = None if last is None else (int(last[0]), Counter({str(k): int(v) for k, v in last[1].items()}))
+        self.history.load_state_columns(state["history"])
+        self.tokens_known = bool(state["tokens_known"])
+        self.last_step = last_step
+
     def table(self, count: int = PROMPT_TABLE_ROWS) -> list[list[Any]]:
         """The prompts table: the ``count`` prompts that wasted the most generation."""
         return [table_row(stats, self.tokens_known) for stats in self.history.most_wasted(count)]

@@ -245,6 +245,35 @@ def iter_step_dicts(path: str | os.PathLike, report: ReadReport | None = None) -
         yield data
 
 
+class RecordsChanged(ValueError):
+    """A records file is shorter than a snapshot says it was, or gone: its tail cannot be read."""
+
+
+def iter_step_dicts_after(run_dir: str | os.PathLike, positions: dict[str, int],
+                          report: ReadReport | None = None) -> Iterator[dict[str, Any]]:
+    """Every good record written after ``positions`` (bytes per records file name, as a snapshot saved
+    them; a file not named there is read whole), in file order. Raises :class:`RecordsChanged` before
+    reading when a named file is missing or shorter than its position.
+
+    Example:
+        >>> import tempfile, pathlib
+        >>> d = pathlib.Path(tempfile.mkdtemp()); f = d / "steps.jsonl"
+        >>> _ = f.write_text('{"rollout_id": 0}\\n{"rollout_id": 1}\\n')
+        >>> [r["rollout_id"] for r in iter_step_dicts_after(d, {"steps.jsonl": 18})]
+        [1]
+    """
+    files = steps_files(run_dir)
+    sizes = {path.name: path.stat().st_size for path in files}
+    for name, position in positions.items():
+        if name not in sizes or sizes[name] < position:
+            raise RecordsChanged(f"{Path(run_dir) / name} is {'gone' if name not in sizes else 'shorter'} "
+                                 "since the snapshot")
+    report = report if report is not None else ReadReport(Path(run_dir))
+    for path in files:
+        for data, _ in _iter_file(path, report, prefix=f"{path.name} ", start=positions.get(path.name, 0)):
+            yield data
+
+
 def _iter_records(files: list[Path], report: ReadReport) -> Iterator[tuple[dict[str, Any], bytes]]:
     """Every good record of ``files`` in order, with its line as read."""
     for file in files:
@@ -265,8 +294,11 @@ def _iter_wandb_run(run_dir: Path, report: ReadReport) -> Iterator[tuple[dict[st
         yield data, json.dumps(data, default=str).encode()
 
 
-def _iter_file(path: Path, report: ReadReport, *, prefix: str) -> Iterator[tuple[dict[str, Any], bytes]]:
+def _iter_file(path: Path, report: ReadReport, *, prefix: str, start: int = 0) -> Iterator[tuple[dict[str, Any], bytes]]:
     with open(path, "rb") as fh:
+        if start:
+            fh.seek(start)
+            prefix = f"{prefix}after byte {start}, "
         number = 0
         while True:
             raw = fh.readline(MAX_LINE_BYTES)

@@ -35,6 +35,24 @@ class TechnicalStreak:
             self._checks[failed_check] += 1
         return self.count
 
+    def state_dict(self) -> dict[str, object]:
+        """The streak and its checks, as a snapshot saves them."""
+        return {"count": self.count, "checks": self.checks}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Put back :meth:`state_dict`'s state.
+
+        Example:
+            >>> a = TechnicalStreak(); _ = a.observe("status_failed"); b = TechnicalStreak()
+            >>> b.load_state_dict(a.state_dict()); b.count, b.checks
+            (1, {'status_failed': 1})
+        """
+        count, checks = state["count"], state["checks"]
+        if not isinstance(count, int) or count < 0 or not isinstance(checks, dict):
+            raise ValueError("a saved technical streak must be a count >= 0 and a dict of checks")
+        self.count = count
+        self._checks = Counter({str(k): int(v) for k, v in checks.items()})
+
     @property
     def checks(self) -> dict[str, int]:
         """The failed checks of the current streak, by name (sorted)."""
