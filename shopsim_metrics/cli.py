@@ -63,20 +63,18 @@ def _version() -> str:
 
 def _inspect(args: argparse.Namespace) -> int:
     from shopsim_metrics.readers.steps import read_step_columns
-    from shopsim_metrics.step.table import (STEP_TABLE_COLUMNS, STEP_TABLE_LEGEND, format_cost_headline, format_header,
-                                            format_row)
+    from shopsim_metrics.step.table import STEP_TABLE_LEGEND, STEP_TABLE_NAMES, format_cost_headline, format_step_table
 
     if args.json:
         return _inspect_json(args.path)
-    names = tuple(name for _, name, _ in STEP_TABLE_COLUMNS)
+    names = STEP_TABLE_NAMES
     cost = ("total_token_count", "aborted_token_count")
     table = read_step_columns(args.path, names=names + ("terminated",) + cost)
     out = sys.stdout
-    out.write(format_header(names) + "\n")
     cols = {name: table.rollout_ids if name == "rollout_id" else table.columns[name] for name in names}
-    for i, terminated in enumerate(table.columns["terminated"]):
-        row = format_row({name: col[i] for name, col in cols.items()}, names)
-        out.write(row + (" TERMINATED" if terminated else "") + "\n")
+    rows = [{name: col[i] for name, col in cols.items()} for i in range(len(table))]
+    notes = ["TERMINATED" if terminated else "" for terminated in table.columns["terminated"]]
+    out.write(format_step_table(rows, notes) + "\n")
     out.write(f"{len(table)} steps" + "".join(f"; {note}" for note in table.report.notes()) + "\n")
     out.write(format_cost_headline(*_run_cost(table.columns)) + "\n")
     out.write(STEP_TABLE_LEGEND + "\n")

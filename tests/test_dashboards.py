@@ -50,7 +50,7 @@ def test_every_key_the_spec_references_exists_in_the_contract() -> None:
     record_fields = {f.name for f in dataclasses.fields(StepRecord)}
     for panel in SPEC.panels:
         assert panel.keys(), panel.id
-        assert set(panel.step_keys()) <= set(contract.WANDB_STEP_FIELDS), panel.id
+        assert set(panel.step_keys()) <= set(contract.WANDB_SCALAR_NAMES), panel.id
         assert set(panel.ledger_keys()) <= set(contract.LEDGER_COLUMNS), panel.id
         assert set(panel.knob_lines) <= record_fields, panel.id
         if panel.wandb_table is not None:
@@ -157,7 +157,7 @@ def test_wandb_renderer_draws_every_panel_with_contract_keys(tmp_path: Path, no_
         assert drawn["viewType"] == "Run History Line Plot" and cfg["chartTitle"] == panel.title
         assert cfg["xAxis"] == contract.WANDB_STEP_KEY
         names = _step_names_of(cfg["metrics"])
-        assert set(names) <= set(contract.WANDB_STEP_FIELDS)
+        assert set(names) <= set(contract.WANDB_SCALAR_NAMES)
         if panel.source == "ledger":
             assert names == list(panel.step_summary)
             table = by_id[wbw.panel_uid(panel.id, "table")]
@@ -530,7 +530,7 @@ def test_cli_dashboard_wandb_exits_after_its_error_even_when_wandb_leaves_thread
 import sys, threading, types
 from shopsim_metrics.dashboards import wandb_workspace
 import wandb.errors
-def save_to_wandb(entity, project):
+def save_to_wandb(entity, project, **options):
     threading.Thread(target=threading.Event().wait).start()   # a non-daemon thread that never ends
     raise wandb.errors.CommError("could not reach api.wandb.ai")
 wandb_workspace.save_to_wandb = save_to_wandb

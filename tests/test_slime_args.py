@@ -36,6 +36,7 @@ NOT_DEFAULT = {
     "shopsim_run_dir": ("/shared/run/records", "/shared/run/records"),
     "shopsim_wandb": ("off", "off"),  # YAML 1.1: False
     "shopsim_wandb_project": ("my-project", "my-project"),
+    "shopsim_wandb_init_timeout": ("5", 5.0),
     "shopsim_wandb_table_every": ("3", 3),
     "shopsim_alerts": ("no", False),  # YAML 1.1: False
     "shopsim_alert_warn_fraction": ("0.25", 0.25),
@@ -54,6 +55,12 @@ NOT_DEFAULT = {
     "shopsim_prompt_skip_p_easy_start": ("0.4", 0.4),
     "shopsim_prompt_skip_p_hard_start": ("0.6", 0.6),
     "shopsim_prompt_skip_seed": ("5", 5),
+    "shopsim_prompt_skip_threshold": ("0.6", 0.6),
+    "shopsim_prompt_skip_forgetting": ("0.9", 0.9),
+    "shopsim_wave_size": ("Adaptive", "adaptive"),
+    "shopsim_wave_fill_probability": ("0.9", 0.9),
+    "shopsim_wave_size_cap": ("64", 64),
+    "shopsim_async_zero_std_drop_limit": ("0", 0),
 }
 
 

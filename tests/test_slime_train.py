@@ -21,6 +21,7 @@ steps are reproducible, and a resumed run can be compared with an unbroken one f
 
 from __future__ import annotations
 
+import json
 import math
 import sys
 
@@ -283,6 +284,10 @@ def test_resumed_run_restored_slimes_data_source(slime):
     assert "load metadata from" in resumed.output and "global_dataset_state_dict_2.pt" in resumed.output
     steps = sorted(resumed.perf_lines())
     assert steps == list(range(FIRST_STEPS, ALL_STEPS))
+    # the monitor's snapshot beside slime's checkpoint it resumed from (--save-interval 1): read, not the records
+    snapshot = json.loads((resumed.save / "rollout" / f"shopsim_monitor_state_{FIRST_STEPS - 1}.json").read_text())
+    assert snapshot["rollout_id"] == FIRST_STEPS - 1 and snapshot["missing"] == 0
+    assert snapshot["records"]["steps.jsonl"] > 0 and snapshot["prompts"]["history"]["keys"]
 
 
 def test_resumed_records_equal_an_unbroken_runs_except_timing(slime):

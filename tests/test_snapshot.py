@@ -22,6 +22,7 @@ from shopsim_metrics.state_file import write_json
 from shopsim_metrics.step.loop_state import ManualLoopState
 from shopsim_metrics.step.records import DecisionRow, StepRecord
 from shopsim_metrics.step.streak import TechnicalStreak
+from shopsim_metrics.step.wave_size import RecentRates
 from shopsimrl import slime_runtime
 from test_resume import STEPS, comparable, group_for
 
@@ -29,15 +30,15 @@ OUTCOMES = ("trained", "dropped_zero_std", "dropped_technical")
 
 
 # --- the property: snapshot + tail == replay of everything --------------------------------------
-def fresh_state() -> tuple[TechnicalStreak, PromptValueTracker, SkipTally]:
-    return TechnicalStreak(), PromptValueTracker(limit=6, forgetting=0.9), SkipTally(limit=4)
+def fresh_state() -> tuple[TechnicalStreak, PromptValueTracker, SkipTally, RecentRates]:
+    return TechnicalStreak(), PromptValueTracker(limit=6, forgetting=0.9), SkipTally(limit=4), RecentRates(window=3)
 
 
 def state_of(start: int, run_dir: Path, snapshot_dir: Path | None):
-    streak, prompts, skips = fresh_state()
+    streak, prompts, skips, rates = fresh_state()
     restored = restore(run_dir, start_rollout_id=start, streak=streak, prompts=prompts, skips=skips,
-                       snapshot_dir=snapshot_dir)
-    return restored, (streak.state_dict(), prompts.state_dict(), skips.state_dict())
+                       snapshot_dir=snapshot_dir, rates=rates)
+    return restored, (streak.state_dict(), prompts.state_dict(), skips.state_dict(), rates.state_dict())
 
 
 rows = st.lists(st.tuples(st.sampled_from(OUTCOMES), st.integers(0, 8), st.integers(0, 7)), max_size=5)
@@ -78,11 +79,11 @@ def test_a_snapshot_and_the_records_after_it_rebuild_what_replaying_every_record
             sink.emit(record_of(step, process, sequence, contents[sequence - 1]))
             if plan.due(step):
                 restored, _ = state_of(step + 1, run_dir, None)
-                streak, prompts, skips = fresh_state()
-                restore(run_dir, start_rollout_id=step + 1, streak=streak, prompts=prompts, skips=skips)
+                streak, prompts, skips, rates = fresh_state()
+                restore(run_dir, start_rollout_id=step + 1, streak=streak, prompts=prompts, skips=skips, rates=rates)
                 write_json(snapshot_path(ckpt, step), build_snapshot(
                     rollout_id=step, run_id="run-1", missing=restored.missing, streak=streak, prompts=prompts,
-                    prompt_settings=prompt_settings(prompts), skips=skips, run_dir=run_dir))
+                    prompt_settings=prompt_settings(prompts), skips=skips, run_dir=run_dir, rates=rates))
                 saved.append(step)
         sink.close()
         checkpoints = [s for s in saved if s < start + length]
@@ -99,12 +100,13 @@ def test_a_snapshot_and_the_records_after_it_rebuild_what_replaying_every_record
 
 
 # --- the monitor writes its snapshots and reads them on --load ----------------------------------
-def run_steps(run_dir: Path, ckpt: Path, steps: range, *, start: int, first_gids: dict[int, int]) -> None:
-    """One process with slime's --save/--load/--save-interval set (see test_resume.run_steps)."""
+def run_steps(run_dir: Path, ckpt: Path, steps: range, *, start: int, first_gids: dict[int, int]) -> tuple:
+    """One process with slime's --save/--load/--save-interval set (see test_resume.run_steps); returns
+    its monitor's state at the end (streak, prompts, skips, recent rates)."""
     args = make_args(shopsim_run_dir=str(run_dir), start_rollout_id=start, num_rollout=STEPS, shopsim_alerts=False,
                      save=str(ckpt), load=str(ckpt) if start else None, save_interval=2)
     state = ManualLoopState(source="scripted")
-    slime_runtime.configure(args, sinks=[JsonlSink(run_dir)], loop_state=state)
+    runtime = slime_runtime.configure(args, sinks=[JsonlSink(run_dir)], loop_state=state)
     loop = scripted_loop(args, state)
     for step in steps:
         if step in first_gids:
@@ -112,7 +114,10 @@ def run_steps(run_dir: Path, ckpt: Path, steps: range, *, start: int, first_gids
         first_gids.setdefault(step, loop._next_id)
         first = loop._next_id
         run_scripted_step(loop, step, lambda gid, s=step, f=first: group_for(s, gid - f, gid, 2), fifo_batches(3))
+    state_at_end = (runtime.streak.state_dict(), runtime.accountant.prompts.state_dict(),
+                    runtime.skip_tally.state_dict(), runtime.accountant.rates.state_dict())
     slime_runtime.reset_runtime()
+    return state_at_end
 
 
 def test_the_monitor_saves_a_snapshot_at_each_checkpoint_and_a_resume_reads_only_the_records_after_it(
@@ -151,7 +156,8 @@ def state_of_monitor(run: Path, ckpt: Path, start: int):
                      load=str(ckpt), save=str(ckpt), save_interval=2)
     runtime = slime_runtime.configure(args, sinks=[], loop_state=ManualLoopState(source="scripted"))
     try:
-        return (runtime.streak.state_dict(), runtime.accountant.prompts.state_dict(), runtime.skip_tally.state_dict())
+        return (runtime.streak.state_dict(), runtime.accountant.prompts.state_dict(), runtime.skip_tally.state_dict(),
+                runtime.accountant.rates.state_dict())
     finally:
         slime_runtime.reset_runtime()
 
@@ -186,3 +192,13 @@ def test_no_snapshot_without_save_or_between_checkpoints() -> None:
     assert not SnapshotPlan(save="/c", load=None, save_interval=None, num_rollout=None).due(1)
     plan = SnapshotPlan.from_args(make_args(save="/c", save_interval=3, num_rollout=7))
     assert [n for n in range(7) if plan.due(n)] == [2, 5, 6]
+
+
+def test_a_resumed_monitor_holds_the_live_monitors_state_with_or_without_the_snapshot(tmp_path: Path) -> None:
+    """The recent informative rate (what adaptive waves are sized from) included: the first wave of a
+    resumed run is sized as the unbroken run's."""
+    run, ckpt = tmp_path / "run", tmp_path / "ckpt"
+    live = run_steps(run, ckpt, range(4), start=0, first_gids={})
+    assert live[3]["steps"] and any(spread < judged for spread, judged in live[3]["steps"])
+    assert state_of_monitor(run, ckpt, 4) == live
+    assert state_of_monitor(run, tmp_path / "elsewhere", 4) == live

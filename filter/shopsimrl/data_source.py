@@ -56,8 +56,9 @@ as an unbroken one would. The file is written durably (``fsync``, then replace:
 directory) stops the load with one line naming it and what to do
 (:class:`~shopsim_metrics.state_file.DamagedStateFile`, a ``ValueError``).
 
-Settings (read from ``args`` by the settings table, :mod:`shopsim_metrics.settings`, as check-config
-and the monitor's hooks read them; absent or None means the default):
+Settings (each read from ``args`` by its row of the settings table, :meth:`shopsim_metrics.settings.Setting.from_args`:
+the defaults, checks and error messages of check-config and the monitor's ``ShopsimSettings.from_args``;
+absent or None means the default):
 
 - ``shopsim_prompt_skip``: ``off`` (default), ``greso`` or ``predictive``;
 - ``shopsim_prompt_skip_<field>`` for every field of :class:`SkipRuleSettings` (``target_share``,
@@ -97,7 +98,7 @@ from typing import Any
 
 from shopsim_metrics.judging.verdicts import ZERO_STD_ALL_FAIL, ZERO_STD_ALL_PASS
 from shopsim_metrics.prompts.keys import prompt_key
-from shopsim_metrics.settings import PROMPT_SKIP, PROMPT_SKIP_MODES, PROMPT_SKIP_RULE_PREFIX, SETTINGS_BY_NAME
+from shopsim_metrics.settings import PROMPT_SKIP, PROMPT_SKIP_MODES, SETTINGS_BY_NAME, SKIP_RULE_SETTINGS
 from shopsim_metrics.settings import WAVE_SIZE_MODES
 from shopsim_metrics.settings import skip_rule_settings
 from shopsim_metrics.prompts.skip_history import MonitorSkipHistory, SkipHistory
@@ -115,7 +116,7 @@ OFF, GRESO, PREDICTIVE = PROMPT_SKIP_MODES
 FIXED, ADAPTIVE = WAVE_SIZE_MODES
 WAVE_SIZE_ARG = "shopsim_wave_size"
 MODE_ARG = PROMPT_SKIP
-RULE_ARG_PREFIX = PROMPT_SKIP_RULE_PREFIX
+PROMPT_KEY_ARG = "shopsim_prompt_key"
 SLIME_DATA_SOURCE = "slime.rollout.data_source.RolloutDataSourceWithBuffer"
 STATE_FILE = "shopsim_prompt_skip_state_{rollout_id}.json"
 STATE_FORMAT = 1
@@ -135,7 +136,7 @@ def skip_mode(args: Any) -> str:
         ...
         shopsim_metrics.settings.ShopsimConfigError: shopsim_prompt_skip: expected one of off, greso, predictive; got True (YAML reads unquoted on/yes/true as a boolean: write greso)
     """
-    return SETTINGS_BY_NAME[MODE_ARG].read(getattr(args, MODE_ARG, None))
+    return SETTINGS_BY_NAME[MODE_ARG].from_args(args)
 
 
 def rule_settings_from_args(args: Any) -> SkipRuleSettings:
@@ -153,8 +154,7 @@ def rule_settings_from_args(args: Any) -> SkipRuleSettings:
         ...
         shopsim_metrics.settings.ShopsimConfigError: shopsim_prompt_skip_step: expected a number in [0, 1]; got 'a tenth'
     """
-    values = {name: SETTINGS_BY_NAME[name].read(getattr(args, name, None))
-              for name in SETTINGS_BY_NAME if name.startswith(RULE_ARG_PREFIX)}
+    values = {setting.name: setting.from_args(args) for setting in SKIP_RULE_SETTINGS}
     return skip_rule_settings(values, getattr(args, "rollout_seed", None))
 
 
@@ -178,9 +178,10 @@ class PromptSkipDataSource:
                  monitor: Any = None) -> None:
         self.args = args
         self.mode = skip_mode(args)
-        self.wave_size: str = SETTINGS_BY_NAME[WAVE_SIZE_ARG].read(getattr(args, WAVE_SIZE_ARG, None))
+        self.wave_size: str = SETTINGS_BY_NAME[WAVE_SIZE_ARG].from_args(args)
         """``fixed`` (serve what slime asks) or ``adaptive`` (size each wave to fill the batch)."""
-        self.metadata_key: str | None = getattr(args, "shopsim_prompt_key", None)
+        self.metadata_key: str | None = SETTINGS_BY_NAME[PROMPT_KEY_ARG].from_args(args)
+        """The metadata column that names a prompt (``shopsim_prompt_key``, read as the monitor reads it)."""
         settings = rule_settings_from_args(args)
         self.rule = GresoSkipRule(settings)
         self.predictor: PredictiveSkipRule | None = (

@@ -3,7 +3,8 @@
 - ``dashboard html --from <steps.jsonl | run dir | W&B run dir> --out dashboard.html`` (the source may
   also be given without ``--from``)
 - ``dashboard wandb --entity E --project P`` saves the workspace and the report to W&B;
-  with ``--dry-run --out DIR`` it writes their JSON instead (no network, no API key).
+  with ``--dry-run --out DIR`` it writes their JSON instead (no network, no API key); with
+  ``--from RUN`` each section also says which of its panels are off in that run.
 - ``dashboard spec --out dashboards/panels.json`` writes the panel spec.
 
 Example:
@@ -43,6 +44,9 @@ def register(subparsers: Any) -> None:
     wb.add_argument("--project", default=None, help="W&B project; required unless --dry-run")
     wb.add_argument("--dry-run", action="store_true", help="write the JSON only: no network, no API key")
     wb.add_argument("--out", default="dashboards", help="directory for the dry-run JSON (default: dashboards)")
+    wb.add_argument("--from", dest="source", default=None,
+                    help="a run (steps.jsonl, its run directory, or a W&B offline run directory): each section "
+                         "names its panels that are off in that run")
     wb.set_defaults(func=run_wandb)
 
     spec = sub.add_parser("spec", help="write the declarative panel spec as JSON")
@@ -70,11 +74,13 @@ SAVE_TIMEOUT_SECONDS = 120
 
 def run_wandb(args: argparse.Namespace) -> int:
     from shopsim_metrics.dashboards import wandb_workspace as wbw
+    from shopsim_metrics.dashboards.data import load_dashboard_data
 
+    data = load_dashboard_data(args.source) if args.source else None
     if args.dry_run:
         entity = args.entity or wbw.TEMPLATE_ENTITY
         project = args.project or wbw.TEMPLATE_PROJECT
-        ws_path, rep_path = wbw.write_wandb_templates(args.out, entity=entity, project=project)
+        ws_path, rep_path = wbw.write_wandb_templates(args.out, entity=entity, project=project, data=data)
         print(f"workspace JSON: {ws_path}")
         print(f"report JSON:    {rep_path}")
         return 0
@@ -89,7 +95,7 @@ def run_wandb(args: argparse.Namespace) -> int:
     from shopsim_metrics.sinks.deadline import DeadlinePassed, call_within
 
     try:  # on a daemon thread: the threads W&B starts are daemons too, so the command exits after an error
-        ws_url, report_url = call_within(SAVE_TIMEOUT_SECONDS, lambda: wbw.save_to_wandb(args.entity, args.project),
+        ws_url, report_url = call_within(SAVE_TIMEOUT_SECONDS, lambda: wbw.save_to_wandb(args.entity, args.project, data=data),
                                          name="shopsim-wandb-save")
     except DeadlinePassed:
         print(f"shopsim-metrics dashboard wandb: error: W&B did not answer within {SAVE_TIMEOUT_SECONDS} s (is the "

@@ -19,11 +19,15 @@ from __future__ import annotations
 import math
 import os
 from pathlib import Path
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 from shopsim_metrics.step import contract
-from shopsim_metrics.step.records import StepRecord
+from shopsim_metrics.step.alerts import alert_scalars
+from shopsim_metrics.step.records import FULLY_ASYNC, PROMPT_SKIP, StepRecord, step_fields
 from shopsim_metrics.readers.wandb_offline import find_wandb_offline_run, history_to_steps  # noqa: F401 - re-exported
+
+if TYPE_CHECKING:
+    from shopsim_metrics.dashboards.spec import Panel, Series
 
 class DashboardData:
     """Per-step columns (contract names, plus ``rollout_id`` and the knobs) and the ledgers of some steps.
@@ -53,6 +57,7 @@ class DashboardData:
             columns = {name: [s.get(name) for s in rows] for name in names}
         self.rollout_ids: list[int] = list(rollout_ids or [])
         self.columns: dict[str, list[Any]] = dict(columns or {})
+        self.columns.update(alert_columns(self.columns))
         self.ledgers = ledgers
         self.source = source
         self.ledger_note = ledger_note
@@ -98,6 +103,73 @@ class DashboardData:
         waves = dict(zip(self.rollout_ids, self.column("wave_count")))
         multi = [k for k in with_rows if _number(waves.get(k)) >= 2]
         return (multi or with_rows)[-1]
+
+
+def alert_columns(columns: dict[str, list[Any]]) -> dict[str, list[Any]]:
+    """``contract.ALERT_FIELDS`` per step, from the records' ``alerts`` (as the W&B sink logs them), unless
+    the columns hold them already (a W&B run's history); empty without an ``alerts`` column.
+
+    Example:
+        >>> alert_columns({"alerts": [[], [{"level": "ERROR"}]], "technical_failure_warn_at": [4, 4]})
+        {'alert_count': [0, 1], 'alert_level': [0, 3]}
+    """
+    if "alerts" not in columns or any(name in columns for name in contract.ALERT_FIELDS):
+        return {}
+    warn_at = columns.get("technical_failure_warn_at") or [None] * len(columns["alerts"])
+    per_step = [alert_scalars(alerts if isinstance(alerts, list) else [], alerts_on=at is not None)
+                for alerts, at in zip(columns["alerts"], warn_at)]
+    return {name: [values.get(name) for values in per_step] for name in contract.ALERT_FIELDS}
+
+
+def series_values(series: "Series", data: DashboardData) -> list[float | None]:
+    """The values of one series over the steps (derived ``key - minus`` when ``minus`` is set)."""
+    values = _numbers(data.column(series.key))
+    if series.minus is None:
+        return values
+    return [None if a is None or b is None else a - b for a, b in zip(values, _numbers(data.column(series.minus)))]
+
+
+def _numbers(values: list[Any]) -> list[Any]:
+    """``values`` with booleans as numbers (0.0, 1.0), as plotly draws them; the rest as they are."""
+    return [float(v) if type(v) is bool else v for v in values]
+
+
+def off_reason(panel: "Panel", data: DashboardData) -> str | None:
+    """Why a step panel has nothing to draw (every value of every series null), or None when it has data.
+    Both renderers say it: the HTML page over the panel, the W&B workspace built from a run in a note.
+
+    Example:
+        >>> from shopsim_metrics.dashboards.spec import dashboard_spec
+        >>> skip = next(p for p in dashboard_spec().panels if p.id == "skipped_prompts")
+        >>> off_reason(skip, DashboardData(steps=[{"rollout_id": 0, "skipped_prompt_count": None}]))
+        'prompt skipping is off (shopsim_prompt_skip: off, or no --data-source-path shopsimrl.data_source.PromptSkipDataSource)'
+    """
+    if not data.rollout_ids:
+        return None
+
+    def empty(series: list["Series"]) -> bool:
+        return bool(series) and all(v is None for one in series for v in series_values(one, data))
+
+    for fields, reason in OPTIONAL_FIELDS:  # a panel of a feature the run does not use: its series are null
+        if empty([one for one in panel.series if one.key in fields]):
+            return reason
+    if empty(list(panel.series)):
+        return "no step of this run carries " + ", ".join(sorted(set(panel.keys())))
+    return None
+
+
+OPTIONAL_FIELDS: tuple[tuple[frozenset[str], str], ...] = (
+    (frozenset(step_fields(PROMPT_SKIP)), "prompt skipping is off (shopsim_prompt_skip: off, or no --data-source-path "
+                                          "shopsimrl.data_source.PromptSkipDataSource)"),
+    (frozenset(step_fields(FULLY_ASYNC)), "these fields exist only on slime's fully-async path (train_async.py, "
+                                          "docs §3.8)"),
+    (frozenset({"total_token_count", "aborted_token_count", "total_wasted_token_fraction",
+                "tokens_per_informative_group"}),
+     "no live token counts: the sample hook (--rollout-sample-hook-path "
+     "shopsimrl.slime_runtime.record_generated_sample) is not wired"),
+    (frozenset(contract.ALERT_FIELDS), "the alerts are off (shopsim_alerts: false)"),
+)
+"""Fields of features a run may not use, and what the panel says when they are null throughout."""
 
 
 def _number(value: Any) -> float:

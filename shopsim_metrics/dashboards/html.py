@@ -24,9 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from shopsim_metrics.step import contract
-from shopsim_metrics.step.records import FULLY_ASYNC, PROMPT_SKIP, step_fields
 from shopsim_metrics.dashboards.data import (
-    LEDGER_KINDS, DashboardData, ledger_kinds, ledger_score, load_dashboard_data,
+    LEDGER_KINDS, DashboardData, ledger_kinds, ledger_score, load_dashboard_data, off_reason, series_values,
 )
 from shopsim_metrics.dashboards.downsample import MAX_POINTS, mean_buckets, minmax_buckets
 from shopsim_metrics.dashboards.spec import OUTCOME_COLORS, DashboardSpec, Panel, Series, dashboard_spec
@@ -127,14 +126,6 @@ def _panel_html(panel: Panel, data: DashboardData, ledger_step: int | None) -> s
         f'data-keys="{_esc(keys)}"{extra_attrs}>\n<h3>{_esc(panel.title)}</h3>\n'
         f'<p class="desc">{_esc(panel.description)}</p>\n{note}{picker}{div}\n</section>'
     )
-
-
-def series_values(series: Series, data: DashboardData) -> list[float | None]:
-    """The values of one series over the steps (derived ``key - minus`` when ``minus`` is set)."""
-    values = _numbers(data.column(series.key))
-    if series.minus is None:
-        return values
-    return [None if a is None or b is None else a - b for a, b in zip(values, _numbers(data.column(series.minus)))]
 
 
 def step_figure_dict(panel: Panel, data: DashboardData) -> dict[str, Any]:
@@ -436,42 +427,6 @@ def template_json(name: str = TEMPLATE) -> str:
 # --- page ---------------------------------------------------------------------------------------
 
 
-def off_reason(panel: Panel, data: DashboardData) -> str | None:
-    """Why a step panel has nothing to draw (every value of every series null), or None when it has data.
-
-    Example:
-        >>> from shopsim_metrics.dashboards.spec import dashboard_spec
-        >>> skip = next(p for p in dashboard_spec().panels if p.id == "skipped_prompts")
-        >>> off_reason(skip, DashboardData(steps=[{"rollout_id": 0, "skipped_prompt_count": None}]))
-        'prompt skipping is off (shopsim_prompt_skip: off, or no --data-source-path shopsimrl.data_source.PromptSkipDataSource)'
-    """
-    if not data.rollout_ids:
-        return None
-
-    def empty(series: list[Series]) -> bool:
-        return bool(series) and all(v is None for one in series for v in series_values(one, data))
-
-    for fields, reason in _OPTIONAL_FIELDS:  # a panel of a feature the run does not use: its series are null
-        if empty([one for one in panel.series if one.key in fields]):
-            return reason
-    if empty(list(panel.series)):
-        return "no step of this run carries " + ", ".join(sorted(set(panel.keys())))
-    return None
-
-
-_OPTIONAL_FIELDS: tuple[tuple[frozenset[str], str], ...] = (
-    (frozenset(step_fields(PROMPT_SKIP)), "prompt skipping is off (shopsim_prompt_skip: off, or no --data-source-path "
-                                          "shopsimrl.data_source.PromptSkipDataSource)"),
-    (frozenset(step_fields(FULLY_ASYNC)), "these fields exist only on slime's fully-async path (train_async.py, "
-                                          "docs §3.8)"),
-    (frozenset({"total_token_count", "aborted_token_count", "total_wasted_token_fraction",
-                "tokens_per_informative_group"}),
-     "no live token counts: the sample hook (--rollout-sample-hook-path "
-     "shopsimrl.slime_runtime.record_generated_sample) is not wired"),
-)
-"""Fields of features a run may not use, and what the panel says when they are null throughout."""
-
-
 def run_modes(data: DashboardData) -> list[tuple[str, str]]:
     """The run's knobs and modes as the header shows them, read from its latest record.
 
@@ -547,11 +502,6 @@ def _layout(*, x_title: str, y_title: str) -> dict[str, Any]:
         "height": 360, "margin": {"l": 55, "r": 15, "t": 20, "b": 45}, "legend": {"orientation": "h", "y": -0.22},
         "xaxis": {"title": {"text": x_title}}, "yaxis": {"title": {"text": y_title}}, "hovermode": "closest",
     }
-
-
-def _numbers(values: list[Any]) -> list[Any]:
-    """``values`` with booleans as numbers (0.0, 1.0), as plotly draws them; the rest as they are."""
-    return [float(v) if type(v) is bool else v for v in values]
 
 
 def _num(v: Any) -> float | None:

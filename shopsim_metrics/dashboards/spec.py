@@ -2,7 +2,7 @@
 
 Both renderers (the offline plotly HTML and the W&B workspace / report) read this spec, so the
 dashboards can never disagree about what a panel shows. Keys are *names* from
-:mod:`shopsim_metrics.step.contract`: per-step panels use names of ``contract.WANDB_STEP_FIELDS``
+:mod:`shopsim_metrics.step.contract`: per-step panels use names of ``contract.WANDB_SCALAR_NAMES``
 (the W&B key is ``contract.wandb_key(name)``), ledger panels use ``contract.LEDGER_COLUMNS``.
 
 Example:
@@ -98,7 +98,7 @@ class Panel:
         return tuple(dict.fromkeys(out))
 
     def step_keys(self) -> tuple[str, ...]:
-        """Per-step names (``contract.WANDB_STEP_FIELDS``) the panel uses."""
+        """Per-step names (``contract.WANDB_SCALAR_NAMES``) the panel uses."""
         own = self.keys() if self.source == "steps" else ()
         return tuple(dict.fromkeys((*own, *self.step_summary)))
 
@@ -158,7 +158,7 @@ def unknown_keys(spec: DashboardSpec) -> list[str]:
     bad = []
     for p in spec.panels:
         for k in p.step_keys():
-            if k not in contract.WANDB_STEP_FIELDS:
+            if k not in contract.WANDB_SCALAR_NAMES:
                 bad.append(f"{p.id}:{k}")
         for k in p.ledger_keys():
             if k not in contract.LEDGER_COLUMNS:
@@ -298,6 +298,22 @@ def dashboard_spec() -> DashboardSpec:
                 Series("consecutive_technical_failures", "streak at step end", color="#ff9896"),
                 Series("technical_failure_warn_at", "warning threshold", "threshold", color="#ff7f0e"),
                 Series("technical_failure_limit", "limit", "threshold", color="#000000"),
+            ),
+        ),
+        Panel(
+            id="alerts",
+            title="Alerts raised per step",
+            description=("The alerts of each step as the records carry them (a WARN when a technical streak reached "
+                         "the warning threshold, the ERROR at the limit): how many, and the highest level (1 INFO, "
+                         "2 WARN, 3 ERROR; 0 none). Their titles and texts are in the records' alerts and W&B's "
+                         "alert list."),
+            kind="line",
+            source="steps",
+            section=health,
+            y_title="alerts / level",
+            series=(
+                Series("alert_count", "alerts raised", "bar", color="#e377c2"),
+                Series("alert_level", "highest level (1 INFO, 2 WARN, 3 ERROR)", color="#d62728"),
             ),
         ),
         Panel(

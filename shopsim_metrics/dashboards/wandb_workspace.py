@@ -9,7 +9,15 @@ instead of faked:
   and a companion panel shows the fallback groups inside it;
 - no per-group scatter: the ledger panel draws its per-step summary (``remaining_min``,
   ``wave_count``), the latest logged ledger table (``rollout/shopsim/decisions``) and a note
-  pointing at ``steps.jsonl`` and the offline HTML.
+  pointing at ``steps.jsonl`` and the offline HTML;
+- no marks across every chart: the alerts of each step are a panel of their own
+  (``rollout/shopsim/alert_count`` and ``alert_level``), and the streak panel draws the warning
+  threshold and the limit as the two logged metrics ``technical_failure_warn_at`` and
+  ``technical_failure_limit``.
+
+Built from a run (``data``: its :class:`~shopsim_metrics.dashboards.data.DashboardData`), every section
+whose panels have nothing to draw in that run opens with a note "Off in this run: ...", the reasons
+the HTML page gives (:func:`~shopsim_metrics.dashboards.data.off_reason`).
 
 ``dry_run`` output (:func:`write_wandb_templates`) is the JSON W&B stores for the view, made with
 no network and no API key; :func:`load_workspace_json` / :func:`load_report_json` read it back
@@ -18,7 +26,7 @@ through the library's own model classes.
 Example:
     >>> ws = build_workspace("my-team", "shopsim")
     >>> sorted(workspace_panel_titles(workspace_json(ws)))[:1]
-    ['Drop rates (shared denominator: accepted groups)']
+    ['Alerts raised per step']
 """
 
 from __future__ import annotations
@@ -30,6 +38,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
 from shopsim_metrics.step import contract
+from shopsim_metrics.dashboards.data import DashboardData, off_reason
 from shopsim_metrics.dashboards.spec import DashboardSpec, Panel, dashboard_spec
 
 if TYPE_CHECKING:
@@ -42,6 +51,7 @@ TEMPLATE_ENTITY = "<entity>"
 TEMPLATE_PROJECT = "<project>"
 FALLBACK_SUFFIX = "fallback"
 LEDGER_NOTE_SUFFIX = "note"
+OFF_NOTE_ID = "off-in-this-run"
 
 _INSTALL_HINT = (
     "the W&B dashboards need the optional package wandb-workspaces: "
@@ -137,20 +147,51 @@ def wandb_panels(panel: Panel, spec: DashboardSpec, wr: Any) -> list[Any]:
     return out
 
 
+def off_note(section: str, spec: DashboardSpec, data: DashboardData | None) -> str | None:
+    """The markdown naming the panels of ``section`` that have nothing to draw in the run of ``data``, and
+    why (None: every panel has data, or no run was given).
+
+    Example:
+        >>> data = DashboardData(steps=[{"rollout_id": 0, "wave_count": 1, "skipped_prompt_count": None}])
+        >>> print(off_note("Skipping", dashboard_spec(), data).splitlines()[0])
+        **Off in this run** (source: step records):
+    """
+    if data is None:
+        return None
+    off = [(panel, off_reason(panel, data)) for panel in spec.panels_in(section) if panel.source == "steps"]
+    lines = [f"- {panel.title}: {reason}" for panel, reason in off if reason is not None]
+    if not lines:
+        return None
+    return f"**Off in this run** (source: {data.source or 'step records'}):\n\n" + "\n".join(lines)
+
+
+def _section_panels(section: str, spec: DashboardSpec, data: DashboardData | None, wr: Any) -> list[Any]:
+    """The W&B panels of one section: the note of what is off in the run first, when there is one."""
+    panels = [p for panel in spec.panels_in(section) for p in wandb_panels(panel, spec, wr)]
+    note = off_note(section, spec, data)
+    if note is None:
+        return panels
+    markdown = wr.MarkdownPanel(markdown=note)
+    markdown._id = panel_uid(OFF_NOTE_ID, section)
+    return [markdown, *panels]
+
+
 def build_workspace(
     entity: str = TEMPLATE_ENTITY,
     project: str = TEMPLATE_PROJECT,
     *,
     name: str | None = None,
     spec: DashboardSpec | None = None,
+    data: DashboardData | None = None,
 ) -> "ws.Workspace":
-    """A W&B workspace with one section per spec section, x axis ``rollout/step``, no auto panels."""
+    """A W&B workspace with one section per spec section, x axis ``rollout/step``, no auto panels;
+    ``data`` (a run's): each section says which of its panels are off in that run."""
     ws, wr = _import_wandb_workspaces()
     spec = spec or dashboard_spec()
     sections = [
         ws.Section(
             name=section,
-            panels=[p for panel in spec.panels_in(section) for p in wandb_panels(panel, spec, wr)],
+            panels=_section_panels(section, spec, data, wr),
             is_open=True,
             layout_settings=ws.SectionLayoutSettings(columns=3, rows=2),
             panel_settings=ws.SectionPanelSettings(x_axis=spec.x_key),
@@ -173,12 +214,14 @@ def build_report(
     title: str | None = None,
     spec: DashboardSpec | None = None,
     bind_runset: bool = False,
+    data: DashboardData | None = None,
 ) -> "wr.Report":
     """A W&B report: per section a heading, what to read off each panel, and a panel grid.
 
     ``bind_runset=False`` (the template / dry-run form) leaves the run set's project empty, so the
     report shows the runs of the project it is saved in; ``True`` binds it to ``entity/project``,
-    which makes the library look the project up on W&B (network and API key needed).
+    which makes the library look the project up on W&B (network and API key needed). ``data`` (a run's):
+    each section says which of its panels are off in that run.
     """
     _, wr = _import_wandb_workspaces()
     spec = spec or dashboard_spec()
@@ -193,7 +236,7 @@ def build_report(
         wr.TableOfContents(),
     ]
     for i, section in enumerate(spec.sections):
-        panels = [p for panel in spec.panels_in(section) for p in wandb_panels(panel, spec, wr)]
+        panels = _section_panels(section, spec, data, wr)
         for n, p in enumerate(panels):
             p.layout = wr.Layout(x=12 * (n % 2), y=8 * (n // 2), w=12, h=8)
         runset = wr.Runset(entity=entity, project=project) if bind_runset else wr.Runset()
@@ -264,23 +307,25 @@ def write_wandb_templates(
     entity: str = TEMPLATE_ENTITY,
     project: str = TEMPLATE_PROJECT,
     spec: DashboardSpec | None = None,
+    data: DashboardData | None = None,
 ) -> tuple[Path, Path]:
     """Dry run: write ``wandb_workspace.json`` and ``wandb_report.json`` (no network, no API key)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     ws_path, rep_path = out / WORKSPACE_JSON_NAME, out / REPORT_JSON_NAME
-    ws_path.write_text(_dumps(workspace_json(build_workspace(entity, project, spec=spec))), encoding="utf-8")
-    rep_path.write_text(_dumps(report_json(build_report(entity, project, spec=spec))), encoding="utf-8")
+    ws_path.write_text(_dumps(workspace_json(build_workspace(entity, project, spec=spec, data=data))), encoding="utf-8")
+    rep_path.write_text(_dumps(report_json(build_report(entity, project, spec=spec, data=data))), encoding="utf-8")
     return ws_path, rep_path
 
 
-def save_to_wandb(entity: str, project: str, *, spec: DashboardSpec | None = None) -> tuple[str, str]:
+def save_to_wandb(entity: str, project: str, *, spec: DashboardSpec | None = None,
+                  data: DashboardData | None = None) -> tuple[str, str]:
     """Save the workspace and the report to ``entity/project`` on W&B; return their URLs.
 
     Needs network and a W&B API key (``wandb login`` or ``WANDB_API_KEY``).
     """
-    workspace = build_workspace(entity, project, spec=spec).save()
-    report = build_report(entity, project, spec=spec, bind_runset=True).save()
+    workspace = build_workspace(entity, project, spec=spec, data=data).save()
+    report = build_report(entity, project, spec=spec, bind_runset=True, data=data).save()
     return workspace.url, report.url
 
 

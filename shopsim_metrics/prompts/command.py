@@ -34,9 +34,14 @@ from shopsim_metrics.prompts.history import DEFAULT_LIMIT, PromptStats
 from shopsim_metrics.prompts.value import PROMPT_TABLE_ROWS, PromptValueTracker, table_row
 from shopsim_metrics.step.contract import PROMPT_TABLE_COLUMNS
 from shopsim_metrics.step.records import StepRecord
+from shopsim_metrics.tables import Column, format_table
 
 DEFAULT_MIN_VISITS = 2
 """A prompt enters the skip list after this many consecutive visits with the same zero-std verdict."""
+
+_TEXT_COLUMNS = ("prompt_key", "verdicts")
+PROMPT_COLUMNS = tuple(Column(name, align="<" if name in _TEXT_COLUMNS else ">") for name in PROMPT_TABLE_COLUMNS)
+"""The printed prompts table: keys and verdict letters left-aligned, counts right-aligned."""
 
 
 def register(sub: Any) -> None:
@@ -103,10 +108,7 @@ def run_prompts(args: argparse.Namespace) -> int:
         raise ValueError(f"{args.run}: no ledger row carries a prompt_key (records written before prompt tracking?)")
     tracker = replay(records)
     rows = [table_row(stats, tracker.tokens_known) for stats in tracker.history.most_wasted(top)]
-    widths = [max(len(str(c)), *(len(_cell(r[i])) for r in rows)) for i, c in enumerate(PROMPT_TABLE_COLUMNS)]
-    print("  ".join(c.ljust(w) for c, w in zip(PROMPT_TABLE_COLUMNS, widths)))
-    for row in rows:
-        print("  ".join(_cell(v).ljust(w) for v, w in zip(row, widths)))
+    print(format_table(PROMPT_COLUMNS, rows))
     print(f"{len(tracker.history)} prompts tracked over {len(records)} steps; verdicts oldest first: "
           "S spread, P all-pass, F all-fail, O other zero-std, T technical")
     if args.out is not None:
@@ -137,7 +139,3 @@ def check_output_file(path: str | Path) -> None:
             if not os.access(parent, os.W_OK):
                 raise PermissionError(f"--out {path}: {parent} is not writable")
             return
-
-
-def _cell(value: Any) -> str:
-    return "-" if value is None else str(value)

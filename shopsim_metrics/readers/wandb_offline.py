@@ -360,7 +360,7 @@ def history_to_steps(history: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
         if step is None or (isinstance(step, float) and not math.isfinite(step)):
             continue
         out = by_step.setdefault(int(step), {"rollout_id": int(step)})
-        for name in contract.WANDB_STEP_FIELDS:
+        for name in contract.WANDB_SCALAR_NAMES:
             key = contract.wandb_key(name)
             if key not in row:
                 continue

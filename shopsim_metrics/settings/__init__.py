@@ -1,4 +1,5 @@
-"""The ``shopsim_*`` settings: one declarative table, from which validation, docs and check-config derive.
+"""The ``shopsim_*`` settings: declared once, as the fields of :class:`ShopsimSettings`; the table
+(:data:`SETTINGS`), validation, ``from_args``, check-config, preflight and the docs derive from them.
 
 slime applies the ``--custom-config-path`` YAML with ``setattr`` and no checks, so every setting is
 validated here, the same way for ``shopsim-metrics check-config`` (before launch) and for slime's
@@ -26,11 +27,12 @@ Example:
 from __future__ import annotations
 
 import difflib
+import functools
 import math
 import os
 import reprlib
-from dataclasses import MISSING, dataclass, fields
-from typing import Any, Callable, Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any, Callable, Mapping, Sequence
 
 from shopsim_metrics.settings.prompt_skip import SkipRuleSettings, SkipRuleSettingsError
 
@@ -41,7 +43,6 @@ WANDB_MODES = ("auto", "join", "standalone", "off")
 PROMPT_SKIP_MODES = ("off", "greso", "predictive")
 PROMPT_SKIP = "shopsim_prompt_skip"
 WAVE_SIZE_MODES = ("fixed", "adaptive")
-WAVE_PREFIX = "shopsim_wave_"
 PROMPT_SKIP_RULE_PREFIX = "shopsim_prompt_skip_"
 """``shopsim_prompt_skip_<field>`` for every field of :class:`~shopsim_metrics.prompts.skip_rule.SkipRuleSettings`."""
 ALERT_LEVELS = ("INFO", "WARN", "ERROR")
@@ -176,10 +177,13 @@ def optional_path(value: Any) -> str | None:
     return text(value)
 
 
-# --- the table -------------------------------------------------------------------------------------
+# --- the declaration: one ShopsimSettings field per setting -------------------------------------------
 @dataclass(frozen=True)
 class Setting:
-    """One ``shopsim_*`` setting: its default, how its value is read, and its docs line."""
+    """One ``shopsim_*`` setting: its default, how its value is read, and its docs line.
+
+    Made from a :class:`ShopsimSettings` field declared with :func:`setting` (see :func:`declared_settings`).
+    """
 
     name: str
     default: Any
@@ -203,43 +207,42 @@ class Setting:
             hint = self.bool_hint if isinstance(value, bool) else ""
             raise ShopsimConfigError(f"{self.name}: expected {self.allowed}; got {shown(value)}{hint}") from None
 
+    def from_args(self, args: Any) -> Any:
+        """``args.<name>`` read as :meth:`ShopsimSettings.from_args` reads it (absent or None: the default).
 
-_SKIP_RULE_DOCS = {
-    "target_share": ("a number in [0, 1]", "zero-std share of a step's judged groups the two `p` values steer toward"),
-    "easy_share_of_target": ("a number in [0, 1]", "the all-pass part of the target share (the rest is all-fail "
-                                                   "and other zero-std)"),
-    "floor": ("a number in [0, 1]", "smallest chance to keep a prompt: skipped with probability at most `1 - floor`"),
-    "step": ("a number in [0, 1]", "how far each `p` moves per step toward its target share"),
-    "p_min": ("a number in [0, 1]", "lowest value of either `p` (most skipping)"),
-    "p_max": ("a number in [0, 1]", "highest value of either `p` (least skipping)"),
-    "p_easy_start": ("a number in [p_min, p_max]", "`p` of all-pass prompts at the start of the run"),
-    "p_hard_start": ("a number in [p_min, p_max]", "`p` of all-fail (and other zero-std) prompts at the start"),
-    "seed": ("null or an integer >= 0", "seed of the rule's random draws; `null` = slime's `--rollout-seed`"),
-    "threshold": ("a number in [0, 1]", "`predictive`: a drawn prompt is skipped when its predicted probability of "
-                                        "a zero-std group is at least this"),
-    "forgetting": ("a number in [0, 1]", "`predictive`: a prompt's success evidence is weighed by this per step "
-                                         "since it was observed (`1` = never forgotten)"),
-}
-"""One docs line per field of SkipRuleSettings: a new field without one fails at import."""
+        For an adapter that needs one setting before the monitor exists (slime's data source); a bad
+        value raises :class:`ShopsimConfigError` (one line).
+
+        Example:
+            >>> from types import SimpleNamespace
+            >>> SETTINGS_BY_NAME["shopsim_wave_size"].from_args(SimpleNamespace(shopsim_wave_size="Adaptive"))
+            'adaptive'
+        """
+        return self.read(getattr(args, self.name, None))
 
 
-PREDICTIVE_RULE_FIELDS = ("threshold", "forgetting")
-"""The fields of SkipRuleSettings only ``shopsim_prompt_skip: predictive`` reads (the rest are GRESO's)."""
+SETTING = "setting"
+"""The field metadata key under which :func:`setting` keeps a setting's parser, allowed text and docs line."""
 
 
-def _skip_rule_settings() -> tuple[Setting, ...]:
-    """``shopsim_prompt_skip_<field>`` per field of SkipRuleSettings, at the field's default (GRESO's value)."""
-    rows = []
-    for field in fields(SkipRuleSettings):
-        allowed, doc = _SKIP_RULE_DOCS[field.name]
-        if field.name == "seed":
-            rows.append(Setting(PROMPT_SKIP_RULE_PREFIX + "seed", None, _optional_seed, allowed, doc))
-        else:
-            default = field.default if field.default is not MISSING else None
-            origin = "" if field.name in PREDICTIVE_RULE_FIELDS else f" (GRESO: `{default:g}`)"
-            rows.append(Setting(PROMPT_SKIP_RULE_PREFIX + field.name, default, number(0.0, 1.0), allowed,
-                                f"{doc}{origin}"))
-    return tuple(rows)
+def setting(default: Any, parse: Callable[[Any], Any], allowed: str, doc: str, *,
+            bool_hint: str = _YAML_BOOL_HINT) -> Any:
+    """A :class:`ShopsimSettings` field that is the setting ``shopsim_<field name>``: the one place the
+    setting is declared (its default, parser, the allowed text of its error and its docs line).
+
+    Example:
+        >>> f = setting(3, integer(1), "an integer >= 1", "a knob")
+        >>> f.default, f.metadata[SETTING]["allowed"]
+        (3, 'an integer >= 1')
+    """
+    return field(default=default, metadata={SETTING: {"parse": parse, "allowed": allowed, "doc": doc,
+                                                      "bool_hint": bool_hint}})
+
+
+def skip_rule_knob(default: Any, doc: str, *, allowed: str = "a number in [0, 1]", greso: bool = True) -> Any:
+    """The setting ``shopsim_prompt_skip_<field>`` of one :class:`SkipRuleSettings` field, at the field's
+    default (``greso``: GRESO's published value, said in the docs line)."""
+    return setting(default, number(0.0, 1.0), allowed, f"{doc} (GRESO: `{default:g}`)" if greso else doc)
 
 
 def _optional_seed(value: Any) -> int | None:
@@ -254,83 +257,202 @@ def _optional_positive(value: Any) -> int | None:
     return None if value is None else integer(1)(value)
 
 
-SETTINGS: tuple[Setting, ...] = (
+@dataclass(frozen=True, kw_only=True)
+class ShopsimSettings:
+    """The project's settings and the slime knobs it reads, validated once (:meth:`from_args`).
+
+    Each ``shopsim_*`` setting is one field declared with :func:`setting`, named after the key without
+    its prefix; the settings table (:data:`SETTINGS`), check-config, preflight and the docs table of
+    §2.2 are derived from these fields in their order. The other fields are read from slime's ``args``.
+    """
+
+    # --- slime's knobs and switches (not shopsim_* settings) ---
+    rollout_batch_size: int | None
+    n_samples_per_prompt: int | None
+    over_sampling_batch_size: int | None  # defaults to rollout_batch_size, as in slime
+    global_batch_size: int | None
+    reward_key: str | None
+    wandb_always_use_train_step: bool = False
+    inside_slime: bool = False  # args carries slime's own W&B switch (use_wandb)
+    use_wandb: bool | None = None
+    num_rollout: int | None = None  # slime's --num-rollout: the step ``num_rollout - 1`` ends the run
+    start_rollout_id: int = 0  # slime's first step in this process (> 0: resumed from a checkpoint)
+    partial_rollout: bool = False  # slime's --partial-rollout: aborted groups are continued in a later step
+
+    # --- the shopsim_* settings, in the order of the docs table ---
     # filter
-    Setting("shopsim_max_consecutive_failed_groups", 8, integer(1), "an integer >= 1",
-            "technical groups in a row (across steps) that terminate the run with "
-            "`shopsim_metrics.errors.TechnicalFailureLimitExceeded`"),
-    Setting("shopsim_success_threshold", 1.0, number(), "a finite number",
-            "a rollout is a success when reward ≥ this, unless its metadata carries the success flag"),
-    Setting("shopsim_success_metadata_key", "shopsim_success", text, "a non-empty string",
-            "metadata flag set by the environment; when present it decides success"),
-    Setting("shopsim_unscored_metadata_key", "shopsim_unscored", text, "a non-empty string",
-            "metadata flag: the episode could not be scored (the group is technical, check `metadata_unscored`)"),
+    max_consecutive_failed_groups: int = setting(
+        8, integer(1), "an integer >= 1",
+        "technical groups in a row (across steps) that terminate the run with "
+        "`shopsim_metrics.errors.TechnicalFailureLimitExceeded`")
+    success_threshold: float = setting(
+        1.0, number(), "a finite number",
+        "a rollout is a success when reward ≥ this, unless its metadata carries the success flag")
+    success_metadata_key: str = setting(
+        "shopsim_success", text, "a non-empty string",
+        "metadata flag set by the environment; when present it decides success")
+    unscored_metadata_key: str = setting(
+        "shopsim_unscored", text, "a non-empty string",
+        "metadata flag: the episode could not be scored (the group is technical, check `metadata_unscored`)")
     # local record
-    Setting("shopsim_run_dir", None, optional_path, "null or a directory path",
-            "directory of `steps.jsonl`; `null` means `$SHOPSIM_RUN_DIR`, else `<--save>/shopsim` when "
-            "slime's `--save` is set, else `<--load>/shopsim`, else a new `./shopsim_run/run-<UTC time>-<pid>-<random>` per run "
-            "(made absolute when the runtime starts, §1.3)"),
+    run_dir: str = setting(  # from_args stores it resolved and absolute (resolve_run_dir), fixed when read
+        None, optional_path, "null or a directory path",
+        "directory of `steps.jsonl`; `null` means `$SHOPSIM_RUN_DIR`, else `<--save>/shopsim` when "
+        "slime's `--save` is set, else `<--load>/shopsim`, else a new `./shopsim_run/run-<UTC time>-<pid>-<random>` per run "
+        "(made absolute when the runtime starts, §1.3)")
     # W&B
-    Setting("shopsim_wandb", "auto", choice(WANDB_MODES, booleans={False: "off", True: "auto"}),
-            "one of auto, join, standalone, off",
-            "`auto`, `join`, `standalone` or `off` (§1.3); YAML's unquoted `off`/`no`/`false` mean `off`, "
-            "`on`/`yes`/`true` mean `auto`"),
-    Setting("shopsim_wandb_project", "shopsim-metrics", text, "a non-empty string",
-            "project of a run the project starts itself"),
-    Setting("shopsim_wandb_init_timeout", 30.0, number(0.0, low_open=True), "a number > 0",
-            "seconds a run the project starts itself (`standalone`) may take to start (`wandb.init` on its own "
-            "thread, with W&B's own `init_timeout` set too); past them W&B is off for the run with one warning "
-            "and every record still goes to `steps.jsonl`; a run that starts late is finished unused"),
-    Setting("shopsim_wandb_table_every", 10, integer(0), "an integer >= 0",
-            "decision-ledger table every N rollout steps (`rollout_id % N == 0`); `0` = only the special "
-            "steps (more than one wave, termination)"),
+    wandb: str = setting(
+        "auto", choice(WANDB_MODES, booleans={False: "off", True: "auto"}), "one of auto, join, standalone, off",
+        "`auto`, `join`, `standalone` or `off` (§1.3); YAML's unquoted `off`/`no`/`false` mean `off`, "
+        "`on`/`yes`/`true` mean `auto`")
+    wandb_project: str = setting(
+        "shopsim-metrics", text, "a non-empty string", "project of a run the project starts itself")
+    wandb_init_timeout: float = setting(
+        30.0, number(0.0, low_open=True), "a number > 0",
+        "seconds a run the project starts itself (`standalone`) may take to start (`wandb.init` on its own "
+        "thread, with W&B's own `init_timeout` set too); past them W&B is off for the run with one warning "
+        "and every record still goes to `steps.jsonl`; a run that starts late is finished unused")
+    wandb_table_every: int = setting(
+        10, integer(0), "an integer >= 0",
+        "decision-ledger table every N rollout steps (`rollout_id % N == 0`); `0` = only the special "
+        "steps (more than one wave, termination)")
     # alerts
-    Setting("shopsim_alerts", True, flag, "true or false", "send the technical-streak alerts (W&B and log)"),
-    Setting("shopsim_alert_warn_fraction", 0.5, number(0.0, 1.0, low_open=True), "a number in (0, 1]",
-            "one WARN per rollout step in which a streak reaches this fraction of the limit (4 of 8)"),
-    Setting("shopsim_alert_warn_level", "WARN", choice(ALERT_LEVELS, upper=True), "one of INFO, WARN, ERROR",
-            "W&B alert level of the early warning (`INFO`, `WARN`, `ERROR`)"),
-    Setting("shopsim_alert_error_level", "ERROR", choice(ALERT_LEVELS, upper=True), "one of INFO, WARN, ERROR",
-            "W&B alert level sent just before termination"),
+    alerts: bool = setting(True, flag, "true or false", "send the technical-streak alerts (W&B and log)")
+    alert_warn_fraction: float = setting(
+        0.5, number(0.0, 1.0, low_open=True), "a number in (0, 1]",
+        "one WARN per rollout step in which a streak reaches this fraction of the limit (4 of 8)")
+    alert_warn_level: str = setting(
+        "WARN", choice(ALERT_LEVELS, upper=True), "one of INFO, WARN, ERROR",
+        "W&B alert level of the early warning (`INFO`, `WARN`, `ERROR`)")
+    alert_error_level: str = setting(
+        "ERROR", choice(ALERT_LEVELS, upper=True), "one of INFO, WARN, ERROR",
+        "W&B alert level sent just before termination")
     # prompt value over time
-    Setting("shopsim_prompt_key", None, optional_text, "null or a metadata key (a non-empty string)",
-            "metadata key that names a group's prompt (read from its first sample); `null`, or a group whose "
-            "metadata lacks it: a hash of `Sample.prompt` and `label` (§3.5)"),
-    Setting("shopsim_prompt_history_limit", 1_000_000, integer(0), "an integer >= 0",
-            "prompts tracked at most for the prompt-value fields; the least recently seen is evicted first; "
-            "`0` = no prompt tracking (the prompt-value fields are null) (§3.5)"),
-    Setting("shopsim_prompts_table_every", 50, integer(0), "an integer >= 0",
-            "prompts table (`rollout/shopsim/prompts`) every N rollout steps and with the run's last step "
-            "(`--num-rollout` - 1, or a terminated one); `0` = only with the last step"),
+    prompt_key: str | None = setting(
+        None, optional_text, "null or a metadata key (a non-empty string)",
+        "metadata key that names a group's prompt (read from its first sample); `null`, or a group whose "
+        "metadata lacks it: a hash of `Sample.prompt` and `label` (§3.5)")
+    prompt_history_limit: int = setting(
+        1_000_000, integer(0), "an integer >= 0",
+        "prompts tracked at most for the prompt-value fields; the least recently seen is evicted first; "
+        "`0` = no prompt tracking (the prompt-value fields are null) (§3.5)")
+    prompts_table_every: int = setting(
+        50, integer(0), "an integer >= 0",
+        "prompts table (`rollout/shopsim/prompts`) every N rollout steps and with the run's last step "
+        "(`--num-rollout` - 1, or a terminated one); `0` = only with the last step")
     # skipping prompts before generation (shopsimrl.data_source.PromptSkipDataSource)
-    Setting(PROMPT_SKIP, "off", choice(PROMPT_SKIP_MODES, booleans={False: "off"}), "one of off, greso, predictive",
-            "`off`, `greso` or `predictive`: with `--data-source-path shopsimrl.data_source.PromptSkipDataSource`, "
-            "`greso` skips prompts whose recent visits were zero-std by GRESO's rule, `predictive` skips a prompt "
-            "whose predicted probability of a zero-std group (a forgetting posterior of its success rate) is at "
-            "least `shopsim_prompt_skip_threshold` (§3.6); YAML's unquoted `off`/`no`/`false` mean `off`",
-            bool_hint=" (YAML reads unquoted on/yes/true as a boolean: write greso)"),
-    *_skip_rule_settings(),
+    prompt_skip: str = setting(
+        "off", choice(PROMPT_SKIP_MODES, booleans={False: "off"}), "one of off, greso, predictive",
+        "`off`, `greso` or `predictive`: with `--data-source-path shopsimrl.data_source.PromptSkipDataSource`, "
+        "`greso` skips prompts whose recent visits were zero-std by GRESO's rule, `predictive` skips a prompt "
+        "whose predicted probability of a zero-std group (a forgetting posterior of its success rate) is at "
+        "least `shopsim_prompt_skip_threshold` (§3.6); YAML's unquoted `off`/`no`/`false` mean `off`",
+        bool_hint=" (YAML reads unquoted on/yes/true as a boolean: write greso)")
+    # one per field of SkipRuleSettings (its checks of the combination run in skip_rule_settings)
+    prompt_skip_target_share: float = skip_rule_knob(
+        SkipRuleSettings.target_share, "zero-std share of a step's judged groups the two `p` values steer toward")
+    prompt_skip_easy_share_of_target: float = skip_rule_knob(
+        SkipRuleSettings.easy_share_of_target,
+        "the all-pass part of the target share (the rest is all-fail and other zero-std)")
+    prompt_skip_floor: float = skip_rule_knob(
+        SkipRuleSettings.floor, "smallest chance to keep a prompt: skipped with probability at most `1 - floor`")
+    prompt_skip_step: float = skip_rule_knob(
+        SkipRuleSettings.step, "how far each `p` moves per step toward its target share")
+    prompt_skip_p_min: float = skip_rule_knob(SkipRuleSettings.p_min, "lowest value of either `p` (most skipping)")
+    prompt_skip_p_max: float = skip_rule_knob(SkipRuleSettings.p_max, "highest value of either `p` (least skipping)")
+    prompt_skip_p_easy_start: float = skip_rule_knob(
+        SkipRuleSettings.p_easy_start, "`p` of all-pass prompts at the start of the run",
+        allowed="a number in [p_min, p_max]")
+    prompt_skip_p_hard_start: float = skip_rule_knob(
+        SkipRuleSettings.p_hard_start, "`p` of all-fail (and other zero-std) prompts at the start",
+        allowed="a number in [p_min, p_max]")
+    prompt_skip_seed: int | None = setting(
+        None, _optional_seed, "null or an integer >= 0",
+        "seed of the rule's random draws; `null` = slime's `--rollout-seed`")
+    prompt_skip_threshold: float = skip_rule_knob(
+        SkipRuleSettings.threshold, "`predictive`: a drawn prompt is skipped when its predicted probability of "
+                                    "a zero-std group is at least this", greso=False)
+    prompt_skip_forgetting: float = skip_rule_knob(
+        SkipRuleSettings.forgetting, "`predictive`: a prompt's success evidence is weighed by this per step "
+                                     "since it was observed (`1` = never forgotten)", greso=False)
     # waves sized by the data source (shopsimrl.data_source.PromptSkipDataSource)
-    Setting("shopsim_wave_size", "fixed", choice(WAVE_SIZE_MODES), "one of fixed, adaptive",
-            "`fixed` (slime's `over_sampling_batch_size` groups per wave) or `adaptive`: with "
-            "`--data-source-path shopsimrl.data_source.PromptSkipDataSource`, each wave holds the groups that fill "
-            "`rollout_batch_size` with probability ≥ `shopsim_wave_fill_probability`, from the informative rate of "
-            "recent steps and what the step still needs (§3.7)"),
-    Setting("shopsim_wave_fill_probability", 0.95, number(0.0, 1.0, low_open=True), "a number in (0, 1]",
-            "with `shopsim_wave_size: adaptive`: the probability a wave (with the groups still generating) fills "
-            "the train batch"),
-    Setting("shopsim_wave_size_cap", None, _optional_positive, "null or an integer >= 1",
-            "with `shopsim_wave_size: adaptive`: most groups per wave; `null` = `over_sampling_batch_size` "
-            "(a wave is never smaller than slime needs to leave its inner loop, `rollout_batch_size − remaining`)"),
+    wave_size: str = setting(
+        "fixed", choice(WAVE_SIZE_MODES), "one of fixed, adaptive",
+        "`fixed` (slime's `over_sampling_batch_size` groups per wave) or `adaptive`: with "
+        "`--data-source-path shopsimrl.data_source.PromptSkipDataSource`, each wave holds the groups that fill "
+        "`rollout_batch_size` with probability ≥ `shopsim_wave_fill_probability`, from the informative rate of "
+        "recent steps and what the step still needs (§3.7)")
+    wave_fill_probability: float = setting(
+        0.95, number(0.0, 1.0, low_open=True), "a number in (0, 1]",
+        "with `shopsim_wave_size: adaptive`: the probability a wave (with the groups still generating) fills "
+        "the train batch")
+    wave_size_cap: int | None = setting(
+        None, _optional_positive, "null or an integer >= 1",
+        "with `shopsim_wave_size: adaptive`: most groups per wave; `null` = `over_sampling_batch_size` "
+        "(a wave is never smaller than slime needs to leave its inner loop, `rollout_batch_size − remaining`)")
     # slime's fully-async path (shopsimrl.async_rollout.generate_rollout_fully_async)
-    Setting("shopsim_async_zero_std_drop_limit", None, _optional_whole, "null or an integer >= 0",
-            "on the fully-async path: zero-std groups a step drops before it lets every further zero-std group in "
-            "as `fallback` (the bound on what a starving step waits for); `null` = `rollout_batch_size`; `0` = "
-            "never drop a zero-std group (§3.8)"),
-)
+    async_zero_std_drop_limit: int | None = setting(
+        None, _optional_whole, "null or an integer >= 0",
+        "on the fully-async path: zero-std groups a step drops before it lets every further zero-std group in "
+        "as `fallback` (the bound on what a starving step waits for); `null` = `rollout_batch_size`; `0` = "
+        "never drop a zero-std group (§3.8)")
+
+    @classmethod
+    def from_args(cls, args: Any) -> "ShopsimSettings":
+        """Read and check ``args``; every problem (unknown ``shopsim_*`` key included) in one error.
+
+        Every declared setting is read by its table row (no list of names here: a new field declared
+        with :func:`setting` is read with nothing else to change). Raises :class:`ShopsimConfigError`
+        with one line per problem.
+        """
+        table = declared_settings(cls)
+        values, problems = validate_settings(shopsim_attributes(args), table)
+        knobs, knob_problems = validate_slime_knobs({k: getattr(args, k, None) for k in SLIME_KNOBS})
+        problems += knob_problems
+        if problems:
+            raise ShopsimConfigError(
+                "invalid shopsim settings (check the --custom-config-path YAML before launch with "
+                "`shopsim-metrics check-config <yaml>`):\n  " + "\n  ".join(problems)
+            )
+        read = {s.name.removeprefix(PREFIX): values[s.name] for s in table}
+        read["run_dir"] = resolve_run_dir(read["run_dir"], getattr(args, "save", None), load=getattr(args, "load", None))
+        rollout_batch_size = knobs["rollout_batch_size"]
+        return cls(
+            **read,
+            rollout_batch_size=rollout_batch_size,
+            n_samples_per_prompt=knobs["n_samples_per_prompt"],
+            over_sampling_batch_size=knobs["over_sampling_batch_size"] or rollout_batch_size,
+            global_batch_size=knobs["global_batch_size"],
+            reward_key=getattr(args, "reward_key", None) or None,
+            wandb_always_use_train_step=bool(getattr(args, "wandb_always_use_train_step", False)),
+            inside_slime=hasattr(args, "use_wandb"),
+            use_wandb=getattr(args, "use_wandb", None),
+            num_rollout=_whole_or_none(getattr(args, "num_rollout", None)),
+            start_rollout_id=_whole_or_none(getattr(args, "start_rollout_id", None)) or 0,
+            partial_rollout=getattr(args, "partial_rollout", False) is True,
+        )
+
+
+@functools.cache
+def declared_settings(cls: type = ShopsimSettings) -> tuple[Setting, ...]:
+    """The settings table of a settings class: one row per field declared with :func:`setting`, in order,
+    named ``shopsim_<field>``.
+
+    Example:
+        >>> [s.name for s in declared_settings()][:2]
+        ['shopsim_max_consecutive_failed_groups', 'shopsim_success_threshold']
+    """
+    return tuple(Setting(PREFIX + f.name, f.default, **f.metadata[SETTING]) for f in fields(cls)
+                 if SETTING in f.metadata)
+
+
+SETTINGS: tuple[Setting, ...] = declared_settings(ShopsimSettings)
+"""Every ``shopsim_*`` setting, from the fields of :class:`ShopsimSettings` (the one declaration)."""
 SETTINGS_BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
 DEFAULTS: dict[str, Any] = {s.name: s.default for s in SETTINGS}
 """Every ``shopsim_*`` key at its default (``examples/shopsim.yaml`` lists exactly these)."""
+SKIP_RULE_SETTINGS: tuple[Setting, ...] = tuple(s for s in SETTINGS if s.name.startswith(PROMPT_SKIP_RULE_PREFIX))
+"""The ``shopsim_prompt_skip_<field>`` settings, one per field of :class:`SkipRuleSettings`."""
 
 
 def closest_key(key: str) -> str | None:
@@ -352,27 +474,31 @@ def unknown_key_problem(key: str) -> str:
     return f"{key if len(key) <= SHOWN_VALUE_CHARS else key[:SHOWN_VALUE_CHARS] + '...'}: unknown key; {hint}"
 
 
-def validate_settings(values: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
+def validate_settings(values: Mapping[str, Any], table: Sequence[Setting] | None = None
+                      ) -> tuple[dict[str, Any], list[str]]:
     """Read every ``shopsim_*`` key of ``values``: (every setting's value, defaults filled in; problems).
 
-    Keys without the ``shopsim_`` prefix are not looked at. Each problem is one line.
+    Keys without the ``shopsim_`` prefix are not looked at. Each problem is one line. ``table``: the
+    settings to read (default :data:`SETTINGS`; a subclass of :class:`ShopsimSettings` passes its own).
 
     Example:
         >>> settings, problems = validate_settings({"shopsim_wandb": "loud", "rollout_batch_size": 16})
         >>> settings["shopsim_alerts"], problems
         (True, ["shopsim_wandb: expected one of auto, join, standalone, off; got 'loud'"])
     """
+    table = SETTINGS if table is None else table
+    known = {row.name for row in table}
     problems: list[str] = []
     for key in values:
-        if isinstance(key, str) and key.startswith(PREFIX) and key not in SETTINGS_BY_NAME:
+        if isinstance(key, str) and key.startswith(PREFIX) and key not in known:
             problems.append(unknown_key_problem(key))
     result: dict[str, Any] = {}
-    for setting in SETTINGS:
+    for row in table:
         try:
-            result[setting.name] = setting.read(values.get(setting.name))
+            result[row.name] = row.read(values.get(row.name))
         except ShopsimConfigError as exc:
             problems.append(str(exc))
-            result[setting.name] = setting.default
+            result[row.name] = row.default
     if not any(p.startswith(PROMPT_SKIP_RULE_PREFIX) for p in problems):
         try:
             skip_rule_settings(result)
@@ -491,105 +617,6 @@ def missing_knobs(args: Any) -> list[str]:
     are not caught; without ``global_batch_size`` ``optimizer_update_count`` is not computed.
     """
     return [k for k in SLIME_KNOBS if k != "over_sampling_batch_size" and getattr(args, k, None) is None]
-
-
-@dataclass(frozen=True)
-class ShopsimSettings:
-    """The project's settings and the slime knobs it reads, validated once."""
-
-    rollout_batch_size: int | None
-    n_samples_per_prompt: int | None
-    over_sampling_batch_size: int | None  # defaults to rollout_batch_size, as in slime
-    global_batch_size: int | None
-    reward_key: str | None
-    max_consecutive_failed_groups: int
-    success_threshold: float
-    success_metadata_key: str
-    unscored_metadata_key: str
-    run_dir: str  # resolved and absolute (resolve_run_dir), fixed when the settings are read
-    wandb: str
-    wandb_project: str
-    wandb_init_timeout: float
-    wandb_table_every: int
-    alerts: bool
-    alert_warn_fraction: float
-    alert_warn_level: str
-    alert_error_level: str
-    wandb_always_use_train_step: bool = False
-    inside_slime: bool = False  # args carries slime's own W&B switch (use_wandb)
-    use_wandb: bool | None = None
-    prompt_key: str | None = None
-    prompt_history_limit: int = 1_000_000
-    prompts_table_every: int = 50
-    num_rollout: int | None = None  # slime's --num-rollout: the step ``num_rollout - 1`` ends the run
-    start_rollout_id: int = 0  # slime's first step in this process (> 0: resumed from a checkpoint)
-    prompt_skip: str = "off"  # shopsim_prompt_skip: off | greso | predictive
-    prompt_skip_target_share: float = SkipRuleSettings.target_share
-    prompt_skip_easy_share_of_target: float = SkipRuleSettings.easy_share_of_target
-    prompt_skip_floor: float = SkipRuleSettings.floor
-    prompt_skip_step: float = SkipRuleSettings.step
-    prompt_skip_p_min: float = SkipRuleSettings.p_min
-    prompt_skip_p_max: float = SkipRuleSettings.p_max
-    prompt_skip_p_easy_start: float = SkipRuleSettings.p_easy_start
-    prompt_skip_p_hard_start: float = SkipRuleSettings.p_hard_start
-    prompt_skip_seed: int | None = None  # None: slime's rollout_seed
-    prompt_skip_threshold: float = SkipRuleSettings.threshold
-    prompt_skip_forgetting: float = SkipRuleSettings.forgetting
-    wave_size: str = "fixed"  # shopsim_wave_size: fixed | adaptive
-    wave_fill_probability: float = 0.95
-    wave_size_cap: int | None = None  # None: over_sampling_batch_size
-    partial_rollout: bool = False  # slime's --partial-rollout: aborted groups are continued in a later step
-    async_zero_std_drop_limit: int | None = None  # fully-async path; None: rollout_batch_size
-
-    @classmethod
-    def from_args(cls, args: Any) -> "ShopsimSettings":
-        """Read and check ``args``; every problem (unknown ``shopsim_*`` key included) in one error.
-
-        Raises :class:`ShopsimConfigError` with one line per problem.
-        """
-        values, problems = validate_settings(shopsim_attributes(args))
-        knobs, knob_problems = validate_slime_knobs({k: getattr(args, k, None) for k in SLIME_KNOBS})
-        problems += knob_problems
-        if problems:
-            raise ShopsimConfigError(
-                "invalid shopsim settings (check the --custom-config-path YAML before launch with "
-                "`shopsim-metrics check-config <yaml>`):\n  " + "\n  ".join(problems)
-            )
-        rollout_batch_size = knobs["rollout_batch_size"]
-        reward_key = getattr(args, "reward_key", None)
-        return cls(
-            rollout_batch_size=rollout_batch_size,
-            n_samples_per_prompt=knobs["n_samples_per_prompt"],
-            over_sampling_batch_size=knobs["over_sampling_batch_size"] or rollout_batch_size,
-            global_batch_size=knobs["global_batch_size"],
-            reward_key=reward_key or None,
-            max_consecutive_failed_groups=values["shopsim_max_consecutive_failed_groups"],
-            success_threshold=values["shopsim_success_threshold"],
-            success_metadata_key=values["shopsim_success_metadata_key"],
-            unscored_metadata_key=values["shopsim_unscored_metadata_key"],
-            run_dir=resolve_run_dir(values["shopsim_run_dir"], getattr(args, "save", None),
-                                    load=getattr(args, "load", None)),
-            wandb=values["shopsim_wandb"],
-            wandb_project=values["shopsim_wandb_project"],
-            wandb_init_timeout=values["shopsim_wandb_init_timeout"],
-            wandb_table_every=values["shopsim_wandb_table_every"],
-            alerts=values["shopsim_alerts"],
-            alert_warn_fraction=values["shopsim_alert_warn_fraction"],
-            alert_warn_level=values["shopsim_alert_warn_level"],
-            alert_error_level=values["shopsim_alert_error_level"],
-            wandb_always_use_train_step=bool(getattr(args, "wandb_always_use_train_step", False)),
-            inside_slime=hasattr(args, "use_wandb"),
-            use_wandb=getattr(args, "use_wandb", None),
-            prompt_key=values["shopsim_prompt_key"],
-            prompt_history_limit=values["shopsim_prompt_history_limit"],
-            prompts_table_every=values["shopsim_prompts_table_every"],
-            num_rollout=_whole_or_none(getattr(args, "num_rollout", None)),
-            start_rollout_id=_whole_or_none(getattr(args, "start_rollout_id", None)) or 0,
-            **{name.removeprefix(PREFIX): values[name] for name in SETTINGS_BY_NAME
-               if name.startswith(PROMPT_SKIP) or name.startswith(WAVE_PREFIX)},
-            partial_rollout=getattr(args, "partial_rollout", False) is True,
-            async_zero_std_drop_limit=values["shopsim_async_zero_std_drop_limit"],
-        )
 
 
 def _whole_or_none(value: Any) -> int | None:

@@ -36,7 +36,7 @@ from types import SimpleNamespace
 from typing import Any
 
 
-from shopsim_metrics.settings import DEFAULT_RUN_DIR, SAVE_SUBDIR
+from shopsim_metrics.settings import DEFAULT_RUN_DIR, SAVE_SUBDIR, validate_settings
 from shopsim_metrics.settings.check import check_file, read_config
 from shopsim_metrics.settings.slime_flags import SLIME_FLAGS, closest_slime_flag, is_slime_flag, slime_parser_flags
 from shopsim_metrics.step.contract import ASYNC_ROLLOUT_PATH, DATA_SOURCE_PATH, SAMPLE_HOOK_PATH, SLIME_ASYNC_ROLLOUT_PATH
@@ -169,7 +169,8 @@ def _check_class(path: str) -> str | None:
 
 
 def _check_config(launch: argparse.Namespace, report: PreflightReport) -> dict[str, Any]:
-    """Check the YAML; returns its mapping (empty when absent or unreadable)."""
+    """Check the YAML; returns its ``shopsim_*`` settings as the settings table reads them (a bad value,
+    already reported, at its default; empty when the file is absent or unreadable)."""
     path = launch.custom_config_path
     if not path:
         return {}
@@ -184,7 +185,7 @@ def _check_config(launch: argparse.Namespace, report: PreflightReport) -> dict[s
         loaded = read_config(path)  # within the same bounds as check_file
     except Exception:  # noqa: BLE001 - already reported by check_file
         return {}
-    return loaded if isinstance(loaded, dict) else {}
+    return validate_settings(loaded)[0] if isinstance(loaded, dict) else {}
 
 
 def _check_knobs(launch: argparse.Namespace, report: PreflightReport) -> None:

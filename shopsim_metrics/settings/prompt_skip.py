@@ -1,7 +1,8 @@
 """The knobs of the skip rules (GRESO's, :mod:`shopsim_metrics.prompts.skip_rule`, and the predictive one,
 :mod:`shopsim_metrics.prompts.predictive_rule`), checked when they are made.
 
-The settings table (``shopsim_prompt_skip_<field>``) reads them; the rule uses them.
+Each field is the setting ``shopsim_prompt_skip_<field>``, declared (at the field's default) in
+:class:`shopsim_metrics.settings.ShopsimSettings`; the settings table reads them, the rule uses them.
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field, replace
 from types import SimpleNamespace
 from typing import Any
 
-from shopsim_metrics.settings import PROMPT_SKIP_MODES, WAVE_SIZE_MODES, ShopsimSettings
+from shopsim_metrics.settings import DEFAULTS, PROMPT_SKIP_MODES, WAVE_SIZE_MODES, ShopsimSettings
 
 ROLLOUT_MODES = ("sync", "fully-async")
 """Which slime rollout the simulator runs: the synchronous loop (waves, ``remaining``, abort at the
@@ -90,7 +90,7 @@ class SimConfig:
     # waves: "fixed" (over_sampling_batch_size per wave) or "adaptive" (sized by the real data source to fill
     # the batch with wave_fill_probability, at most wave_size_cap groups; None: over_sampling_batch_size)
     wave_size: str = "fixed"
-    wave_fill_probability: float = 0.95
+    wave_fill_probability: float = DEFAULTS["shopsim_wave_fill_probability"]
     wave_size_cap: int | None = None
     # rates reward model (tuning): when set, replaces the prompt model
     zero_std_rate: float | None = None
@@ -98,7 +98,7 @@ class SimConfig:
     technical_rate: float = 0.02
     bursts: tuple[FailureBurst, ...] = field(default_factory=tuple)
     max_technical_streak: int | None = None
-    max_consecutive_failed_groups: int = 8  # shopsim_max_consecutive_failed_groups
+    max_consecutive_failed_groups: int = DEFAULTS["shopsim_max_consecutive_failed_groups"]
     # slime's rollout: the synchronous loop, or the fully-async pool (max_concurrent_groups groups in flight)
     rollout: str = "sync"
     async_zero_std_drop_limit: int | None = None  # shopsim_async_zero_std_drop_limit (None: rollout_batch_size)

@@ -282,14 +282,11 @@ def format_steps_table(records: list[StepRecord], *, burst_step: int = -1, alert
         >>> "2 waves" in format_steps_table([rec])
         True
     """
-    from shopsim_metrics.step.table import STEP_TABLE_COLUMNS, STEP_TABLE_LEGEND, format_header, format_row
+    from shopsim_metrics.step.table import STEP_TABLE_LEGEND, STEP_TABLE_NAMES, format_step_table
 
     alert_steps = alert_steps or {}
-    names = tuple(name for _, name, _ in STEP_TABLE_COLUMNS)
-    lines = [format_header(names) + "  note"]
-    for r in records:
-        values = {name: getattr(r, name) for name in names}
-        lines.append(f"{format_row(values, names)}  {_note(r, burst_step, alert_steps)}".rstrip())
+    rows = [{name: getattr(r, name) for name in STEP_TABLE_NAMES} for r in records]
+    lines = [format_step_table(rows, [_note(r, burst_step, alert_steps) for r in records])]
     lines.append(STEP_TABLE_LEGEND)
     return "\n".join(lines)
 

@@ -33,6 +33,7 @@ from typing import Iterable, Iterator
 
 from shopsim_metrics.simulator.config import SimConfig
 from shopsim_metrics.simulator.loop import simulate
+from shopsim_metrics.tables import Column, format_table
 
 DEFAULT_SEEDS = (0, 1, 2)
 """The seeds a comparison pools when none are given."""
@@ -151,25 +152,28 @@ def pool_for_zero_std_rate(base: SimConfig, zero_std_rate: float, *, pool: int =
     return replace(config, difficulty_spread=(low + high) / 2)
 
 
+_SAVING_COLUMNS = (Column("skip", align="<"), Column("tokens/inf.grp", spec=",.0f"), Column("inf.share", spec=".3f"),
+                   Column("P(2nd)", spec=".3f"), Column("aborted.tok", spec=",.0f"), Column("skipped"))
+"""The comparison's columns, one row per setting (skipping off, then on)."""
+
+
 def format_saving(saving: SkipComparison, over_sampling_batch_size: int, *, wave_size: str = "fixed") -> str:
-    """The comparison as a few lines: the headline ratio, then one row per setting."""
+    """The comparison as a few lines: the headline ratio, then one row per setting (a table, indented)."""
     def number(value: float | None, form: str) -> str:
         return "-" if value is None else format(value, form)
 
-    def row(name: str, run: SkipRun) -> str:
-        return (f"  {name:<10} {number(run.tokens_per_informative_group, ',.0f'):>14}  "
-                f"{number(run.informative_share, '.3f'):>10}  {number(run.second_wave_probability, '.3f'):>9}  "
-                f"{number(run.aborted_tokens_per_step, ',.0f'):>13}  {run.skipped_prompts:>8}")
+    def row(name: str, run: SkipRun) -> list[object]:
+        return [name, run.tokens_per_informative_group, run.informative_share, run.second_wave_probability,
+                run.aborted_tokens_per_step, run.skipped_prompts]
 
     ratio = saving.token_ratio
     verdict = ("-" if ratio is None else f"{ratio:.2f}x fewer with skipping" if ratio >= 1
                else f"{1 / ratio:.2f}x more with skipping")
     where = f"seeds {', '.join(map(str, saving.seeds))}; "
+    table = format_table(_SAVING_COLUMNS, [row("off", saving.off), row(saving.mode, saving.skipping)])
     return "\n".join([
         f"prompt skipping ({saving.mode}) on the same pool and seeds ({where}over_sampling_batch_size "
         f"{over_sampling_batch_size}, {wave_size} waves; zero-std {number(saving.off.zero_std_share, '.2f')} "
         f"without skipping): total tokens per informative trained group, aborted generation included: {verdict}",
-        f"  {'skip':<10} {'tokens/inf.grp':>14}  {'inf.share':>10}  {'P(2nd)':>9}  {'aborted.tok':>13}  {'skipped':>8}",
-        row("off", saving.off),
-        row(saving.mode, saving.skipping),
+        *("  " + line for line in table.splitlines()),
     ])

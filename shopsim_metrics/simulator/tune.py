@@ -60,6 +60,7 @@ from shopsim_metrics.simulator.calibration import COST_COLUMNS, CostCalibration,
 from shopsim_metrics.simulator.config import FailureBurst, SimConfig
 from shopsim_metrics.simulator.step_rates import RateEstimate, estimate_rates
 from shopsim_metrics.simulator.latency import reference_wave_time
+from shopsim_metrics import tables
 from shopsim_metrics.simulator.loop import TUNING_ARGS, SimulationResult, Simulator, rng_streams, wave_time_model
 
 TUNING_LIMIT = 10**9
@@ -457,22 +458,22 @@ def _simulate_candidate(item: tuple[SimConfig, float, int]) -> CandidateResult:
 
 
 _COLUMNS = (
-    ("over", "over_sampling_batch_size", "{:d}"),
-    ("waves", "mean_waves", "{:.3f}"),
-    ("P(2nd)", "p_second_wave", "{:.3f}"),
-    ("P(3rd)", "p_third_wave", "{:.3f}"),
-    ("zero-adv", "zero_advantage_fraction", "{:.3f}"),
-    ("wasted", "wasted_sample_fraction", "{:.3f}"),
-    ("aborted", "aborted_per_step", "{:.1f}"),
-    ("rel.time", "relative_rollout_time", "{:.2f}"),
-    ("judged.tok", "generated_tokens_per_step", "{:,.0f}"),
-    ("aborted.tok", "aborted_tokens_per_step", "{:,.0f}"),
-    ("tokens/step", "total_tokens_per_step", "{:,.0f}"),
-    ("sec/step", "mean_rollout_seconds", "{:.1f}"),
-    ("tok.waste", "total_wasted_token_fraction", "{:.3f}"),
-    ("P(limit)", "p_limit", "{:.4f}"),
+    ("over", "over_sampling_batch_size", "d"),
+    ("waves", "mean_waves", ".3f"),
+    ("P(2nd)", "p_second_wave", ".3f"),
+    ("P(3rd)", "p_third_wave", ".3f"),
+    ("zero-adv", "zero_advantage_fraction", ".3f"),
+    ("wasted", "wasted_sample_fraction", ".3f"),
+    ("aborted", "aborted_per_step", ".1f"),
+    ("rel.time", "relative_rollout_time", ".2f"),
+    ("judged.tok", "generated_tokens_per_step", ",.0f"),
+    ("aborted.tok", "aborted_tokens_per_step", ",.0f"),
+    ("tokens/step", "total_tokens_per_step", ",.0f"),
+    ("sec/step", "mean_rollout_seconds", ".1f"),
+    ("tok.waste", "total_wasted_token_fraction", ".3f"),
+    ("P(limit)", "p_limit", ".4f"),
 )
-"""The terminal table's columns: header, CandidateResult field, format. ``tokens/step`` (judged + aborted)
+"""The terminal table's columns: header, CandidateResult field, format spec. ``tokens/step`` (judged + aborted)
 is the cost the recommendation weighs; ``tok.waste`` counts the aborted tokens too."""
 
 
@@ -503,15 +504,11 @@ def format_table(report: TuneReport) -> str:
         >>> table.splitlines()[0].split()[:3], len(table.splitlines())
         (['over', 'waves', 'P(2nd)'], 4)
     """
-    cells = [[fmt.format(getattr(c, attr)) for _, attr, fmt in _COLUMNS] for c in report.candidates]
-    widths = [max(len(name), *(len(row[i]) for row in cells)) for i, (name, _, _) in enumerate(_COLUMNS)]
-    header = "  ".join(f"{name:>{w}}" for (name, _, _), w in zip(_COLUMNS, widths)) + "   ok"
-    lines = [header, "-" * len(header)]
-    for c, row in zip(report.candidates, cells):
-        mark = "*" if c.over_sampling_batch_size == report.recommended else " "
-        lines.append("  ".join(f"{cell:>{w}}" for cell, w in zip(row, widths))
-                     + f"  {'yes' if c.meets_targets else 'no':>3}{mark}")
-    return "\n".join(lines)
+    columns = [tables.Column(name, spec=spec) for name, _, spec in _COLUMNS] + [tables.Column("ok", align="<")]
+    rows = [[getattr(c, attr) for _, attr, _ in _COLUMNS]
+            + [("yes" if c.meets_targets else "no") + ("*" if c.over_sampling_batch_size == report.recommended else "")]
+            for c in report.candidates]
+    return tables.format_table(columns, rows, rule=True)
 
 
 PLOT_PANELS = (

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from urllib.parse import urlsplit
 
 from shopsim_metrics.step import contract
-from shopsim_metrics.step.alerts import Alert
+from shopsim_metrics.step.alerts import Alert, alert_scalars
 from shopsim_metrics.step.records import StepRecord
 from shopsim_metrics.sinks.base import StepSink
 from shopsim_metrics.sinks.deadline import DeadlinePassed, call_within
@@ -128,12 +128,18 @@ def table_due(record: StepRecord, every: int) -> bool:
 
 
 def record_scalars(record: StepRecord) -> dict[str, float | int]:
-    """The scalars of one record under their W&B keys (None values skipped, ``terminated`` as 0/1).
+    """The scalars of one record under their W&B keys (None values skipped, ``terminated`` as 0/1), and
+    the alerts of its step as numbers (``contract.ALERT_FIELDS``: 0 in a step without an alert, absent
+    while the alerts are off).
 
     Example:
         >>> d = record_scalars(StepRecord(rollout_id=0, terminated=True, success_rate=None))
         >>> d["rollout/shopsim/terminated"], "rollout/shopsim/success_rate" in d
         (1, False)
+        >>> warned = StepRecord(rollout_id=1, technical_failure_warn_at=4, alerts=[{"level": "WARN", "title": "t",
+        ...                                                                     "text": "x"}])
+        >>> record_scalars(warned)["rollout/shopsim/alert_count"], record_scalars(warned)["rollout/shopsim/alert_level"]
+        (1, 2)
     """
     out: dict[str, float | int] = {}
     for name, key in _SCALAR_KEYS:
@@ -144,6 +150,9 @@ def record_scalars(record: StepRecord) -> dict[str, float | int]:
     counts = record.failed_check_counts or {}
     for check, key in _FAILED_CHECK_KEYS:
         out[key] = int(counts.get(check, 0))
+    alerts_on = record.technical_failure_warn_at is not None  # the monitor sets it while the alerts are on
+    for name, value in alert_scalars(record.alerts, alerts_on=alerts_on).items():
+        out[contract.wandb_key(name)] = value
     return out
 
 
@@ -240,7 +249,7 @@ class WandbSink(StepSink):
     @staticmethod
     def logged_keys() -> tuple[str, ...]:
         """Every ``rollout/shopsim/...`` key this sink can log (docs §3.3 lists exactly these)."""
-        scalars = tuple(contract.wandb_key(n) for n in contract.WANDB_STEP_FIELDS)
+        scalars = tuple(contract.wandb_key(n) for n in contract.WANDB_SCALAR_NAMES)
         checks = tuple(failed_check_key(c) for c in contract.FAILED_CHECKS)
         return scalars + checks + (DECISIONS_KEY, PROMPTS_KEY, SKIPPED_PROMPTS_KEY)
 

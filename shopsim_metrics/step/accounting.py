@@ -35,7 +35,7 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections import Counter, deque
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
@@ -44,6 +44,7 @@ from shopsim_metrics.step.drop_rule import filter_flags, should_drop
 from shopsim_metrics.step.generated_tokens import GeneratedTokens
 from shopsim_metrics.step.record_parts import RecordPart, StepDraft
 from shopsim_metrics.step.records import DecisionRow
+from shopsim_metrics.step.wave_size import RATE_WINDOW, RecentRates
 from shopsim_metrics.judging.group_judgement import SPREAD, TECHNICAL, ZERO_STD, GroupJudgement, finite_mean
 from shopsim_metrics.judging.tokens import group_tokens
 from shopsim_metrics.judging.verdicts import ZERO_STD_ALL_FAIL, ZERO_STD_ALL_PASS, ZERO_STD_OTHER, verdict_of
@@ -112,10 +113,6 @@ class _OpenStep:
     fully_async: bool = False  # judged by the fully-async rollout function, which decided each outcome itself
 
 
-RATE_WINDOW = 8
-"""Closed steps whose judged groups make the recent informative rate that adaptive waves are sized from."""
-
-
 @dataclass(frozen=True)
 class WaveView:
     """What a data source sizing a wave needs to know of the step and of the recent ones."""
@@ -168,7 +165,8 @@ class StepAccountant:
         """Every token of each step as slime's sample hook reported it (None: the step's total is unknown)."""
         self._lock = threading.Lock()
         self._wave_sizes: dict[int, list[int]] = {}  # rollout_id -> the groups of each wave the data source served
-        self._recent: deque[tuple[int, int]] = deque(maxlen=RATE_WINDOW)  # (spread, judged) of the last closed steps
+        self.rates = RecentRates(RATE_WINDOW)
+        """The recent steps' judged groups and those with spread (adaptive waves; restored on a resume)."""
         self._open: _OpenStep | None = None
         self.closed: list[StepDraft] = []  # closed steps not yet emitted (read-only outside this class)
         self._last_rollout_id: int | None = None
@@ -325,8 +323,8 @@ class StepAccountant:
                 if state is not None and state.rollout_id == step else 0
             served = sum(self._wave_sizes.get(step, ())) if step is not None else 0
             dropped = state.drops if state is not None and state.rollout_id == step else 0
-            return WaveView(kept=kept, served=served, dropped=dropped, recent_spread=sum(s for s, _ in self._recent),
-                            recent_judged=sum(j for _, j in self._recent))
+            return WaveView(kept=kept, served=served, dropped=dropped, recent_spread=self.rates.spread,
+                            recent_judged=self.rates.judged)
 
     # --- closing ------------------------------------------------------------------------------
     def close_step(
@@ -462,7 +460,7 @@ class StepAccountant:
         generated = sum(tokens.values())
         train_tokens = tokens[C.OUTCOME_TRAINED] + tokens[C.OUTCOME_FALLBACK]
         informative = counts[C.OUTCOME_TRAINED]  # trained groups with spread (fallback groups are zero-std)
-        self._recent.append((sum(1 for j in state.judged if j.judgement.kind == SPREAD), accepted))
+        self.rates.observe(sum(1 for j in state.judged if j.judgement.kind == SPREAD), accepted)
         fill, extra = (None, None) if state.fully_async else self._wave_seconds(rows, state.filled_at, wave_count)
         fields: dict[str, Any] = dict(
             terminated=terminated,

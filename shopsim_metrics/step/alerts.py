@@ -27,6 +27,7 @@ import math
 import threading
 from dataclasses import dataclass, field
 
+from shopsim_metrics.step import contract
 from shopsim_metrics.step.streak import TechnicalStreak
 
 
@@ -125,3 +126,21 @@ class StreakAlertPolicy:
 def _checks_text(checks: dict[str, int]) -> str:
     """Failed checks for an alert's text, e.g. ``reward_missing=1, status_failed=2``."""
     return ", ".join(f"{k}={v}" for k, v in checks.items()) or "none recorded"
+
+
+def alert_scalars(alerts: list[dict[str, str]] | None, *, alerts_on: bool) -> dict[str, int]:
+    """The step's ``alert_count`` and ``alert_level`` (the code of its highest alert, 0 without one) from
+    the record's ``alerts``; empty when the alerts are off (``alerts_on`` False) and none was raised.
+
+    Example:
+        >>> alert_scalars([{"level": "WARN", "title": "t", "text": "x"}], alerts_on=True)
+        {'alert_count': 1, 'alert_level': 2}
+        >>> alert_scalars([], alerts_on=True), alert_scalars([], alerts_on=False)
+        ({'alert_count': 0, 'alert_level': 0}, {})
+    """
+    alerts = [a for a in alerts or () if isinstance(a, dict)]
+    if not alerts and not alerts_on:
+        return {}
+    warn = contract.ALERT_LEVEL_CODES["WARN"]
+    level = max((contract.ALERT_LEVEL_CODES.get(str(a.get("level")), warn) for a in alerts), default=0)
+    return dict(zip(contract.ALERT_FIELDS, (len(alerts), level)))

@@ -130,7 +130,17 @@ RECONCILE_FIELD: Final = "reconcile_mismatch_count"
 
 WANDB_STEP_FIELDS: Final = (STEP_FIELDS + EXTRA_FIELDS + COST_FIELDS + PROMPT_VALUE_FIELDS + ZERO_STD_CAUSE_FIELDS
                              + PROMPT_SKIP_FIELDS + FULLY_ASYNC_FIELDS)
-"""Every per-step scalar the W&B sink logs under WANDB_PREFIX."""
+"""Every per-step scalar field of the record the W&B sink logs under WANDB_PREFIX."""
+
+# --- the alerts of a step as numbers on the timeline (derived from the record's ``alerts``) -------
+ALERT_LEVEL_CODES: Final = {"INFO": 1, "WARN": 2, "ERROR": 3}
+"""``alert_level`` of a step: the code of its highest alert (0: none; an unknown level counts as WARN)."""
+ALERT_FIELDS: Final = ("alert_count", "alert_level")
+"""Per-step scalars of the alerts raised in the step, derived from the record's ``alerts`` list (which
+``steps.jsonl`` keeps; the numbers are not stored beside it): logged to W&B every step while alerts are on
+(0 in a step without one), absent when ``shopsim_alerts`` is off."""
+WANDB_SCALAR_NAMES: Final = WANDB_STEP_FIELDS + ALERT_FIELDS
+"""Every per-step scalar name the W&B sink logs under WANDB_PREFIX: the record's fields, then the alerts'."""
 
 # --- the per-group decision ledger --------------------------------------------------------------
 LEDGER_COLUMNS: Final = tuple(f.name for f in fields(DecisionRow) if not f.metadata.get("record_only"))

@@ -1,36 +1,43 @@
 """The per-step table printed by ``inspect`` and ``demo``: one header per contract name, one legend.
 
 Every column is a field of the step record under the contract's meaning; the headers are short
-forms of the contract's names, the same in every table the project prints.
+forms of the contract's names, the same in every table the project prints. The text comes from the
+project's one table printer (:mod:`shopsim_metrics.tables`).
 
 Example:
     >>> header_of("train_group_count"), header_of("technical_group_drop_count")
     ('train', 'tech.drop')
-    >>> format_row({"rollout_id": 3, "accepted_group_count": 40, "success_rate": 0.5},
-    ...            ("rollout_id", "accepted_group_count", "success_rate", "wave_count")).split()
-    ['3', '40', '0.500', '-']
+    >>> table = format_step_table([{"rollout_id": 3, "accepted_group_count": 40, "success_rate": 0.5}])
+    >>> [line.split()[:4] for line in table.splitlines()]
+    [['step', 'waves', 'accepted', 'train'], ['3', '-', '40', '-']]
 """
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterable, Mapping
 
-STEP_TABLE_COLUMNS: tuple[tuple[str, str, int], ...] = (  # header, contract name, width
-    ("step", "rollout_id", 5),
-    ("waves", "wave_count", 5),
-    ("accepted", "accepted_group_count", 8),
-    ("train", "train_group_count", 5),
-    ("fallback", "fallback_group_count", 8),
-    ("tech.drop", "technical_group_drop_count", 9),
-    ("zero.drop", "zero_std_group_drop_count", 9),
-    ("surplus", "surplus_group_count", 7),
-    ("aborted", "aborted_group_count", 7),
-    ("success", "success_rate", 7),
-    ("train.succ", "train_success_rate", 10),
-    ("streak", "max_consecutive_technical_failures", 6),
-    ("tok/inf.grp", "tokens_per_informative_group", 11),
+from shopsim_metrics.tables import Column, format_table
+
+STEP_TABLE_COLUMNS: tuple[tuple[str, str, str], ...] = (  # header, contract name, format spec
+    ("step", "rollout_id", ""),
+    ("waves", "wave_count", ""),
+    ("accepted", "accepted_group_count", ""),
+    ("train", "train_group_count", ""),
+    ("fallback", "fallback_group_count", ""),
+    ("tech.drop", "technical_group_drop_count", ""),
+    ("zero.drop", "zero_std_group_drop_count", ""),
+    ("surplus", "surplus_group_count", ""),
+    ("aborted", "aborted_group_count", ""),
+    ("success", "success_rate", ".3f"),
+    ("train.succ", "train_success_rate", ".3f"),
+    ("streak", "max_consecutive_technical_failures", ""),
+    ("tok/inf.grp", "tokens_per_informative_group", ".0f"),
 )
-"""The columns, in order: header, the contract's name of the field, width."""
+"""The columns, in order: header, the contract's name of the field, format spec of its values (rates
+with three decimals, tokens per informative group rounded to a whole token)."""
+
+STEP_TABLE_NAMES: tuple[str, ...] = tuple(name for _, name, _ in STEP_TABLE_COLUMNS)
+"""The contract names of the columns, in order."""
 
 STEP_TABLE_LEGEND = (
     "accepted = groups judged by the filter (= train + tech.drop + zero.drop + surplus; drops included); "
@@ -41,10 +48,9 @@ STEP_TABLE_LEGEND = (
 )
 """What the headers mean, printed under every table (the contract's definitions, shortened)."""
 
-_WIDTH = {name: width for _, name, width in STEP_TABLE_COLUMNS}
 _HEADER = {name: header for header, name, _ in STEP_TABLE_COLUMNS}
-_RATES = ("success_rate", "train_success_rate")
-_WHOLE = ("tokens_per_informative_group",)  # printed rounded to a whole token
+_COLUMNS = tuple(Column(header, spec=spec) for header, _, spec in STEP_TABLE_COLUMNS)
+_NOTE = Column("note", align="<")
 
 
 def header_of(name: str) -> str:
@@ -52,26 +58,23 @@ def header_of(name: str) -> str:
     return _HEADER[name]
 
 
-def format_header(names: Sequence[str]) -> str:
-    """The header line of a table of ``names``."""
-    return " ".join(f"{_HEADER[n]:>{_WIDTH[n]}}" for n in names)
+def format_step_table(rows: Iterable[Mapping[str, Any]], notes: Iterable[str] | None = None) -> str:
+    """The header line and one line per step: ``rows`` map contract names to values (a missing one
+    prints ``-``); ``notes``, one per row, fill a last ``note`` column (the burst, the waves, alerts).
 
-
-def format_row(values: Mapping[str, Any], names: Sequence[str]) -> str:
-    """One table line: ``-`` for a missing value, rates with three decimals."""
-    cells = []
-    for name in names:
-        value = values.get(name)
-        if value is None:
-            text = "-"
-        elif name in _RATES and isinstance(value, (int, float)):
-            text = f"{value:.3f}"
-        elif name in _WHOLE and isinstance(value, (int, float)):
-            text = f"{value:.0f}"
-        else:
-            text = str(value)
-        cells.append(f"{text:>{_WIDTH[name]}}")
-    return " ".join(cells)
+    Example:
+        >>> line = format_step_table([{"rollout_id": 12, "wave_count": 2}], notes=["2 waves"]).splitlines()[1]
+        >>> line.split()[:2], line.endswith("2 waves")
+        (['12', '2'], True)
+    """
+    rows = list(rows)
+    notes = None if notes is None else list(notes)
+    if notes is not None and len(notes) != len(rows):
+        raise ValueError(f"format_step_table: {len(notes)} notes for {len(rows)} rows")
+    columns = _COLUMNS if notes is None else _COLUMNS + (_NOTE,)
+    table = [[row.get(name) for name in STEP_TABLE_NAMES] + ([] if notes is None else [notes[i]])
+             for i, row in enumerate(rows)]
+    return format_table(columns, table, gap=" ")
 
 
 def format_cost_headline(total_tokens: int | None, aborted_tokens: int | None, informative_groups: int,

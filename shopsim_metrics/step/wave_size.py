@@ -30,6 +30,11 @@ Example:
 from __future__ import annotations
 
 import math
+from collections import deque
+
+from shopsim_metrics.judging.group_judgement import SPREAD
+from shopsim_metrics.step import contract as C
+from shopsim_metrics.step.records import StepRecord
 
 
 def kept_at_least(groups: int, need: int, spread: int, judged: int) -> float:
@@ -70,3 +75,55 @@ def _log_choose(n: int, k: int) -> float:
 
 def _log_beta(a: float, b: float) -> float:
     return math.lgamma(a) + math.lgamma(b) - math.lgamma(a + b)
+
+
+RATE_WINDOW = 8
+"""Closed steps whose judged groups make the recent informative rate that adaptive waves are sized from."""
+
+
+class RecentRates:
+    """The judged groups, and those with spread, of the last :data:`RATE_WINDOW` closed steps.
+
+    Fed by the accountant as each step closes, or from a step's record on a resume (its ledger rows
+    are its judged groups; a row's reason says whether it had spread), so a resumed run sizes its
+    first wave as the unbroken run would.
+
+    Example:
+        >>> rates = RecentRates(window=2)
+        >>> for spread, judged in ((3, 4), (1, 4), (2, 2)): rates.observe(spread, judged)
+        >>> rates.spread, rates.judged
+        (3, 6)
+        >>> other = RecentRates(window=2); other.load_state_dict(rates.state_dict()); other.state_dict()
+        {'steps': [[1, 4], [2, 2]]}
+    """
+
+    def __init__(self, window: int = RATE_WINDOW) -> None:
+        self._steps: deque[tuple[int, int]] = deque(maxlen=window)
+
+    def observe(self, spread: int, judged: int) -> None:
+        """One closed step: ``spread`` of its ``judged`` groups had spread."""
+        self._steps.append((spread, judged))
+
+    def observe_record(self, record: StepRecord) -> None:
+        """One closed step, from its record (a resume replaying the records)."""
+        rows = record.decisions or []
+        spread = sum(1 for row in rows if C.KIND_OF_REASON.get(row.reason, SPREAD) == SPREAD)
+        self.observe(spread, len(rows))
+
+    @property
+    def spread(self) -> int:
+        return sum(spread for spread, _ in self._steps)
+
+    @property
+    def judged(self) -> int:
+        return sum(judged for _, judged in self._steps)
+
+    def state_dict(self) -> dict[str, list[list[int]]]:
+        return {"steps": [[spread, judged] for spread, judged in self._steps]}
+
+    def load_state_dict(self, state: dict) -> None:
+        steps = state["steps"]
+        if not isinstance(steps, list) or not all(
+                isinstance(s, list) and len(s) == 2 and all(isinstance(v, int) for v in s) for s in steps):
+            raise ValueError("saved recent rates must be a list of [spread, judged] pairs")
+        self._steps = deque((tuple(s) for s in steps), maxlen=self._steps.maxlen)  # type: ignore[misc]

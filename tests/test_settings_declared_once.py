@@ -1,0 +1,187 @@
+"""Each ``shopsim_*`` setting is declared once (a ShopsimSettings field), and every reader reads it by that row.
+
+The monitor (``ShopsimSettings.from_args``), the data source (``shopsimrl.data_source``), check-config and
+preflight must agree on every value, default and error message; adding a setting is one field.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import inspect
+import os
+import re
+import textwrap
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, Callable
+
+import pytest
+from hypothesis import given, settings as hsettings, strategies as st
+
+from shopsim_metrics.cli import main as cli_main
+from shopsim_metrics.settings import (
+    ALERT_LEVELS,
+    DEFAULTS,
+    PREFIX,
+    PROMPT_SKIP_MODES,
+    SETTING,
+    SETTINGS,
+    SETTINGS_BY_NAME,
+    SKIP_RULE_SETTINGS,
+    WANDB_MODES,
+    WAVE_SIZE_MODES,
+    ShopsimConfigError,
+    ShopsimSettings,
+    declared_settings,
+    integer,
+    setting,
+    validate_settings,
+)
+from shopsim_metrics.settings.check import check_mapping
+from shopsim_metrics.settings.prompt_skip import SkipRuleSettings
+from fed_history import FedHistory
+from shopsim_metrics.step.contract import ALL_SAMPLES_PATH, FILTER_PATH, LOG_PATH, SAMPLE_HOOK_PATH
+from shopsimrl.data_source import PromptSkipDataSource
+
+SLIME_FIELDS = {"rollout_batch_size", "n_samples_per_prompt", "over_sampling_batch_size", "global_batch_size",
+                "reward_key", "wandb_always_use_train_step", "inside_slime", "use_wandb", "num_rollout",
+                "start_rollout_id", "partial_rollout"}
+"""The ShopsimSettings fields read from slime's own args (not shopsim_* settings)."""
+
+
+# --- one declaration ----------------------------------------------------------------------------------
+
+def test_the_table_is_the_fields_of_the_dataclass_in_their_order() -> None:
+    declared = [f for f in dataclasses.fields(ShopsimSettings) if SETTING in f.metadata]
+    assert [s.name for s in SETTINGS] == [PREFIX + f.name for f in declared]
+    assert [s.default for s in SETTINGS] == [f.default for f in declared]
+    assert {f.name for f in dataclasses.fields(ShopsimSettings)} == {f.name for f in declared} | SLIME_FIELDS
+    assert list(DEFAULTS) == list(SETTINGS_BY_NAME) == [s.name for s in SETTINGS]
+
+
+def test_from_args_has_no_name_list_of_its_own() -> None:
+    """No setting is named in from_args (``run_dir`` only to resolve it): every one is read by its table row."""
+    source = textwrap.dedent(inspect.getsource(ShopsimSettings.from_args))
+    function = ast.parse(source).body[0]
+    assert isinstance(function, ast.FunctionDef)
+    body = function.body[1:]  # without the docstring
+    code = "\n".join(ast.unparse(statement) for statement in body)
+    named = [s.name for s in SETTINGS if re.search(rf"\b{s.name.removeprefix(PREFIX)}\b", code)]
+    assert named == ["shopsim_run_dir"]
+    literals = [node.value for statement in body for node in ast.walk(statement)
+                if isinstance(node, ast.Constant) and isinstance(node.value, str)]
+    assert not [text for text in literals if PREFIX in text]  # no "shopsim_..." key either
+
+
+def test_every_skip_rule_field_has_one_setting_at_its_default_and_no_other() -> None:
+    rule_fields = [f.name for f in dataclasses.fields(SkipRuleSettings)]
+    assert [s.name for s in SKIP_RULE_SETTINGS] == [f"shopsim_prompt_skip_{name}" for name in rule_fields]
+    for row in SKIP_RULE_SETTINGS:
+        field = row.name.removeprefix("shopsim_prompt_skip_")
+        expected = None if field == "seed" else getattr(SkipRuleSettings(), field)  # seed: slime's rollout_seed
+        assert row.default == expected, row.name
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class WithOneMore(ShopsimSettings):
+    """A settings class with one more setting: the field is all that is written."""
+
+    extra_every: int = setting(3, integer(1), "an integer >= 1", "a new knob, every N steps")
+
+
+def test_a_declaration_is_all_a_new_setting_takes() -> None:
+    table = declared_settings(WithOneMore)
+    assert table[:-1] == SETTINGS and (table[-1].name, table[-1].default, table[-1].doc) == (
+        "shopsim_extra_every", 3, "a new knob, every N steps")
+    assert WithOneMore.from_args(SimpleNamespace()).extra_every == 3
+    assert WithOneMore.from_args(SimpleNamespace(shopsim_extra_every=5, shopsim_wandb=False)).extra_every == 5
+    with pytest.raises(ShopsimConfigError, match=r"\n  shopsim_extra_every: expected an integer >= 1; got 0$"):
+        WithOneMore.from_args(SimpleNamespace(shopsim_extra_every=0))
+    with pytest.raises(ShopsimConfigError, match=r"shopsim_extra_every: unknown key"):
+        ShopsimSettings.from_args(SimpleNamespace(shopsim_extra_every=5))  # not a setting of the base class
+
+
+# --- every reader reads the same value ----------------------------------------------------------------
+
+def _rule_field(name: str) -> Callable[[PromptSkipDataSource], Any]:
+    return lambda ds: getattr(ds.rule.settings, name)
+
+
+DATA_SOURCE_READS: dict[str, Callable[[PromptSkipDataSource], Any]] = {
+    "shopsim_prompt_skip": lambda ds: ds.mode,
+    "shopsim_wave_size": lambda ds: ds.wave_size,
+    "shopsim_prompt_key": lambda ds: ds.metadata_key,
+    **{s.name: _rule_field(s.name.removeprefix("shopsim_prompt_skip_")) for s in SKIP_RULE_SETTINGS},
+}
+"""Where the data source keeps each setting it reads."""
+
+WORDS = [*WANDB_MODES, *PROMPT_SKIP_MODES, *WAVE_SIZE_MODES, *ALERT_LEVELS, "true", "no", "maybe"]
+VALUES = st.one_of(
+    st.none(), st.booleans(), st.integers(-2, 2_000_000), st.floats(-0.5, 1.5), st.floats(allow_nan=True),
+    st.sampled_from(WORDS).flatmap(lambda w: st.sampled_from([w, w.upper(), w.title(), f" {w} "])),
+    st.sampled_from(["5e-1", "0.25", "1e0", "", "  ", "prompt_id", "/shared/records", "3"]),
+    st.lists(st.integers(), max_size=2),
+)
+
+
+def data_source(args: SimpleNamespace) -> PromptSkipDataSource:
+    return PromptSkipDataSource(args, inner=object(), history=FedHistory())
+
+
+@given(row=st.sampled_from(SETTINGS), value=VALUES)
+@hsettings(max_examples=500, deadline=None)
+def test_every_setting_reads_the_same_in_the_settings_the_data_source_and_check_config(row, value) -> None:
+    """A value that the table accepts lands as read in ShopsimSettings and in the data source; one it refuses
+    is the same one-line problem in check-config, in from_args and in the data source."""
+    args = SimpleNamespace(n_samples_per_prompt=8, rollout_seed=11, **{row.name: value})
+    problems = validate_settings({row.name: value})[1]
+    assert check_mapping({row.name: value}) == problems
+    if problems:
+        # the row's own check, or the rule's check of the combination (p_max: 0 names p_min)
+        assert len(problems) == 1 and re.match(r"shopsim_\w+: expected ", problems[0]), problems
+        with pytest.raises(ShopsimConfigError) as caught:
+            ShopsimSettings.from_args(args)
+        assert str(caught.value).splitlines()[1:] == [f"  {problems[0]}"]
+        if row.name in DATA_SOURCE_READS:
+            with pytest.raises(ShopsimConfigError) as caught:
+                data_source(args)
+            assert str(caught.value) == problems[0]
+        return
+    read = row.read(value)
+    settings = ShopsimSettings.from_args(args)
+    field = row.name.removeprefix(PREFIX)
+    if row.name == "shopsim_run_dir":
+        assert settings.run_dir == (os.path.abspath(os.path.expanduser(read)) if read else settings.run_dir)
+        assert os.path.isabs(settings.run_dir)
+    else:
+        assert getattr(settings, field) == read
+    if row.name in DATA_SOURCE_READS:
+        expected = 11 if row.name == "shopsim_prompt_skip_seed" and read is None else read  # slime's rollout_seed
+        assert DATA_SOURCE_READS[row.name](data_source(args)) == expected
+
+
+def test_the_data_source_reads_every_setting_at_its_default() -> None:
+    ds, settings = data_source(SimpleNamespace()), ShopsimSettings.from_args(SimpleNamespace())
+    assert (ds.mode, ds.wave_size, ds.metadata_key) == (settings.prompt_skip, settings.wave_size, settings.prompt_key)
+    assert ds.rule.settings == SkipRuleSettings()
+
+
+# --- preflight reads the YAML's settings through the table ---------------------------------------------
+
+@pytest.mark.parametrize("yaml_text, acts", [("shopsim_wave_size: Adaptive\n", True),
+                                             ("shopsim_prompt_skip: ' GRESO'\n", True),
+                                             ("shopsim_prompt_skip: 'OFF'\n", False),
+                                             ("shopsim_prompt_skip: no\n", False)])
+def test_preflight_reads_the_skip_and_wave_settings_as_the_table_does(tmp_path: Path, capsys, yaml_text: str,
+                                                                        acts: bool) -> None:
+    config = tmp_path / "shopsim.yaml"
+    config.write_text(yaml_text)
+    argv = ["--dynamic-sampling-filter-path", FILTER_PATH, "--rollout-all-samples-process-path", ALL_SAMPLES_PATH,
+            "--custom-rollout-log-function-path", LOG_PATH, "--rollout-sample-hook-path", SAMPLE_HOOK_PATH,
+            "--custom-config-path", str(config), "--rollout-batch-size", "16", "--n-samples-per-prompt", "8",
+            "--global-batch-size", "64", "--save", str(tmp_path / "save")]
+    code = cli_main(["preflight", "--", *argv])
+    err = capsys.readouterr().err
+    assert ("act only through --data-source-path" in err) is acts, err
+    assert code == (2 if acts else 0), err
