@@ -135,8 +135,7 @@ class ShopsimRuntime:
         self._emit_lock = threading.RLock()  # one thread at a time hands records and alerts to the sinks
         self._hook_started = threading.local()  # perf_counter at the entry of the hook running on this thread
         self._final_table_sent = False  # the run's last step carried the final prompts table
-        self._history_partial = False  # a resume found no record of some step before start_rollout_id
-        self._missing_steps = 0  # how many (the snapshots say it on)
+        self._missing_steps = 0  # steps before start_rollout_id a resume found no record of (the snapshots say it on)
         prompts = self.accountant.prompts if self.accountant is not None else None
         self.skip_tally: SkipTally | None = (
             SkipTally(limit=prompts.history.limit)
@@ -183,13 +182,11 @@ class ShopsimRuntime:
         except Exception as exc:  # noqa: BLE001 - monitoring never stops training
             logger.warning("shopsim-metrics: restoring the run's state from %s failed (%s: %s); the streak and the "
                            "prompt history start empty.", self.settings.run_dir, type(exc).__name__, exc)
-            self._history_partial = True
             self._missing_steps = start
             return
         if restored.note is not None:
             logger.warning("shopsim-metrics: the monitor snapshot was not used (%s); the records were replayed.",
                            restored.note)
-        self._history_partial = restored.partial
         self._missing_steps = restored.missing
         if restored.run_id is not None:
             self.run_id = restored.run_id  # a resumed run stays the same run
@@ -583,7 +580,7 @@ class ShopsimRuntime:
         last = draft.value("terminated") or (self.settings.num_rollout is not None
                                              and draft.rollout_id == self.settings.num_rollout - 1)
         if tracker is not None:
-            parts.append({"prompt_history_partial": self._history_partial})
+            parts.append({"prompt_history_partial": self._missing_steps > 0})
         parts.append(self._fill_skips(draft))
         try:
             parts.append(self._carry_alerts(draft.rollout_id))

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from shopsim_metrics.sinks.jsonl import steps_files
-from shopsim_metrics.state_file import read_json_object
+from shopsim_metrics.state_file import DamagedStateFile, read_json_object
 
 SNAPSHOT_FORMAT = 1
 """The layout of a snapshot; another value is not read (the resume replays the records)."""
@@ -139,8 +139,6 @@ def find_snapshot(load_dir: str | os.PathLike | None, start_rollout_id: int) -> 
 def read_snapshot(path: str | os.PathLike) -> dict[str, Any]:
     """The snapshot in ``path``; :class:`~shopsim_metrics.state_file.DamagedStateFile` (one line) when it
     is not a readable snapshot of this format."""
-    from shopsim_metrics.state_file import DamagedStateFile
-
     data = read_json_object(path, what="monitor snapshot", remedy=_REMEDY)
     if data.get("kind") != SNAPSHOT_KIND or data.get("format") != SNAPSHOT_FORMAT:
         raise DamagedStateFile(f"{path}: not a monitor snapshot of format {SNAPSHOT_FORMAT}; {_REMEDY}")
