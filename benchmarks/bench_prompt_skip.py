@@ -23,6 +23,12 @@ Targets (ratios side by side in one run; misses are printed and exit 1):
   where greso skips);
 - adaptive waves: P(second wave) <= 0.05 and fewer aborted tokens than fixed (each mode, each pool).
 
+References, printed below each pool and judged by no target (``skip_measure.OracleSkip``): rules that
+skip a draw whose *true* chance of spread is below 0.1 or 0.3, knowing every prompt (``oracle``) or
+only the prompts already judged in the run (``oracle_seen``: the best any rule that learns from a
+prompt's own visits could do, since a prompt's first visit is generated), with adaptive waves. They
+say how far a rule is from what its information allows.
+
 Run: ``python benchmarks/bench_prompt_skip.py [--steps N] [--seeds K]``.
 """
 
@@ -35,13 +41,14 @@ from dataclasses import replace
 
 from shopsim_metrics.simulator.config import SimConfig
 from shopsim_metrics.simulator.demo import demo_config
-from shopsim_metrics.simulator.skip_measure import SkipMeasure, measure_skipping
+from shopsim_metrics.simulator.skip_measure import OracleSkip, SkipMeasure, measure_skipping
 
 MODES = ("off", "greso", "predictive")
 WAVES = ("fixed", "adaptive")
 BEST_DRIFTING_TARGET, EVERY_POOL_TARGET = 1.6, 1.0
 LOST_SIGNAL_TARGET = 0.4
 SECOND_WAVE_TARGET = 0.05
+REFERENCES = tuple(OracleSkip(threshold, seen_only) for seen_only in (True, False) for threshold in (0.1, 0.3))
 
 
 def pools(steps: int) -> dict[str, SimConfig]:
@@ -63,18 +70,20 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     misses: list[str] = []
     print(f"{args.steps} steps per run, seeds {', '.join(map(str, seeds))}; figures pooled over the seeds")
-    print(f"{'pool':<11}{'skip':<11}{'waves':<9}{'tokens/inf.grp':>15}{'vs off':>8}{'P(2nd)':>8}"
+    print(f"{'pool':<11}{'skip':<16}{'waves':<9}{'tokens/inf.grp':>15}{'vs off':>8}{'P(2nd)':>8}"
           f"{'aborted/step':>14}{'lost sig.':>10}{'return':>8}{'skipped':>9}")
     for name, config in pools(args.steps).items():
         results: dict[tuple[str, str], SkipMeasure] = {}
         for waves in WAVES:
             for mode in MODES:
                 results[mode, waves] = measure_skipping(replace(config, prompt_skip=mode, wave_size=waves), seeds)
+        references = {(oracle.name, "adaptive"): measure_skipping(replace(config, wave_size="adaptive"), seeds, oracle)
+                      for oracle in REFERENCES}
         off = results["off", "fixed"].tokens_per_informative_group
-        for (mode, waves), m in results.items():
+        for (mode, waves), m in (results | references).items():
             ratio = off / m.tokens_per_informative_group
             ret = "-" if m.median_return_delay is None else f"{m.median_return_delay:.0f}"
-            print(f"{name:<11}{mode:<11}{waves:<9}{m.tokens_per_informative_group:>15,.0f}{ratio:>7.2f}x"
+            print(f"{name:<11}{mode:<16}{waves:<9}{m.tokens_per_informative_group:>15,.0f}{ratio:>7.2f}x"
                   f"{m.second_wave_probability:>8.3f}{m.aborted_tokens_per_step:>14,.0f}{m.lost_signal:>10.3f}"
                   f"{ret:>8}{m.skipped_prompts:>9}")
         misses += _check(name, results)

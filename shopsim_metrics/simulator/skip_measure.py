@@ -10,6 +10,14 @@ prompt has a true success rate ``p = sigmoid(skill(step) - difficulty)`` at ever
   after a step below it; its delay is the steps until it is next judged. Prompts never judged again
   count with the steps left in the run (a lower bound), so the median never flatters a rule.
 
+The same truth gives the **reference** every rule is judged against (:class:`OracleSkip`): a rule that
+skips a drawn prompt when its true ``P(spread)`` at that step is below a threshold, either knowing
+every prompt from the start (``oracle``), or only the prompts judged before in the run
+(``oracle_seen``: what any rule that learns from a prompt's own visits could at best do, since a
+prompt's first visit tells nothing before it is generated). It runs through the real data source and
+loop (:class:`~shopsimrl.data_source.PromptSkipDataSource` with its decision replaced), so its waves,
+aborts and records are those of a real rule.
+
 Everything else (tokens per informative group, P(second wave), aborted tokens) is the records'.
 
 Example:
@@ -19,17 +27,23 @@ Example:
     >>> m = measure_skipping(cfg, seeds=(0,))
     >>> m.skipped_prompts > 0, m.lost_signal > 0, m.steps
     (True, True, 20)
+    >>> seen = measure_skipping(cfg, seeds=(0,), oracle=OracleSkip(threshold=0.3, seen_only=True))
+    >>> everything = measure_skipping(cfg, seeds=(0,), oracle=OracleSkip(threshold=0.3))
+    >>> 0 < seen.skipped_prompts < everything.skipped_prompts
+    True
 """
 
 from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass, replace
-from typing import Iterable
+from typing import Any, Iterable
 
 import numpy as np
 
+from shopsim_metrics.judging.verdicts import ZERO_STD_ALL_FAIL, ZERO_STD_ALL_PASS
 from shopsim_metrics.prompts.keys import prompt_key
+from shopsim_metrics.prompts.skip_record import SkippedPrompt
 from shopsim_metrics.simulator.config import SimConfig
 from shopsim_metrics.simulator.epochs import EpochPromptSource
 from shopsim_metrics.simulator.loop import Simulator, make_group_source, rng_streams, token_rng
@@ -75,6 +89,58 @@ class SkipMeasure:
         return statistics.median(self.return_delays) if self.return_delays else None
 
 
+@dataclass(frozen=True)
+class OracleSkip:
+    """The reference rule: skip a draw whose true ``P(spread)`` is below ``threshold`` (see the module docstring).
+
+    ``seen_only``: only prompts already judged in the run can be skipped (their first visit is generated).
+    """
+
+    threshold: float
+    seen_only: bool = False
+
+    @property
+    def name(self) -> str:
+        return f"oracle_seen<{self.threshold:g}" if self.seen_only else f"oracle<{self.threshold:g}"
+
+
+def spread_probability(source: EpochPromptSource, config: SimConfig, step: int) -> np.ndarray:
+    """Every pool prompt's true ``P(spread) = 1 - p^n - (1 - p)^n`` at ``step``.
+
+    Example:
+        >>> import numpy as np
+        >>> cfg = SimConfig(prompt_pool=2, skill_start=0.0, skill_end=0.0, technical_rate=0.0)
+        >>> src = EpochPromptSource(cfg, np.random.default_rng(0)); src.difficulty[:] = (0.0, 20.0)
+        >>> np.round(spread_probability(src, cfg, 0), 3).tolist()
+        [0.992, 0.0]
+    """
+    p = 1.0 / (1.0 + np.exp(source.difficulty - config.skill_at(step)))
+    n = config.n_samples_per_prompt
+    return 1.0 - p**n - (1.0 - p) ** n
+
+
+def _oracle_data_source(data_source: Any, source: EpochPromptSource, config: SimConfig, oracle: OracleSkip) -> Any:
+    """The run's real data source with its skip decision replaced by ``oracle``'s (same waves, same records)."""
+
+    class OracleDataSource(type(data_source)):  # type: ignore[misc]
+        def _skips(self, group: list[Any]) -> bool:
+            key, _ = prompt_key(group, self.metadata_key)
+            step = self.monitor.loop_state.rollout_step() or 0
+            pool_id = group[0].metadata["pool_id"]
+            if key is None or (oracle.seen_only and self.history.success_evidence(key) is None):
+                return False
+            spread = float(spread_probability(source, config, step)[pool_id])
+            if spread >= oracle.threshold:
+                return False
+            p = 1.0 / (1.0 + np.exp(source.difficulty[pool_id] - config.skill_at(step)))
+            self._skipped.append(SkippedPrompt(
+                prompt_key=key, zero_std_run=0, skip_probability=1.0,
+                kind=ZERO_STD_ALL_PASS if p > 0.5 else ZERO_STD_ALL_FAIL, group_index=group[0].group_index))
+            return True
+
+    return OracleDataSource(data_source.args, inner=data_source.inner)
+
+
 class _TruthSink(StepSink):
     """Reads each emitted record against the source's true success rates at that step."""
 
@@ -95,8 +161,7 @@ class _TruthSink(StepSink):
 
     def emit(self, record: StepRecord) -> None:
         step = record.rollout_id
-        p = 1.0 / (1.0 + np.exp(self.source.difficulty - self.config.skill_at(step)))
-        spread = 1.0 - p**self.n - (1.0 - p) ** self.n
+        spread = spread_probability(self.source, self.config, step)
         for i in np.flatnonzero((spread >= 0.5) & (self.spread_before < 0.5)) if step else ():
             self.learnable_since.setdefault(int(i), step)
         self.spread_before = spread
@@ -119,8 +184,13 @@ class _TruthSink(StepSink):
         return [self.config.steps - since for since in self.learnable_since.values()]
 
 
-def measure_skipping(config: SimConfig, seeds: Iterable[int]) -> SkipMeasure:
-    """Run ``config`` (it needs a ``prompt_pool``) at each seed and pool the figures of the module docstring."""
+def measure_skipping(config: SimConfig, seeds: Iterable[int], oracle: OracleSkip | None = None) -> SkipMeasure:
+    """Run ``config`` (it needs a ``prompt_pool``) at each seed and pool the figures of the module docstring.
+
+    ``oracle``: skip by the simulator's truth instead of ``config.prompt_skip``'s rule (the reference).
+    """
+    if oracle is not None and config.prompt_skip == "off":
+        config = replace(config, prompt_skip="greso")  # the data source must be asked; the oracle decides
     totals = dict(steps=0, total_tokens=0, aborted_tokens=0, informative_groups=0, multi_wave_steps=0,
                   skipped_prompts=0)
     forgone, delays = 0.0, []
@@ -130,6 +200,8 @@ def measure_skipping(config: SimConfig, seeds: Iterable[int]) -> SkipMeasure:
         source = make_group_source(run, reward_rng, TokenModel.from_config(run, token_rng(seed)))
         if not isinstance(source, EpochPromptSource):
             raise ValueError("measure_skipping needs SimConfig.prompt_pool (a pool whose prompts come back)")
+        if oracle is not None:
+            source.data_source = _oracle_data_source(source.data_source, source, run, oracle)
         truth = _TruthSink(source, run)
         with alerts_silenced():
             Simulator(run, sinks=[truth], source=source, keep_records=False).run()
