@@ -129,6 +129,7 @@ def _oracle_data_source(data_source: Any, source: EpochPromptSource, config: Sim
             pool_id = group[0].metadata["pool_id"]
             if key is None or (oracle.seen_only and self.history.success_evidence(key) is None):
                 return False
+            source._drift(step)  # the difficulties of this step, as its groups will be drawn (idempotent)
             spread = float(spread_probability(source, config, step)[pool_id])
             if spread >= oracle.threshold:
                 return False
