@@ -15,6 +15,16 @@ Pools:
 - **demo**: the demo's pool (``demo_config``), where zero-std is mostly luck of the draw;
 - **persistent**: a wide spread around a skill that does not move: most prompts zero-std visit after visit.
 
+Each pool runs at two ``over_sampling_batch_size`` (fixed waves' size, adaptive waves' cap): the
+simulator's default (32, twice ``rollout_batch_size``) and the one the project's ``tune`` recommends
+for the pool (:func:`tuned_over_sampling`: 48, 48 and 96 at 150 steps), marked ``*``. They answer
+different questions. Below tune's size, fixed waves often end with zero-std groups let in as fallback
+(``keep_when_insufficient``): few aborted tokens, but zero-std groups trained and second waves
+(tune's targets, zero-advantage fraction and P(second wave) <= 0.05, are missed with skipping off),
+and an adaptive wave, never larger than its cap, cannot have fewer second waves than a fixed wave of
+that cap. At tune's size fixed waves rarely need a second wave and abort much. Every target is
+checked at both sizes.
+
 Targets (ratios side by side in one run; misses are printed and exit 1):
 
 - the best mode >= 1.6x fewer total tokens per informative trained group than off on the drifting
@@ -35,12 +45,18 @@ Run: ``python benchmarks/bench_prompt_skip.py [--steps N] [--seeds K]``.
 from __future__ import annotations
 
 import argparse
+import json
+import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import replace
 
 from shopsim_metrics.simulator.config import SimConfig
 from shopsim_metrics.simulator.demo import demo_config
+from shopsim_metrics.simulator.loop import Simulator
+from shopsim_metrics.simulator.skip_saving import alerts_silenced
+from shopsim_metrics.sinks.jsonl import JsonlSink
 from shopsim_metrics.simulator.skip_measure import OracleSkip, SkipMeasure, measure_skipping
 
 MODES = ("off", "greso", "predictive")
@@ -61,6 +77,21 @@ def pools(steps: int) -> dict[str, SimConfig]:
     }
 
 
+def tuned_over_sampling(config: SimConfig) -> int:
+    """The ``over_sampling_batch_size`` the project's ``tune`` recommends for ``config``'s pool, as a user gets it:
+    one run of the pool without skipping, fixed waves, seed 0, written to a run directory, then
+    ``shopsim-metrics tune --from <run> --json`` (its targets: zero-advantage fraction and P(second wave) <= 0.05)."""
+    with tempfile.TemporaryDirectory() as run_dir:
+        sink = JsonlSink(run_dir, fsync=False)
+        with alerts_silenced():
+            Simulator(replace(config, prompt_skip="off", wave_size="fixed", seed=0), sinks=[sink],
+                      keep_records=False).run()
+        sink.close()
+        out = subprocess.run([sys.executable, "-m", "shopsim_metrics", "tune", "--from", run_dir, "--json",
+                              "--steps", "1000"], capture_output=True, text=True, check=True)
+    return int(json.loads(out.stdout)["recommended"])
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=150)
@@ -69,53 +100,59 @@ def main(argv: list[str] | None = None) -> int:
     seeds = tuple(range(args.seeds))
     started = time.perf_counter()
     misses: list[str] = []
-    print(f"{args.steps} steps per run, seeds {', '.join(map(str, seeds))}; figures pooled over the seeds")
-    print(f"{'pool':<11}{'skip':<16}{'waves':<9}{'tokens/inf.grp':>15}{'vs off':>8}{'P(2nd)':>8}"
+    print(f"{args.steps} steps per run, seeds {', '.join(map(str, seeds))}; figures pooled over the seeds; "
+          f"'over' is over_sampling_batch_size (fixed waves' size, adaptive waves' cap)")
+    print(f"{'pool':<11}{'over':>5}  {'skip':<16}{'waves':<9}{'tokens/inf.grp':>15}{'vs off':>8}{'P(2nd)':>8}"
           f"{'aborted/step':>14}{'lost sig.':>10}{'return':>8}{'skipped':>9}")
-    for name, config in pools(args.steps).items():
-        results: dict[tuple[str, str], SkipMeasure] = {}
-        for waves in WAVES:
-            for mode in MODES:
-                results[mode, waves] = measure_skipping(replace(config, prompt_skip=mode, wave_size=waves), seeds)
-        references = {(oracle.name, "adaptive"): measure_skipping(replace(config, wave_size="adaptive"), seeds, oracle)
-                      for oracle in REFERENCES}
-        off = results["off", "fixed"].tokens_per_informative_group
-        for (mode, waves), m in (results | references).items():
-            ratio = off / m.tokens_per_informative_group
-            ret = "-" if m.median_return_delay is None else f"{m.median_return_delay:.0f}"
-            print(f"{name:<11}{mode:<16}{waves:<9}{m.tokens_per_informative_group:>15,.0f}{ratio:>7.2f}x"
-                  f"{m.second_wave_probability:>8.3f}{m.aborted_tokens_per_step:>14,.0f}{m.lost_signal:>10.3f}"
-                  f"{ret:>8}{m.skipped_prompts:>9}")
-        misses += _check(name, results)
+    for name, pool in pools(args.steps).items():
+        tuned = tuned_over_sampling(pool)
+        for over in dict.fromkeys((pool.over_sampling_batch_size, tuned)):
+            config = replace(pool, over_sampling_batch_size=over)
+            label = f"{name} at over_sampling_batch_size {over}" + (" (tune's)" if over == tuned else "")
+            results: dict[tuple[str, str], SkipMeasure] = {}
+            for waves in WAVES:
+                for mode in MODES:
+                    results[mode, waves] = measure_skipping(replace(config, prompt_skip=mode, wave_size=waves), seeds)
+            references = {(oracle.name, "adaptive"): measure_skipping(replace(config, wave_size="adaptive"), seeds,
+                                                                       oracle) for oracle in REFERENCES}
+            off = results["off", "fixed"].tokens_per_informative_group
+            for (mode, waves), m in (results | references).items():
+                ratio = off / m.tokens_per_informative_group
+                ret = "-" if m.median_return_delay is None else f"{m.median_return_delay:.0f}"
+                print(f"{name:<11}{over:>5}{'*' if over == tuned else ' '} {mode:<16}{waves:<9}"
+                      f"{m.tokens_per_informative_group:>15,.0f}{ratio:>7.2f}x{m.second_wave_probability:>8.3f}"
+                      f"{m.aborted_tokens_per_step:>14,.0f}{m.lost_signal:>10.3f}{ret:>8}{m.skipped_prompts:>9}")
+            misses += _check(name, label, results)
+    print("* the over_sampling_batch_size `shopsim-metrics tune --from` recommends for the pool")
     print(f"{time.perf_counter() - started:.0f} s")
     print("OK: every target met" if not misses else "MISS:\n  " + "\n  ".join(misses))
     return 1 if misses else 0
 
 
-def _check(name: str, results: dict[tuple[str, str], SkipMeasure]) -> list[str]:
+def _check(name: str, label: str, results: dict[tuple[str, str], SkipMeasure]) -> list[str]:
     misses = []
     off = results["off", "fixed"].tokens_per_informative_group
     best_key = min(results, key=lambda k: results[k].tokens_per_informative_group)
     best = off / results[best_key].tokens_per_informative_group
     target = BEST_DRIFTING_TARGET if name == "drifting" else EVERY_POOL_TARGET
     if best < target:
-        misses.append(f"{name}: the best mode ({'/'.join(best_key)}) is {best:.2f}x fewer tokens per informative "
+        misses.append(f"{label}: the best mode ({'/'.join(best_key)}) is {best:.2f}x fewer tokens per informative "
                       f"group than off (target >= {target}x)")
     for waves in WAVES:
         greso, predictive = results["greso", waves], results["predictive", waves]
         if greso.skipped_prompts and predictive.lost_signal > LOST_SIGNAL_TARGET * greso.lost_signal:
-            misses.append(f"{name}/{waves}: predictive's lost signal {predictive.lost_signal:.3f} > "
+            misses.append(f"{label}, {waves} waves: predictive's lost signal {predictive.lost_signal:.3f} > "
                           f"{LOST_SIGNAL_TARGET} x greso's {greso.lost_signal:.3f}")
         if predictive.tokens_per_informative_group > greso.tokens_per_informative_group:
-            misses.append(f"{name}/{waves}: predictive uses more tokens per informative group than greso "
+            misses.append(f"{label}, {waves} waves: predictive uses more tokens per informative group than greso "
                           f"({predictive.tokens_per_informative_group:,.0f} > {greso.tokens_per_informative_group:,.0f})")
     for mode in MODES:
         fixed, adaptive = results[mode, "fixed"], results[mode, "adaptive"]
         if adaptive.second_wave_probability > SECOND_WAVE_TARGET:
-            misses.append(f"{name}/{mode}: adaptive P(second wave) {adaptive.second_wave_probability:.3f} > "
+            misses.append(f"{label}, {mode}: adaptive P(second wave) {adaptive.second_wave_probability:.3f} > "
                           f"{SECOND_WAVE_TARGET}")
         if adaptive.aborted_tokens >= fixed.aborted_tokens and fixed.aborted_tokens:
-            misses.append(f"{name}/{mode}: adaptive waves abort no fewer tokens than fixed "
+            misses.append(f"{label}, {mode}: adaptive waves abort no fewer tokens than fixed "
                           f"({adaptive.aborted_tokens_per_step:,.0f} >= {fixed.aborted_tokens_per_step:,.0f} per step)")
     return misses
 
