@@ -28,11 +28,12 @@ class FedHistory(MonitorSkipHistory):
         super().__init__(PromptValueTracker(limit=limit, forgetting=forgetting))
         self._open: Counter[str] = Counter()  # verdicts of the step not yet closed
 
-    def observe(self, key: str, verdict: str, *, successes: int | None = None, scored: int | None = None) -> None:
+    def observe(self, key: str, verdict: str, *, successes: int | None = None, scored: int | None = None,
+                tokens: int | None = None) -> None:
         if verdict not in VERDICTS:
             raise ValueError(f"verdict: expected one of {', '.join(VERDICTS)}; got {verdict!r}")
         last = self.tracker.last_step
-        self.tracker.history.visit(history_key(key), verdict, successes=successes, scored=scored,
+        self.tracker.history.visit(history_key(key), verdict, tokens, successes=successes, scored=scored,
                                    step=0 if last is None else last[0] + 1)
         self._open[verdict] += 1
 

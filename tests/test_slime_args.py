@@ -57,6 +57,7 @@ NOT_DEFAULT = {
     "shopsim_prompt_skip_seed": ("5", 5),
     "shopsim_prompt_skip_threshold": ("0.6", 0.6),
     "shopsim_prompt_skip_forgetting": ("0.9", 0.9),
+    "shopsim_prompt_skip_min_yield": ("0.2", 0.2),
     "shopsim_wave_size": ("Adaptive", "adaptive"),
     "shopsim_wave_fill_probability": ("0.9", 0.9),
     "shopsim_wave_size_cap": ("64", 64),

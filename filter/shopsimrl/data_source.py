@@ -16,7 +16,8 @@ so this module imports without slime) and delegates to it:
 - ``shopsim_prompt_skip: predictive``: the same, with :class:`~shopsim_metrics.prompts.predictive_rule.PredictiveSkipRule`
   deciding: a drawn prompt is skipped when its predicted probability of a zero-std group (from its
   forgetting success evidence, the history's ``success_evidence``) is at least
-  ``shopsim_prompt_skip_threshold``; the prediction of every prompt let through is handed to the
+  ``shopsim_prompt_skip_threshold``, or its chance of spread is below ``shopsim_prompt_skip_min_yield``
+  times its relative token cost (the history's ``relative_cost``); the prediction of every prompt let through is handed to the
   monitor (:meth:`PromptSkipDataSource.take_predictions`) for the calibration fields.
 - ``shopsim_wave_size: adaptive`` (with either mode): each call serves the number of groups that fills
   ``rollout_batch_size`` with probability ``shopsim_wave_fill_probability``, from the step's needs and
@@ -63,7 +64,7 @@ absent or None means the default):
 - ``shopsim_prompt_skip``: ``off`` (default), ``greso`` or ``predictive``;
 - ``shopsim_prompt_skip_<field>`` for every field of :class:`SkipRuleSettings` (``target_share``,
   ``easy_share_of_target``, ``floor``, ``step``, ``p_min``, ``p_max``, ``p_easy_start``,
-  ``p_hard_start``, ``seed``; ``threshold`` and ``forgetting`` for ``predictive``): the field's default,
+  ``p_hard_start``, ``seed``; ``threshold``, ``forgetting`` and ``min_yield`` for ``predictive``): the field's default,
   GRESO's published value; the seed defaults to slime's ``rollout_seed``;
 - ``shopsim_prompt_key``: the metadata column that names a prompt (the monitor's setting).
 
@@ -185,7 +186,7 @@ class PromptSkipDataSource:
         settings = rule_settings_from_args(args)
         self.rule = GresoSkipRule(settings)
         self.predictor: PredictiveSkipRule | None = (
-            PredictiveSkipRule(threshold=settings.threshold, n_samples=_group_size(args))
+            PredictiveSkipRule(threshold=settings.threshold, n_samples=_group_size(args), min_yield=settings.min_yield)
             if self.mode == PREDICTIVE else None)
         """``predictive``: the rule deciding every draw (GRESO's ``rule`` is then unused)."""
         self._history: SkipHistory | None = history
@@ -341,7 +342,7 @@ class PromptSkipDataSource:
         run, kind = self.history.zero_std_run(key)
         if self.predictor is not None:
             evidence = self.history.success_evidence(key)
-            decision = self.predictor.decide(evidence)
+            decision = self.predictor.decide(evidence, self.history.relative_cost(key))
             if evidence is not None and kind is None:  # the side the evidence leans to
                 kind = ZERO_STD_ALL_PASS if evidence[0] > evidence[1] else ZERO_STD_ALL_FAIL
             if not decision.skip and evidence is not None:

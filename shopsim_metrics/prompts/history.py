@@ -2,7 +2,9 @@
 
 For every tracked prompt the history keeps its visits, its last verdicts, the current run of equal
 zero-std verdicts, the tokens spent on it and the tokens spent on its zero-std visits ("wasted").
-At most ``limit`` prompts are tracked; the least recently seen one is evicted first.
+At most ``limit`` prompts are tracked; the least recently seen one is evicted first. The tokens and
+visits of every tracked prompt are also kept summed, so a prompt's cost against the tracked prompts'
+mean (:meth:`PromptHistory.relative_cost`) is one division.
 
 Store: an ``OrderedDict`` (recency order) from the key (a 60-bit int for hashed prompts, the string
 for metadata keys, see :mod:`shopsim_metrics.prompts.keys`) to one small record per prompt
@@ -110,6 +112,8 @@ class PromptHistory:
         self.forgetting = forgetting
         self._records: OrderedDict[Hashable, PromptRecord] = OrderedDict()
         self.evicted = 0  # prompts evicted so far
+        self._tokens = 0  # the tracked records' tokens and visits, summed (derived: see _evict and load_state_columns)
+        self._visits = 0
 
     def __len__(self) -> int:
         return len(self._records)
@@ -130,8 +134,7 @@ class PromptHistory:
         if record is None:
             record = self._records[key] = PromptRecord()
             if len(self._records) > self.limit:
-                self._records.popitem(last=False)
-                self.evicted += 1
+                self._evict()
             previous = None
         else:
             self._records.move_to_end(key)
@@ -145,6 +148,8 @@ class PromptHistory:
         record.letters = (record.letters + letter)[-HISTORY_LENGTH:]
         record.visits += 1
         record.tokens += tokens
+        self._visits += 1
+        self._tokens += tokens
         if scored and successes is not None and step is not None:
             weight = self._weight(record, step)
             record.successes = record.successes * weight + min(max(successes, 0), scored)
@@ -179,7 +184,7 @@ class PromptHistory:
         if record is None:
             record = self._records[key] = PromptRecord()
             if len(self._records) > self.limit:
-                self._records.popitem(last=False)
+                self._evict(count=False)
         record.successes, record.failures, record.seen_step = successes, failures, seen_step
 
     def state_columns(self) -> dict[str, Any]:
@@ -217,6 +222,33 @@ class PromptHistory:
             self._records = OrderedDict(zip(keys, map(PromptRecord, *(v[start:] for v in values))))
         evicted = columns.get("evicted", 0)
         self.evicted = (evicted if isinstance(evicted, int) else 0) + start
+        self._tokens = sum(record.tokens for record in self._records.values())
+        self._visits = sum(record.visits for record in self._records.values())
+
+    def _evict(self, *, count: bool = True) -> None:
+        """Drop the least recently seen prompt (and its tokens and visits from the sums)."""
+        _, record = self._records.popitem(last=False)
+        self._tokens -= record.tokens
+        self._visits -= record.visits
+        if count:
+            self.evicted += 1
+
+    def relative_cost(self, key: Hashable) -> float | None:
+        """The prompt's tokens per visit over the tracked prompts' tokens per visit (None: no tokens known for it).
+
+        What a visit of this prompt costs against an average visit: 2.0 for a prompt whose groups are
+        twice as long as the tracked prompts' on average.
+
+        Example:
+            >>> h = PromptHistory()
+            >>> for key, tokens in (("long", 3000), ("short", 1000), ("short", 1000)): _ = h.visit(key, SPREAD, tokens)
+            >>> round(h.relative_cost("long"), 6), round(h.relative_cost("short"), 6), h.relative_cost("never seen")
+            (1.8, 0.6, None)
+        """
+        record = self._records.get(key)
+        if record is None or not record.tokens or not record.visits or not self._tokens:
+            return None
+        return (record.tokens / record.visits) / (self._tokens / self._visits)
 
     def _weight(self, record: PromptRecord, step: int) -> float:
         """``forgetting ** (step - seen_step)``: what the prompt's evidence weighs at ``step`` (1 at or before it)."""

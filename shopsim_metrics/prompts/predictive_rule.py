@@ -10,7 +10,14 @@ beta-binomial's two ends:
 
     P(zero-std) = B(a + n, b) / B(a, b) + B(a, b + n) / B(a, b)
 
-A prompt is skipped when that is at least ``threshold`` (``shopsim_prompt_skip_threshold``, 0.75). The rule is deterministic: no draw.
+A prompt is skipped when that is at least ``threshold`` (``shopsim_prompt_skip_threshold``, 0.8), or
+when it teaches little for what it costs: its predicted chance of spread, ``1 - P(zero-std)``, is below
+``min_yield × relative cost`` (``shopsim_prompt_skip_min_yield``, 0.11; the relative cost is the prompt's
+tokens per visit over the tracked prompts' mean, :meth:`~shopsim_metrics.prompts.history.PromptHistory.relative_cost`).
+What a run pays for is generated tokens per informative group, and a prompt three times as long as
+the average costs three draws: of two prompts equally unlikely to have spread, the longer one goes
+first. For a prompt of average cost or less the threshold decides alone (with the defaults the cost
+rule only adds skips for prompts above 1.8 times the mean). The rule is deterministic: no draw.
 What brings a skipped prompt back is forgetting: unvisited, its evidence fades toward the prior
 (``P(zero-std)`` of the prior alone is 0.39 for ``n = 8``), so after enough steps it is served again
 and, if it has become learnable, seen to be so. Where zero-std is luck of the draw (a prompt that
@@ -33,6 +40,11 @@ Example:
     >>> rule = PredictiveSkipRule(threshold=0.9, n_samples=8)
     >>> rule.decide((0.0, 40.0)).skip, rule.decide((4.0, 4.0)).skip, rule.decide(None).skip
     (True, False, False)
+    >>> costly = PredictiveSkipRule(threshold=0.9, n_samples=8, min_yield=0.11)
+    >>> costly.decide((0.0, 16.0)).skip, costly.decide((0.0, 16.0), relative_cost=3.0).skip   # P(spread) 0.18
+    (False, True)
+    >>> costly.decide((4.0, 4.0), relative_cost=3.0).skip    # P(spread) 0.95: worth its cost
+    False
 """
 
 from __future__ import annotations
@@ -62,19 +74,23 @@ def zero_std_probability(successes: float, failures: float, n: int, prior: float
 
 
 class PredictiveSkipRule:
-    """Skip when the predicted zero-std probability of a group of ``n_samples`` is at least ``threshold``.
+    """Skip when the predicted zero-std probability of a group of ``n_samples`` is at least ``threshold``, or
+    its chance of spread is below ``min_yield`` times the prompt's relative token cost.
 
     Stateless: what it learns is in the prompt history (restored from the records on resume), so a
     resumed run decides as an unbroken one.
     """
 
-    def __init__(self, *, threshold: float, n_samples: int) -> None:
+    def __init__(self, *, threshold: float, n_samples: int, min_yield: float = 0.0) -> None:
         if not 0.0 <= threshold <= 1.0:
             raise ValueError(f"threshold: expected a number in [0, 1]; got {threshold!r}")
+        if not 0.0 <= min_yield <= 1.0:
+            raise ValueError(f"min_yield: expected a number in [0, 1]; got {min_yield!r}")
         if isinstance(n_samples, bool) or not isinstance(n_samples, int) or n_samples < 1:
             raise ValueError(f"n_samples: expected an integer >= 1; got {n_samples!r}")
         self.threshold = threshold
         self.n_samples = n_samples
+        self.min_yield = min_yield
 
     def predict(self, evidence: tuple[float, float] | None) -> float | None:
         """The zero-std probability of a prompt with this ``(successes, failures)`` evidence (None: never scored)."""
@@ -82,9 +98,14 @@ class PredictiveSkipRule:
             return None
         return zero_std_probability(evidence[0], evidence[1], self.n_samples)
 
-    def decide(self, evidence: tuple[float, float] | None) -> SkipDecision:
-        """Skip or keep; ``probability`` is the predicted zero-std probability (0 for a prompt never scored)."""
+    def decide(self, evidence: tuple[float, float] | None, relative_cost: float | None = None) -> SkipDecision:
+        """Skip or keep; ``probability`` is the predicted zero-std probability (0 for a prompt never scored).
+
+        ``relative_cost``: the prompt's tokens per visit over the tracked prompts' mean (None: unknown,
+        the threshold decides alone).
+        """
         predicted = self.predict(evidence)
         if predicted is None:
             return SkipDecision(skip=False, probability=0.0)
-        return SkipDecision(skip=predicted >= self.threshold, probability=predicted)
+        too_costly = relative_cost is not None and 1.0 - predicted < self.min_yield * relative_cost
+        return SkipDecision(skip=predicted >= self.threshold or too_costly, probability=predicted)

@@ -76,6 +76,10 @@ class SkipHistory(Protocol):
         """(successes, failures) of the prompt's scored rollouts, forgetting applied, as of the step being served."""
         ...
 
+    def relative_cost(self, key: str) -> float | None:
+        """The prompt's tokens per visit over the tracked prompts' mean (None: no tokens known for it)."""
+        ...
+
     def state_dict(self) -> dict[str, Any]:
         """JSON-able state, saved with the data source (``{}`` for a history restored elsewhere)."""
         ...
@@ -125,6 +129,10 @@ class MonitorSkipHistory:
         """See :meth:`SkipHistory.success_evidence` (the step served: the one after the tracker's last)."""
         last = self.tracker.last_step
         return self.tracker.history.evidence(history_key(key), 0 if last is None else last[0] + 1)
+
+    def relative_cost(self, key: str) -> float | None:
+        """See :meth:`SkipHistory.relative_cost`."""
+        return self.tracker.history.relative_cost(history_key(key))
 
     def state_dict(self) -> dict[str, Any]:
         return {}

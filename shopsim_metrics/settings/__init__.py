@@ -346,7 +346,7 @@ class ShopsimSettings:
         "`off`, `greso` or `predictive`: with `--data-source-path shopsimrl.data_source.PromptSkipDataSource`, "
         "`greso` skips prompts whose recent visits were zero-std by GRESO's rule, `predictive` skips a prompt "
         "whose predicted probability of a zero-std group (a forgetting posterior of its success rate) is at "
-        "least `shopsim_prompt_skip_threshold` (§3.6); YAML's unquoted `off`/`no`/`false` mean `off`",
+        "least `shopsim_prompt_skip_threshold`, or low for its token cost (§3.6); YAML's unquoted `off`/`no`/`false` mean `off`",
         bool_hint=" (YAML reads unquoted on/yes/true as a boolean: write greso)")
     # one per field of SkipRuleSettings (its checks of the combination run in skip_rule_settings)
     prompt_skip_target_share: float = skip_rule_knob(
@@ -375,6 +375,11 @@ class ShopsimSettings:
     prompt_skip_forgetting: float = skip_rule_knob(
         SkipRuleSettings.forgetting, "`predictive`: a prompt's success evidence is weighed by this per step "
                                      "since it was observed (`1` = never forgotten)", greso=False)
+    prompt_skip_min_yield: float = skip_rule_knob(
+        SkipRuleSettings.min_yield, "`predictive`: a drawn prompt is also skipped when its predicted chance of "
+                                    "spread is below this times its relative token cost (its tokens per visit over "
+                                    "the tracked prompts' mean): the costly prompts that teach least go first "
+                                    "(`0` = the threshold alone)", greso=False)
     # waves sized by the data source (shopsimrl.data_source.PromptSkipDataSource)
     wave_size: str = setting(
         "fixed", choice(WAVE_SIZE_MODES), "one of fixed, adaptive",
@@ -515,7 +520,7 @@ def skip_rule_settings(values: Mapping[str, Any], rollout_seed: Any = None) -> S
 
     Example:
         >>> skip_rule_settings(validate_settings({"shopsim_prompt_skip_floor": "2e-2"})[0], rollout_seed=42)
-        SkipRuleSettings(target_share=0.25, easy_share_of_target=0.3333333333333333, floor=0.02, step=0.01, p_min=0.05, p_max=0.95, p_easy_start=0.5, p_hard_start=0.5, seed=42, threshold=0.75, forgetting=0.99)
+        SkipRuleSettings(target_share=0.25, easy_share_of_target=0.3333333333333333, floor=0.02, step=0.01, p_min=0.05, p_max=0.95, p_easy_start=0.5, p_hard_start=0.5, seed=42, threshold=0.8, forgetting=0.99, min_yield=0.11)
         >>> skip_rule_settings({"shopsim_prompt_skip_p_min": 0.92, "shopsim_prompt_skip_p_max": 0.9})
         Traceback (most recent call last):
         ...

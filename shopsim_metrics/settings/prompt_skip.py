@@ -60,14 +60,17 @@ class SkipRuleSettings:
     p_hard_start: float = 0.5
     seed: int = 0
     """seed of the rule's own random generator"""
-    threshold: float = 0.75
+    threshold: float = 0.8
     """``predictive``: skip a prompt when its predicted probability of a zero-std group is at least this"""
     forgetting: float = 0.99
     """``predictive``: the weight of a prompt's evidence is multiplied by this per step since it was observed"""
+    min_yield: float = 0.11
+    """``predictive``: also skip a prompt whose predicted chance of spread per unit of its relative token cost
+    (its tokens per visit over the tracked prompts' mean) is below this (0: never for its cost)"""
 
     def __post_init__(self) -> None:
         for field in ("target_share", "easy_share_of_target", "floor", "step", "p_min", "p_max", "threshold",
-                      "forgetting"):
+                      "forgetting", "min_yield"):
             object.__setattr__(self, field, checked_number(field, getattr(self, field), 0.0, 1.0))
         if self.p_min > self.p_max:
             raise SkipRuleSettingsError("p_min", f"a number <= p_max ({self.p_max:g})", self.p_min)

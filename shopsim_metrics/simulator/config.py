@@ -83,10 +83,11 @@ class SimConfig:
     prompt_pool: int | None = None
     difficulty_drift: float = 0.0  # per step, each pool prompt's difficulty takes a normal step of this size
     # skipping prompts before generation (needs prompt_pool): "off", "greso" or "predictive", through the real
-    # data source; the predictive rule's threshold and forgetting (None: the settings' defaults)
+    # data source; the predictive rule's threshold, forgetting and min_yield (None: the settings' defaults)
     prompt_skip: str = "off"
     prompt_skip_threshold: float | None = None
     prompt_skip_forgetting: float | None = None
+    prompt_skip_min_yield: float | None = None
     # waves: "fixed" (over_sampling_batch_size per wave) or "adaptive" (sized by the real data source to fill
     # the batch with wave_fill_probability, at most wave_size_cap groups; None: over_sampling_batch_size)
     wave_size: str = "fixed"
@@ -195,6 +196,7 @@ class SimConfig:
             args.rollout_seed = self.seed
             args.shopsim_prompt_skip_threshold = self.prompt_skip_threshold
             args.shopsim_prompt_skip_forgetting = self.prompt_skip_forgetting
+            args.shopsim_prompt_skip_min_yield = self.prompt_skip_min_yield
         if self.wave_size != "fixed":
             args.shopsim_wave_size = self.wave_size
             args.shopsim_wave_fill_probability = self.wave_fill_probability

@@ -1,0 +1,97 @@
+"""``predictive`` also skips what teaches little for its cost: a prompt's chance of spread against
+``shopsim_prompt_skip_min_yield`` times its relative token cost (its tokens per visit over the tracked mean)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings as hsettings, strategies as st
+
+from shopsim_metrics.judging.group_judgement import SPREAD
+from shopsim_metrics.judging.verdicts import ZERO_STD_ALL_FAIL
+from shopsim_metrics.prompts.history import PromptHistory
+from shopsim_metrics.prompts.keys import prompt_key
+from shopsim_metrics.prompts.predictive_rule import PredictiveSkipRule, zero_std_probability
+from tests.test_data_source import make_args, pool, skip_source
+
+VISITS = st.lists(st.tuples(st.integers(0, 7), st.sampled_from([SPREAD, ZERO_STD_ALL_FAIL]),
+                            st.one_of(st.none(), st.integers(0, 5000))), max_size=60)
+
+
+# --- the relative cost ---------------------------------------------------------------------------
+@hsettings(max_examples=80, deadline=None)
+@given(visits=VISITS, limit=st.integers(1, 8), reload_at=st.integers(0, 60))
+def test_the_relative_cost_is_the_prompts_tokens_per_visit_over_the_tracked_prompts(visits, limit, reload_at) -> None:
+    history = PromptHistory(limit=limit)
+    for position, (prompt, verdict, tokens) in enumerate(visits):
+        if position == reload_at:  # a snapshot's columns, loaded into a new history, sum to the same
+            restored = PromptHistory(limit=limit)
+            restored.load_state_columns(history.state_columns())
+            history = restored
+        history.visit(prompt, verdict, tokens)
+    tracked = list(history)
+    total_tokens, total_visits = sum(s.tokens for s in tracked), sum(s.visits for s in tracked)
+    for prompt in range(8):
+        stats = history.stats(prompt)
+        got = history.relative_cost(prompt)
+        if stats is None or not stats.tokens or not total_tokens:
+            assert got is None
+        else:
+            assert got == pytest.approx((stats.tokens / stats.visits) / (total_tokens / total_visits))
+
+
+# --- the rule ------------------------------------------------------------------------------------
+EVIDENCE = st.tuples(st.floats(0, 40), st.floats(0, 40))
+
+
+@hsettings(max_examples=150, deadline=None)
+@given(evidence=EVIDENCE, cost=st.floats(0.01, 20), more=st.floats(0, 20), threshold=st.floats(0.5, 1),
+       min_yield=st.floats(0, 0.5))
+def test_a_costlier_prompt_is_never_kept_where_a_cheaper_one_is_skipped(evidence, cost, more, threshold, min_yield):
+    rule = PredictiveSkipRule(threshold=threshold, n_samples=8, min_yield=min_yield)
+    if rule.decide(evidence, cost).skip:
+        assert rule.decide(evidence, cost + more).skip
+    by_threshold = zero_std_probability(*evidence, 8) >= threshold
+    assert rule.decide(evidence).skip == by_threshold  # no cost known: the threshold alone
+    assert rule.decide(evidence, cost).skip == (by_threshold or 1 - zero_std_probability(*evidence, 8) < min_yield * cost)
+    if cost * min_yield <= 1 - threshold:  # an average or cheap prompt: the threshold decides
+        assert rule.decide(evidence, cost).skip == by_threshold
+    assert PredictiveSkipRule(threshold=threshold, n_samples=8).decide(evidence, cost).skip == by_threshold
+
+
+def test_a_min_yield_outside_zero_to_one_is_refused() -> None:
+    with pytest.raises(ValueError, match="min_yield"):
+        PredictiveSkipRule(threshold=0.8, n_samples=8, min_yield=1.5)
+
+
+# --- through the data source ---------------------------------------------------------------------
+def test_of_two_prompts_failed_once_the_long_one_is_skipped_and_the_short_one_served(tmp_path) -> None:
+    prompts = pool(12)
+    ds = skip_source(make_args(tmp_path, shopsim_prompt_skip="predictive"), prompts)
+    keys = [prompt_key([p])[0] for p in prompts]
+    long, short, *rest = keys
+    n = ds.predictor.n_samples
+    ds.history.observe(long, ZERO_STD_ALL_FAIL, successes=0, scored=n, tokens=8 * 4000)
+    ds.history.observe(short, ZERO_STD_ALL_FAIL, successes=0, scored=n, tokens=8 * 500)
+    for key in rest:
+        ds.history.observe(key, SPREAD, successes=n // 2, scored=n, tokens=8 * 1000)
+    ds.history.close_step(0)
+    predicted = zero_std_probability(*ds.history.success_evidence(long), n)  # as of the step served
+    assert predicted < ds.predictor.threshold  # one all-fail visit: the threshold alone skips neither
+    assert (1 - predicted) < ds.predictor.min_yield * ds.history.relative_cost(long)  # 3.4x the mean
+    served = [prompt_key(g)[0] for g in ds.get_samples(11)]
+    assert long not in served and short in served and len(set(served)) == 11
+    (skipped,) = {s.prompt_key: s for s in ds.take_skipped()}.values()
+    assert skipped.prompt_key == long and skipped.skip_probability == pytest.approx(predicted)
+
+
+def test_min_yield_zero_is_the_threshold_alone(tmp_path) -> None:
+    prompts = pool(12)
+    ds = skip_source(make_args(tmp_path, shopsim_prompt_skip="predictive", shopsim_prompt_skip_min_yield=0), prompts)
+    long = prompt_key([prompts[0]])[0]
+    n = ds.predictor.n_samples
+    ds.history.observe(long, ZERO_STD_ALL_FAIL, successes=0, scored=n, tokens=n * 50_000)
+    for p in prompts[1:]:
+        ds.history.observe(prompt_key([p])[0], SPREAD, successes=n // 2, scored=n, tokens=n * 100)
+    ds.history.close_step(0)
+    assert zero_std_probability(*ds.history.success_evidence(long), n) < ds.predictor.threshold
+    assert long in {prompt_key(g)[0] for g in ds.get_samples(12)} and ds.take_skipped() == []
