@@ -36,8 +36,10 @@ Targets (ratios side by side in one run; misses are printed and exit 1):
 References, printed below each pool and judged by no target (``skip_measure.OracleSkip``): rules that
 skip a draw whose *true* chance of spread is below 0.1 or 0.3, knowing every prompt (``oracle``) or
 only the prompts already judged in the run (``oracle_seen``: the best any rule that learns from a
-prompt's own visits could do, since a prompt's first visit is generated), with adaptive waves. They
-say how far a rule is from what its information allows.
+prompt's own visits could do by the chance of spread alone, since a prompt's first visit is
+generated), with adaptive waves. They are blind to cost (the predictive rule also weighs a prompt's
+tokens, and can pass them): they say how far a rule that skips by the chance of spread is from what
+its information allows.
 
 Run: ``python benchmarks/bench_prompt_skip.py [--steps N] [--seeds K]``.
 """
