@@ -7,6 +7,7 @@ rewards, weight versions). Each step is checked against what the engine and the 
 
 from __future__ import annotations
 
+import itertools
 import os
 import subprocess
 import sys
@@ -21,6 +22,7 @@ from shopsim_metrics.judging.group_judgement import SPREAD, TECHNICAL, ZERO_STD
 from shopsim_metrics.sinks import MemorySink
 from shopsim_metrics.step import contract as C
 from shopsim_metrics.step.async_batch import AsyncAdmission
+from shopsim_metrics.step.async_step import DrawLog
 from shopsimrl import async_rollout, slime_runtime
 
 N = 2
@@ -43,7 +45,11 @@ class Run:
         self.engine = fake.Engine(scripts, N)
         self.source = fake.DataSource(N, len(scripts))
         self.mem = MemorySink()
-        self.first_started: dict[int, int] = {}  # group_index -> step in which it first started generating
+        # when each group was first drawn and each step began, on one clock (a counter): the worker draws on its
+        # own thread, so a draw made while a step begins may be counted in either step (see drawn_before)
+        self.clock = itertools.count()
+        self.first_drawn: dict[int, tuple[int, int]] = {}  # group_index -> clock before and after its first draw
+        self.began: dict[int, int] = {}  # rollout_id -> clock when the step began drawing (DrawLog.begin)
         self.steps: list[list] = []
         self.metrics: list[dict] = []
         self.step = None
@@ -54,17 +60,32 @@ class Run:
         original = self.engine.generate_and_rm_group
 
         async def generate(args, group, sampling_params, evaluation=False):
-            self.first_started.setdefault(group[0].group_index, self.step)
             return await original(args, group, sampling_params, evaluation)
         self.engine.generate_and_rm_group = generate
 
     def __enter__(self):
+        run, begin, get_samples = self, DrawLog.begin, DrawLog.get_samples
+        self.draw_log_methods = begin, get_samples
+
+        def timed_begin(log, rollout_id):
+            begin(log, rollout_id)
+            run.began.setdefault(rollout_id, next(run.clock))
+
+        def timed_get_samples(log, num_samples):
+            before = next(run.clock)
+            groups = get_samples(log, num_samples)
+            after = next(run.clock)
+            for group in groups or ():
+                run.first_drawn.setdefault(group[0].group_index, (before, after))
+            return groups
+        DrawLog.begin, DrawLog.get_samples = timed_begin, timed_get_samples
         self.before = fake.install(self.engine)
         slime_runtime.configure(self.args, sinks=[self.mem])
         return self
 
     def __exit__(self, *exc):
         async_rollout.stop_worker()
+        DrawLog.begin, DrawLog.get_samples = self.draw_log_methods
         slime_runtime.reset_runtime()
         fake.uninstall(self.before)
 
@@ -76,6 +97,13 @@ class Run:
         slime_runtime.log_rollout_step(rollout_id, self.args, [s for g in out.samples for s in g], out.metrics, 1.0)
         self.engine.weight_version += 1  # the trainer updates the weights after every step
         return out
+
+    def drawn_before(self, group_index: int, rollout_id: int) -> bool | None:
+        """Whether the group was first drawn before step ``rollout_id`` began (None: its draw and the
+        step's beginning overlapped, so either count is right)."""
+        before, after = self.first_drawn[group_index]
+        began = self.began[rollout_id]
+        return True if after < began else False if before > began else None
 
 
 def kind_of(scripts, group):
@@ -99,7 +127,7 @@ def test_every_step_trains_its_batch_judged_and_the_records_say_what_happened(tm
             run.run_step(rollout_id)
         records = {r.rollout_id: r for r in run.mem.records}
         assert sorted(records) == [0, 1, 2, 3]
-        judged_total = 0
+        judged_total = carried_total = 0
         for rollout_id, batch in enumerate(run.steps):
             record = records[rollout_id]
             kinds = [kind_of(SCRIPTS, group) for group in batch]
@@ -117,9 +145,11 @@ def test_every_step_trains_its_batch_judged_and_the_records_say_what_happened(tm
             # the trained groups are the ledger's trained and fallback rows, in the order they filled
             taken = [row.group_index for row in record.decisions if row.outcome in ("trained", "fallback")]
             assert sorted(taken) == sorted(group[0].group_index for group in batch)
-            # carried: trained groups that started generating in an earlier step
-            assert record.carried_group_count == sum(
-                1 for group in batch if run.first_started[group[0].group_index] < rollout_id)
+            # carried: trained groups first drawn before the step began (a draw overlapping its beginning: either)
+            drawn_before = [run.drawn_before(group[0].group_index, rollout_id) for group in batch]
+            surely = drawn_before.count(True)
+            assert surely <= record.carried_group_count <= surely + drawn_before.count(None)
+            carried_total += record.carried_group_count
             # staleness: the newest version reported minus each trained group's version
             assert record.policy_version_lag_max is not None and record.policy_version_lag_mean is not None
             drops = {C.slime_drop_metric(C.REASON_TECHNICAL): record.technical_group_drop_count,
@@ -131,6 +161,7 @@ def test_every_step_trains_its_batch_judged_and_the_records_say_what_happened(tm
             assert record.success_rate == pytest.approx(sum(1 for r in rewards if r >= 1.0) / len(rewards))
             assert record.total_token_count is not None
             judged_total += len(judged)
+        assert carried_total > 0  # the pool works across steps: some trained groups were drawn in an earlier one
         # every group the engine finished unaborted was judged in a step, or still waits for the next one
         finished_ok = [gi for gi in run.engine.finished if not SCRIPTS[gi].aborted]
         assert judged_total <= len(finished_ok)
