@@ -13,8 +13,9 @@ prompt has a true success rate ``p = sigmoid(skill(step) - difficulty)`` at ever
 The same truth gives the **reference** every rule is judged against (:class:`OracleSkip`): a rule that
 skips a drawn prompt when its true ``P(spread)`` at that step is below a threshold, either knowing
 every prompt from the start (``oracle``), or only the prompts judged before in the run
-(``oracle_seen``: what any rule that learns from a prompt's own visits could at best do, since a
-prompt's first visit tells nothing before it is generated). It runs through the real data source and
+(``oracle_seen``: what any rule that learns from a prompt's own visits could at best do by the
+chance of spread alone, since a prompt's first visit tells nothing before it is generated; both are
+blind to a prompt's token cost). It runs through the real data source and
 loop (:class:`~shopsimrl.data_source.PromptSkipDataSource` with its decision replaced), so its waves,
 aborts and records are those of a real rule.
 
@@ -104,6 +105,11 @@ class OracleSkip:
         return f"oracle_seen<{self.threshold:g}" if self.seen_only else f"oracle<{self.threshold:g}"
 
 
+def success_probability(source: EpochPromptSource, config: SimConfig, step: int) -> np.ndarray:
+    """Every pool prompt's true success rate ``p = sigmoid(skill(step) - difficulty)`` at ``step``."""
+    return 1.0 / (1.0 + np.exp(source.difficulty - config.skill_at(step)))
+
+
 def spread_probability(source: EpochPromptSource, config: SimConfig, step: int) -> np.ndarray:
     """Every pool prompt's true ``P(spread) = 1 - p^n - (1 - p)^n`` at ``step``.
 
@@ -114,8 +120,7 @@ def spread_probability(source: EpochPromptSource, config: SimConfig, step: int) 
         >>> np.round(spread_probability(src, cfg, 0), 3).tolist()
         [0.992, 0.0]
     """
-    p = 1.0 / (1.0 + np.exp(source.difficulty - config.skill_at(step)))
-    n = config.n_samples_per_prompt
+    p, n = success_probability(source, config, step), config.n_samples_per_prompt
     return 1.0 - p**n - (1.0 - p) ** n
 
 
@@ -130,13 +135,14 @@ def _oracle_data_source(data_source: Any, source: EpochPromptSource, config: Sim
             if key is None or (oracle.seen_only and self.history.success_evidence(key) is None):
                 return False
             source._drift(step)  # the difficulties of this step, as its groups will be drawn (idempotent)
-            spread = float(spread_probability(source, config, step)[pool_id])
-            if spread >= oracle.threshold:
+            p, n = float(success_probability(source, config, step)[pool_id]), config.n_samples_per_prompt
+            if 1.0 - p**n - (1.0 - p) ** n >= oracle.threshold:
                 return False
-            p = 1.0 / (1.0 + np.exp(source.difficulty[pool_id] - config.skill_at(step)))
-            self._skipped.append(SkippedPrompt(
-                prompt_key=key, zero_std_run=0, skip_probability=1.0,
-                kind=ZERO_STD_ALL_PASS if p > 0.5 else ZERO_STD_ALL_FAIL, group_index=group[0].group_index))
+            skipped = SkippedPrompt(prompt_key=key, zero_std_run=0, skip_probability=1.0,
+                                    kind=ZERO_STD_ALL_PASS if p > 0.5 else ZERO_STD_ALL_FAIL,
+                                    group_index=group[0].group_index)
+            with self._lock:
+                self._skipped.append(skipped)
             return True
 
     return OracleDataSource(data_source.args, inner=data_source.inner)
