@@ -58,6 +58,19 @@ def test_a_costlier_prompt_is_never_kept_where_a_cheaper_one_is_skipped(evidence
     assert PredictiveSkipRule(threshold=threshold, n_samples=8).decide(evidence, cost).skip == by_threshold
 
 
+def test_a_prompt_costing_more_than_one_over_min_yield_is_skipped_whatever_its_success_rate() -> None:
+    """The documented consequence (docs §3.6): above ``1 / min_yield`` times the mean cost, even a prompt
+    whose groups always had spread is skipped; below it such a prompt is kept, and a faded one comes back
+    under 5.5x the mean."""
+    rule = PredictiveSkipRule(threshold=0.8, n_samples=8, min_yield=0.11)
+    coin_flip = (40.0, 40.0)  # ten visits, half the rollouts succeeded: P(spread) about 0.99
+    assert rule.decide(coin_flip, relative_cost=1 / 0.11 + 0.1).skip
+    assert not rule.decide(coin_flip, relative_cost=1 / 0.11 - 0.5).skip
+    faded = (1e-6, 1e-6)  # evidence forgotten: the prior's P(spread), 0.61
+    assert 1 - zero_std_probability(*faded, 8) == pytest.approx(0.607, abs=1e-3)
+    assert rule.decide(faded, relative_cost=5.4).skip is False and rule.decide(faded, relative_cost=5.6).skip
+
+
 def test_a_min_yield_outside_zero_to_one_is_refused() -> None:
     with pytest.raises(ValueError, match="min_yield"):
         PredictiveSkipRule(threshold=0.8, n_samples=8, min_yield=1.5)
