@@ -108,3 +108,26 @@ def test_min_yield_zero_is_the_threshold_alone(tmp_path) -> None:
     ds.history.close_step(0)
     assert zero_std_probability(*ds.history.success_evidence(long), n) < ds.predictor.threshold
     assert long in {prompt_key(g)[0] for g in ds.get_samples(12)} and ds.take_skipped() == []
+
+
+# --- what the records say ------------------------------------------------------------------------
+SPREAD_POOL = dict(steps=40, prompt_pool=96, skill_start=-2.0, skill_end=2.0, learning_steps=20.0,
+                   difficulty_spread=4.0, partial_credit_rate=0.0, technical_rate=0.0)
+
+
+def test_each_record_counts_the_prompts_skipped_for_their_cost() -> None:
+    from shopsim_metrics.settings import DEFAULTS
+    from shopsim_metrics.simulator.config import SimConfig
+    from shopsim_metrics.simulator.loop import Simulator
+    from shopsim_metrics.simulator.skip_saving import alerts_silenced
+
+    threshold = DEFAULTS["shopsim_prompt_skip_threshold"]
+    with alerts_silenced():
+        records = Simulator(SimConfig(prompt_skip="predictive", **SPREAD_POOL), sinks=[]).run().records
+        greso = Simulator(SimConfig(prompt_skip="greso", **SPREAD_POOL), sinks=[]).run().records
+    for record in records:
+        below = [row for row in record.skipped_prompts if row["skip_probability"] < threshold]
+        assert record.skipped_for_cost_count == len(below) <= record.skipped_prompt_count
+    assert sum(r.skipped_for_cost_count for r in records) > 0  # long hard prompts: the cost part skipped some
+    assert sum(r.skipped_prompt_count for r in records) > sum(r.skipped_for_cost_count for r in records)
+    assert all(r.skipped_for_cost_count is None and r.skipped_prompt_count is not None for r in greso)

@@ -351,9 +351,10 @@ class PromptSkipDataSource:
         else:
             decision = self.rule.decide(run, kind)
         if decision.skip:
+            for_cost = self.predictor is not None and decision.probability < self.predictor.threshold
             skipped = SkippedPrompt(prompt_key=key, zero_std_run=run, skip_probability=decision.probability,
                                     kind=kind,  # type: ignore[arg-type]  # a run >= 1 has a kind
-                                    group_index=getattr(group[0], "group_index", None))
+                                    group_index=getattr(group[0], "group_index", None), for_cost=for_cost)
             with self._lock:
                 self._skipped.append(skipped)
         return decision.skip

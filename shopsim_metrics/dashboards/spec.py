@@ -429,7 +429,8 @@ def skipping_panels(section: str, o: dict[str, str]) -> tuple[Panel, ...]:
             title="Prompts skipped before generation",
             description=(
                 "Prompts the data source drew and skipped (each replaced by a further draw), against the groups "
-                "judged in the step. Zero through the first epoch: no prompt has a zero-std run yet."
+                "judged in the step, and (predictive) those skipped for their token cost. Zero through the first "
+                "epoch: no prompt has a zero-std run yet."
             ),
             kind="line",
             source="steps",
@@ -437,6 +438,7 @@ def skipping_panels(section: str, o: dict[str, str]) -> tuple[Panel, ...]:
             y_title="prompts / groups",
             series=(
                 Series("skipped_prompt_count", "skipped prompts", "bar", color=o["dropped_zero_std"]),
+                Series("skipped_for_cost_count", "of them, for their cost", color="#9467bd"),
                 Series("accepted_group_count", "judged groups", color="#7f7f7f"),
             ),
         ),

@@ -18,6 +18,8 @@ record is built with them, :mod:`shopsim_metrics.step.record_parts`):
   (``skip_predicted_zero_std_mean``), the share that were zero-std (``skip_realised_zero_std_rate``)
   and the Brier score, the mean of (predicted − realised)² (``skip_brier_score``). A prediction is
   matched to its group by ``group_index``; one not judged yet (a partial rollout) waits for a later step.
+- ``skipped_for_cost_count`` (``predictive``; None with ``greso``): the skipped prompts whose zero-std
+  probability was below the threshold, skipped for their token cost (the rule's cost part).
 
 Skips and judged groups are put in one order by slime's ``group_index`` (a skipped draw takes a
 slot of the running counter, as a served one does), so a prompt skipped and then served later in
@@ -59,6 +61,7 @@ class SkippedPrompt:
     skip_probability: float  # 1 - max(p ** zero_std_run, floor)
     kind: str  # the zero-std verdict of that run: which p applied (zero_std_other uses the hard p)
     group_index: int | None  # slime's running counter of the skipped draw (the slot of the epoch it took)
+    for_cost: bool = False  # predictive: skipped for its token cost, its zero-std probability below the threshold
 
 
 class SkipTally:
@@ -81,6 +84,8 @@ class SkipTally:
         """
         rows = decisions or []
         fields = self._calibrate(predictions, rows) if predictions is not None else {}
+        if predictions is not None:
+            fields["skipped_for_cost_count"] = sum(1 for skip in skipped if skip.for_cost)
         table = [dict(zip(SKIPPED_PROMPT_COLUMNS, (skip.prompt_key, skip.zero_std_run, skip.kind,
                                                    skip.skip_probability, skip.group_index)))
                  for skip in skipped]

@@ -172,6 +172,7 @@ class StepRecord:
     prompt_history_partial: bool | None = per_step(PROMPT_VALUE, None)  # resumed without a record of every earlier step
     # skipping prompts before generation (None, and absent from to_dict: a run that does not skip)
     skipped_prompt_count: int | None = per_step(PROMPT_SKIP, None)  # prompts drawn for the step's waves and skipped
+    skipped_for_cost_count: int | None = per_step(PROMPT_SKIP, None)  # predictive: of those, skipped for their token cost
     skip_p_easy: float | None = per_step(PROMPT_SKIP, None)  # the rule's p for all-pass prompts, for the step's draws
     skip_p_hard: float | None = per_step(PROMPT_SKIP, None)  # the rule's p for all-fail (and other zero-std) prompts
     skipped_then_generated_group_count: int | None = per_step(PROMPT_SKIP, None)  # judged, skipped since last generated
