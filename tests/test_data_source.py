@@ -321,7 +321,7 @@ def test_the_key_is_the_monitors_metadata_key_when_set(tmp_path) -> None:
     assert {r.prompt_key for r in rows} == {"item-2"}
     assert json.loads(json.dumps([dataclasses.asdict(r) for r in rows]))[0] == {
         "prompt_key": "item-2", "zero_std_run": 1, "skip_probability": 1.0, "kind": "zero_std_all_pass",
-        "group_index": rows[0].group_index}
+        "group_index": rows[0].group_index, "for_cost": False}  # GRESO's rule never skips for cost
     assert ds.take_skipped() == []  # handed over once
 
 
