@@ -57,11 +57,6 @@ class Run:
         def hook(args, sample):
             slime_runtime.record_generated_sample(args, sample, rollout_id=self.step)
         self.engine.sample_hook = hook
-        original = self.engine.generate_and_rm_group
-
-        async def generate(args, group, sampling_params, evaluation=False):
-            return await original(args, group, sampling_params, evaluation)
-        self.engine.generate_and_rm_group = generate
 
     def __enter__(self):
         run, begin, get_samples = self, DrawLog.begin, DrawLog.get_samples

@@ -105,7 +105,7 @@ from shopsim_metrics.settings import skip_rule_settings
 from shopsim_metrics.prompts.skip_history import MonitorSkipHistory, SkipHistory
 from shopsim_metrics.prompts.skip_record import SkippedPrompt
 from shopsim_metrics.prompts.predictive_rule import PredictiveSkipRule
-from shopsim_metrics.prompts.skip_rule import GresoSkipRule
+from shopsim_metrics.prompts.skip_rule import GresoSkipRule, SkipDecision
 from shopsim_metrics.settings.prompt_skip import SkipRuleSettings
 from shopsim_metrics.state_file import DamagedStateFile, read_json_object, write_json
 
@@ -351,13 +351,15 @@ class PromptSkipDataSource:
         else:
             decision = self.rule.decide(run, kind)
         if decision.skip:
-            for_cost = self.predictor is not None and decision.probability < self.predictor.threshold
-            skipped = SkippedPrompt(prompt_key=key, zero_std_run=run, skip_probability=decision.probability,
-                                    kind=kind,  # type: ignore[arg-type]  # a run >= 1 has a kind
-                                    group_index=getattr(group[0], "group_index", None), for_cost=for_cost)
-            with self._lock:
-                self._skipped.append(skipped)
+            self._record_skip(group, key, run, kind, decision)  # type: ignore[arg-type]  # a run >= 1 has a kind
         return decision.skip
+
+    def _record_skip(self, group: list[Any], key: str, run: int, kind: str, decision: SkipDecision) -> None:
+        """One skipped draw, for the monitor's next record (:meth:`take_skipped`)."""
+        skipped = SkippedPrompt(prompt_key=key, zero_std_run=run, skip_probability=decision.probability, kind=kind,
+                                group_index=getattr(group[0], "group_index", None), for_cost=decision.for_cost)
+        with self._lock:
+            self._skipped.append(skipped)
 
     def _buffer_length(self) -> int:
         get_buffer_length = getattr(self.inner, "get_buffer_length", None)

@@ -107,5 +107,7 @@ class PredictiveSkipRule:
         predicted = self.predict(evidence)
         if predicted is None:
             return SkipDecision(skip=False, probability=0.0)
+        by_threshold = predicted >= self.threshold
         too_costly = relative_cost is not None and 1.0 - predicted < self.min_yield * relative_cost
-        return SkipDecision(skip=predicted >= self.threshold or too_costly, probability=predicted)
+        return SkipDecision(skip=by_threshold or too_costly, probability=predicted,
+                            for_cost=too_costly and not by_threshold)

@@ -48,6 +48,7 @@ class SkipDecision:
 
     skip: bool
     probability: float
+    for_cost: bool = False  # the predictive rule's cost part skipped it (its threshold alone would not have)
 
 
 def skip_probability(p: float, zero_std_run: int, floor: float) -> float:

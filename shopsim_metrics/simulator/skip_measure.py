@@ -44,7 +44,7 @@ import numpy as np
 
 from shopsim_metrics.judging.verdicts import ZERO_STD_ALL_FAIL, ZERO_STD_ALL_PASS
 from shopsim_metrics.prompts.keys import prompt_key
-from shopsim_metrics.prompts.skip_record import SkippedPrompt
+from shopsim_metrics.prompts.skip_rule import SkipDecision
 from shopsim_metrics.simulator.config import SimConfig
 from shopsim_metrics.simulator.epochs import EpochPromptSource
 from shopsim_metrics.simulator.loop import Simulator, make_group_source, rng_streams, token_rng
@@ -120,7 +120,11 @@ def spread_probability(source: EpochPromptSource, config: SimConfig, step: int) 
         >>> np.round(spread_probability(src, cfg, 0), 3).tolist()
         [0.992, 0.0]
     """
-    p, n = success_probability(source, config, step), config.n_samples_per_prompt
+    return _spread(success_probability(source, config, step), config.n_samples_per_prompt)
+
+
+def _spread(p: Any, n: int) -> Any:
+    """``1 - p^n - (1 - p)^n``: the chance a group of ``n`` with success rate ``p`` (a number or an array) has spread."""
     return 1.0 - p**n - (1.0 - p) ** n
 
 
@@ -135,14 +139,11 @@ def _oracle_data_source(data_source: Any, source: EpochPromptSource, config: Sim
             if key is None or (oracle.seen_only and self.history.success_evidence(key) is None):
                 return False
             source._drift(step)  # the difficulties of this step, as its groups will be drawn (idempotent)
-            p, n = float(success_probability(source, config, step)[pool_id]), config.n_samples_per_prompt
-            if 1.0 - p**n - (1.0 - p) ** n >= oracle.threshold:
+            p = float(success_probability(source, config, step)[pool_id])
+            if _spread(p, config.n_samples_per_prompt) >= oracle.threshold:
                 return False
-            skipped = SkippedPrompt(prompt_key=key, zero_std_run=0, skip_probability=1.0,
-                                    kind=ZERO_STD_ALL_PASS if p > 0.5 else ZERO_STD_ALL_FAIL,
-                                    group_index=group[0].group_index)
-            with self._lock:
-                self._skipped.append(skipped)
+            self._record_skip(group, key, 0, ZERO_STD_ALL_PASS if p > 0.5 else ZERO_STD_ALL_FAIL,
+                              SkipDecision(skip=True, probability=1.0))
             return True
 
     return OracleDataSource(data_source.args, inner=data_source.inner)
