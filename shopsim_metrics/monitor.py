@@ -251,11 +251,10 @@ class ShopsimRuntime:
             remaining = view.served - view.dropped
         target = accountant.rollout_batch_size
         cap = self.settings.wave_size_cap or accountant.over_sampling_batch_size
-        if not view.recent_judged:
+        if view.recent_rates is None:
             return max(min(asked, cap), target - remaining, 1)
-        return adaptive_wave_size(
-            target=target, remaining=remaining, kept=view.kept, spread=view.recent_spread,
-            judged=view.recent_judged, fill_probability=self.settings.wave_fill_probability, cap=cap)
+        return adaptive_wave_size(target=target, remaining=remaining, kept=view.kept, rates=view.recent_rates,
+                                  fill_probability=self.settings.wave_fill_probability, cap=cap)
 
     def wave_served(self, size: int) -> None:
         """The data source served a wave of ``size`` groups in the live step (``wave_count`` counts the calls)."""

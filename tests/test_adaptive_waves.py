@@ -3,6 +3,8 @@ identities still hold, and the sizes keep to their bounds."""
 
 from __future__ import annotations
 
+import itertools
+import math
 from types import SimpleNamespace
 
 import numpy as np
@@ -12,7 +14,7 @@ from hypothesis import given, settings, strategies as st
 from shopsim_metrics.simulator.config import SimConfig
 from shopsim_metrics.simulator.data_sources import CountingDataSource
 from shopsim_metrics.simulator.loop import Simulator, simulate
-from shopsim_metrics.step.wave_size import adaptive_wave_size, kept_at_least
+from shopsim_metrics.step.wave_size import RecentRates, adaptive_wave_size, second_wave_probability
 from shopsimrl.data_source import PromptSkipDataSource
 from shopsimrl.slime_runtime import reset_runtime
 
@@ -124,26 +126,92 @@ def test_a_bad_wave_setting_is_named():
         PromptSkipDataSource(SimpleNamespace(shopsim_wave_size="big"), inner=CountingDataSource())
 
 
-@settings(max_examples=300, deadline=None)
-@given(target=st.integers(1, 40), remaining=st.integers(0, 60), kept_share=st.floats(0, 1),
-       spread=st.integers(0, 300), extra=st.integers(0, 300), p=st.floats(0.05, 0.999), cap=st.integers(1, 80))
-def test_the_size_is_the_smallest_that_fills_within_its_bounds(target, remaining, kept_share, spread, extra, p, cap):
-    kept = min(int(kept_share * min(target, remaining)), target - 1)
-    judged = spread + extra
-    size = adaptive_wave_size(target=target, remaining=remaining, kept=kept, spread=spread, judged=judged,
-                              fill_probability=p, cap=cap)
-    minimum = max(target - remaining, 1)
-    assert minimum <= size <= max(cap, minimum)
-    in_flight, need = remaining - kept, target - kept
-    fills = kept_at_least(in_flight + size, need, spread, judged) >= p
-    assert fills or size == max(cap, minimum)
-    if size > minimum:  # one group fewer would not have been enough
-        assert kept_at_least(in_flight + size - 1, need, spread, judged) < p
+def _slime_second_wave_probability(margin, need, spread_rate, technical_rate):
+    """Every finishing order of the ``need + margin`` groups generating, weighed and run through slime's drop
+    rule as the design document writes it (§3): the probability that ``remaining`` falls below the target."""
+    target = 100  # any target: only remaining - target matters
+    zero_std_rate = 1.0 - spread_rate - technical_rate
+    total = 0.0
+    for kinds in itertools.product("SZT", repeat=need + margin):
+        weight = math.prod({"S": spread_rate, "Z": zero_std_rate, "T": technical_rate}[k] for k in kinds)
+        remaining, data = target + margin, target - need
+        for kind in kinds:
+            if data == target:
+                break
+            if kind == "T" or (kind == "Z" and remaining > target):  # keep_when_insufficient: Z kept at remaining <= target
+                remaining -= 1
+                if remaining < target:
+                    total += weight
+                    break
+            else:
+                data += 1
+    return total
+
+
+@settings(max_examples=150, deadline=None)
+@given(margin=st.integers(0, 4), need=st.integers(0, 4), spread=st.floats(0, 1), technical_share=st.floats(0, 1))
+def test_the_second_wave_probability_is_slimes_drop_rule_over_every_finishing_order(margin, need, spread,
+                                                                                    technical_share):
+    technical = (1.0 - spread) * technical_share
+    assert second_wave_probability(margin, need, spread, technical) == pytest.approx(
+        _slime_second_wave_probability(margin, need, spread, technical), abs=1e-12)
 
 
 @settings(max_examples=200, deadline=None)
-@given(groups=st.integers(0, 60), need=st.integers(0, 60), spread=st.integers(0, 200), extra=st.integers(0, 200))
-def test_the_fill_probability_is_a_probability_and_grows_with_the_groups(groups, need, spread, extra):
-    p = kept_at_least(groups, need, spread, spread + extra)
-    assert 0.0 <= p <= 1.0
-    assert kept_at_least(groups + 1, need, spread, spread + extra) >= p - 1e-12
+@given(margin=st.integers(0, 40), need=st.integers(0, 40), spread=st.floats(0, 1), technical_share=st.floats(0, 1),
+       more=st.floats(0, 1))
+def test_more_margin_or_fewer_technical_failures_never_make_another_wave_likelier(margin, need, spread,
+                                                                                  technical_share, more):
+    technical = (1.0 - spread) * technical_share
+    p = second_wave_probability(margin, need, spread, technical)
+    assert 0.0 <= p <= 1.0 + 1e-12
+    assert second_wave_probability(margin + 1, need, spread, technical) <= p + 1e-12
+    worse = technical + (1.0 - spread - technical) * more  # zero-std groups turned technical
+    assert second_wave_probability(margin, need, spread, worse) >= p - 1e-12
+    if technical == 0.0:
+        assert p == 0.0  # zero-std groups alone never open a wave: fallback takes them
+
+
+@settings(max_examples=300, deadline=None)
+@given(target=st.integers(1, 40), remaining=st.integers(0, 60), kept_share=st.floats(0, 1), spread=st.floats(0.01, 1),
+       technical_share=st.floats(0, 1), p=st.floats(0.05, 0.999), cap=st.integers(1, 80))
+def test_the_size_is_the_smallest_that_fills_within_its_bounds(target, remaining, kept_share, spread, technical_share,
+                                                               p, cap):
+    kept = min(int(kept_share * min(target, remaining)), target - 1)
+    rates = (spread, (1.0 - spread) * technical_share)
+    size = adaptive_wave_size(target=target, remaining=remaining, kept=kept, rates=rates, fill_probability=p, cap=cap)
+    minimum = max(target - remaining, 1)
+    assert minimum <= size <= max(cap, minimum)
+
+    def another_wave(wave):
+        return second_wave_probability(remaining + wave - target, target - kept, *rates)
+
+    assert another_wave(size) <= 1.0 - p or size == max(cap, minimum)
+    if size > minimum:  # one group fewer would not have been enough
+        assert another_wave(size - 1) > 1.0 - p
+
+
+@settings(max_examples=100, deadline=None)
+@given(steps=st.lists(st.tuples(st.integers(0, 30), st.integers(0, 30), st.integers(0, 30)), max_size=12),
+       window=st.integers(1, 8))
+def test_the_recent_rates_are_the_windows_shares_and_survive_a_snapshot(steps, window):
+    rates = RecentRates(window=window)
+    for spread, technical, zero_std in steps:
+        rates.observe(spread, technical, spread + technical + zero_std)
+    kept = steps[-window:]
+    judged = sum(sum(step) for step in kept)
+    if not judged:
+        assert rates.rates() is None
+    else:
+        spread, technical = sum(s for s, _, _ in kept), sum(t for _, t, _ in kept)
+        assert rates.rates() == pytest.approx(((spread + 1) / (judged + 3), (technical + 1) / (judged + 3)))
+    reloaded = RecentRates(window=window)
+    reloaded.load_state_dict(rates.state_dict())
+    assert reloaded.rates() == rates.rates()
+
+
+def test_a_saved_rate_that_is_not_a_count_is_refused():
+    with pytest.raises(ValueError, match="triples"):
+        RecentRates().load_state_dict({"steps": [[1, -1, 3]]})
+    with pytest.raises(ValueError, match="triples"):
+        RecentRates().load_state_dict({"steps": [[1, 2, 3, 4]]})

@@ -199,6 +199,6 @@ def test_a_resumed_monitor_holds_the_live_monitors_state_with_or_without_the_sna
     resumed run is sized as the unbroken run's."""
     run, ckpt = tmp_path / "run", tmp_path / "ckpt"
     live = run_steps(run, ckpt, range(4), start=0, first_gids={})
-    assert live[3]["steps"] and any(spread < judged for spread, judged in live[3]["steps"])
+    assert live[3]["steps"] and any(spread < judged for spread, _, judged in live[3]["steps"])
     assert state_of_monitor(run, ckpt, 4) == live
     assert state_of_monitor(run, tmp_path / "elsewhere", 4) == live

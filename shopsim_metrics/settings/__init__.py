@@ -385,12 +385,13 @@ class ShopsimSettings:
         "fixed", choice(WAVE_SIZE_MODES), "one of fixed, adaptive",
         "`fixed` (slime's `over_sampling_batch_size` groups per wave) or `adaptive`: with "
         "`--data-source-path shopsimrl.data_source.PromptSkipDataSource`, each wave holds the groups that fill "
-        "`rollout_batch_size` with probability ≥ `shopsim_wave_fill_probability`, from the informative rate of "
-        "recent steps and what the step still needs (§3.7)")
+        "`rollout_batch_size` without another wave with probability ≥ `shopsim_wave_fill_probability` (slime's "
+        "drop rule played forward from the informative and technical rates of recent steps and what the step "
+        "still needs, §3.7)")
     wave_fill_probability: float = setting(
         0.95, number(0.0, 1.0, low_open=True), "a number in (0, 1]",
         "with `shopsim_wave_size: adaptive`: the probability a wave (with the groups still generating) fills "
-        "the train batch")
+        "the train batch without another wave")
     wave_size_cap: int | None = setting(
         None, _optional_positive, "null or an integer >= 1",
         "with `shopsim_wave_size: adaptive`: most groups per wave; `null` = `over_sampling_batch_size` "

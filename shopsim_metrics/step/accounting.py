@@ -120,8 +120,7 @@ class WaveView:
     kept: int  # groups of the step judged and not dropped so far (train batch, then surplus)
     served: int  # groups the data source served for the step so far (the sum of its waves)
     dropped: int  # groups of the step dropped so far
-    recent_spread: int  # groups with spread among the judged groups of the last RATE_WINDOW closed steps
-    recent_judged: int  # groups judged in those steps
+    recent_rates: tuple[float, float] | None  # (spread, technical) rates of the last RATE_WINDOW closed steps' judged groups (None: none)
 
 
 class StepAnnotator(Protocol):
@@ -316,15 +315,14 @@ class StepAccountant:
             self._wave_sizes.setdefault(step, []).append(size)
 
     def wave_view(self, step: int | None) -> WaveView:
-        """The step's groups kept and served so far, and the recent informative rate (for sizing a wave)."""
+        """The step's groups kept and served so far, and the recent informative and technical rates (for sizing a wave)."""
         with self._lock:
             state = self._open
             kept = state.train_len + sum(1 for j in state.judged if j.outcome == C.OUTCOME_SURPLUS) \
                 if state is not None and state.rollout_id == step else 0
             served = sum(self._wave_sizes.get(step, ())) if step is not None else 0
             dropped = state.drops if state is not None and state.rollout_id == step else 0
-            return WaveView(kept=kept, served=served, dropped=dropped, recent_spread=self.rates.spread,
-                            recent_judged=self.rates.judged)
+            return WaveView(kept=kept, served=served, dropped=dropped, recent_rates=self.rates.rates())
 
     # --- closing ------------------------------------------------------------------------------
     def close_step(
@@ -460,7 +458,8 @@ class StepAccountant:
         generated = sum(tokens.values())
         train_tokens = tokens[C.OUTCOME_TRAINED] + tokens[C.OUTCOME_FALLBACK]
         informative = counts[C.OUTCOME_TRAINED]  # trained groups with spread (fallback groups are zero-std)
-        self.rates.observe(sum(1 for j in state.judged if j.judgement.kind == SPREAD), accepted)
+        kinds = [j.judgement.kind for j in state.judged]
+        self.rates.observe(kinds.count(SPREAD), kinds.count(TECHNICAL), len(kinds))
         fill, extra = (None, None) if state.fully_async else self._wave_seconds(rows, state.filled_at, wave_count)
         fields: dict[str, Any] = dict(
             terminated=terminated,
