@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
+from shopsim_metrics.judging.group_judgement import SPREAD, TECHNICAL, ZERO_STD
 from shopsim_metrics.simulator.config import SimConfig
 from shopsim_metrics.simulator.data_sources import CountingDataSource
 from shopsim_metrics.simulator.loop import Simulator, simulate
@@ -197,7 +198,7 @@ def test_the_size_is_the_smallest_that_fills_within_its_bounds(target, remaining
 def test_the_recent_rates_are_the_windows_shares_and_survive_a_snapshot(steps, window):
     rates = RecentRates(window=window)
     for spread, technical, zero_std in steps:
-        rates.observe(spread, technical, spread + technical + zero_std)
+        rates.observe([SPREAD] * spread + [TECHNICAL] * technical + [ZERO_STD] * zero_std)
     kept = steps[-window:]
     judged = sum(sum(step) for step in kept)
     if not judged:

@@ -458,8 +458,7 @@ class StepAccountant:
         generated = sum(tokens.values())
         train_tokens = tokens[C.OUTCOME_TRAINED] + tokens[C.OUTCOME_FALLBACK]
         informative = counts[C.OUTCOME_TRAINED]  # trained groups with spread (fallback groups are zero-std)
-        kinds = [j.judgement.kind for j in state.judged]
-        self.rates.observe(kinds.count(SPREAD), kinds.count(TECHNICAL), len(kinds))
+        self.rates.observe([j.judgement.kind for j in state.judged])
         fill, extra = (None, None) if state.fully_async else self._wave_seconds(rows, state.filled_at, wave_count)
         fields: dict[str, Any] = dict(
             terminated=terminated,

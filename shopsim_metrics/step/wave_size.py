@@ -32,6 +32,7 @@ Example (90% or 30% of the groups with spread, 2% technical):
 from __future__ import annotations
 
 from collections import deque
+from typing import Sequence
 
 from shopsim_metrics.judging.group_judgement import SPREAD, TECHNICAL
 from shopsim_metrics.step import contract as C
@@ -78,6 +79,7 @@ def adaptive_wave_size(*, target: int, remaining: int, kept: int, rates: tuple[f
 RATE_WINDOW = 8
 """Closed steps whose judged groups make the recent rates that adaptive waves are sized from."""
 
+
 class RecentRates:
     """The judged groups, those with spread and the technical ones, of the last :data:`RATE_WINDOW` closed steps.
 
@@ -87,8 +89,11 @@ class RecentRates:
     pairs) loads with none.
 
     Example:
+        >>> from shopsim_metrics.judging.group_judgement import ZERO_STD
         >>> rates = RecentRates(window=2)
-        >>> for spread, technical, judged in ((3, 0, 4), (1, 1, 4), (2, 0, 2)): rates.observe(spread, technical, judged)
+        >>> rates.observe([SPREAD, SPREAD, SPREAD, ZERO_STD])
+        >>> rates.observe([SPREAD, TECHNICAL, ZERO_STD, ZERO_STD])
+        >>> rates.observe([SPREAD, SPREAD])
         >>> rates.state_dict()
         {'steps': [[1, 1, 4], [2, 0, 2]]}
         >>> rates.rates()  # (3 + 1) / (6 + 3), (1 + 1) / (6 + 3)
@@ -100,14 +105,13 @@ class RecentRates:
     def __init__(self, window: int = RATE_WINDOW) -> None:
         self._steps: deque[tuple[int, int, int]] = deque(maxlen=window)
 
-    def observe(self, spread: int, technical: int, judged: int) -> None:
-        """One closed step: ``spread`` of its ``judged`` groups had spread, ``technical`` were technical failures."""
-        self._steps.append((spread, technical, judged))
+    def observe(self, kinds: Sequence[str]) -> None:
+        """One closed step: the kinds of its judged groups (``SPREAD``, ``ZERO_STD``, ``TECHNICAL``)."""
+        self._steps.append((kinds.count(SPREAD), kinds.count(TECHNICAL), len(kinds)))
 
     def observe_record(self, record: StepRecord) -> None:
         """One closed step, from its record (a resume replaying the records)."""
-        kinds = [C.KIND_OF_REASON.get(row.reason, SPREAD) for row in record.decisions or []]
-        self.observe(kinds.count(SPREAD), kinds.count(TECHNICAL), len(kinds))
+        self.observe([C.KIND_OF_REASON.get(row.reason, SPREAD) for row in record.decisions or []])
 
     def rates(self) -> tuple[float, float] | None:
         """``(spread, technical)`` rates: each kind's share of the judged groups with one group of each kind
