@@ -233,7 +233,7 @@ class ShopsimRuntime:
     def size_wave(self, asked: int) -> int:
         """The groups of the wave slime asks ``asked`` of, sized to fill the train batch (:mod:`~shopsim_metrics.step.wave_size`).
 
-        While no step has closed yet (nothing is known of the rates) it is ``asked``, within the same
+        While no step has closed yet (nothing is known of the recent steps) it is ``asked``, within the same
         bounds (at most the cap, at least what slime needs to leave its inner loop); ``asked`` itself
         when the monitor accounts nothing. ``remaining`` is slime's live value, else the served groups
         minus the step's drops.
@@ -251,10 +251,10 @@ class ShopsimRuntime:
             remaining = view.served - view.dropped
         target = accountant.rollout_batch_size
         cap = self.settings.wave_size_cap or accountant.over_sampling_batch_size
-        if view.recent_rates is None:
+        if view.recent is None:
             return max(min(asked, cap), target - remaining, 1)
-        return adaptive_wave_size(target=target, remaining=remaining, kept=view.kept, rates=view.recent_rates,
-                                  fill_probability=self.settings.wave_fill_probability, cap=cap)
+        return adaptive_wave_size(target=target, remaining=remaining, kept=view.kept, judged=view.judged,
+                                  recent=view.recent, fill_probability=self.settings.wave_fill_probability, cap=cap)
 
     def wave_served(self, size: int) -> None:
         """The data source served a wave of ``size`` groups in the live step (``wave_count`` counts the calls)."""

@@ -163,6 +163,6 @@ def build_snapshot(*, rollout_id: int, run_id: str | None, missing: int, streak:
         "prompt_settings": prompt_settings,
         "prompts": prompts.state_dict() if prompts is not None else None,
         "skips": skips.state_dict() if skips is not None else None,
-        "rates": rates.state_dict() if rates is not None else {"steps": []},
+        "rates": rates.state_dict() if rates is not None else {"orders": []},
         "records": records_positions(run_dir),
     }

@@ -15,7 +15,8 @@ from shopsim_metrics.judging.group_judgement import SPREAD, TECHNICAL, ZERO_STD
 from shopsim_metrics.simulator.config import SimConfig
 from shopsim_metrics.simulator.data_sources import CountingDataSource
 from shopsim_metrics.simulator.loop import Simulator, simulate
-from shopsim_metrics.step.wave_size import RecentRates, adaptive_wave_size, second_wave_probability
+from shopsim_metrics.step.wave_size import (RATE_WINDOW, RecentRates, RecentSteps, adaptive_wave_size,
+                                            replayed_second_wave_probability, second_wave_probability)
 from shopsimrl.data_source import PromptSkipDataSource
 from shopsimrl.slime_runtime import reset_runtime
 
@@ -173,46 +174,174 @@ def test_more_margin_or_fewer_technical_failures_never_make_another_wave_likelie
         assert p == 0.0  # zero-std groups alone never open a wave: fallback takes them
 
 
+def _slime_replayed_probability(order, margin, need, spread_rate, technical_rate):
+    """Every sequence of finishing groups, weighed and run through slime's drop rule (design document §3): a
+    group is technical with ``technical_rate``, else the next of ``order`` (its technical ones left out);
+    past the order, spread / technical / zero-std at the rates. P(``remaining`` falls below the target)."""
+    order = order.replace("t", "")
+
+    def another(position, margin_left, needed):
+        if needed == 0:
+            return 0.0
+        if position < len(order):
+            nexts = [("T", technical_rate), (order[position].upper(), 1.0 - technical_rate)]
+        else:
+            nexts = [("S", spread_rate), ("T", technical_rate), ("Z", 1.0 - spread_rate - technical_rate)]
+        total = 0.0
+        for kind, weight in nexts:
+            step = position + (kind != "T" and position < len(order))
+            if kind == "T" or (kind == "Z" and margin_left > 0):  # dropped (zero-std only while margin is left)
+                total += weight * (1.0 if margin_left == 0 else another(step, margin_left - 1, needed))
+            else:
+                total += weight * another(step, margin_left, needed - 1)
+        return total
+
+    return another(0, margin, need)
+
+
+@settings(max_examples=150, deadline=None)
+@given(order=st.text("szt", max_size=8), margin=st.integers(0, 3), need=st.integers(0, 4), spread=st.floats(0, 1),
+       technical_share=st.floats(0, 1))
+def test_the_replayed_probability_is_slimes_drop_rule_over_every_sequence(order, margin, need, spread,
+                                                                         technical_share):
+    technical = (1.0 - spread) * technical_share
+    assert replayed_second_wave_probability(order, margin, need, spread, technical) == pytest.approx(
+        _slime_replayed_probability(order, margin, need, spread, technical), abs=1e-12)
+
+
+@settings(max_examples=200, deadline=None)
+@given(order=st.text("sz", max_size=60), margin=st.integers(0, 40), need=st.integers(0, 40), spread=st.floats(0, 1),
+       technical_share=st.floats(0, 0.3))
+def test_more_margin_never_makes_another_wave_likelier_in_a_replayed_order(order, margin, need, spread,
+                                                                          technical_share):
+    technical = (1.0 - spread) * technical_share
+    p = replayed_second_wave_probability(order, margin, need, spread, technical)
+    assert -1e-12 <= p <= 1.0 + 1e-12
+    assert replayed_second_wave_probability(order, margin + 1, need, spread, technical) <= p + 1e-12
+    if technical == 0.0:
+        assert p == 0.0
+
+
+def test_zero_std_groups_finishing_first_make_another_wave_likelier_than_the_same_kinds_spread_evenly():
+    early, even, late = "z" * 8 + "s" * 8, "zs" * 8, "s" * 8 + "z" * 8
+    p = [replayed_second_wave_probability(order, 4, 12, 0.5, 0.02) for order in (early, even, late)]
+    assert p[0] > p[1] > p[2]
+
+
+orders = st.one_of(st.none(), st.text("szt", max_size=70))
+
+
 @settings(max_examples=300, deadline=None)
-@given(target=st.integers(1, 40), remaining=st.integers(0, 60), kept_share=st.floats(0, 1), spread=st.floats(0.01, 1),
+@given(target=st.integers(1, 40), remaining=st.integers(0, 60), kept_share=st.floats(0, 1), judged=st.integers(0, 30),
+       recent_orders=st.lists(orders, min_size=1, max_size=4), spread=st.floats(0.01, 1),
        technical_share=st.floats(0, 1), p=st.floats(0.05, 0.999), cap=st.integers(1, 80))
-def test_the_size_is_the_smallest_that_fills_within_its_bounds(target, remaining, kept_share, spread, technical_share,
-                                                               p, cap):
+def test_the_size_is_the_smallest_that_fills_within_its_bounds(target, remaining, kept_share, judged, recent_orders,
+                                                               spread, technical_share, p, cap):
     kept = min(int(kept_share * min(target, remaining)), target - 1)
-    rates = (spread, (1.0 - spread) * technical_share)
-    size = adaptive_wave_size(target=target, remaining=remaining, kept=kept, rates=rates, fill_probability=p, cap=cap)
+    recent = RecentSteps(orders=tuple(recent_orders), spread_rate=spread,
+                         technical_rate=(1.0 - spread) * technical_share)
+    size = adaptive_wave_size(target=target, remaining=remaining, kept=kept, judged=judged, recent=recent,
+                              fill_probability=p, cap=cap)
     minimum = max(target - remaining, 1)
     assert minimum <= size <= max(cap, minimum)
 
     def another_wave(wave):
-        return second_wave_probability(remaining + wave - target, target - kept, *rates)
+        return recent.second_wave_probability(remaining + wave - target, target - kept, judged)
 
     assert another_wave(size) <= 1.0 - p or size == max(cap, minimum)
     if size > minimum:  # one group fewer would not have been enough
         assert another_wave(size - 1) > 1.0 - p
 
 
+def test_the_recent_steps_are_averaged_each_from_the_place_the_step_has_reached():
+    recent = RecentSteps(orders=("zzss", None, "sszz"), spread_rate=0.5, technical_rate=0.1)
+    expected = (replayed_second_wave_probability("ss", 1, 2, 0.5, 0.1) + second_wave_probability(1, 2, 0.5, 0.1)
+                + replayed_second_wave_probability("zz", 1, 2, 0.5, 0.1)) / 3
+    assert recent.second_wave_probability(1, 2, judged=2) == pytest.approx(expected)
+
+
+def _finishing_steps(rng, steps, wave, target, zero_std_rates, technical_rate):
+    """Steps of slime's loop with one wave of ``wave`` groups, their zero-std rate changing every 8 steps through
+    ``zero_std_rates``, where zero-std groups finish three times as fast as those with spread and a
+    technical failure may come at any place: each step's judged kinds in finishing order (as the
+    accountant records them), and whether it needed another wave."""
+    out = []
+    for i in range(steps):
+        zero_std_rate = zero_std_rates[i // 8 % len(zero_std_rates)]
+        kinds = rng.choice(["s", "z"], size=wave, p=[1 - zero_std_rate, zero_std_rate])
+        finishing = kinds[np.argsort(rng.exponential(np.where(kinds == "z", 1.0 / 3.0, 1.0)))]
+        finishing = np.where(rng.random(wave) < technical_rate, "t", finishing)
+        margin, kept, order, another = wave - target, 0, "", False
+        for kind in finishing:
+            order += kind
+            if kind == "t" or (kind == "z" and margin > 0):
+                margin -= 1
+                if margin < 0:
+                    another = True
+                    break
+            else:
+                kept += 1
+                if kept == target:
+                    break
+        out.append((order, another))
+    return out
+
+
+def test_replaying_the_recent_orders_predicts_another_wave_where_zero_std_groups_finish_first():
+    """The kinds depend on the finishing order and on the step here: the replay of the recent steps (as recorded:
+    judged groups only) predicts how often another wave comes; kinds drawn independently at the recent
+    rates predict too few."""
+    rng = np.random.default_rng(7)
+    target, wave, technical = 16, 34, 0.04
+    history = _finishing_steps(rng, 4000, wave, target, (0.1, 0.6), technical)
+    realised = np.mean([another for _, another in history])
+    replayed, independent = [], []
+    for i in range(RATE_WINDOW, len(history), 5):
+        rates = RecentRates()
+        for order, _ in history[i - RATE_WINDOW:i]:
+            rates.observe([{"s": SPREAD, "z": ZERO_STD, "t": TECHNICAL}[k] for k in order])
+        recent = rates.recent()
+        replayed.append(recent.second_wave_probability(wave - target, target))
+        independent.append(second_wave_probability(wave - target, target, recent.spread_rate, recent.technical_rate))
+    standard_error = math.sqrt(realised * (1 - realised) / len(history))
+    assert realised - 2 * standard_error <= np.mean(replayed) <= realised + 3 * standard_error
+    assert np.mean(independent) < realised - 3 * standard_error
+
+
 @settings(max_examples=100, deadline=None)
-@given(steps=st.lists(st.tuples(st.integers(0, 30), st.integers(0, 30), st.integers(0, 30)), max_size=12),
-       window=st.integers(1, 8))
-def test_the_recent_rates_are_the_windows_shares_and_survive_a_snapshot(steps, window):
+@given(steps=st.lists(st.text("szt", max_size=30), max_size=12), window=st.integers(1, 8))
+def test_the_recent_steps_are_the_windows_orders_and_survive_a_snapshot(steps, window):
     rates = RecentRates(window=window)
-    for spread, technical, zero_std in steps:
-        rates.observe([SPREAD] * spread + [TECHNICAL] * technical + [ZERO_STD] * zero_std)
+    for order in steps:
+        rates.observe([{"s": SPREAD, "z": ZERO_STD, "t": TECHNICAL}[k] for k in order])
     kept = steps[-window:]
-    judged = sum(sum(step) for step in kept)
+    judged = sum(map(len, kept))
+    recent = rates.recent()
     if not judged:
-        assert rates.rates() is None
+        assert recent is None
     else:
-        spread, technical = sum(s for s, _, _ in kept), sum(t for _, t, _ in kept)
-        assert rates.rates() == pytest.approx(((spread + 1) / (judged + 3), (technical + 1) / (judged + 3)))
+        spread, technical = sum(o.count("s") for o in kept), sum(o.count("t") for o in kept)
+        assert (recent.spread_rate, recent.technical_rate) == pytest.approx(
+            ((spread + 1) / (judged + 3), (technical + 1) / (judged + 3)))
+        assert recent.orders == tuple(o for o in kept if o)
     reloaded = RecentRates(window=window)
     reloaded.load_state_dict(rates.state_dict())
-    assert reloaded.rates() == rates.rates()
+    assert reloaded.recent() == recent
 
 
-def test_a_saved_rate_that_is_not_a_count_is_refused():
+def test_a_snapshot_saved_with_counts_loads_as_steps_of_unknown_order():
+    rates = RecentRates()
+    rates.load_state_dict({"steps": [[3, 1, 6], [2, 4]]})
+    recent = rates.recent()
+    assert recent.orders == (None, None)
+    assert (recent.spread_rate, recent.technical_rate) == pytest.approx((6 / 13, 2 / 13))
+    assert recent.second_wave_probability(4, 8) == pytest.approx(second_wave_probability(4, 8, 6 / 13, 2 / 13))
+
+
+def test_a_saved_recent_step_that_is_not_an_order_or_counts_is_refused():
     with pytest.raises(ValueError, match="triples"):
         RecentRates().load_state_dict({"steps": [[1, -1, 3]]})
     with pytest.raises(ValueError, match="triples"):
         RecentRates().load_state_dict({"steps": [[1, 2, 3, 4]]})
+    with pytest.raises(ValueError, match="letters s, z and t"):
+        RecentRates().load_state_dict({"orders": ["ssx"]})

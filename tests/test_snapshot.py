@@ -195,10 +195,10 @@ def test_no_snapshot_without_save_or_between_checkpoints() -> None:
 
 
 def test_a_resumed_monitor_holds_the_live_monitors_state_with_or_without_the_snapshot(tmp_path: Path) -> None:
-    """The recent informative rate (what adaptive waves are sized from) included: the first wave of a
+    """The recent steps' finishing orders (what adaptive waves are sized from) included: the first wave of a
     resumed run is sized as the unbroken run's."""
     run, ckpt = tmp_path / "run", tmp_path / "ckpt"
     live = run_steps(run, ckpt, range(4), start=0, first_gids={})
-    assert live[3]["steps"] and any(spread < judged for spread, _, judged in live[3]["steps"])
+    assert live[3]["orders"] and any("s" in order and set(order) != {"s"} for order in live[3]["orders"])
     assert state_of_monitor(run, ckpt, 4) == live
     assert state_of_monitor(run, tmp_path / "elsewhere", 4) == live

@@ -386,7 +386,7 @@ class ShopsimSettings:
         "`fixed` (slime's `over_sampling_batch_size` groups per wave) or `adaptive`: with "
         "`--data-source-path shopsimrl.data_source.PromptSkipDataSource`, each wave holds the groups that fill "
         "`rollout_batch_size` without another wave with probability ≥ `shopsim_wave_fill_probability` (slime's "
-        "drop rule played forward from the informative and technical rates of recent steps and what the step "
+        "drop rule played forward over the recent steps' judged groups in finishing order and what the step "
         "still needs, §3.7)")
     wave_fill_probability: float = setting(
         0.95, number(0.0, 1.0, low_open=True), "a number in (0, 1]",

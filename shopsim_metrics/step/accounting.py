@@ -44,7 +44,7 @@ from shopsim_metrics.step.drop_rule import filter_flags, should_drop
 from shopsim_metrics.step.generated_tokens import GeneratedTokens
 from shopsim_metrics.step.record_parts import RecordPart, StepDraft
 from shopsim_metrics.step.records import DecisionRow
-from shopsim_metrics.step.wave_size import RATE_WINDOW, RecentRates
+from shopsim_metrics.step.wave_size import RATE_WINDOW, RecentRates, RecentSteps
 from shopsim_metrics.judging.group_judgement import SPREAD, TECHNICAL, ZERO_STD, GroupJudgement, finite_mean
 from shopsim_metrics.judging.tokens import group_tokens
 from shopsim_metrics.judging.verdicts import ZERO_STD_ALL_FAIL, ZERO_STD_ALL_PASS, ZERO_STD_OTHER, verdict_of
@@ -120,7 +120,8 @@ class WaveView:
     kept: int  # groups of the step judged and not dropped so far (train batch, then surplus)
     served: int  # groups the data source served for the step so far (the sum of its waves)
     dropped: int  # groups of the step dropped so far
-    recent_rates: tuple[float, float] | None  # (spread, technical) rates of the last RATE_WINDOW closed steps' judged groups (None: none)
+    judged: int  # groups of the step judged so far
+    recent: RecentSteps | None  # the last RATE_WINDOW closed steps' judged groups in finishing order (None: none)
 
 
 class StepAnnotator(Protocol):
@@ -315,14 +316,13 @@ class StepAccountant:
             self._wave_sizes.setdefault(step, []).append(size)
 
     def wave_view(self, step: int | None) -> WaveView:
-        """The step's groups kept and served so far, and the recent informative and technical rates (for sizing a wave)."""
+        """The step's groups judged, kept and served so far, and the recent steps' judged groups (for sizing a wave)."""
         with self._lock:
-            state = self._open
-            kept = state.train_len + sum(1 for j in state.judged if j.outcome == C.OUTCOME_SURPLUS) \
-                if state is not None and state.rollout_id == step else 0
+            state = self._open if self._open is not None and self._open.rollout_id == step else None
+            kept = state.train_len + sum(1 for j in state.judged if j.outcome == C.OUTCOME_SURPLUS) if state else 0
             served = sum(self._wave_sizes.get(step, ())) if step is not None else 0
-            dropped = state.drops if state is not None and state.rollout_id == step else 0
-            return WaveView(kept=kept, served=served, dropped=dropped, recent_rates=self.rates.rates())
+            return WaveView(kept=kept, served=served, dropped=state.drops if state else 0,
+                            judged=len(state.judged) if state else 0, recent=self.rates.recent())
 
     # --- closing ------------------------------------------------------------------------------
     def close_step(

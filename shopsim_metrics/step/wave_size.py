@@ -11,32 +11,56 @@ surplus is generated and aborted). :func:`adaptive_wave_size` sizes each wave by
   before ``remaining`` falls below ``rollout_batch_size``;
 - the groups generating (those in flight and the wave's) finish one by one; each has spread (kept), is
   zero-std (dropped while margin is left, else let in as ``fallback``: ``keep_when_insufficient``) or
-  is a technical failure (always dropped; with no margin left slime asks for another wave), at the
-  rates of the recent steps' judged groups (:class:`RecentRates`), taken as independent of the
-  finishing order (where short rollouts are more often zero-std, the margin goes sooner than that and
-  another wave comes more often than the model says: docs §3.7);
-- the wave is the smallest with ``P(no other wave) >= fill_probability``
-  (:func:`second_wave_probability`), never fewer groups than slime needs to leave its inner loop
+  is a technical failure (always dropped; with no margin left slime asks for another wave);
+- which kind finishes when is taken from each of the recent steps in turn (:class:`RecentSteps`): its
+  judged groups with spread and zero-std in the order they finished, from the place the step has
+  reached, and a technical failure before any group at the recent technical rate; past the end of a
+  recent step's order, the kinds are drawn independently at the recent rates
+  (:func:`second_wave_probability`). Replaying the orders keeps what finishes first: where short
+  rollouts are more often zero-std, the margin goes early (docs §3.7);
+- the wave is the smallest whose ``P(no other wave)``, averaged over the recent steps, is at least
+  ``fill_probability``, never fewer groups than slime needs to leave its inner loop
   (``rollout_batch_size - remaining``, at least 1) and never more than ``cap`` (unless that minimum is
   larger).
 
-Example (90% or 30% of the groups with spread, 2% technical):
-    >>> adaptive_wave_size(target=16, remaining=0, kept=0, rates=(0.9, 0.02), fill_probability=0.95, cap=64)
+Example (recent steps whose groups had spread 9 times in 10, or 3 times in 10 with the zero-std
+groups finishing first; 2% technical):
+    >>> fast = RecentSteps(orders=("sssszsssss" * 3,), spread_rate=0.9, technical_rate=0.02)
+    >>> adaptive_wave_size(target=16, remaining=0, kept=0, judged=0, recent=fast, fill_probability=0.95, cap=64)
     19
-    >>> adaptive_wave_size(target=16, remaining=0, kept=0, rates=(0.3, 0.02), fill_probability=0.95, cap=64)
-    51
-    >>> adaptive_wave_size(target=16, remaining=14, kept=12, rates=(0.9, 0.02), fill_probability=0.95, cap=64)
+    >>> slow = RecentSteps(orders=("zzzzzzzsss" * 5,), spread_rate=0.3, technical_rate=0.02)
+    >>> adaptive_wave_size(target=16, remaining=0, kept=0, judged=0, recent=slow, fill_probability=0.95, cap=64)
+    53
+    >>> adaptive_wave_size(target=16, remaining=14, kept=12, judged=12, recent=fast, fill_probability=0.95, cap=64)
     3
 """
 
 from __future__ import annotations
 
+import bisect
 from collections import deque
+from dataclasses import dataclass
 from typing import Sequence
 
-from shopsim_metrics.judging.group_judgement import SPREAD, TECHNICAL
+from shopsim_metrics.judging.group_judgement import SPREAD, TECHNICAL, ZERO_STD
 from shopsim_metrics.step import contract as C
 from shopsim_metrics.step.records import StepRecord
+
+LETTER_OF_KIND = {SPREAD: "s", ZERO_STD: "z", TECHNICAL: "t"}
+"""One letter per judged group's kind in a recorded finishing order (the snapshot keeps orders as strings)."""
+
+
+def _iid_table(margin: int, need: int, spread_rate: float, technical_rate: float) -> list[list[float]]:
+    """``table[m][r]``: P(another wave) with ``m`` drops to spare and ``r`` groups still needed, the kinds drawn
+    independently (:func:`second_wave_probability`), for every ``m <= margin`` and ``r <= need``."""
+    row = [1.0 - (1.0 - technical_rate) ** r for r in range(need + 1)]  # no margin: any technical failure
+    table = [row]
+    for _ in range(margin):
+        row = [0.0] * (need + 1)
+        for r in range(1, need + 1):
+            row[r] = spread_rate * row[r - 1] + (1.0 - spread_rate) * table[-1][r]
+        table.append(row)
+    return table
 
 
 def second_wave_probability(margin: int, need: int, spread_rate: float, technical_rate: float) -> float:
@@ -45,7 +69,7 @@ def second_wave_probability(margin: int, need: int, spread_rate: float, technica
     ``need + margin`` groups are generating; each, as it finishes, has spread with probability
     ``spread_rate`` (kept), is a technical failure with ``technical_rate`` (dropped) and is otherwise
     zero-std (dropped while margin is left, else kept as fallback). With no margin left a technical
-    failure means another wave. The kinds are taken as independent of the finishing order.
+    failure means another wave. Here the kinds are independent of the finishing order.
 
     Example:
         >>> round(second_wave_probability(0, 16, 0.5, 0.02), 3), round(second_wave_probability(8, 16, 0.5, 0.02), 3)
@@ -53,80 +77,151 @@ def second_wave_probability(margin: int, need: int, spread_rate: float, technica
         >>> second_wave_probability(8, 16, 0.5, 0.0), second_wave_probability(8, 0, 0.5, 0.02)
         (0.0, 0.0)
     """
-    # by margin, from 0 up: row[r] = P(another wave | r groups still needed)
-    row = [1.0 - (1.0 - technical_rate) ** r for r in range(need + 1)]
-    for _ in range(margin):
-        shorter = [0.0]
-        for r in range(1, need + 1):
-            shorter.append(spread_rate * shorter[r - 1] + (1.0 - spread_rate) * row[r])
-        row = shorter
-    return row[need]
+    return _iid_table(margin, need, spread_rate, technical_rate)[margin][need]
 
 
-def adaptive_wave_size(*, target: int, remaining: int, kept: int, rates: tuple[float, float], fill_probability: float,
-                       cap: int) -> int:
-    """The wave's groups (see the module docstring); ``rates``: the recent ``(spread, technical)`` rates
-    (:meth:`RecentRates.rates`)."""
+def replayed_second_wave_probability(order: str, margin: int, need: int, spread_rate: float,
+                                     technical_rate: float) -> float:
+    """:func:`second_wave_probability` with the groups that finish first having spread or being zero-std as in
+    ``order`` (letters of :data:`LETTER_OF_KIND`; its technical ones are left out), a technical failure
+    coming before any of them with probability ``technical_rate``; past the order's end, as there.
+
+    A zero-std group first spends the margin, then is let in: with no technical failure there is never
+    another wave; an order whose zero-std groups come first makes one likelier than the same kinds
+    spread evenly.
+
+    Example:
+        >>> late, early = "s" * 8 + "z" * 8, "z" * 8 + "s" * 8
+        >>> round(replayed_second_wave_probability(late, 4, 12, 0.5, 0.02), 3)
+        0.078
+        >>> round(replayed_second_wave_probability(early, 4, 12, 0.5, 0.02), 3)
+        0.215
+        >>> replayed_second_wave_probability("", 8, 16, 0.5, 0.02) == second_wave_probability(8, 16, 0.5, 0.02)
+        True
+    """
+    if need <= 0:
+        return 0.0
+    t = technical_rate
+    # live[n]: P(n technical failures so far and the step still undecided), after the order's first groups;
+    # with `zero` zero-std and `spread` spread among them, the drops are d = min(margin, n + zero) (zero-std
+    # groups are dropped while margin is left) and the groups kept spread + zero + n - d
+    live, zero, spread, another = [1.0], 0, 0, 0.0
+    for letter in order.replace(LETTER_OF_KIND[TECHNICAL], ""):
+        spare = margin - zero  # technical failures the margin still takes before this group finishes
+        arrived = [0.0] * max(len(live), spare + 1)
+        running = 0.0  # before this group, any number of technical failures, each with probability t
+        for n in range(spare + 1):
+            running = running * t + (live[n] if n < len(live) else 0.0)
+            arrived[n] = running * (1.0 - t)
+        another += running * t if spare >= 0 else 0.0
+        for n in range(max(spare + 1, 0), len(live)):  # no margin left: a technical failure is another wave
+            arrived[n] = live[n] * (1.0 - t)
+            another += live[n] * t
+        spread, zero = spread + (letter == "s"), zero + (letter != "s")
+        live = [0.0 if spread + zero + n - min(margin, n + zero) >= need else p for n, p in enumerate(arrived)]
+        if not any(live):
+            return another
+    tail = _iid_table(margin, need, spread_rate, technical_rate)
+    for n, p in enumerate(live):
+        drops = min(margin, n + zero)
+        if p:
+            another += p * tail[margin - drops][need - (spread + zero + n - drops)]
+    return another
+
+
+@dataclass(frozen=True)
+class RecentSteps:
+    """The recent closed steps' judged groups: each step's kinds in finishing order (None: a step saved with
+    counts only) and the ``(spread, technical)`` rates over them all (:meth:`RecentRates.recent`)."""
+
+    orders: tuple[str | None, ...]
+    spread_rate: float
+    technical_rate: float
+
+    def second_wave_probability(self, margin: int, need: int, judged: int = 0) -> float:
+        """P(another wave), averaged over the recent steps, each replayed from its ``judged``-th group on
+        (``judged``: the groups the step has judged so far)."""
+        rates = (self.spread_rate, self.technical_rate)
+        return sum(second_wave_probability(margin, need, *rates) if order is None
+                   else replayed_second_wave_probability(order[judged:], margin, need, *rates)
+                   for order in self.orders) / len(self.orders)
+
+
+def adaptive_wave_size(*, target: int, remaining: int, kept: int, judged: int, recent: RecentSteps,
+                       fill_probability: float, cap: int) -> int:
+    """The wave's groups (see the module docstring); ``judged``: the step's groups judged so far (``kept`` of
+    them not dropped); ``recent``: :meth:`RecentRates.recent`."""
     minimum = max(target - remaining, 1)
-    spread_rate, technical_rate = rates
-    for size in range(minimum, max(cap, minimum) + 1):
-        if second_wave_probability(remaining + size - target, target - kept, spread_rate,
-                                   technical_rate) <= 1.0 - fill_probability:
-            return size
-    return max(cap, minimum)
+    sizes = range(minimum, max(cap, minimum) + 1)
+    fills = bisect.bisect_left(sizes, True, key=lambda size: recent.second_wave_probability(
+        remaining + size - target, target - kept, judged) <= 1.0 - fill_probability)
+    return sizes[min(fills, len(sizes) - 1)]
 
 
 RATE_WINDOW = 8
-"""Closed steps whose judged groups make the recent rates that adaptive waves are sized from."""
+"""Closed steps whose judged groups adaptive waves are sized from."""
 
 
 class RecentRates:
-    """The judged groups, those with spread and the technical ones, of the last :data:`RATE_WINDOW` closed steps.
+    """The judged groups of the last :data:`RATE_WINDOW` closed steps, each step's in finishing order.
 
     Fed by the accountant as each step closes, or from a step's record on a resume (its ledger rows
-    are its judged groups; a row's reason says its kind), so a resumed run sizes its first wave as the
-    unbroken run would. A snapshot saved before technical groups were counted (``[spread, judged]``
-    pairs) loads with none.
+    are its judged groups in judgement order; a row's reason says its kind), so a resumed run sizes its
+    first wave as the unbroken run would. A snapshot saved before the orders were kept (``steps``:
+    ``[spread, technical, judged]`` triples or ``[spread, judged]`` pairs) loads as steps of unknown
+    order, sized from their counts alone.
 
     Example:
-        >>> from shopsim_metrics.judging.group_judgement import ZERO_STD
         >>> rates = RecentRates(window=2)
         >>> rates.observe([SPREAD, SPREAD, SPREAD, ZERO_STD])
-        >>> rates.observe([SPREAD, TECHNICAL, ZERO_STD, ZERO_STD])
+        >>> rates.observe([ZERO_STD, TECHNICAL, SPREAD, ZERO_STD])
         >>> rates.observe([SPREAD, SPREAD])
         >>> rates.state_dict()
-        {'steps': [[1, 1, 4], [2, 0, 2]]}
-        >>> rates.rates()  # (3 + 1) / (6 + 3), (1 + 1) / (6 + 3)
-        (0.4444444444444444, 0.2222222222222222)
-        >>> other = RecentRates(window=2); other.load_state_dict({"steps": [[3, 4]]}); other.state_dict()
-        {'steps': [[3, 0, 4]]}
+        {'orders': ['ztsz', 'ss']}
+        >>> rates.recent()  # (3 + 1) / (6 + 3), (1 + 1) / (6 + 3)
+        RecentSteps(orders=('ztsz', 'ss'), spread_rate=0.4444444444444444, technical_rate=0.2222222222222222)
+        >>> other = RecentRates(window=2); other.load_state_dict({"steps": [[3, 4]]}); other.recent()
+        RecentSteps(orders=(None,), spread_rate=0.5714285714285714, technical_rate=0.14285714285714285)
     """
 
     def __init__(self, window: int = RATE_WINDOW) -> None:
-        self._steps: deque[tuple[int, int, int]] = deque(maxlen=window)
+        self._steps: deque[tuple[str | None, int, int, int]] = deque(maxlen=window)  # (order, spread, technical, judged)
 
     def observe(self, kinds: Sequence[str]) -> None:
-        """One closed step: the kinds of its judged groups (``SPREAD``, ``ZERO_STD``, ``TECHNICAL``)."""
-        self._steps.append((kinds.count(SPREAD), kinds.count(TECHNICAL), len(kinds)))
+        """One closed step: the kinds of its judged groups (``SPREAD``, ``ZERO_STD``, ``TECHNICAL``) in judgement order."""
+        self._steps.append(("".join(LETTER_OF_KIND[kind] for kind in kinds), kinds.count(SPREAD),
+                            kinds.count(TECHNICAL), len(kinds)))
 
     def observe_record(self, record: StepRecord) -> None:
         """One closed step, from its record (a resume replaying the records)."""
         self.observe([C.KIND_OF_REASON.get(row.reason, SPREAD) for row in record.decisions or []])
 
-    def rates(self) -> tuple[float, float] | None:
-        """``(spread, technical)`` rates: each kind's share of the judged groups with one group of each kind
-        added (no kind is ever certain or impossible); None before any judged group."""
-        spread, technical, judged = (sum(step[k] for step in self._steps) for k in range(3))
-        return None if not judged else ((spread + 1) / (judged + 3), (technical + 1) / (judged + 3))
+    def recent(self) -> RecentSteps | None:
+        """The recent steps' orders and rates: each kind's share of the judged groups with one group of each
+        kind added (no kind is ever certain or impossible); None before any judged group."""
+        spread, technical, judged = (sum(step[k] for step in self._steps) for k in (1, 2, 3))
+        if not judged:
+            return None
+        return RecentSteps(orders=tuple(step[0] for step in self._steps if step[3]),
+                           spread_rate=(spread + 1) / (judged + 3), technical_rate=(technical + 1) / (judged + 3))
 
-    def state_dict(self) -> dict[str, list[list[int]]]:
-        return {"steps": [list(step) for step in self._steps]}
+    def state_dict(self) -> dict[str, list]:
+        if all(step[0] is not None for step in self._steps):
+            return {"orders": [step[0] for step in self._steps]}
+        return {"steps": [list(step[1:]) for step in self._steps]}
 
     def load_state_dict(self, state: dict) -> None:
-        steps = state["steps"]
-        if not isinstance(steps, list) or not all(
-                isinstance(s, list) and len(s) in (2, 3) and all(isinstance(v, int) and v >= 0 for v in s)
-                for s in steps):
-            raise ValueError("saved recent rates must be a list of [spread, technical, judged] triples")
-        self._steps = deque(((s[0], 0, s[1]) if len(s) == 2 else (s[0], s[1], s[2]) for s in steps),
-                            maxlen=self._steps.maxlen)
+        if "orders" in state:
+            orders = state["orders"]
+            if not isinstance(orders, list) or not all(
+                    isinstance(o, str) and set(o) <= set(LETTER_OF_KIND.values()) for o in orders):
+                raise ValueError("saved recent orders must be a list of strings of the letters s, z and t")
+            steps = [(o, o.count("s"), o.count("t"), len(o)) for o in orders]
+        else:
+            counts = state["steps"]
+            if not isinstance(counts, list) or not all(
+                    isinstance(s, list) and len(s) in (2, 3) and all(isinstance(v, int) and v >= 0 for v in s)
+                    for s in counts):
+                raise ValueError("saved recent rates must be a list of [spread, technical, judged] triples")
+            steps = [(None, s[0], 0, s[1]) if len(s) == 2 else (None, s[0], s[1], s[2]) for s in counts]
+        self._steps = deque(steps, maxlen=self._steps.maxlen)
