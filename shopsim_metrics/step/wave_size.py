@@ -99,12 +99,18 @@ def replayed_second_wave_probability(order: str, margin: int, need: int, spread_
         >>> replayed_second_wave_probability("", 8, 16, 0.5, 0.02) == second_wave_probability(8, 16, 0.5, 0.02)
         True
     """
+    return _replayed(order, margin, need, technical_rate, _iid_table(margin, need, spread_rate, technical_rate))
+
+
+def _replayed(order: str, margin: int, need: int, technical_rate: float, tail: list[list[float]]) -> float:
+    """:func:`replayed_second_wave_probability`, past the order's end from ``tail`` (:func:`_iid_table`)."""
     if need <= 0:
         return 0.0
     t = technical_rate
-    # live[n]: P(n technical failures so far and the step still undecided), after the order's first groups;
-    # with `zero` zero-std and `spread` spread among them, the drops are d = min(margin, n + zero) (zero-std
-    # groups are dropped while margin is left) and the groups kept spread + zero + n - d
+    # live[n]: P(n technical failures so far and the batch not yet full), after the order's first groups, of
+    # which `zero` zero-std and `spread` with spread. Zero-std groups are dropped while margin is left, so
+    # the drops are min(margin, n + zero) (never more, or another wave would have come) and the groups kept
+    # spread + max(0, n + zero - margin)
     live, zero, spread, another = [1.0], 0, 0, 0.0
     for letter in order.replace(LETTER_OF_KIND[TECHNICAL], ""):
         spare = margin - zero  # technical failures the margin still takes before this group finishes
@@ -118,14 +124,12 @@ def replayed_second_wave_probability(order: str, margin: int, need: int, spread_
             arrived[n] = live[n] * (1.0 - t)
             another += live[n] * t
         spread, zero = spread + (letter == "s"), zero + (letter != "s")
-        live = [0.0 if spread + zero + n - min(margin, n + zero) >= need else p for n, p in enumerate(arrived)]
-        if not any(live):
+        live = arrived[:0 if spread >= need else need - spread + margin - zero]  # from there on the batch is full
+        if not live:
             return another
-    tail = _iid_table(margin, need, spread_rate, technical_rate)
     for n, p in enumerate(live):
         drops = min(margin, n + zero)
-        if p:
-            another += p * tail[margin - drops][need - (spread + zero + n - drops)]
+        another += p * tail[margin - drops][need - spread - (n + zero - drops)]
     return another
 
 
@@ -141,9 +145,9 @@ class RecentSteps:
     def second_wave_probability(self, margin: int, need: int, judged: int = 0) -> float:
         """P(another wave), averaged over the recent steps, each replayed from its ``judged``-th group on
         (``judged``: the groups the step has judged so far)."""
-        rates = (self.spread_rate, self.technical_rate)
-        return sum(second_wave_probability(margin, need, *rates) if order is None
-                   else replayed_second_wave_probability(order[judged:], margin, need, *rates)
+        tail = _iid_table(margin, need, self.spread_rate, self.technical_rate)
+        return sum(tail[margin][need] if order is None else _replayed(order[judged:], margin, need,
+                                                                      self.technical_rate, tail)
                    for order in self.orders) / len(self.orders)
 
 
