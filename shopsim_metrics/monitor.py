@@ -178,7 +178,7 @@ class ShopsimRuntime:
         try:
             restored = restore(self.settings.run_dir, start_rollout_id=start, streak=self.streak, prompts=prompts,
                                skips=self.skip_tally, snapshot_dir=self.snapshots.load,
-                               rates=self.accountant.rates if self.accountant is not None else None)
+                               recent_orders=self.accountant.recent_orders if self.accountant is not None else None)
         except Exception as exc:  # noqa: BLE001 - monitoring never stops training
             logger.warning("shopsim-metrics: restoring the run's state from %s failed (%s: %s); the streak and the "
                            "prompt history start empty.", self.settings.run_dir, type(exc).__name__, exc)
@@ -503,7 +503,8 @@ class ShopsimRuntime:
                     return
                 data = build_snapshot(rollout_id=rollout_id, run_id=self.run_id, missing=self._missing_steps,
                                       streak=self.streak, prompts=prompts, prompt_settings=prompt_settings(prompts),
-                                      skips=self.skip_tally, run_dir=self.settings.run_dir, rates=accountant.rates)
+                                      skips=self.skip_tally, run_dir=self.settings.run_dir,
+                                      recent_orders=accountant.recent_orders)
             write_json(snapshot_path(plan.save, rollout_id), data)  # fsync'ed, then replaced
         except Exception as exc:  # noqa: BLE001 - monitoring never stops training
             self._warn_once("snapshot", "shopsim-metrics: writing the monitor snapshot of step %s failed (%s: %s); a "

@@ -46,7 +46,7 @@ from shopsim_metrics.state_file import DamagedStateFile
 from shopsim_metrics.step import contract as C
 from shopsim_metrics.step.records import StepRecord
 from shopsim_metrics.step.streak import TechnicalStreak
-from shopsim_metrics.step.wave_size import RecentRates
+from shopsim_metrics.step.wave_size import RecentOrders
 
 logger = logging.getLogger("shopsim_metrics")
 
@@ -73,9 +73,9 @@ class Restored:
 
 def restore(run_dir: str | os.PathLike, *, start_rollout_id: int, streak: TechnicalStreak,
             prompts: PromptValueTracker | None, skips: "SkipTally | None" = None,
-            snapshot_dir: str | os.PathLike | None = None, rates: RecentRates | None = None) -> Restored:
-    """Rebuild ``streak``, ``prompts``, ``skips`` and ``rates`` (the recent steps' spread, which adaptive
-    waves are sized from) as of the records of ``rollout_id < start_rollout_id``.
+            snapshot_dir: str | os.PathLike | None = None, recent_orders: RecentOrders | None = None) -> Restored:
+    """Rebuild ``streak``, ``prompts``, ``skips`` and ``recent_orders`` (the recent steps' judged groups in
+    finishing order, which adaptive waves are sized from) as of the records of ``rollout_id < start_rollout_id``.
 
     With ``snapshot_dir`` (slime's ``--load``) holding a snapshot of a step N < s
     (:mod:`shopsim_metrics.snapshot`), the state is read from it and only the records written after it,
@@ -89,31 +89,31 @@ def restore(run_dir: str | os.PathLike, *, start_rollout_id: int, streak: Techni
     if found is not None:
         try:
             restored, note = _from_snapshot(run_dir, start_rollout_id, read_snapshot(found[0]), streak, prompts, skips,
-                                            rates)
+                                            recent_orders)
         except DamagedStateFile as exc:
             restored, note = None, str(exc)
         except (OSError, ValueError, KeyError, TypeError, IndexError) as exc:
             restored, note = None, f"{found[0]}: not usable ({type(exc).__name__}: {str(exc)[:120]})"
         if restored is not None:
             return restored
-    return _replay_all(run_dir, start_rollout_id, streak, prompts, skips, rates, note)
+    return _replay_all(run_dir, start_rollout_id, streak, prompts, skips, recent_orders, note)
 
 
 def _replay_all(run_dir: Any, start_rollout_id: int, streak: TechnicalStreak, prompts: PromptValueTracker | None,
-                skips: "SkipTally | None", rates: RecentRates | None, note: str | None) -> Restored:
+                skips: "SkipTally | None", recent_orders: RecentOrders | None, note: str | None) -> Restored:
     report = ReadReport(Path(run_dir))
     try:
         latest, run_id = _latest_lines(lambda: iter_step_dicts(run_dir, report), 0, start_rollout_id)
     except (NoStepRecords, OSError, ValueError):
         return Restored(steps=0, missing=start_rollout_id, note=note)
     replayed = _replay(lambda: iter_step_dicts(run_dir, ReadReport(report.path)), latest, streak, prompts, skips,
-                       rates)
+                       recent_orders)
     return Restored(steps=replayed, missing=start_rollout_id - replayed, run_id=run_id, note=note)
 
 
 def _from_snapshot(run_dir: Any, start_rollout_id: int, snapshot: dict[str, Any], streak: TechnicalStreak,
                    prompts: PromptValueTracker | None, skips: "SkipTally | None",
-                   rates: RecentRates | None) -> tuple[Restored | None, str | None]:
+                   recent_orders: RecentOrders | None) -> tuple[Restored | None, str | None]:
     """Restore from ``snapshot`` and the records after it; (None, why) when it cannot stand for the replay."""
     step = snapshot["rollout_id"]
     saved_settings = snapshot.get("prompt_settings")
@@ -137,17 +137,18 @@ def _from_snapshot(run_dir: Any, start_rollout_id: int, snapshot: dict[str, Any]
     saved_streak.load_state_dict(snapshot["streak"])  # parsed whole before the live state changes
     if saved_skips is not None:
         saved_skips.load_state_dict(snapshot["skips"])
-    saved_rates = RecentRates()
-    if rates is not None:
-        saved_rates.load_state_dict(snapshot["rates"])
+    saved_orders = RecentOrders()
+    if recent_orders is not None:
+        # "rates": the key of a snapshot saved before the orders were kept (its counts load as steps of unknown order)
+        saved_orders.load_state_dict(snapshot["recent_orders"] if "recent_orders" in snapshot else snapshot["rates"])
     if prompts is not None:
         prompts.load_state_dict(snapshot["prompts"])  # all or nothing
     streak.load_state_dict(saved_streak.state_dict())
     if skips is not None and saved_skips is not None:
         skips.load_state_dict(saved_skips.state_dict())
-    if rates is not None:
-        rates.load_state_dict(saved_rates.state_dict())
-    _replay(tail, latest, streak, prompts, skips, rates)
+    if recent_orders is not None:
+        recent_orders.load_state_dict(saved_orders.state_dict())
+    _replay(tail, latest, streak, prompts, skips, recent_orders)
     missing = snapshot["missing"]
     run_id = snapshot.get("run_id") if isinstance(snapshot.get("run_id"), str) else tail_run_id
     return Restored(steps=start_rollout_id - missing, missing=missing, run_id=run_id, snapshot=step), None
@@ -162,7 +163,7 @@ def prompt_settings(prompts: PromptValueTracker | None) -> dict[str, Any] | None
 
 
 def _replay(records: Callable[[], Iterator[dict[str, Any]]], latest: dict[int, int], streak: TechnicalStreak,
-            prompts: PromptValueTracker | None, skips: "SkipTally | None", rates: RecentRates | None) -> int:
+            prompts: PromptValueTracker | None, skips: "SkipTally | None", recent_orders: RecentOrders | None) -> int:
     """Feed the chosen records (``latest``: rollout_id -> position) in file order; returns how many."""
     replayed = 0
     for index, data in enumerate(records()):
@@ -176,8 +177,8 @@ def _replay(records: Callable[[], Iterator[dict[str, Any]]], latest: dict[int, i
             prompts.observe(record)
         if skips is not None:
             skips.replay(record)
-        if rates is not None:
-            rates.observe_record(record)
+        if recent_orders is not None:
+            recent_orders.observe_record(record)
         replayed += 1
     return replayed
 

@@ -151,7 +151,7 @@ def read_snapshot(path: str | os.PathLike) -> dict[str, Any]:
 
 def build_snapshot(*, rollout_id: int, run_id: str | None, missing: int, streak: Any, prompts: Any,
                    prompt_settings: dict[str, Any] | None, skips: Any, run_dir: str | os.PathLike,
-                   rates: Any = None) -> dict[str, Any]:
+                   recent_orders: Any = None) -> dict[str, Any]:
     """The snapshot of the state after step ``rollout_id`` (the objects' own ``state_dict``), with the
     records positions of ``run_dir`` taken now: every record up to this step is already written.
 
@@ -163,6 +163,6 @@ def build_snapshot(*, rollout_id: int, run_id: str | None, missing: int, streak:
         "prompt_settings": prompt_settings,
         "prompts": prompts.state_dict() if prompts is not None else None,
         "skips": skips.state_dict() if skips is not None else None,
-        "rates": rates.state_dict() if rates is not None else {"orders": []},
+        "recent_orders": recent_orders.state_dict() if recent_orders is not None else {"orders": []},
         "records": records_positions(run_dir),
     }

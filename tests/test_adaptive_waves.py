@@ -15,7 +15,7 @@ from shopsim_metrics.judging.group_judgement import SPREAD, TECHNICAL, ZERO_STD
 from shopsim_metrics.simulator.config import SimConfig
 from shopsim_metrics.simulator.data_sources import CountingDataSource
 from shopsim_metrics.simulator.loop import Simulator, simulate
-from shopsim_metrics.step.wave_size import (RATE_WINDOW, RecentRates, RecentSteps, adaptive_wave_size,
+from shopsim_metrics.step.wave_size import (RECENT_WINDOW, RecentOrders, RecentSteps, adaptive_wave_size,
                                             replayed_second_wave_probability, second_wave_probability)
 from shopsimrl.data_source import PromptSkipDataSource
 from shopsimrl.slime_runtime import reset_runtime
@@ -296,11 +296,11 @@ def test_replaying_the_recent_orders_predicts_another_wave_where_zero_std_groups
     history = _finishing_steps(rng, 4000, wave, target, (0.1, 0.6), technical)
     realised = np.mean([another for _, another in history])
     replayed, independent = [], []
-    for i in range(RATE_WINDOW, len(history), 5):
-        rates = RecentRates()
-        for order, _ in history[i - RATE_WINDOW:i]:
-            rates.observe([{"s": SPREAD, "z": ZERO_STD, "t": TECHNICAL}[k] for k in order])
-        recent = rates.recent()
+    for i in range(RECENT_WINDOW, len(history), 5):
+        recorded = RecentOrders()
+        for order, _ in history[i - RECENT_WINDOW:i]:
+            recorded.observe([{"s": SPREAD, "z": ZERO_STD, "t": TECHNICAL}[k] for k in order])
+        recent = recorded.recent()
         replayed.append(recent.second_wave_probability(wave - target, target))
         independent.append(second_wave_probability(wave - target, target, recent.spread_rate, recent.technical_rate))
     standard_error = math.sqrt(realised * (1 - realised) / len(history))
@@ -311,12 +311,12 @@ def test_replaying_the_recent_orders_predicts_another_wave_where_zero_std_groups
 @settings(max_examples=100, deadline=None)
 @given(steps=st.lists(st.text("szt", max_size=30), max_size=12), window=st.integers(1, 8))
 def test_the_recent_steps_are_the_windows_orders_and_survive_a_snapshot(steps, window):
-    rates = RecentRates(window=window)
+    recorded = RecentOrders(window=window)
     for order in steps:
-        rates.observe([{"s": SPREAD, "z": ZERO_STD, "t": TECHNICAL}[k] for k in order])
+        recorded.observe([{"s": SPREAD, "z": ZERO_STD, "t": TECHNICAL}[k] for k in order])
     kept = steps[-window:]
     judged = sum(map(len, kept))
-    recent = rates.recent()
+    recent = recorded.recent()
     if not judged:
         assert recent is None
     else:
@@ -324,24 +324,26 @@ def test_the_recent_steps_are_the_windows_orders_and_survive_a_snapshot(steps, w
         assert (recent.spread_rate, recent.technical_rate) == pytest.approx(
             ((spread + 1) / (judged + 3), (technical + 1) / (judged + 3)))
         assert recent.orders == tuple(o for o in kept if o)
-    reloaded = RecentRates(window=window)
-    reloaded.load_state_dict(rates.state_dict())
+    reloaded = RecentOrders(window=window)
+    reloaded.load_state_dict(recorded.state_dict())
     assert reloaded.recent() == recent
 
 
-def test_a_snapshot_saved_with_counts_loads_as_steps_of_unknown_order():
-    rates = RecentRates()
-    rates.load_state_dict({"steps": [[3, 1, 6], [2, 4]]})
-    recent = rates.recent()
+def test_a_snapshot_saved_with_counts_loads_as_steps_of_unknown_order_and_keeps_them_beside_new_orders():
+    orders = RecentOrders(window=3)
+    orders.load_state_dict({"steps": [[3, 1, 6], [2, 4]]})
+    recent = orders.recent()
     assert recent.orders == (None, None)
     assert (recent.spread_rate, recent.technical_rate) == pytest.approx((6 / 13, 2 / 13))
     assert recent.second_wave_probability(4, 8) == pytest.approx(second_wave_probability(4, 8, 6 / 13, 2 / 13))
+    orders.observe([ZERO_STD, SPREAD])
+    reloaded = RecentOrders(window=3)
+    reloaded.load_state_dict(orders.state_dict())
+    assert reloaded.recent() == orders.recent() and reloaded.recent().orders == (None, None, "zs")
 
 
 def test_a_saved_recent_step_that_is_not_an_order_or_counts_is_refused():
-    with pytest.raises(ValueError, match="triples"):
-        RecentRates().load_state_dict({"steps": [[1, -1, 3]]})
-    with pytest.raises(ValueError, match="triples"):
-        RecentRates().load_state_dict({"steps": [[1, 2, 3, 4]]})
-    with pytest.raises(ValueError, match="letters s, z and t"):
-        RecentRates().load_state_dict({"orders": ["ssx"]})
+    for bad in ({"steps": [[1, -1, 3]]}, {"steps": [[1, 2, 3, 4]]}, {"orders": ["ssx"]}, {"orders": "sz"},
+                {"orders": [["sz"]]}):
+        with pytest.raises(ValueError, match="letters s, z and t, or of \\[spread, technical, judged\\] triples"):
+            RecentOrders().load_state_dict(bad)

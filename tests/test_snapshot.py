@@ -22,7 +22,7 @@ from shopsim_metrics.state_file import write_json
 from shopsim_metrics.step.loop_state import ManualLoopState
 from shopsim_metrics.step.records import DecisionRow, StepRecord
 from shopsim_metrics.step.streak import TechnicalStreak
-from shopsim_metrics.step.wave_size import RecentRates
+from shopsim_metrics.step.wave_size import RecentOrders
 from shopsimrl import slime_runtime
 from test_resume import STEPS, comparable, group_for
 
@@ -30,15 +30,15 @@ OUTCOMES = ("trained", "dropped_zero_std", "dropped_technical")
 
 
 # --- the property: snapshot + tail == replay of everything --------------------------------------
-def fresh_state() -> tuple[TechnicalStreak, PromptValueTracker, SkipTally, RecentRates]:
-    return TechnicalStreak(), PromptValueTracker(limit=6, forgetting=0.9), SkipTally(limit=4), RecentRates(window=3)
+def fresh_state() -> tuple[TechnicalStreak, PromptValueTracker, SkipTally, RecentOrders]:
+    return TechnicalStreak(), PromptValueTracker(limit=6, forgetting=0.9), SkipTally(limit=4), RecentOrders(window=3)
 
 
 def state_of(start: int, run_dir: Path, snapshot_dir: Path | None):
-    streak, prompts, skips, rates = fresh_state()
+    streak, prompts, skips, recent_orders = fresh_state()
     restored = restore(run_dir, start_rollout_id=start, streak=streak, prompts=prompts, skips=skips,
-                       snapshot_dir=snapshot_dir, rates=rates)
-    return restored, (streak.state_dict(), prompts.state_dict(), skips.state_dict(), rates.state_dict())
+                       snapshot_dir=snapshot_dir, recent_orders=recent_orders)
+    return restored, (streak.state_dict(), prompts.state_dict(), skips.state_dict(), recent_orders.state_dict())
 
 
 rows = st.lists(st.tuples(st.sampled_from(OUTCOMES), st.integers(0, 8), st.integers(0, 7)), max_size=5)
@@ -79,11 +79,13 @@ def test_a_snapshot_and_the_records_after_it_rebuild_what_replaying_every_record
             sink.emit(record_of(step, process, sequence, contents[sequence - 1]))
             if plan.due(step):
                 restored, _ = state_of(step + 1, run_dir, None)
-                streak, prompts, skips, rates = fresh_state()
-                restore(run_dir, start_rollout_id=step + 1, streak=streak, prompts=prompts, skips=skips, rates=rates)
+                streak, prompts, skips, recent_orders = fresh_state()
+                restore(run_dir, start_rollout_id=step + 1, streak=streak, prompts=prompts, skips=skips,
+                        recent_orders=recent_orders)
                 write_json(snapshot_path(ckpt, step), build_snapshot(
                     rollout_id=step, run_id="run-1", missing=restored.missing, streak=streak, prompts=prompts,
-                    prompt_settings=prompt_settings(prompts), skips=skips, run_dir=run_dir, rates=rates))
+                    prompt_settings=prompt_settings(prompts), skips=skips, run_dir=run_dir,
+                    recent_orders=recent_orders))
                 saved.append(step)
         sink.close()
         checkpoints = [s for s in saved if s < start + length]
@@ -102,7 +104,7 @@ def test_a_snapshot_and_the_records_after_it_rebuild_what_replaying_every_record
 # --- the monitor writes its snapshots and reads them on --load ----------------------------------
 def run_steps(run_dir: Path, ckpt: Path, steps: range, *, start: int, first_gids: dict[int, int]) -> tuple:
     """One process with slime's --save/--load/--save-interval set (see test_resume.run_steps); returns
-    its monitor's state at the end (streak, prompts, skips, recent rates)."""
+    its monitor's state at the end (streak, prompts, skips, recent orders)."""
     args = make_args(shopsim_run_dir=str(run_dir), start_rollout_id=start, num_rollout=STEPS, shopsim_alerts=False,
                      save=str(ckpt), load=str(ckpt) if start else None, save_interval=2)
     state = ManualLoopState(source="scripted")
@@ -115,7 +117,7 @@ def run_steps(run_dir: Path, ckpt: Path, steps: range, *, start: int, first_gids
         first = loop._next_id
         run_scripted_step(loop, step, lambda gid, s=step, f=first: group_for(s, gid - f, gid, 2), fifo_batches(3))
     state_at_end = (runtime.streak.state_dict(), runtime.accountant.prompts.state_dict(),
-                    runtime.skip_tally.state_dict(), runtime.accountant.rates.state_dict())
+                    runtime.skip_tally.state_dict(), runtime.accountant.recent_orders.state_dict())
     slime_runtime.reset_runtime()
     return state_at_end
 
@@ -157,7 +159,7 @@ def state_of_monitor(run: Path, ckpt: Path, start: int):
     runtime = slime_runtime.configure(args, sinks=[], loop_state=ManualLoopState(source="scripted"))
     try:
         return (runtime.streak.state_dict(), runtime.accountant.prompts.state_dict(), runtime.skip_tally.state_dict(),
-                runtime.accountant.rates.state_dict())
+                runtime.accountant.recent_orders.state_dict())
     finally:
         slime_runtime.reset_runtime()
 

@@ -44,7 +44,7 @@ from shopsim_metrics.step.drop_rule import filter_flags, should_drop
 from shopsim_metrics.step.generated_tokens import GeneratedTokens
 from shopsim_metrics.step.record_parts import RecordPart, StepDraft
 from shopsim_metrics.step.records import DecisionRow
-from shopsim_metrics.step.wave_size import RATE_WINDOW, RecentRates, RecentSteps
+from shopsim_metrics.step.wave_size import RECENT_WINDOW, RecentOrders, RecentSteps
 from shopsim_metrics.judging.group_judgement import SPREAD, TECHNICAL, ZERO_STD, GroupJudgement, finite_mean
 from shopsim_metrics.judging.tokens import group_tokens
 from shopsim_metrics.judging.verdicts import ZERO_STD_ALL_FAIL, ZERO_STD_ALL_PASS, ZERO_STD_OTHER, verdict_of
@@ -121,7 +121,7 @@ class WaveView:
     served: int  # groups the data source served for the step so far (the sum of its waves)
     dropped: int  # groups of the step dropped so far
     judged: int  # groups of the step judged so far
-    recent: RecentSteps | None  # the last RATE_WINDOW closed steps' judged groups in finishing order (None: none)
+    recent: RecentSteps | None  # the last RECENT_WINDOW closed steps' judged groups in finishing order (None: none)
 
 
 class StepAnnotator(Protocol):
@@ -165,7 +165,7 @@ class StepAccountant:
         """Every token of each step as slime's sample hook reported it (None: the step's total is unknown)."""
         self._lock = threading.Lock()
         self._wave_sizes: dict[int, list[int]] = {}  # rollout_id -> the groups of each wave the data source served
-        self.rates = RecentRates(RATE_WINDOW)
+        self.recent_orders = RecentOrders(RECENT_WINDOW)
         """The recent steps' judged groups and those with spread (adaptive waves; restored on a resume)."""
         self._open: _OpenStep | None = None
         self.closed: list[StepDraft] = []  # closed steps not yet emitted (read-only outside this class)
@@ -322,7 +322,7 @@ class StepAccountant:
             kept = state.train_len + sum(1 for j in state.judged if j.outcome == C.OUTCOME_SURPLUS) if state else 0
             served = sum(self._wave_sizes.get(step, ())) if step is not None else 0
             return WaveView(kept=kept, served=served, dropped=state.drops if state else 0,
-                            judged=len(state.judged) if state else 0, recent=self.rates.recent())
+                            judged=len(state.judged) if state else 0, recent=self.recent_orders.recent())
 
     # --- closing ------------------------------------------------------------------------------
     def close_step(
@@ -458,7 +458,7 @@ class StepAccountant:
         generated = sum(tokens.values())
         train_tokens = tokens[C.OUTCOME_TRAINED] + tokens[C.OUTCOME_FALLBACK]
         informative = counts[C.OUTCOME_TRAINED]  # trained groups with spread (fallback groups are zero-std)
-        self.rates.observe([j.judgement.kind for j in state.judged])
+        self.recent_orders.observe([j.judgement.kind for j in state.judged])
         fill, extra = (None, None) if state.fully_async else self._wave_seconds(rows, state.filled_at, wave_count)
         fields: dict[str, Any] = dict(
             terminated=terminated,

@@ -136,7 +136,7 @@ def _replayed(order: str, margin: int, need: int, technical_rate: float, tail: l
 @dataclass(frozen=True)
 class RecentSteps:
     """The recent closed steps' judged groups: each step's kinds in finishing order (None: a step saved with
-    counts only) and the ``(spread, technical)`` rates over them all (:meth:`RecentRates.recent`)."""
+    counts only) and the ``(spread, technical)`` rates over them all (:meth:`RecentOrders.recent`)."""
 
     orders: tuple[str | None, ...]
     spread_rate: float
@@ -154,7 +154,7 @@ class RecentSteps:
 def adaptive_wave_size(*, target: int, remaining: int, kept: int, judged: int, recent: RecentSteps,
                        fill_probability: float, cap: int) -> int:
     """The wave's groups (see the module docstring); ``judged``: the step's groups judged so far (``kept`` of
-    them not dropped); ``recent``: :meth:`RecentRates.recent`."""
+    them not dropped); ``recent``: :meth:`RecentOrders.recent`."""
     minimum = max(target - remaining, 1)
     sizes = range(minimum, max(cap, minimum) + 1)
     fills = bisect.bisect_left(sizes, True, key=lambda size: recent.second_wave_probability(
@@ -162,33 +162,35 @@ def adaptive_wave_size(*, target: int, remaining: int, kept: int, judged: int, r
     return sizes[min(fills, len(sizes) - 1)]
 
 
-RATE_WINDOW = 8
+RECENT_WINDOW = 8
 """Closed steps whose judged groups adaptive waves are sized from."""
 
 
-class RecentRates:
-    """The judged groups of the last :data:`RATE_WINDOW` closed steps, each step's in finishing order.
+class RecentOrders:
+    """The judged groups of the last :data:`RECENT_WINDOW` closed steps, each step's in finishing order.
 
     Fed by the accountant as each step closes, or from a step's record on a resume (its ledger rows
     are its judged groups in judgement order; a row's reason says its kind), so a resumed run sizes its
     first wave as the unbroken run would. A snapshot saved before the orders were kept (``steps``:
     ``[spread, technical, judged]`` triples or ``[spread, judged]`` pairs) loads as steps of unknown
-    order, sized from their counts alone.
+    order, sized from their counts alone, and saves them as triples until they leave the window.
 
     Example:
-        >>> rates = RecentRates(window=2)
-        >>> rates.observe([SPREAD, SPREAD, SPREAD, ZERO_STD])
-        >>> rates.observe([ZERO_STD, TECHNICAL, SPREAD, ZERO_STD])
-        >>> rates.observe([SPREAD, SPREAD])
-        >>> rates.state_dict()
+        >>> orders = RecentOrders(window=2)
+        >>> orders.observe([SPREAD, SPREAD, SPREAD, ZERO_STD])
+        >>> orders.observe([ZERO_STD, TECHNICAL, SPREAD, ZERO_STD])
+        >>> orders.observe([SPREAD, SPREAD])
+        >>> orders.state_dict()
         {'orders': ['ztsz', 'ss']}
-        >>> rates.recent()  # (3 + 1) / (6 + 3), (1 + 1) / (6 + 3)
+        >>> orders.recent()  # (3 + 1) / (6 + 3), (1 + 1) / (6 + 3)
         RecentSteps(orders=('ztsz', 'ss'), spread_rate=0.4444444444444444, technical_rate=0.2222222222222222)
-        >>> other = RecentRates(window=2); other.load_state_dict({"steps": [[3, 4]]}); other.recent()
+        >>> other = RecentOrders(window=2); other.load_state_dict({"steps": [[3, 4]]}); other.recent()
         RecentSteps(orders=(None,), spread_rate=0.5714285714285714, technical_rate=0.14285714285714285)
+        >>> other.observe([SPREAD, ZERO_STD]); other.state_dict()
+        {'orders': [[3, 0, 4], 'sz']}
     """
 
-    def __init__(self, window: int = RATE_WINDOW) -> None:
+    def __init__(self, window: int = RECENT_WINDOW) -> None:
         self._steps: deque[tuple[str | None, int, int, int]] = deque(maxlen=window)  # (order, spread, technical, judged)
 
     def observe(self, kinds: Sequence[str]) -> None:
@@ -210,22 +212,23 @@ class RecentRates:
                            spread_rate=(spread + 1) / (judged + 3), technical_rate=(technical + 1) / (judged + 3))
 
     def state_dict(self) -> dict[str, list]:
-        if all(step[0] is not None for step in self._steps):
-            return {"orders": [step[0] for step in self._steps]}
-        return {"steps": [list(step[1:]) for step in self._steps]}
+        """``{"orders": [...]}``: each step's order, or ``[spread, technical, judged]`` for a step of unknown order."""
+        return {"orders": [list(step[1:]) if step[0] is None else step[0] for step in self._steps]}
 
     def load_state_dict(self, state: dict) -> None:
-        if "orders" in state:
-            orders = state["orders"]
-            if not isinstance(orders, list) or not all(
-                    isinstance(o, str) and set(o) <= set(LETTER_OF_KIND.values()) for o in orders):
-                raise ValueError("saved recent orders must be a list of strings of the letters s, z and t")
-            steps = [(o, o.count("s"), o.count("t"), len(o)) for o in orders]
-        else:
-            counts = state["steps"]
-            if not isinstance(counts, list) or not all(
-                    isinstance(s, list) and len(s) in (2, 3) and all(isinstance(v, int) and v >= 0 for v in s)
-                    for s in counts):
-                raise ValueError("saved recent rates must be a list of [spread, technical, judged] triples")
-            steps = [(None, s[0], 0, s[1]) if len(s) == 2 else (None, s[0], s[1], s[2]) for s in counts]
-        self._steps = deque(steps, maxlen=self._steps.maxlen)
+        saved = state["orders"] if "orders" in state else state["steps"]  # "steps": counts only, of an older snapshot
+        if not isinstance(saved, list) or not all(_is_order(step) or _are_counts(step) for step in saved):
+            raise ValueError("saved recent orders must be a list of strings of the letters s, z and t, or of "
+                             "[spread, technical, judged] triples")
+        self._steps = deque(((step, step.count("s"), step.count("t"), len(step)) if isinstance(step, str)
+                             else (None, step[0], 0, step[1]) if len(step) == 2 else (None, *step) for step in saved),
+                            maxlen=self._steps.maxlen)
+
+
+def _is_order(step: object) -> bool:
+    return isinstance(step, str) and set(step) <= set(LETTER_OF_KIND.values())
+
+
+def _are_counts(step: object) -> bool:
+    """``[spread, technical, judged]``, or ``[spread, judged]`` (saved before technical groups were counted)."""
+    return isinstance(step, list) and len(step) in (2, 3) and all(isinstance(v, int) and v >= 0 for v in step)
