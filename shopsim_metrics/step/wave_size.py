@@ -38,13 +38,18 @@ groups finishing first; 2% technical):
 from __future__ import annotations
 
 import bisect
+import functools
 from collections import deque
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 from shopsim_metrics.judging.group_judgement import SPREAD, TECHNICAL, ZERO_STD
 from shopsim_metrics.step import contract as C
 from shopsim_metrics.step.records import StepRecord
+
+NEGLIGIBLE = 1e-12
+"""A chance of further technical failures below which the replay counts them as another wave (its result is
+then an upper bound, by at most this per group replayed)."""
 
 LETTER_OF_KIND = {SPREAD: "s", ZERO_STD: "z", TECHNICAL: "t"}
 """One letter per judged group's kind in a recorded finishing order (the snapshot keeps orders as strings)."""
@@ -99,11 +104,14 @@ def replayed_second_wave_probability(order: str, margin: int, need: int, spread_
         >>> replayed_second_wave_probability("", 8, 16, 0.5, 0.02) == second_wave_probability(8, 16, 0.5, 0.02)
         True
     """
-    return _replayed(order, margin, need, technical_rate, _iid_table(margin, need, spread_rate, technical_rate))
+    return _replayed(order, margin, need, technical_rate, lambda: _iid_table(margin, need, spread_rate,
+                                                                              technical_rate))
 
 
-def _replayed(order: str, margin: int, need: int, technical_rate: float, tail: list[list[float]]) -> float:
-    """:func:`replayed_second_wave_probability`, past the order's end from ``tail`` (:func:`_iid_table`)."""
+def _replayed(order: str, margin: int, need: int, technical_rate: float,
+              tail: Callable[[], list[list[float]]]) -> float:
+    """:func:`replayed_second_wave_probability`, past the order's end from ``tail()`` (:func:`_iid_table`, built
+    only when an order ends before the batch is full)."""
     if need <= 0:
         return 0.0
     t = technical_rate
@@ -114,14 +122,20 @@ def _replayed(order: str, margin: int, need: int, technical_rate: float, tail: l
     live, zero, spread, another = [1.0], 0, 0, 0.0
     for letter in order.replace(LETTER_OF_KIND[TECHNICAL], ""):
         spare = margin - zero  # technical failures the margin still takes before this group finishes
-        arrived = [0.0] * max(len(live), spare + 1)
-        running = 0.0  # before this group, any number of technical failures, each with probability t
-        for n in range(spare + 1):
-            running = running * t + (live[n] if n < len(live) else 0.0)
-            arrived[n] = running * (1.0 - t)
-        another += running * t if spare >= 0 else 0.0
+        arrived, running = [], 0.0  # before this group, any number of technical failures, each with probability t
+        for n in range(max(spare + 1, 0)):
+            if n < len(live):
+                running = running * t + live[n]
+            elif running < NEGLIGIBLE:  # so many more failures: counted as another wave (an upper bound)
+                another += running
+                break
+            else:
+                running *= t
+            arrived.append(running * (1.0 - t))
+        else:
+            another += running * t  # one failure more than the margin takes
         for n in range(max(spare + 1, 0), len(live)):  # no margin left: a technical failure is another wave
-            arrived[n] = live[n] * (1.0 - t)
+            arrived.append(live[n] * (1.0 - t))
             another += live[n] * t
         spread, zero = spread + (letter == "s"), zero + (letter != "s")
         live = arrived[:0 if spread >= need else need - spread + margin - zero]  # from there on the batch is full
@@ -129,7 +143,7 @@ def _replayed(order: str, margin: int, need: int, technical_rate: float, tail: l
             return another
     for n, p in enumerate(live):
         drops = min(margin, n + zero)
-        another += p * tail[margin - drops][need - spread - (n + zero - drops)]
+        another += p * tail()[margin - drops][need - spread - (n + zero - drops)]
     return another
 
 
@@ -145,9 +159,9 @@ class RecentSteps:
     def second_wave_probability(self, margin: int, need: int, judged: int = 0) -> float:
         """P(another wave), averaged over the recent steps, each replayed from its ``judged``-th group on
         (``judged``: the groups the step has judged so far)."""
-        tail = _iid_table(margin, need, self.spread_rate, self.technical_rate)
-        return sum(tail[margin][need] if order is None else _replayed(order[judged:], margin, need,
-                                                                      self.technical_rate, tail)
+        tail = functools.cache(lambda: _iid_table(margin, need, self.spread_rate, self.technical_rate))
+        return sum(tail()[margin][need] if order is None else _replayed(order[judged:], margin, need,
+                                                                        self.technical_rate, tail)
                    for order in self.orders) / len(self.orders)
 
 
