@@ -63,13 +63,14 @@ def _version() -> str:
 
 def _inspect(args: argparse.Namespace) -> int:
     from shopsim_metrics.readers.steps import read_step_columns
-    from shopsim_metrics.step.table import STEP_TABLE_LEGEND, STEP_TABLE_NAMES, format_cost_headline, format_step_table
+    from shopsim_metrics.step.table import (STEP_TABLE_LEGEND, STEP_TABLE_NAMES, format_cost_headline,
+                                            format_step_table, format_wave_calibration)
 
     if args.json:
         return _inspect_json(args.path)
     names = STEP_TABLE_NAMES
     cost = ("total_token_count", "aborted_token_count")
-    table = read_step_columns(args.path, names=names + ("terminated",) + cost)
+    table = read_step_columns(args.path, names=names + ("terminated", "predicted_second_wave_probability") + cost)
     out = sys.stdout
     cols = {name: table.rollout_ids if name == "rollout_id" else table.columns[name] for name in names}
     rows = [{name: col[i] for name, col in cols.items()} for i in range(len(table))]
@@ -77,6 +78,9 @@ def _inspect(args: argparse.Namespace) -> int:
     out.write(format_step_table(rows, notes) + "\n")
     out.write(f"{len(table)} steps" + "".join(f"; {note}" for note in table.report.notes()) + "\n")
     out.write(format_cost_headline(*_run_cost(table.columns)) + "\n")
+    waves = format_wave_calibration(table.columns["predicted_second_wave_probability"], table.columns["wave_count"])
+    if waves is not None:
+        out.write(waves + "\n")
     out.write(STEP_TABLE_LEGEND + "\n")
     return 0
 

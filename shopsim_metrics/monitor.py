@@ -236,8 +236,16 @@ class ShopsimRuntime:
         While no step has closed yet (nothing is known of the recent steps) it is ``asked``, within the same
         bounds (at most the cap, at least what slime needs to leave its inner loop); ``asked`` itself
         when the monitor accounts nothing. ``remaining`` is slime's live value, else the served groups
-        minus the step's drops.
+        minus the step's drops. Should sizing fail, the wave is ``asked`` (monitoring never stops training).
         """
+        try:
+            return self._sized_wave(asked)
+        except Exception as exc:  # noqa: BLE001 - monitoring never stops training
+            self._warn_once("size_wave", "shopsim-metrics: sizing a wave failed (%s: %s); the data source serves "
+                            "what slime asks (over_sampling_batch_size).", type(exc).__name__, exc)
+            return asked
+
+    def _sized_wave(self, asked: int) -> int:
         accountant = self.accountant
         if accountant is None or self.fully_async:  # one group at a time: nothing to size
             return asked
@@ -253,8 +261,12 @@ class ShopsimRuntime:
         cap = self.settings.wave_size_cap or accountant.over_sampling_batch_size
         if view.recent is None:
             return max(min(asked, cap), target - remaining, 1)
-        return adaptive_wave_size(target=target, remaining=remaining, kept=view.kept, judged=view.judged,
+        size = adaptive_wave_size(target=target, remaining=remaining, kept=view.kept, judged=view.judged,
                                   recent=view.recent, fill_probability=self.settings.wave_fill_probability, cap=cap)
+        if view.served == 0 and step is not None:
+            accountant.first_wave_sized(step, view.recent.second_wave_probability(remaining + size - target,
+                                                                                  target - view.kept, view.judged))
+        return size
 
     def wave_served(self, size: int) -> None:
         """The data source served a wave of ``size`` groups in the live step (``wave_count`` counts the calls)."""

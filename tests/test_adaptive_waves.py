@@ -347,3 +347,50 @@ def test_a_saved_recent_step_that_is_not_an_order_or_counts_is_refused():
                 {"orders": [["sz"]]}):
         with pytest.raises(ValueError, match="letters s, z and t, or of \\[spread, technical, judged\\] triples"):
             RecentOrders().load_state_dict(bad)
+
+
+def test_each_step_records_the_chance_of_another_wave_its_first_wave_was_sized_with(tmp_path, capsys):
+    """The recorded prediction is the replay of the recent steps' records at the first wave's size (a step with
+    one wave: its submitted groups), within what the setting allows; null with fixed waves."""
+    import json
+    from dataclasses import replace
+
+    from shopsim_metrics.cli import main
+
+    config = SimConfig(steps=40, seed=3, zero_std_rate=0.4, technical_rate=0.05, wave_size="adaptive",
+                       over_sampling_batch_size=64, **TOKENS)
+    records = simulate(config).records
+    assert records[0].predicted_second_wave_probability is None  # nothing known before a step closes
+    target = config.rollout_batch_size
+    for i, record in enumerate(records[1:], start=1):
+        assert 0.0 <= record.predicted_second_wave_probability <= 1.0 - config.wave_fill_probability + 1e-12
+        if record.wave_count == 1:
+            recent = RecentOrders()
+            for earlier in records[max(i - RECENT_WINDOW, 0):i]:
+                recent.observe_record(earlier)
+            assert record.predicted_second_wave_probability == pytest.approx(
+                recent.recent().second_wave_probability(record.submitted_group_count - target, target))
+    assert all(r.predicted_second_wave_probability is None
+               for r in simulate(replace(config, wave_size="fixed")).records)
+    (tmp_path / "steps.jsonl").write_text("".join(json.dumps(r.to_dict()) + "\n" for r in records))
+    assert main(["inspect", str(tmp_path / "steps.jsonl")]) == 0
+    sized = records[1:]
+    more = sum(r.wave_count > 1 for r in sized)
+    mean = sum(r.predicted_second_wave_probability for r in sized) / len(sized)
+    assert (f"adaptive waves: P(another wave) predicted {mean:.3f}, realised {more / len(sized):.3f} "
+            f"({more} of {len(sized)} steps sized)") in capsys.readouterr().out
+
+
+def test_a_wave_that_cannot_be_sized_is_what_slime_asks_and_the_step_is_recorded(monkeypatch, caplog):
+    import shopsim_metrics.monitor as monitor
+
+    def broken(**_):
+        raise ZeroDivisionError("a broken estimate")
+
+    monkeypatch.setattr(monitor, "adaptive_wave_size", broken)
+    config = SimConfig(steps=4, seed=1, wave_size="adaptive", over_sampling_batch_size=40, **TOKENS)
+    with caplog.at_level("WARNING", logger="shopsim_metrics"):
+        records = simulate(config).records
+    assert len(records) == 4 and all(r.train_group_count == config.rollout_batch_size for r in records)
+    assert all(r.submitted_group_count == 40 * r.wave_count for r in records)
+    assert sum("sizing a wave failed (ZeroDivisionError: a broken estimate)" in m for m in caplog.messages) == 1

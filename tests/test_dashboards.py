@@ -79,7 +79,7 @@ def test_spec_has_the_required_panels_with_their_keys() -> None:
                                                                 "surplus", "aborted"]
     assert set(outcomes.keys()) == {"train_group_count", "fallback_group_count", "technical_group_drop_count",
                                      "zero_std_group_drop_count", "surplus_group_count", "aborted_group_count"}
-    assert SPEC.panel("waves").keys() == ("wave_count",)
+    assert SPEC.panel("waves").keys() == ("wave_count", "predicted_second_wave_probability")
     assert SPEC.panel("success_rate").keys() == ("success_rate", "train_success_rate")
     assert SPEC.panel("reward_mean").keys() == ("reward_mean", "train_reward_mean")
     assert SPEC.panel("zero_advantage").keys() == ("zero_advantage_train_fraction",)

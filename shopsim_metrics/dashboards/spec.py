@@ -217,12 +217,19 @@ def dashboard_spec() -> DashboardSpec:
         Panel(
             id="waves",
             title="Over-sampling waves per step",
-            description="1 = the first wave was enough; 2 or more = drops pushed remaining below rollout_batch_size.",
+            description=(
+                "1 = the first wave was enough; 2 or more = drops pushed remaining below rollout_batch_size. "
+                "With adaptive waves, the line is the predicted P(another wave) as each step's first wave was "
+                "sized: over many steps its mean should match the share of steps with 2 or more (inspect "
+                "prints both)."
+            ),
             kind="line",
             source="steps",
             section=waves,
-            y_title="waves",
-            series=(Series("wave_count", "waves submitted", "bar", color="#9467bd"),),
+            y_title="waves / probability",
+            series=(Series("wave_count", "waves submitted", "bar", color="#9467bd"),
+                    Series("predicted_second_wave_probability", "predicted P(another wave) (adaptive)",
+                           color="#17becf")),
         ),
         Panel(
             id="remaining_ledger",

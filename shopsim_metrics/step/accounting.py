@@ -165,6 +165,7 @@ class StepAccountant:
         """Every token of each step as slime's sample hook reported it (None: the step's total is unknown)."""
         self._lock = threading.Lock()
         self._wave_sizes: dict[int, list[int]] = {}  # rollout_id -> the groups of each wave the data source served
+        self._first_wave_predictions: dict[int, float] = {}  # rollout_id -> P(another wave) as its first wave was sized
         self.recent_orders = RecentOrders(RECENT_WINDOW)
         """The recent steps' judged groups and those with spread (adaptive waves; restored on a resume)."""
         self._open: _OpenStep | None = None
@@ -315,6 +316,13 @@ class StepAccountant:
         with self._lock:
             self._wave_sizes.setdefault(step, []).append(size)
 
+    def first_wave_sized(self, step: int, second_wave_probability: float) -> None:
+        """The data source sized the first wave of step ``step`` with ``second_wave_probability`` of another
+        (:func:`~shopsim_metrics.step.wave_size.adaptive_wave_size`): the step's record says it beside its
+        ``wave_count``."""
+        with self._lock:
+            self._first_wave_predictions.setdefault(step, second_wave_probability)
+
     def wave_view(self, step: int | None) -> WaveView:
         """The step's groups judged, kept and served so far, and the recent steps' judged groups (for sizing a wave)."""
         with self._lock:
@@ -423,7 +431,7 @@ class StepAccountant:
         aborted_groups: int | None = None,
     ) -> StepDraft:
         """The closed step's draft: the accountant's part, and the prompt tracker's (it reads the step's groups)."""
-        wave_sizes = self._take_wave_sizes(state.rollout_id)
+        wave_sizes, predicted_second_wave = self._take_waves(state.rollout_id)
         groups = [judged.group for judged in state.judged]
         # the step's tokens as it closes, before anything else: the sample hook may go on counting on another thread
         live = self.tokens.take(state.rollout_id, groups) if self.tokens is not None else None
@@ -510,6 +518,7 @@ class StepAccountant:
             filter_seconds=state.hook_seconds,
             first_wave_fill_seconds=fill,
             extra_wave_seconds=extra,
+            predicted_second_wave_probability=predicted_second_wave,
             total_token_count=live.total if live is not None else None,
             aborted_token_count=live.aborted if live is not None else None,
             total_wasted_token_fraction=1.0 - train_tokens / live.total if live is not None and live.total else None,
@@ -537,13 +546,14 @@ class StepAccountant:
             "policy_version_lag_max": max(lags) if lags else None,
         }
 
-    def _take_wave_sizes(self, step: int) -> list[int] | None:
-        """The wave sizes served for ``step`` (None: not reported), forgetting those of any earlier step."""
-        with_earlier = [key for key in self._wave_sizes if key <= step]
-        sizes = self._wave_sizes.get(step)
-        for key in with_earlier:
-            del self._wave_sizes[key]
-        return sizes
+    def _take_waves(self, step: int) -> tuple[list[int] | None, float | None]:
+        """The wave sizes served for ``step`` (None: not reported) and the first one's predicted P(another wave)
+        (None: not sized), forgetting those of any earlier step."""
+        sizes, predicted = self._wave_sizes.get(step), self._first_wave_predictions.get(step)
+        for waves in (self._wave_sizes, self._first_wave_predictions):
+            for key in [key for key in waves if key <= step]:
+                del waves[key]
+        return sizes, predicted
 
     def _wave_seconds(
         self, rows: list[DecisionRow], filled_at: int | None, wave_count: int

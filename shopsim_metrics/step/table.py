@@ -95,3 +95,20 @@ def format_cost_headline(total_tokens: int | None, aborted_tokens: int | None, i
     per_step = max(steps, 1)
     return (f"tokens per informative trained group: {per_group} (every token generated, aborted groups included: "
             f"{total_tokens / per_step:,.0f} per step, {(aborted_tokens or 0) / per_step:,.0f} of them aborted)")
+
+
+def format_wave_calibration(predicted: Iterable[float | None], wave_counts: Iterable[int | None]) -> str | None:
+    """Adaptive waves against what they promised: the mean predicted P(another wave) of the steps whose first
+    wave was sized (``predicted_second_wave_probability``) and the share of those steps that had one
+    (``wave_count`` > 1); None when no step's wave was sized.
+
+    Example:
+        >>> print(format_wave_calibration([None, 0.04, 0.06, 0.05, 0.05], [1, 1, 2, 1, 1]))
+        adaptive waves: P(another wave) predicted 0.050, realised 0.250 (1 of 4 steps sized)
+    """
+    pairs = [(p, waves) for p, waves in zip(predicted, wave_counts) if p is not None and waves is not None]
+    if not pairs:
+        return None
+    more = sum(waves > 1 for _, waves in pairs)
+    return (f"adaptive waves: P(another wave) predicted {sum(p for p, _ in pairs) / len(pairs):.3f}, realised "
+            f"{more / len(pairs):.3f} ({more} of {len(pairs)} steps sized)")
