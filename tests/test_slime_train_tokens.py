@@ -74,4 +74,7 @@ def test_with_skipping_and_adaptive_waves_every_step_trains_the_batch(run, recor
         assert r["skip_p_easy"] is None and r["skip_predicted_group_count"] is not None  # predictive's fields
         assert r["submitted_group_count"] == r["accepted_group_count"] + r["aborted_group_count"]
         assert r["wave_count"] >= 1
+    # every first wave after the first step was sized from the recent steps, with its chance of another wave
+    predicted = [r["predicted_second_wave_probability"] for r in records]
+    assert predicted[0] is None and all(isinstance(p, float) and 0.0 <= p <= 1.0 for p in predicted[1:])
     assert sum(r["skipped_prompt_count"] for r in records) >= 1, "no prompt skipped: the scenario did not happen"
