@@ -139,7 +139,8 @@ def main(argv: list[str] | None = None) -> int:
                     second_waves[1] += results[mode, "adaptive"].steps
     print("* the over_sampling_batch_size `shopsim-metrics tune --from` recommends for the pool")
     pooled = second_waves[0] / second_waves[1]
-    print(f"adaptive waves at tune's size, every pool and mode: P(second wave) {pooled:.3f} over {second_waves[1]} steps")
+    print(f"adaptive waves at tune's size, every pool and mode: P(second wave) {pooled:.3f} "
+          f"over {second_waves[1]} steps")
     if pooled > SECOND_WAVE_TARGET:
         misses.append(f"adaptive waves at tune's size, pooled: P(second wave) {pooled:.3f} > {SECOND_WAVE_TARGET}")
     print(f"{time.perf_counter() - started:.0f} s")

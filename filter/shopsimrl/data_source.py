@@ -21,7 +21,8 @@ so this module imports without slime) and delegates to it:
   monitor (:meth:`PromptSkipDataSource.take_predictions`) for the calibration fields.
 - ``shopsim_wave_size: adaptive`` (with either mode): each call serves the number of groups that fills
   ``rollout_batch_size`` without another wave with probability ``shopsim_wave_fill_probability``, from the
-  step's needs and the recent steps' judged groups in finishing order (the monitor's :meth:`~shopsim_metrics.monitor.ShopsimRuntime.size_wave`);
+  step's needs and the recent steps' judged groups in finishing order (the monitor's
+  :meth:`~shopsim_metrics.monitor.ShopsimRuntime.size_wave`);
   slime adds however many groups a call returns. The monitor is told each wave's size, so the records'
   ``wave_count`` is the number of calls and ``submitted_group_count`` their sum. ``fixed`` (the default)
   serves what slime asks.

@@ -167,7 +167,7 @@ class StepAccountant:
         self._wave_sizes: dict[int, list[int]] = {}  # rollout_id -> the groups of each wave the data source served
         self._first_wave_predictions: dict[int, float] = {}  # rollout_id -> P(another wave) as its first wave was sized
         self.recent_orders = RecentOrders(RECENT_WINDOW)
-        """The recent steps' judged groups and those with spread (adaptive waves; restored on a resume)."""
+        """The recent steps' judged groups in finishing order (adaptive waves; restored on a resume)."""
         self._open: _OpenStep | None = None
         self.closed: list[StepDraft] = []  # closed steps not yet emitted (read-only outside this class)
         self._last_rollout_id: int | None = None

@@ -136,7 +136,8 @@ class StepRecord:
     generation_stats_source: str | None = None
     all_samples_group_count: int | None = None  # groups handed to the all-samples hook
     reconcile_mismatch_count: int | None = per_step(EXTRA, None)  # set by the log function (None: not reconciled)
-    predicted_second_wave_probability: float | None = per_step(EXTRA, None)  # adaptive waves: P(another wave) as the first was sized (None: fixed waves, or nothing known yet)
+    # adaptive waves: P(another wave) the step's first wave was sized with (None: fixed waves, or nothing known yet)
+    predicted_second_wave_probability: float | None = per_step(EXTRA, None)
     slime_drop_counts: dict[str, int] | None = None  # slime's own drop_<reason> counters
     failed_check_counts: dict[str, int] = field(default_factory=dict)
     # the alerts raised in the step, as sent to W&B: {"level", "title", "text"} each, oldest first

@@ -205,10 +205,11 @@ class RecentOrders:
     """
 
     def __init__(self, window: int = RECENT_WINDOW) -> None:
-        self._steps: deque[tuple[str | None, int, int, int]] = deque(maxlen=window)  # (order, spread, technical, judged)
+        # (order, spread, technical, judged) per step; order None: saved with counts only
+        self._steps: deque[tuple[str | None, int, int, int]] = deque(maxlen=window)
 
     def observe(self, kinds: Sequence[str]) -> None:
-        """One closed step: the kinds of its judged groups (``SPREAD``, ``ZERO_STD``, ``TECHNICAL``) in judgement order."""
+        """One closed step: its judged groups' kinds (``SPREAD``, ``ZERO_STD``, ``TECHNICAL``) in judgement order."""
         self._steps.append(("".join(LETTER_OF_KIND[kind] for kind in kinds), kinds.count(SPREAD),
                             kinds.count(TECHNICAL), len(kinds)))
 
