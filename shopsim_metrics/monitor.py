@@ -261,12 +261,11 @@ class ShopsimRuntime:
         cap = self.settings.wave_size_cap or accountant.over_sampling_batch_size
         if view.recent is None:
             return max(min(asked, cap), target - remaining, 1)
-        size = adaptive_wave_size(target=target, remaining=remaining, kept=view.kept, judged=view.judged,
+        wave = adaptive_wave_size(target=target, remaining=remaining, kept=view.kept, judged=view.judged,
                                   recent=view.recent, fill_probability=self.settings.wave_fill_probability, cap=cap)
         if view.served == 0 and step is not None:
-            accountant.first_wave_sized(step, view.recent.second_wave_probability(remaining + size - target,
-                                                                                  target - view.kept, view.judged))
-        return size
+            accountant.first_wave_sized(step, wave.second_wave_probability)
+        return wave.groups
 
     def wave_served(self, size: int) -> None:
         """The data source served a wave of ``size`` groups in the live step (``wave_count`` counts the calls)."""

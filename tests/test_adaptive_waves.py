@@ -240,14 +240,15 @@ def test_the_size_is_the_smallest_that_fills_within_its_bounds(target, remaining
     kept = min(int(kept_share * min(target, remaining)), target - 1)
     recent = RecentSteps(orders=tuple(recent_orders), spread_rate=spread,
                          technical_rate=(1.0 - spread) * technical_share)
-    size = adaptive_wave_size(target=target, remaining=remaining, kept=kept, judged=judged, recent=recent,
-                              fill_probability=p, cap=cap)
+    size, probability = adaptive_wave_size(target=target, remaining=remaining, kept=kept, judged=judged,
+                                           recent=recent, fill_probability=p, cap=cap)
     minimum = max(target - remaining, 1)
     assert minimum <= size <= max(cap, minimum)
 
     def another_wave(wave):
         return recent.second_wave_probability(remaining + wave - target, target - kept, judged)
 
+    assert probability == another_wave(size)
     assert another_wave(size) <= 1.0 - p or size == max(cap, minimum)
     if size > minimum:  # one group fewer would not have been enough
         assert another_wave(size - 1) > 1.0 - p

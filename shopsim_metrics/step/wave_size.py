@@ -26,12 +26,13 @@ surplus is generated and aborted). :func:`adaptive_wave_size` sizes each wave by
 Example (recent steps whose groups had spread 9 times in 10, or 3 times in 10 with the zero-std
 groups finishing first; 2% technical):
     >>> fast = RecentSteps(orders=("sssszsssss" * 3,), spread_rate=0.9, technical_rate=0.02)
-    >>> adaptive_wave_size(target=16, remaining=0, kept=0, judged=0, recent=fast, fill_probability=0.95, cap=64)
+    >>> adaptive_wave_size(target=16, remaining=0, kept=0, judged=0, recent=fast, fill_probability=0.95, cap=64).groups
     19
     >>> slow = RecentSteps(orders=("zzzzzzzsss" * 5,), spread_rate=0.3, technical_rate=0.02)
-    >>> adaptive_wave_size(target=16, remaining=0, kept=0, judged=0, recent=slow, fill_probability=0.95, cap=64)
-    53
-    >>> adaptive_wave_size(target=16, remaining=14, kept=12, judged=12, recent=fast, fill_probability=0.95, cap=64)
+    >>> wave = adaptive_wave_size(target=16, remaining=0, kept=0, judged=0, recent=slow, fill_probability=0.95, cap=64)
+    >>> wave.groups, wave.second_wave_probability <= 0.05
+    (53, True)
+    >>> adaptive_wave_size(target=16, remaining=14, kept=12, judged=12, recent=fast, fill_probability=0.95, cap=64).groups
     3
 """
 
@@ -41,7 +42,7 @@ import bisect
 import functools
 from collections import deque
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Callable, NamedTuple, Sequence
 
 from shopsim_metrics.judging.group_judgement import SPREAD, TECHNICAL, ZERO_STD
 from shopsim_metrics.step import contract as C
@@ -141,9 +142,10 @@ def _replayed(order: str, margin: int, need: int, technical_rate: float,
         live = arrived[:0 if spread >= need else need - spread + margin - zero]  # from there on the batch is full
         if not live:
             return another
+    table = tail()
     for n, p in enumerate(live):
         drops = min(margin, n + zero)
-        another += p * tail()[margin - drops][need - spread - (n + zero - drops)]
+        another += p * table[margin - drops][need - spread - (n + zero - drops)]
     return another
 
 
@@ -165,15 +167,24 @@ class RecentSteps:
                    for order in self.orders) / len(self.orders)
 
 
+class WaveSize(NamedTuple):
+    """A sized wave: its groups, and the probability of another wave with them."""
+
+    groups: int
+    second_wave_probability: float
+
+
 def adaptive_wave_size(*, target: int, remaining: int, kept: int, judged: int, recent: RecentSteps,
-                       fill_probability: float, cap: int) -> int:
-    """The wave's groups (see the module docstring); ``judged``: the step's groups judged so far (``kept`` of
-    them not dropped); ``recent``: :meth:`RecentOrders.recent`."""
+                       fill_probability: float, cap: int) -> WaveSize:
+    """The wave's groups (see the module docstring) and its P(another wave); ``judged``: the step's groups judged so
+    far (``kept`` of them not dropped); ``recent``: :meth:`RecentOrders.recent`."""
     minimum = max(target - remaining, 1)
     sizes = range(minimum, max(cap, minimum) + 1)
-    fills = bisect.bisect_left(sizes, True, key=lambda size: recent.second_wave_probability(
-        remaining + size - target, target - kept, judged) <= 1.0 - fill_probability)
-    return sizes[min(fills, len(sizes) - 1)]
+    another = functools.cache(lambda size: recent.second_wave_probability(remaining + size - target, target - kept,
+                                                                          judged))
+    size = sizes[min(bisect.bisect_left(sizes, True, key=lambda size: another(size) <= 1.0 - fill_probability),
+                     len(sizes) - 1)]
+    return WaveSize(size, another(size))
 
 
 RECENT_WINDOW = 8
@@ -205,13 +216,12 @@ class RecentOrders:
     """
 
     def __init__(self, window: int = RECENT_WINDOW) -> None:
-        # (order, spread, technical, judged) per step; order None: saved with counts only
-        self._steps: deque[tuple[str | None, int, int, int]] = deque(maxlen=window)
+        # per step: its order, or [spread, technical, judged] for a step saved with counts only
+        self._steps: deque[str | list[int]] = deque(maxlen=window)
 
     def observe(self, kinds: Sequence[str]) -> None:
         """One closed step: its judged groups' kinds (``SPREAD``, ``ZERO_STD``, ``TECHNICAL``) in judgement order."""
-        self._steps.append(("".join(LETTER_OF_KIND[kind] for kind in kinds), kinds.count(SPREAD),
-                            kinds.count(TECHNICAL), len(kinds)))
+        self._steps.append("".join(LETTER_OF_KIND[kind] for kind in kinds))
 
     def observe_record(self, record: StepRecord) -> None:
         """One closed step, from its record (a resume replaying the records)."""
@@ -220,24 +230,32 @@ class RecentOrders:
     def recent(self) -> RecentSteps | None:
         """The recent steps' orders and rates: each kind's share of the judged groups with one group of each
         kind added (no kind is ever certain or impossible); None before any judged group."""
-        spread, technical, judged = (sum(step[k] for step in self._steps) for k in (1, 2, 3))
+        counts = [_counts(step) for step in self._steps]
+        spread, technical, judged = (sum(c[k] for c in counts) for k in range(3))
         if not judged:
             return None
-        return RecentSteps(orders=tuple(step[0] for step in self._steps if step[3]),
+        return RecentSteps(orders=tuple(step if isinstance(step, str) else None
+                                        for step, c in zip(self._steps, counts) if c[2]),
                            spread_rate=(spread + 1) / (judged + 3), technical_rate=(technical + 1) / (judged + 3))
 
     def state_dict(self) -> dict[str, list]:
         """``{"orders": [...]}``: each step's order, or ``[spread, technical, judged]`` for a step of unknown order."""
-        return {"orders": [list(step[1:]) if step[0] is None else step[0] for step in self._steps]}
+        return {"orders": list(self._steps)}
 
     def load_state_dict(self, state: dict) -> None:
         saved = state["orders"] if "orders" in state else state["steps"]  # "steps": counts only, of an older snapshot
         if not isinstance(saved, list) or not all(_is_order(step) or _are_counts(step) for step in saved):
             raise ValueError("saved recent orders must be a list of strings of the letters s, z and t, or of "
                              "[spread, technical, judged] triples")
-        self._steps = deque(((step, step.count("s"), step.count("t"), len(step)) if isinstance(step, str)
-                             else (None, step[0], 0, step[1]) if len(step) == 2 else (None, *step) for step in saved),
-                            maxlen=self._steps.maxlen)
+        self._steps = deque((step if isinstance(step, str) else [step[0], 0, step[1]] if len(step) == 2 else list(step)
+                             for step in saved), maxlen=self._steps.maxlen)
+
+
+def _counts(step: str | list[int]) -> tuple[int, int, int]:
+    """A recent step's ``(spread, technical, judged)``."""
+    if isinstance(step, str):
+        return step.count(LETTER_OF_KIND[SPREAD]), step.count(LETTER_OF_KIND[TECHNICAL]), len(step)
+    return step[0], step[1], step[2]
 
 
 def _is_order(step: object) -> bool:
