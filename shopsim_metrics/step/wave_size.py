@@ -32,7 +32,8 @@ groups finishing first; 2% technical):
     >>> wave = adaptive_wave_size(target=16, remaining=0, kept=0, judged=0, recent=slow, fill_probability=0.95, cap=64)
     >>> wave.groups, wave.second_wave_probability <= 0.05
     (53, True)
-    >>> adaptive_wave_size(target=16, remaining=14, kept=12, judged=12, recent=fast, fill_probability=0.95, cap=64).groups
+    >>> adaptive_wave_size(target=16, remaining=14, kept=12, judged=12, recent=fast, fill_probability=0.95,
+    ...                    cap=64).groups
     3
 """
 
