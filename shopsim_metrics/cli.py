@@ -1,4 +1,4 @@
-"""The shopsim-metrics command: demo, tune, dashboard, inspect, check-config, prompts and preflight.
+"""The shopsim-metrics command: demo, tune, replay, dashboard, inspect, check-config, prompts and preflight.
 
 Each subcommand lives in the module that owns it and adds its subparser with ``register(subparsers)``.
 
@@ -19,6 +19,7 @@ from typing import NoReturn
 from shopsim_metrics.settings import check as config_check
 from shopsim_metrics.settings import preflight as preflight_command
 from shopsim_metrics.prompts import command as prompts_command
+from shopsim_metrics.replay import command as replay_command
 from shopsim_metrics.dashboards import commands as dashboard_commands
 from shopsim_metrics.simulator import commands as simulator_commands
 
@@ -40,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
                          help="print the records as JSON lines (the latest record of each rollout_id, in file order)")
     inspect.set_defaults(func=_inspect)
     simulator_commands.register(sub)
+    replay_command.register(sub)
     dashboard_commands.register(sub)
     config_check.register(sub)
     prompts_command.register(sub)

@@ -157,6 +157,10 @@ class EpochPromptSource(PromptGroupSource):
 
     def _fill(self, group: list[SimSample], gid: int, u: list[float]) -> None:
         super()._fill(group, gid, u)
+        self._name(group, gid)
+
+    def _name(self, group: list[SimSample], gid: int) -> None:
+        """Give the group's samples its pool prompt, label and the data source's ``group_index``."""
         prompt_id = self._prompt_of[gid]
         prompt, label = self.prompts[prompt_id], f"answer {prompt_id}"
         group_index = self._group_index_of.get(gid)

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass, replace
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import numpy as np
 
@@ -131,54 +131,64 @@ def _spread(p: Any, n: int) -> Any:
 def _oracle_data_source(data_source: Any, source: EpochPromptSource, config: SimConfig, oracle: OracleSkip) -> Any:
     """The run's real data source with its skip decision replaced by ``oracle``'s (same waves, same records)."""
 
-    class OracleDataSource(type(data_source)):  # type: ignore[misc]
+    def decide(ds: Any, key: str, pool_id: int, step: int) -> str | None:
+        if oracle.seen_only and ds.history.success_evidence(key) is None:
+            return None
+        source._drift(step)  # the difficulties of this step, as its groups will be drawn (idempotent)
+        p = float(success_probability(source, config, step)[pool_id])
+        if _spread(p, config.n_samples_per_prompt) >= oracle.threshold:
+            return None
+        return ZERO_STD_ALL_PASS if p > 0.5 else ZERO_STD_ALL_FAIL
+
+    return data_source_skipping_by(data_source, decide)
+
+
+def data_source_skipping_by(data_source: Any, decide: Callable[[Any, str, int, int], str | None]) -> Any:
+    """The run's real data source with its skip decision replaced by ``decide(data_source, key, pool_id, step)``:
+    the zero-std kind a draw is skipped as, or None to keep it (same waves, same records as a real rule's).
+
+    The reference rules use it: they know the truth of a pool prompt (``metadata["pool_id"]``) at a step."""
+
+    class TruthDataSource(type(data_source)):  # type: ignore[misc]
         def _skips(self, group: list[Any]) -> bool:
             key, _ = prompt_key(group, self.metadata_key)
-            step = self.monitor.loop_state.rollout_step() or 0
-            pool_id = group[0].metadata["pool_id"]
-            if key is None or (oracle.seen_only and self.history.success_evidence(key) is None):
+            if key is None:
                 return False
-            source._drift(step)  # the difficulties of this step, as its groups will be drawn (idempotent)
-            p = float(success_probability(source, config, step)[pool_id])
-            if _spread(p, config.n_samples_per_prompt) >= oracle.threshold:
+            kind = decide(self, key, group[0].metadata["pool_id"], self.monitor.loop_state.rollout_step() or 0)
+            if kind is None:
                 return False
-            self._record_skip(group, key, 0, ZERO_STD_ALL_PASS if p > 0.5 else ZERO_STD_ALL_FAIL,
-                              SkipDecision(skip=True, probability=1.0))
+            self._record_skip(group, key, 0, kind, SkipDecision(skip=True, probability=1.0))
             return True
 
-    return OracleDataSource(data_source.args, inner=data_source.inner)
+    return TruthDataSource(data_source.args, inner=data_source.inner)
 
 
-class _TruthSink(StepSink):
-    """Reads each emitted record against the source's true success rates at that step."""
+class CostSink(StepSink):
+    """Pools a run's records into the figures of :class:`SkipMeasure`; ``forgone(step, pool_id)`` says what
+    a skipped draw of a pool prompt at a step cost in expected informative groups (subclasses know the truth)."""
 
-    name = "truth"
+    name = "cost"
 
-    def __init__(self, source: EpochPromptSource, config: SimConfig) -> None:
-        self.source, self.config = source, config
+    def __init__(self, prompts: list[Any], steps: int) -> None:
         self.pool_of = {prompt_key([SimSample(prompt=prompt, label=f"answer {i}", metadata={"pool_id": i})])[0]: i
-                        for i, prompt in enumerate(source.prompts)}  # as PoolDataSource serves them
-        self.n = config.n_samples_per_prompt
+                        for i, prompt in enumerate(prompts)}  # as PoolDataSource serves them
+        self.steps = steps
         self.records = 0
         self.totals = dict(total_tokens=0, aborted_tokens=0, informative_groups=0, multi_wave_steps=0,
                            skipped_prompts=0)
-        self.forgone = 0.0
-        self.spread_before = np.zeros(source.pool)
-        self.learnable_since: dict[int, int] = {}  # pool id -> the step it became learnable, not judged since
-        self.delays: list[int] = []
+        self.forgone_informative = 0.0
+
+    def forgone(self, step: int, pool_id: int) -> float:
+        raise NotImplementedError
+
+    def delays(self) -> list[int]:
+        """Steps before each prompt that became learnable was judged again (none known by default)."""
+        return []
 
     def emit(self, record: StepRecord) -> None:
         step = record.rollout_id
-        spread = spread_probability(self.source, self.config, step)
-        for i in np.flatnonzero((spread >= 0.5) & (self.spread_before < 0.5)) if step else ():
-            self.learnable_since.setdefault(int(i), step)
-        self.spread_before = spread
-        for row in record.decisions:
-            since = self.learnable_since.pop(self.pool_of.get(row.prompt_key, -1), None)
-            if since is not None:
-                self.delays.append(step - since)
         for row in record.skipped_prompts or []:
-            self.forgone += float(spread[self.pool_of[row["prompt_key"]]])
+            self.forgone_informative += self.forgone(step, self.pool_of[row["prompt_key"]])
         t = self.totals
         t["total_tokens"] += record.total_token_count or 0
         t["aborted_tokens"] += record.aborted_token_count or 0
@@ -187,9 +197,41 @@ class _TruthSink(StepSink):
         t["skipped_prompts"] += record.skipped_prompt_count or 0
         self.records += 1
 
-    def censored(self) -> list[int]:
-        """The delays of the prompts still waiting at the end (the steps left: a lower bound)."""
-        return [self.config.steps - since for since in self.learnable_since.values()]
+
+class _TruthSink(CostSink):
+    """Reads each emitted record against the source's true success rates at that step."""
+
+    def __init__(self, source: EpochPromptSource, config: SimConfig) -> None:
+        super().__init__(source.prompts, config.steps)
+        self.source, self.config = source, config
+        self._spread: tuple[int, np.ndarray] | None = None  # (step, every prompt's P(spread) at it)
+        self.spread_before = np.zeros(source.pool)
+        self.learnable_since: dict[int, int] = {}  # pool id -> the step it became learnable, not judged since
+        self.judged_delays: list[int] = []
+
+    def spread_at(self, step: int) -> np.ndarray:
+        if self._spread is None or self._spread[0] != step:
+            self._spread = (step, spread_probability(self.source, self.config, step))
+        return self._spread[1]
+
+    def forgone(self, step: int, pool_id: int) -> float:
+        return float(self.spread_at(step)[pool_id])
+
+    def emit(self, record: StepRecord) -> None:
+        step = record.rollout_id
+        spread = self.spread_at(step)
+        for i in np.flatnonzero((spread >= 0.5) & (self.spread_before < 0.5)) if step else ():
+            self.learnable_since.setdefault(int(i), step)
+        self.spread_before = spread
+        for row in record.decisions:
+            since = self.learnable_since.pop(self.pool_of.get(row.prompt_key, -1), None)
+            if since is not None:
+                self.judged_delays.append(step - since)
+        super().emit(record)
+
+    def delays(self) -> list[int]:
+        """The judged delays, then those of the prompts still waiting at the end (the steps left: a lower bound)."""
+        return self.judged_delays + [self.steps - since for since in self.learnable_since.values()]
 
 
 def measure_skipping(config: SimConfig, seeds: Iterable[int], oracle: OracleSkip | None = None) -> SkipMeasure:
@@ -199,23 +241,35 @@ def measure_skipping(config: SimConfig, seeds: Iterable[int], oracle: OracleSkip
     """
     if oracle is not None and config.prompt_skip == "off":
         config = replace(config, prompt_skip="greso")  # the data source must be asked; the oracle decides
+
+    def prepare(run: SimConfig) -> tuple[EpochPromptSource, CostSink]:
+        _, reward_rng, _ = rng_streams(run.seed)  # the streams Simulator.run would draw: the same run
+        source = make_group_source(run, reward_rng, TokenModel.from_config(run, token_rng(run.seed)))
+        if not isinstance(source, EpochPromptSource):
+            raise ValueError("measure_skipping needs SimConfig.prompt_pool (a pool whose prompts come back)")
+        if oracle is not None:
+            source.data_source = _oracle_data_source(source.data_source, source, run, oracle)
+        return source, _TruthSink(source, run)
+
+    return pooled_measure(config, seeds, prepare)
+
+
+def pooled_measure(config: SimConfig, seeds: Iterable[int],
+                   prepare: Callable[[SimConfig], tuple[Any, CostSink]],
+                   progress: Callable[[Any], None] | None = None) -> SkipMeasure:
+    """Run ``config`` at each seed with the group source and sink ``prepare(run)`` makes, and pool the sinks'
+    figures (sums over sums). ``progress`` is called after every simulated step."""
     totals = dict(steps=0, total_tokens=0, aborted_tokens=0, informative_groups=0, multi_wave_steps=0,
                   skipped_prompts=0)
     forgone, delays = 0.0, []
     for seed in seeds:
         run = replace(config, seed=seed)
-        _, reward_rng, _ = rng_streams(seed)  # the streams Simulator.run would draw: the same run
-        source = make_group_source(run, reward_rng, TokenModel.from_config(run, token_rng(seed)))
-        if not isinstance(source, EpochPromptSource):
-            raise ValueError("measure_skipping needs SimConfig.prompt_pool (a pool whose prompts come back)")
-        if oracle is not None:
-            source.data_source = _oracle_data_source(source.data_source, source, run, oracle)
-        truth = _TruthSink(source, run)
+        source, sink = prepare(run)
         with alerts_silenced():
-            Simulator(run, sinks=[truth], source=source, keep_records=False).run()
-        totals["steps"] += truth.records
-        for name, value in truth.totals.items():
+            Simulator(run, sinks=[sink], source=source, keep_records=False).run(progress=progress)
+        totals["steps"] += sink.records
+        for name, value in sink.totals.items():
             totals[name] += value
-        forgone += truth.forgone
-        delays += truth.delays + truth.censored()
+        forgone += sink.forgone_informative
+        delays += sink.delays()
     return SkipMeasure(**totals, forgone_informative=forgone, return_delays=tuple(delays))

@@ -1,0 +1,147 @@
+"""``shopsim-metrics replay TRACE``: what skipping and adaptive waves would have saved on this run.
+
+TRACE is a JSON object ``{prompt_key: [success fraction per visit]}`` (with ``--n-samples-per-prompt``)
+or a run directory / ``steps.jsonl`` of the project's records (best: a run without skipping). Every
+rule (off, greso, predictive, and the oracle reference) is replayed with fixed and adaptive waves through
+the simulator's slime loop (:mod:`shopsim_metrics.replay.measure`), and the figures pooled over the
+seeds are printed as a table, or written as a list of rows with ``--json OUT``.
+
+Example:
+    >>> import contextlib, io, json, pathlib, tempfile
+    >>> path = pathlib.Path(tempfile.mkdtemp()) / "trace.json"
+    >>> _ = path.write_text(json.dumps({str(i): [float(i % 2), 0.5, 0.25] * 3 for i in range(16)}))
+    >>> parser = argparse.ArgumentParser(); register(parser.add_subparsers())
+    >>> args = parser.parse_args(["replay", str(path), "--n-samples-per-prompt", "4", "--rollout-batch-size", "2",
+    ...                           "--over-sampling-batch-size", "4", "--seeds", "1", "--no-progress"])
+    >>> out = io.StringIO()
+    >>> with contextlib.redirect_stdout(out):
+    ...     _ = args.func(args)
+    >>> print(out.getvalue().splitlines()[0])
+    replay of ... 16 prompts, 144 visits (n = 4; zero-std 0.33); tokens: the token model (the trace records none)
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from shopsim_metrics.replay.measure import (
+    ORACLE, REPLAY_SKIPS, ReplayKnobs, ReplayRow, default_steps, replay_rows,
+)
+from shopsim_metrics.replay.trace import Trace, TraceError, load_trace
+from shopsim_metrics.settings import WAVE_SIZE_MODES
+from shopsim_metrics.simulator.commands import _positive_int, _probability, _step_count
+from shopsim_metrics.simulator.progress import Progress
+from shopsim_metrics.tables import Column, format_table
+
+JSON_DEFAULT_KNOBS = (16, 32)
+"""``rollout_batch_size`` and ``over_sampling_batch_size`` of a JSON trace's replay unless given."""
+
+_COLUMNS = (Column("skip", align="<"), Column("waves", align="<"), Column("tokens/inf.grp", spec=",.0f"),
+            Column("vs off", spec=".2f"), Column("lost sig.", spec=".3f"), Column("P(2nd)", spec=".3f"),
+            Column("aborted/step", spec=",.0f"), Column("skipped/step", spec=".1f"))
+
+
+def register(subparsers: Any) -> None:
+    """Add ``replay`` to the CLI's subparsers."""
+    replay = subparsers.add_parser(
+        "replay", help="what skipping prompts and adaptive waves would have saved on a run's recorded outcomes",
+        description="Replay recorded per-prompt outcomes through the simulated slime loop with every skip rule "
+                    "(off, greso, predictive, and the oracle that skips exactly the recorded zero-std visits) and "
+                    "fixed and adaptive waves; print total tokens per informative trained group (aborted "
+                    "generation included) against off, the signal lost (skipped draws whose recorded visit was "
+                    "informative, per informative trained group), P(second wave) and aborted tokens per step, "
+                    "pooled over seeds. A draw gets its prompt's visit nearest in training time (steps, not epochs).")
+    replay.add_argument("trace", help="a JSON object {prompt_key: [success fraction per visit]}, or a run "
+                                      "directory / steps.jsonl of shopsim-metrics records (a run without skipping)")
+    replay.add_argument("--n-samples-per-prompt", type=_positive_int, metavar="N",
+                        help="a JSON trace's group size: each fraction is successes out of N (required for JSON)")
+    replay.add_argument("--rollout-batch-size", type=_positive_int,
+                        help="default: the run's own, or 16 for a JSON trace")
+    replay.add_argument("--over-sampling-batch-size", type=_positive_int,
+                        help="fixed waves' size and adaptive waves' cap (default: the run's own, or 32 for a JSON "
+                             "trace)")
+    replay.add_argument("--steps", type=_step_count,
+                        help="steps to replay (default: the run's own; for a JSON trace, as many as draw each "
+                             "prompt about as often as it was visited without skipping)")
+    replay.add_argument("--seeds", type=_positive_int, default=3, help="seeds to pool over (default: 3)")
+    replay.add_argument("--prompt-skip", nargs="+", choices=REPLAY_SKIPS, default=list(REPLAY_SKIPS),
+                        help="the rules to replay (default: all; off with fixed waves always runs: the baseline)")
+    replay.add_argument("--wave-size", nargs="+", choices=WAVE_SIZE_MODES, default=list(WAVE_SIZE_MODES),
+                        help="the wave sizes to replay (default: both)")
+    replay.add_argument("--prompt-skip-threshold", type=_probability, help="predictive's threshold (default: "
+                                                                            "the setting's)")
+    replay.add_argument("--prompt-skip-forgetting", type=_probability, help="predictive's forgetting per step")
+    replay.add_argument("--prompt-skip-min-yield", type=_probability, help="predictive's min_yield")
+    replay.add_argument("--wave-fill-probability", type=_probability, help="adaptive waves' fill probability")
+    replay.add_argument("--json", metavar="OUT", help="also write the rows as a JSON list to OUT")
+    replay.add_argument("--no-progress", action="store_true", help="no progress bar")
+    replay.set_defaults(func=_replay)
+
+
+def knobs_for(trace: Trace, args: argparse.Namespace) -> ReplayKnobs:
+    """The replay's knobs: the flags, else the recorded run's, else :data:`JSON_DEFAULT_KNOBS`."""
+    run = trace.run
+    rollout_batch_size = args.rollout_batch_size or (run and run.rollout_batch_size) or JSON_DEFAULT_KNOBS[0]
+    over = (args.over_sampling_batch_size or (run and run.over_sampling_batch_size)
+            or max(JSON_DEFAULT_KNOBS[1], rollout_batch_size))
+    if over < rollout_batch_size:
+        raise TraceError(f"--over-sampling-batch-size ({over}) must be at least --rollout-batch-size "
+                         f"({rollout_batch_size}), as slime requires")
+    return ReplayKnobs(rollout_batch_size=rollout_batch_size, over_sampling_batch_size=over,
+                       steps=args.steps or default_steps(trace, over),
+                       prompt_skip_threshold=args.prompt_skip_threshold,
+                       prompt_skip_forgetting=args.prompt_skip_forgetting,
+                       prompt_skip_min_yield=args.prompt_skip_min_yield,
+                       wave_fill_probability=args.wave_fill_probability)
+
+
+def format_rows(rows: list[ReplayRow]) -> str:
+    """The table, then the best rule's headline beside the oracle's."""
+    table = format_table(_COLUMNS, [[r.prompt_skip, r.wave_size, r.tokens_per_informative_group, r.ratio_vs_off,
+                                     r.lost_signal_per_informative, r.p_second_wave, r.aborted_tokens_per_step,
+                                     r.skipped_per_step] for r in rows], rule=True)
+    rules = [r for r in rows if r.prompt_skip != ORACLE and r.ratio_vs_off is not None]
+    lines = [table]
+    if rules:
+        best = max(rules, key=lambda r: r.ratio_vs_off or 0.0)
+        oracle = [r.ratio_vs_off for r in rows if r.prompt_skip == ORACLE and r.ratio_vs_off is not None]
+        lines.append(f"best: {best.prompt_skip} with {best.wave_size} waves, {best.ratio_vs_off:.2f}x fewer tokens per "
+                     f"informative trained group than off with fixed waves, at a lost signal of "
+                     f"{best.lost_signal_per_informative:.3f}" + (f" (the oracle: {max(oracle):.2f}x)" if oracle else ""))
+    return "\n".join(lines)
+
+
+def describe(trace: Trace, knobs: ReplayKnobs, seeds: tuple[int, ...]) -> str:
+    """What is replayed, at which knobs, and where the tokens come from."""
+    tokens = ("the recorded response tokens" if trace.tokens_recorded
+              else "the token model (the trace records none)")
+    return (f"replay of {trace.origin}: {len(trace.prompts)} prompts, {trace.visit_count} visits "
+            f"(n = {trace.n_samples}; zero-std {trace.zero_std_share:.2f}); tokens: {tokens}\n"
+            f"rollout_batch_size {knobs.rollout_batch_size}, over_sampling_batch_size "
+            f"{knobs.over_sampling_batch_size}, {knobs.steps} steps, seeds {', '.join(map(str, seeds))}; each draw "
+            f"gets its prompt's visit nearest in training time; figures pooled over the seeds")
+
+
+def _replay(args: argparse.Namespace) -> int:
+    trace = load_trace(args.trace, args.n_samples_per_prompt)
+    if trace.run is None and args.n_samples_per_prompt is None:
+        raise TraceError("a JSON trace needs --n-samples-per-prompt N")
+    knobs = knobs_for(trace, args)
+    seeds = tuple(range(args.seeds))
+    skips, waves = list(dict.fromkeys(args.prompt_skip)), list(dict.fromkeys(args.wave_size))
+    print(describe(trace, knobs, seeds), flush=True)
+    settings = 1 + sum(1 for s in skips for w in waves if (s, w) != ("off", "fixed"))
+    with (contextlib.nullcontext() if args.no_progress else
+          Progress(settings * len(seeds) * knobs.steps, unit="step", desc="replayed steps")) as bar:
+        rows = replay_rows(trace, knobs, seeds=seeds, skips=skips, waves=waves,
+                           progress=(lambda _: bar.update()) if bar is not None else None)
+    print(format_rows(rows))
+    if args.json:
+        Path(args.json).write_text(json.dumps([row.to_dict() for row in rows], indent=1) + "\n")
+        print(f"rows written to {args.json}", file=sys.stderr)
+    return 0

@@ -1,0 +1,169 @@
+"""What skipping and adaptive waves would have cost and saved on a trace: one replay per setting, pooled over seeds.
+
+Each setting (a skip rule, a wave size) replays the trace through the simulator's exact slime loop
+(waves, ``remaining``, fallback, aborts; the project's real filter, data source and monitor) at the
+same knobs and seeds (:class:`~shopsim_metrics.replay.source.TraceGroupSource`: the seed shuffles the
+epochs and draws the finishing order). Per setting, pooled over the seeds (sums over sums, never a
+chosen seed):
+
+- **tokens per informative group**: every token generated (aborted groups included) / trained groups
+  with spread; ``ratio_vs_off`` is that of ``off`` with fixed waves over this one's;
+- **lost signal**: skipped draws whose recorded visit (nearest in training time) was informative, per
+  informative trained group: the signal a rule forwent for each unit it trained;
+- **P(second wave)** and **aborted tokens per step**.
+
+Rules: ``off``, ``greso``, ``predictive`` (the project's data source with its settings) and
+``oracle``: skips exactly the draws whose recorded visit was zero-std, knowing the future and blind
+to cost; the reference a rule that learns from a prompt's past can approach, not reach.
+
+Technical failures are not replayed (``technical_rate`` 0): they cost every setting alike.
+
+Example:
+    >>> from shopsim_metrics.replay.trace import trace_from_mapping
+    >>> trace = trace_from_mapping({str(i): [float(i % 3 == 0), 0.5] * 6 for i in range(24)}, n_samples=4)
+    >>> knobs = ReplayKnobs(rollout_batch_size=4, over_sampling_batch_size=8, steps=12)
+    >>> off, oracle = (replay_setting(trace, knobs, skip, "fixed", seeds=(0,)) for skip in ("off", "oracle"))
+    >>> off.skipped_prompts, off.lost_signal, oracle.skipped_prompts > 0, oracle.lost_signal
+    (0, 0.0, True, 0.0)
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, Callable, Iterable
+
+from shopsim_metrics.judging.verdicts import ZERO_STD_ALL_FAIL, ZERO_STD_ALL_PASS, ZERO_STD_OTHER
+from shopsim_metrics.replay.source import TraceGroupSource
+from shopsim_metrics.replay.trace import Trace
+from shopsim_metrics.settings import PROMPT_SKIP_MODES, WAVE_SIZE_MODES
+from shopsim_metrics.simulator.config import SimConfig
+from shopsim_metrics.simulator.loop import rng_streams, token_rng
+from shopsim_metrics.simulator.skip_measure import CostSink, SkipMeasure, data_source_skipping_by, pooled_measure
+from shopsim_metrics.simulator.tokens import TokenModel
+
+ORACLE = "oracle"
+REPLAY_SKIPS = (*PROMPT_SKIP_MODES, ORACLE)
+"""The rules a replay compares: the project's modes, then the oracle reference."""
+
+
+@dataclass(frozen=True)
+class ReplayKnobs:
+    """slime's knobs and the rules' settings a replay runs at (None: the settings' defaults)."""
+
+    rollout_batch_size: int
+    over_sampling_batch_size: int
+    steps: int
+    prompt_skip_threshold: float | None = None
+    prompt_skip_forgetting: float | None = None
+    prompt_skip_min_yield: float | None = None
+    wave_fill_probability: float | None = None
+
+    def config(self, trace: Trace, prompt_skip: str, wave_size: str) -> SimConfig:
+        """The simulator's config of one setting over ``trace`` (``oracle`` asks the data source as ``greso`` would)."""
+        extra = {} if self.wave_fill_probability is None else {"wave_fill_probability": self.wave_fill_probability}
+        return SimConfig(
+            rollout_batch_size=self.rollout_batch_size, over_sampling_batch_size=self.over_sampling_batch_size,
+            n_samples_per_prompt=trace.n_samples, steps=self.steps, prompt_pool=len(trace.prompts),
+            technical_rate=0.0, max_concurrent_groups=None, wave_size=wave_size,
+            prompt_skip="greso" if prompt_skip == ORACLE else prompt_skip,
+            prompt_skip_threshold=self.prompt_skip_threshold, prompt_skip_forgetting=self.prompt_skip_forgetting,
+            prompt_skip_min_yield=self.prompt_skip_min_yield, **extra)
+
+
+class TraceSink(CostSink):
+    """A replay's figures; a skipped draw forgoes one informative group exactly when its recorded visit had spread."""
+
+    def __init__(self, source: TraceGroupSource, steps: int) -> None:
+        super().__init__(source.prompts, steps)
+        self.trace = source.trace
+
+    def forgone(self, step: int, pool_id: int) -> float:
+        return 0.0 if self.trace.visit_at(pool_id, step, self.steps).zero_std else 1.0
+
+
+def oracle_kind(trace: Trace, steps: int) -> Callable[[Any, str, int, int], str | None]:
+    """The oracle's decision: the zero-std kind of the recorded visit at the step, None when it had spread."""
+    n = trace.n_samples
+
+    def decide(data_source: Any, key: str, pool_id: int, step: int) -> str | None:
+        visit = trace.visit_at(pool_id, step, steps)
+        if not visit.zero_std:
+            return None
+        return ZERO_STD_ALL_PASS if visit.successes == n else ZERO_STD_ALL_FAIL if visit.successes == 0 else ZERO_STD_OTHER
+
+    return decide
+
+
+def replay_setting(trace: Trace, knobs: ReplayKnobs, prompt_skip: str, wave_size: str, *, seeds: Iterable[int],
+                   progress: Callable[[Any], None] | None = None) -> SkipMeasure:
+    """One setting replayed at each seed, pooled (see the module docstring)."""
+    if prompt_skip not in REPLAY_SKIPS:
+        raise ValueError(f"prompt_skip: expected one of {', '.join(REPLAY_SKIPS)}; got {prompt_skip!r}")
+    if wave_size not in WAVE_SIZE_MODES:
+        raise ValueError(f"wave_size: expected one of {', '.join(WAVE_SIZE_MODES)}; got {wave_size!r}")
+    config = knobs.config(trace, prompt_skip, wave_size)
+
+    def prepare(run: SimConfig) -> tuple[TraceGroupSource, CostSink]:
+        _, reward_rng, _ = rng_streams(run.seed)
+        source = TraceGroupSource(run, reward_rng, trace, TokenModel.from_config(run, token_rng(run.seed)))
+        if prompt_skip == ORACLE:
+            source.data_source = data_source_skipping_by(source.data_source, oracle_kind(trace, run.steps))
+        return source, TraceSink(source, run.steps)
+
+    return pooled_measure(config, seeds, prepare, progress)
+
+
+@dataclass(frozen=True)
+class ReplayRow:
+    """One setting's figures, as ``replay --json`` writes them."""
+
+    prompt_skip: str
+    wave_size: str
+    tokens_per_informative_group: float | None
+    ratio_vs_off: float | None  # off with fixed waves' tokens per informative group over this one's
+    lost_signal_per_informative: float
+    p_second_wave: float
+    aborted_tokens_per_step: float
+    skipped_per_step: float
+    informative_groups: int
+    steps: int
+    seeds: list[int]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def replay_rows(trace: Trace, knobs: ReplayKnobs, *, seeds: Iterable[int],
+                skips: Iterable[str] = REPLAY_SKIPS, waves: Iterable[str] = WAVE_SIZE_MODES,
+                progress: Callable[[Any], None] | None = None) -> list[ReplayRow]:
+    """Every (rule, wave size) replayed; ``off`` with fixed waves always runs first (every ratio's baseline)."""
+    seeds = tuple(seeds)
+    settings = [("off", "fixed")] + [(s, w) for s in skips for w in waves if (s, w) != ("off", "fixed")]
+    measures = {setting: replay_setting(trace, knobs, *setting, seeds=seeds, progress=progress)
+                for setting in settings}
+    base = measures["off", "fixed"].tokens_per_informative_group
+    rows = []
+    for (skip, wave), m in measures.items():
+        mine = m.tokens_per_informative_group
+        rows.append(ReplayRow(
+            prompt_skip=skip, wave_size=wave, tokens_per_informative_group=mine,
+            ratio_vs_off=base / mine if base and mine else None, lost_signal_per_informative=m.lost_signal,
+            p_second_wave=m.second_wave_probability, aborted_tokens_per_step=m.aborted_tokens_per_step,
+            skipped_per_step=m.skipped_prompts / m.steps if m.steps else 0.0,
+            informative_groups=m.informative_groups, steps=m.steps, seeds=list(seeds)))
+    return rows
+
+
+def default_steps(trace: Trace, over_sampling_batch_size: int) -> int:
+    """Steps over which a replay without skipping draws each prompt about as often as the trace visited it
+    (a recorded run's own steps when the trace has them).
+
+    Example:
+        >>> from shopsim_metrics.replay.trace import trace_from_mapping
+        >>> default_steps(trace_from_mapping({"a": [0.5] * 10, "b": [0.5] * 6}, 8), over_sampling_batch_size=4)
+        4
+    """
+    if trace.run is not None:
+        return trace.run.steps
+    return max(1, -(-trace.visit_count // over_sampling_batch_size))
+

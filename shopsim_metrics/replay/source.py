@@ -1,0 +1,135 @@
+"""The simulator's group source for a replay: each draw of a prompt gets that prompt's recorded outcome.
+
+:class:`TraceGroupSource` is the epoch pool of :mod:`shopsim_metrics.simulator.epochs` with the trace's
+prompts in place of drawn difficulties: the data source (slime's stand-in, wrapped by the project's
+skipping data source when a rule is on) walks the prompts epoch after epoch in a fresh shuffle per
+seed, and a group of prompt ``i`` submitted at step ``s`` holds the outcome of the visit of ``i``
+nearest in training time (:meth:`~shopsim_metrics.replay.trace.Trace.visit_at`): exactly its recorded
+number of successes out of ``n`` (which siblings succeed is drawn), so it is zero-std exactly when the
+recorded visit was.
+
+Rewards are 1 for a success and 0 for a failure. A recorded visit whose zero-std verdict differs from
+its successes (rewards with partial credit: all-fail with spread, or equal rewards with mixed successes)
+keeps its verdict: its rewards are made to differ (or not), and each sibling says whether it succeeded
+in ``metadata["shopsim_success"]``.
+
+Tokens: a visit's recorded response tokens (split evenly over its rollouts) when the trace has them;
+otherwise the simulator's token model (:mod:`shopsim_metrics.simulator.tokens`) with the prompt's
+hardness ``-logit`` of its recorded success rate (clipped to ``[1/(2n), 1 - 1/(2n)]``): prompts the
+policy rarely solves answer longer, as in the simulator.
+
+Example:
+    >>> import numpy as np
+    >>> from shopsim_metrics.replay.trace import trace_from_mapping
+    >>> from shopsim_metrics.simulator.config import SimConfig
+    >>> trace = trace_from_mapping({"a": [0.0, 0.5], "b": [1.0, 1.0]}, n_samples=4)
+    >>> config = SimConfig(prompt_pool=2, n_samples_per_prompt=4, steps=2, technical_rate=0.0)
+    >>> source = TraceGroupSource(config, np.random.default_rng(0), trace)
+    >>> source.submit(range(2), step=1)
+    >>> sorted(sum(s.reward for s in source.group(g, slot=g)) for g in range(2))   # a at its second visit, b
+    [2.0, 4.0]
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from shopsim_metrics.replay.trace import Trace, Visit
+from shopsim_metrics.simulator.config import SimConfig
+from shopsim_metrics.simulator.epochs import EpochPromptSource
+from shopsim_metrics.simulator.samples import SimSample
+from shopsim_metrics.simulator.tokens import TokenModel
+
+SUCCESS_FLAG = "shopsim_success"
+"""The metadata flag the filter reads a sibling's success from (the ``shopsim_success_key`` default)."""
+
+_PLAIN: dict = {}  # shared and never mutated
+_FLAGS = {True: {SUCCESS_FLAG: True}, False: {SUCCESS_FLAG: False}}
+
+
+def prompt_hardness(trace: Trace) -> list[float]:
+    """Each prompt's hardness for the token model: ``-logit`` of its clipped recorded success rate.
+
+    Example:
+        >>> from shopsim_metrics.replay.trace import trace_from_mapping
+        >>> [round(h, 2) for h in prompt_hardness(trace_from_mapping({"a": [0.5], "b": [0.0], "c": [1.0]}, 2))]
+        [0.0, 1.1, -1.1]
+    """
+    low = 1.0 / (2 * trace.n_samples)
+    hardness = []
+    for prompt in range(len(trace.prompts)):
+        rate = min(max(trace.success_rate(prompt), low), 1.0 - low)
+        hardness.append(math.log((1.0 - rate) / rate))
+    return hardness
+
+
+def even_split(tokens: int, n: int) -> list[int]:
+    """``tokens`` over ``n`` rollouts, as evenly as whole tokens allow.
+
+    Example:
+        >>> even_split(10, 4)
+        [3, 3, 2, 2]
+    """
+    share, extra = divmod(tokens, n)
+    return [share + (i < extra) for i in range(n)]
+
+
+class TraceGroupSource(EpochPromptSource):
+    """The epoch pool over a trace's prompts, each group filled from its prompt's recorded visit (module docstring)."""
+
+    def __init__(self, config: SimConfig, rng: np.random.Generator, trace: Trace,
+                 tokens: TokenModel | None = None) -> None:
+        if config.prompt_pool != len(trace.prompts) or config.n_samples_per_prompt != trace.n_samples:
+            raise ValueError(f"TraceGroupSource needs SimConfig.prompt_pool = the trace's prompts ({len(trace.prompts)}) "
+                             f"and n_samples_per_prompt = its n ({trace.n_samples}); got {config.prompt_pool} and "
+                             f"{config.n_samples_per_prompt}")
+        super().__init__(config, rng, tokens)
+        self.trace = trace
+        self.difficulty = np.asarray(prompt_hardness(trace))  # what the token model reads (no drift: none set)
+        self.prompts = [f"trace prompt {key}" for key in trace.prompts]
+        self._visit_of: dict[int, Visit] = {}  # gid -> the recorded visit it replays
+
+    def visit_of(self, gid: int) -> Visit:
+        """The recorded visit group ``gid`` of the current step replays."""
+        return self._visit_of[gid]
+
+    def submit(self, gids: range, step: int, served: list | None = None, *, carry: bool = False) -> None:
+        super().submit(gids, step, served, carry=carry)
+        if self.tokens is not None:
+            for gid in gids:
+                recorded = self._visit_of[gid].tokens
+                if recorded is not None:
+                    self._lengths[gid] = even_split(recorded, self.n)
+
+    def _forget(self) -> None:
+        super()._forget()
+        self._visit_of.clear()
+
+    def _prepare(self, gids: range, step: int, served: list | None) -> None:
+        steps = self.config.steps
+        for gid, prompt in zip(gids, self._draw_prompts(gids, served)):
+            self._prompt_of[gid] = prompt
+            self._epoch_of[gid] = self._epoch
+            self._visit_of[gid] = self.trace.visit_at(prompt, step, steps)
+
+    def _fill(self, group: list[SimSample], gid: int, u: list[float]) -> None:
+        visit = self._visit_of[gid]
+        n = self.n
+        ranked = sorted(range(n), key=lambda i: u[2 + i])  # which siblings succeed: drawn
+        succeeded = [False] * n
+        for i in ranked[:visit.successes]:
+            succeeded[i] = True
+        rewards = [1.0 if ok else 0.0 for ok in succeeded]
+        flags: Any = None
+        if visit.zero_std != (visit.successes in (0, n)):  # partial credit: keep the recorded verdict
+            rewards = [0.5] * n if visit.zero_std else [0.0] * n
+            if not visit.zero_std:
+                rewards[ranked[-1]] = 0.5
+            flags = succeeded
+        for i, sample in enumerate(group):
+            sample.reward = rewards[i]
+            sample.metadata = _PLAIN if flags is None else _FLAGS[flags[i]]
+        self._name(group, gid)
