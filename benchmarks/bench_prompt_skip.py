@@ -30,8 +30,9 @@ Targets (ratios side by side in one run; misses are printed and exit 1):
 
 - the best mode >= 1.6x fewer total tokens per informative trained group than off on the drifting
   pool, and >= 1.0x on every pool;
-- predictive: lost signal <= 0.4x greso's at no more tokens than greso (each wave size, each pool
-  where greso skips);
+- predictive: no more tokens than greso (each wave size, each pool). Its lost signal is printed, not
+  judged here: the rule's defaults were chosen on the real outcomes of a GRPO run, where the lost-signal
+  target lives (``bench_real_trace.py``: at most 0.15), not on these pools (docs §3.6);
 - adaptive waves: fewer aborted tokens than fixed (each mode, each pool), and P(second wave) <= 0.05 at
   tune's size: pooled over every pool and mode, and in each, not significantly above 0.05. A
   probability measured over 750 steps has a standard error near 0.008, so a wave sized to 0.95 exactly
@@ -70,7 +71,6 @@ from shopsim_metrics.simulator.skip_measure import OracleSkip, SkipMeasure, meas
 MODES = ("off", "greso", "predictive")
 WAVES = ("fixed", "adaptive")
 BEST_DRIFTING_TARGET, EVERY_POOL_TARGET = 1.6, 1.0
-LOST_SIGNAL_TARGET = 0.4
 SECOND_WAVE_TARGET = 0.05
 ONE_SIDED_95 = 1.645  # standard normal quantile: a row's P(second wave) significantly above the target
 REFERENCES = tuple(OracleSkip(threshold, seen_only) for seen_only in (True, False) for threshold in (0.1, 0.3))
@@ -160,9 +160,6 @@ def _check(name: str, label: str, results: dict[tuple[str, str], SkipMeasure], *
                       f"group than off (target >= {target}x)")
     for waves in WAVES:
         greso, predictive = results["greso", waves], results["predictive", waves]
-        if greso.skipped_prompts and predictive.lost_signal > LOST_SIGNAL_TARGET * greso.lost_signal:
-            misses.append(f"{label}, {waves} waves: predictive's lost signal {predictive.lost_signal:.3f} > "
-                          f"{LOST_SIGNAL_TARGET} x greso's {greso.lost_signal:.3f}")
         if predictive.tokens_per_informative_group > greso.tokens_per_informative_group:
             misses.append(f"{label}, {waves} waves: predictive uses more tokens per informative group than greso "
                           f"({predictive.tokens_per_informative_group:,.0f} > {greso.tokens_per_informative_group:,.0f})")

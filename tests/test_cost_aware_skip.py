@@ -79,7 +79,8 @@ def test_a_min_yield_outside_zero_to_one_is_refused() -> None:
 # --- through the data source ---------------------------------------------------------------------
 def test_of_two_prompts_failed_once_the_long_one_is_skipped_and_the_short_one_served(tmp_path) -> None:
     prompts = pool(12)
-    ds = skip_source(make_args(tmp_path, shopsim_prompt_skip="predictive"), prompts)
+    # groups of 2: one all-fail visit predicts 0.79, below this threshold (the test is about the cost part)
+    ds = skip_source(make_args(tmp_path, shopsim_prompt_skip="predictive", shopsim_prompt_skip_threshold=0.85), prompts)
     keys = [prompt_key([p])[0] for p in prompts]
     long, short, *rest = keys
     n = ds.predictor.n_samples
@@ -99,7 +100,8 @@ def test_of_two_prompts_failed_once_the_long_one_is_skipped_and_the_short_one_se
 
 def test_min_yield_zero_is_the_threshold_alone(tmp_path) -> None:
     prompts = pool(12)
-    ds = skip_source(make_args(tmp_path, shopsim_prompt_skip="predictive", shopsim_prompt_skip_min_yield=0), prompts)
+    ds = skip_source(make_args(tmp_path, shopsim_prompt_skip="predictive", shopsim_prompt_skip_min_yield=0,
+                               shopsim_prompt_skip_threshold=0.85), prompts)
     long = prompt_key([prompts[0]])[0]
     n = ds.predictor.n_samples
     ds.history.observe(long, ZERO_STD_ALL_FAIL, successes=0, scored=n, tokens=n * 50_000)

@@ -42,7 +42,7 @@ VERDICT_LETTERS = {SPREAD: "S", ZERO_STD_ALL_PASS: "P", ZERO_STD_ALL_FAIL: "F", 
 
 HISTORY_LENGTH = 8  # verdicts kept per prompt
 DEFAULT_LIMIT = 1_000_000
-DEFAULT_FORGETTING = 0.99  # shopsim_prompt_skip_forgetting's default
+DEFAULT_FORGETTING = 0.995  # shopsim_prompt_skip_forgetting's default
 
 _LETTER_VERDICT = {letter: verdict for verdict, letter in VERDICT_LETTERS.items()}
 

@@ -2,7 +2,7 @@
 
 Each prompt's evidence is its successes and failures over its scored rollouts (the ledger's
 ``success_count`` of ``scorable_rollouts``), each visit's counts weighed by ``forgetting ** age``
-(``age``: rollout steps since that visit; ``shopsim_prompt_skip_forgetting``, 0.99), kept by the monitor's prompt history
+(``age``: rollout steps since that visit; ``shopsim_prompt_skip_forgetting``, 0.995), kept by the monitor's prompt history
 (:meth:`~shopsim_metrics.prompts.history.PromptHistory.evidence`). With Jeffreys' prior
 ``Beta(1/2, 1/2)`` the success rate's posterior is ``Beta(1/2 + successes, 1/2 + failures)``, and
 the probability that a group of ``n`` siblings is zero-std (all succeed or all fail) is the
@@ -10,17 +10,23 @@ beta-binomial's two ends:
 
     P(zero-std) = B(a + n, b) / B(a, b) + B(a, b + n) / B(a, b)
 
-A prompt is skipped when that is at least ``threshold`` (``shopsim_prompt_skip_threshold``, 0.8), or
+A prompt is skipped when that is at least ``threshold`` (``shopsim_prompt_skip_threshold``, 0.7), or
 when it teaches little for what it costs: its predicted chance of spread, ``1 - P(zero-std)``, is below
 ``min_yield × relative cost`` (``shopsim_prompt_skip_min_yield``, 0.11; the relative cost is the prompt's
 tokens per visit over the tracked prompts' mean, :meth:`~shopsim_metrics.prompts.history.PromptHistory.relative_cost`).
 What a run pays for is generated tokens per informative group, and a prompt three times as long as
 the average costs three draws: of two prompts equally unlikely to have spread, the longer one goes
 first. For a prompt of average cost or less the threshold decides alone (with the defaults the cost
-rule only adds skips for prompts above 1.8 times the mean). The rule is deterministic: no draw.
+rule only adds skips for prompts above 2.7 times the mean). The rule is deterministic: no draw.
+The defaults were chosen on the real outcomes of a GRPO run, replayed (``shopsim-metrics replay``,
+docs §3.6): with them, one all-fail or all-pass visit of 8 (0.713) skips a prompt for 15 steps, two in
+a row (0.819) for about 150: that run's prompts stayed zero-std once they were (after a zero-std visit
+the next one was zero-std 77% of the time).
 What brings a skipped prompt back is forgetting: unvisited, its evidence fades toward the prior
 (``P(zero-std)`` of the prior alone is 0.39 for ``n = 8``), so after enough steps it is served again
-and, if it has become learnable, seen to be so. Where zero-std is luck of the draw (a prompt that
+and, if it has become learnable, seen to be so. That needs a threshold above the prior's own chance of
+a zero-std group (0.75 for ``n = 2``; 1 for ``n = 1``, where every group is zero-std): a lower one is an
+error, since a prompt once skipped would never come back. Where zero-std is luck of the draw (a prompt that
 succeeds half the time is zero-std in 0.8% of its groups of 8), the posterior says so and the rule
 skips nothing.
 
@@ -40,6 +46,10 @@ Example:
     >>> rule = PredictiveSkipRule(threshold=0.9, n_samples=8)
     >>> rule.decide((0.0, 40.0)).skip, rule.decide((4.0, 4.0)).skip, rule.decide(None).skip
     (True, False, False)
+    >>> PredictiveSkipRule(threshold=0.7, n_samples=2)
+    Traceback (most recent call last):
+    ...
+    ValueError: threshold: 0.7 is not above 0.75, the chance that a group of 2 is zero-std with nothing known: a prompt once skipped would never come back; set shopsim_prompt_skip_threshold above 0.75
     >>> costly = PredictiveSkipRule(threshold=0.9, n_samples=8, min_yield=0.11)
     >>> costly.decide((0.0, 16.0)).skip, costly.decide((0.0, 16.0), relative_cost=3.0).skip   # P(spread) 0.18
     (False, True)
@@ -88,6 +98,11 @@ class PredictiveSkipRule:
             raise ValueError(f"min_yield: expected a number in [0, 1]; got {min_yield!r}")
         if isinstance(n_samples, bool) or not isinstance(n_samples, int) or n_samples < 1:
             raise ValueError(f"n_samples: expected an integer >= 1; got {n_samples!r}")
+        prior = zero_std_probability(0.0, 0.0, n_samples)
+        if threshold <= prior:
+            raise ValueError(f"threshold: {threshold:g} is not above {prior:.3g}, the chance that a group of {n_samples} "
+                             "is zero-std with nothing known: a prompt once skipped would never come back; set "
+                             f"shopsim_prompt_skip_threshold above {prior:.3g}")
         self.threshold = threshold
         self.n_samples = n_samples
         self.min_yield = min_yield

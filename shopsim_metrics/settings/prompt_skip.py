@@ -60,9 +60,9 @@ class SkipRuleSettings:
     p_hard_start: float = 0.5
     seed: int = 0
     """seed of the rule's own random generator"""
-    threshold: float = 0.8
+    threshold: float = 0.7
     """``predictive``: skip a prompt when its predicted probability of a zero-std group is at least this"""
-    forgetting: float = 0.99
+    forgetting: float = 0.995
     """``predictive``: the weight of a prompt's evidence is multiplied by this per step since it was observed"""
     min_yield: float = 0.11
     """``predictive``: also skip a prompt whose predicted chance of spread per unit of its relative token cost
