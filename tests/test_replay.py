@@ -63,7 +63,7 @@ traces = st.dictionaries(st.text("abcdefgh", min_size=1, max_size=4), fractions,
 def test_every_judged_group_holds_its_visit_nearest_in_training_time(data, skip, wave, seed):
     trace = trace_from_mapping(data, N)
     knobs = ReplayKnobs(rollout_batch_size=2, over_sampling_batch_size=4, steps=10,
-                        prompt_skip_threshold=0.5)  # predictive skips readily: its draws walk the epochs faster
+                        prompt_skip_threshold=0.6)  # predictive skips readily: its draws walk the epochs faster
     records, _ = _records(trace, knobs, skip, wave, seed)
     keys = _keys(trace)
     judged = 0
@@ -217,3 +217,20 @@ def test_a_missing_trace_is_one_line_exit_2(tmp_path, capsys):
 def test_the_trace_error_is_a_value_error():
     with pytest.raises(TraceError, match="expected an integer >= 1"):
         trace_from_mapping({"a": [0.5]}, 0)
+
+
+@pytest.mark.parametrize("visits", [1, 2])
+def test_a_short_run_where_prompts_are_seen_once_or_twice_costs_no_more_with_skipping(visits):
+    """Prompts of fixed success rates (polarised, as a real pool's), each visited once or twice: with one visit
+    nothing can be skipped; with two, what is skipped never costs more tokens per informative group."""
+    import numpy as np
+
+    rng = np.random.default_rng(5)
+    data = {f"p{i}": [rng.binomial(N, p) / N for _ in range(visits)] for i, p in enumerate(rng.beta(0.4, 0.4, 320))}
+    trace = trace_from_mapping(data, N)
+    knobs = ReplayKnobs(16, 32, default_steps(trace, 32))
+    for wave in ("fixed", "adaptive"):
+        off = replay_setting(trace, knobs, "off", wave, seeds=(0, 1, 2))
+        predictive = replay_setting(trace, knobs, "predictive", wave, seeds=(0, 1, 2))
+        assert off.tokens_per_informative_group / predictive.tokens_per_informative_group >= 1.0
+        assert (predictive.skipped_prompts == 0) == (visits == 1)
