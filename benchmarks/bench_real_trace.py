@@ -1,8 +1,9 @@
 """Skipping and adaptive waves judged on real outcomes: the shared trace of a GRPO run, replayed.
 
-The trace: ``../shared/data/one_shot_rlvr_dsr_sub_acc.dev.json`` (605 prompts of a real GRPO run, 44-57
+The trace: ``benchmarks/data/one_shot_rlvr_dsr_sub_acc.dev.json`` (605 prompts of a real GRPO run, 44-57
 visits each, n = 8; half of ``data/acc_step_500.json`` of ypwang61/One-Shot-RLVR, Apache-2.0: Wang et al.
-2025, "Reinforcement Learning for Reasoning in Large Language Models with One Training Example"). It is
+2025, "Reinforcement Learning for Reasoning in Large Language Models with One Training Example"; see
+``benchmarks/data/README.md``). It is
 replayed by ``shopsim-metrics replay`` (:mod:`shopsim_metrics.replay`): every rule (off, greso,
 predictive at the settings' defaults, and the oracle that skips exactly the recorded zero-std visits) with
 fixed and adaptive waves, through the simulated slime loop at rollout_batch_size 16 and
@@ -28,7 +29,7 @@ from shopsim_metrics.replay.command import describe, format_rows
 from shopsim_metrics.replay.measure import ORACLE, ReplayKnobs, default_steps, replay_rows
 from shopsim_metrics.replay.trace import load_trace
 
-TRACE = Path(__file__).resolve().parents[2] / "shared" / "data" / "one_shot_rlvr_dsr_sub_acc.dev.json"
+TRACE = Path(__file__).resolve().parent / "data" / "one_shot_rlvr_dsr_sub_acc.dev.json"
 RATIO_TARGET, LOST_SIGNAL_TARGET = 1.45, 0.15
 ROLLOUT_BATCH_SIZE, OVER_SAMPLING_BATCH_SIZE = 16, 32
 

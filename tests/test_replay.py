@@ -234,3 +234,16 @@ def test_a_short_run_where_prompts_are_seen_once_or_twice_costs_no_more_with_ski
         predictive = replay_setting(trace, knobs, "predictive", wave, seeds=(0, 1, 2))
         assert off.tokens_per_informative_group / predictive.tokens_per_informative_group >= 1.0
         assert (predictive.skipped_prompts == 0) == (visits == 1)
+
+
+def test_the_shared_trace_reads_as_its_readme_describes_it():
+    from pathlib import Path
+
+    trace = load_trace(Path(__file__).resolve().parents[1] / "benchmarks" / "data" /
+                       "one_shot_rlvr_dsr_sub_acc.dev.json", 8)
+    assert len(trace.prompts) == 605 and {len(v) for v in trace.visits} <= set(range(44, 58))
+    assert round(trace.zero_std_share, 2) == 0.49
+    pairs = [(a.zero_std, b.zero_std) for visits in trace.visits for a, b in zip(visits, visits[1:])]
+    after_zero = [b for a, b in pairs if a]
+    after_spread = [b for a, b in pairs if not a]
+    assert round(sum(after_zero) / len(after_zero), 2) == 0.77 and round(sum(after_spread) / len(after_spread), 2) == 0.22
