@@ -12,7 +12,7 @@ from shopsim_metrics.simulator.samples import SimSample
 from shopsim_metrics.settings import ShopsimConfigError
 from shopsim_metrics.sinks import MemorySink
 from shopsimrl import slime_runtime
-from shopsimrl.wiring import DEFAULT_ROLLOUT_FUNCTION, FILTER_PATH
+from shopsim_metrics.settings.wiring import DEFAULT_ROLLOUT_FUNCTION, FILTER_PATH
 
 KNOBS = dict(rollout_batch_size=2, n_samples_per_prompt=2, over_sampling_batch_size=2, global_batch_size=4,
              reward_key=None)

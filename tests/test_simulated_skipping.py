@@ -24,18 +24,30 @@ POLARISED = SimConfig(steps=40, prompt_pool=64, skill_start=0.0, skill_end=0.0, 
                       partial_credit_rate=0.0, technical_rate=0.0)
 
 
-def test_the_core_simulator_does_not_import_the_adapter() -> None:
-    code = ("import sys, shopsim_metrics.simulator.loop, shopsim_metrics.simulator.epochs, "
-            "shopsim_metrics.simulator.skip_saving; print('shopsimrl' in {m.split('.')[0] for m in sys.modules})")
+def test_the_core_simulator_does_not_load_the_adapter_by_import_or_by_name() -> None:
+    """A whole simulated run with every hook, skipping and adaptive waves, and a replay: shopsimrl never loaded."""
+    code = ("import sys\n"
+            "from shopsim_metrics.simulator.config import SimConfig\n"
+            "from shopsim_metrics.simulator.loop import simulate\n"
+            "from shopsim_metrics.replay.measure import ReplayKnobs, replay_setting\n"
+            "from shopsim_metrics.replay.trace import trace_from_mapping\n"
+            "records = simulate(SimConfig(steps=4, prompt_pool=32, prompt_skip='predictive', "
+            "wave_size='adaptive')).records\n"
+            "trace = trace_from_mapping({str(i): [0.0, 0.5] for i in range(24)}, 8)\n"
+            "replay_setting(trace, ReplayKnobs(4, 8, 6), 'greso', 'adaptive', seeds=(0,))\n"
+            "assert len(records) == 4 and records[-1].skipped_prompt_count is not None\n"
+            "print('shopsimrl' in {m.split('.')[0] for m in sys.modules})")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert out.returncode == 0 and out.stdout.strip() == "False", out.stderr
 
 
 def test_the_simulator_skips_through_the_real_data_source() -> None:
-    from shopsimrl.data_source import PromptSkipDataSource
+    from shopsim_metrics.prompts.data_source import PromptSkipDataSource
+    from shopsimrl.data_source import PromptSkipDataSource as Wired
 
     source = EpochPromptSource(replace(POLARISED, prompt_skip="greso"), np.random.default_rng(0))
-    assert type(source.data_source) is PromptSkipDataSource
+    assert type(source.data_source) is PromptSkipDataSource and Wired.__mro__[1] is PromptSkipDataSource
+    assert Wired.__dict__.keys() <= {"__init__", "__doc__", "__module__", "__qualname__"}  # it only finds slime's monitor
     records = simulate(replace(POLARISED, prompt_skip="greso")).records
     assert all(r.skipped_prompt_count is not None for r in records) and sum(r.skipped_prompt_count for r in records)
     assert records[0].skipped_prompt_count == 0  # nothing known before the first visits

@@ -1,7 +1,9 @@
-"""slime's data source, with prompts skipped before generation by GRESO's rule (opt-in).
+"""slime's data source, with prompts skipped before generation (opt-in): the core of ``--data-source-path``.
 
-Wire it with ``--data-source-path shopsimrl.data_source.PromptSkipDataSource``; slime constructs it as
-``cls(args)``. It wraps slime's default data source
+Wire it with ``--data-source-path shopsimrl.data_source.PromptSkipDataSource`` (the adapter's subclass,
+which finds the process's monitor as slime's hooks create it); slime constructs it as ``cls(args)``. The
+simulator uses this class itself, told which monitor to report to (``monitor_of``). It wraps slime's
+default data source
 (``slime.rollout.data_source.RolloutDataSourceWithBuffer``, imported when the class is constructed,
 so this module imports without slime) and delegates to it:
 
@@ -41,7 +43,7 @@ their generation has begun.
 
 The prompt history is the monitor's own (:mod:`shopsim_metrics.monitor`, the process-wide runtime
 slime's hooks share): at its first ``get_samples`` the data source attaches itself to the process's
-monitor (``shopsimrl.slime_runtime.get_runtime(args)``) and reads, through
+monitor (``monitor_of(args)``: in slime, ``shopsimrl.slime_runtime.get_runtime``) and reads, through
 :class:`~shopsim_metrics.prompts.skip_history.MonitorSkipHistory`, the history the filter's
 judgements feed as each step closes (the same prompt keys, the same verdicts). The monitor takes the
 skipped prompts (:meth:`PromptSkipDataSource.take_skipped`) into each step's record. A test may
@@ -96,7 +98,7 @@ import importlib
 import logging
 import os
 import threading
-from typing import Any
+from typing import Any, Callable
 
 from shopsim_metrics.judging.verdicts import ZERO_STD_ALL_FAIL, ZERO_STD_ALL_PASS
 from shopsim_metrics.prompts.keys import prompt_key
@@ -165,8 +167,8 @@ class PromptSkipDataSource:
 
     ``inner``: the data source to wrap (default: slime's ``RolloutDataSourceWithBuffer(args)``, or
     the class :attr:`inner_class` names); ``history``: the prompt history (default: the monitor's,
-    attached at the first ``get_samples``); ``monitor``: the runtime to attach to (default: the
-    process's, ``shopsimrl.slime_runtime.get_runtime(args)``).
+    attached at the first ``get_samples``); ``monitor``: the runtime to attach to, else ``monitor_of(args)``
+    at first use (the process's: the adapter's subclass passes slime's ``get_runtime``).
     """
 
     inner_class: str = SLIME_DATA_SOURCE
@@ -177,7 +179,7 @@ class PromptSkipDataSource:
     """Dataset lengths one call may draw before the rest of the wave is served without asking the rule."""
 
     def __init__(self, args: Any, *, inner: Any = None, history: SkipHistory | None = None,
-                 monitor: Any = None) -> None:
+                 monitor: Any = None, monitor_of: Callable[[Any], Any] | None = None) -> None:
         self.args = args
         self.mode = skip_mode(args)
         self.wave_size: str = SETTINGS_BY_NAME[WAVE_SIZE_ARG].from_args(args)
@@ -192,6 +194,8 @@ class PromptSkipDataSource:
         """``predictive``: the rule deciding every draw (GRESO's ``rule`` is then unused)."""
         self._history: SkipHistory | None = history
         self._monitor = monitor
+        self.monitor_of = monitor_of
+        """Finds the monitor from ``args`` when none was given (at first use: it may not exist yet)."""
         self.inner = inner if inner is not None else _load_class(self.inner_class)(args)
         self.adapted_step: int | None = None  # rollout_id of the last closed step the rule adapted to
         self._skipped: list[SkippedPrompt] = []
@@ -285,11 +289,12 @@ class PromptSkipDataSource:
 
     @property
     def monitor(self) -> Any:
-        """The monitor this data source reports to: the injected one, else the process's (as slime's hooks use it)."""
+        """The monitor this data source reports to: the injected one, else ``monitor_of(args)``'s."""
         if self._monitor is None:
-            from shopsimrl.slime_runtime import get_runtime
-
-            self._monitor = get_runtime(self.args)
+            if self.monitor_of is None:
+                raise RuntimeError("PromptSkipDataSource: no monitor to report to; pass monitor= or monitor_of=, or "
+                                   "wire shopsimrl.data_source.PromptSkipDataSource, which finds slime's")
+            self._monitor = self.monitor_of(self.args)
         return self._monitor
 
     def _attach(self) -> SkipHistory:

@@ -2,8 +2,9 @@
 
 When a :class:`~shopsim_metrics.simulator.config.SimConfig` skips prompts or sizes its waves
 (``prompt_skip`` other than ``off``, ``wave_size: adaptive``), the loop asks the project's real data
-source, ``shopsimrl.data_source.PromptSkipDataSource``, loaded by dotted path as slime loads it (the
-simulator never imports the adapter as a module), for every wave, and submits as many groups as it
+source (:class:`shopsim_metrics.prompts.data_source.PromptSkipDataSource`, the class slime loads as
+``shopsimrl.data_source.PromptSkipDataSource``) for every wave, reporting to the process's monitor, and
+submits as many groups as it
 served: the same class decides the waves in a simulated run and in training. It wraps a stand-in for
 slime's default data source: the prompt pool's (:class:`~shopsim_metrics.simulator.epochs.PoolDataSource`)
 or, for sources without prompts, :class:`CountingDataSource`.
@@ -19,11 +20,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from shopsim_metrics.settings.preflight import load_function
+from shopsim_metrics.monitor import get_runtime
+from shopsim_metrics.prompts.data_source import PromptSkipDataSource
 from shopsim_metrics.simulator.samples import SimSample
-from shopsim_metrics.step.contract import DATA_SOURCE_PATH
-
-"""The project's data source, loaded by dotted path (as slime's ``--data-source-path``)."""
 
 
 class CountingDataSource:
@@ -44,4 +43,4 @@ class CountingDataSource:
 
 def project_data_source(config: Any, inner: Any) -> Any:
     """The project's data source for ``config``'s settings, wrapped around ``inner``."""
-    return load_function(DATA_SOURCE_PATH)(config.to_args(), inner=inner)
+    return PromptSkipDataSource(config.to_args(), inner=inner, monitor_of=get_runtime)

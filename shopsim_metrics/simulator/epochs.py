@@ -14,8 +14,8 @@ difficulty also takes a normal step of that size per rollout step, so prompts dr
 the informative band as training goes.
 
 Skipping (``SimConfig.prompt_skip: greso``): the prompts of each wave come from the project's real
-skipping data source, ``shopsimrl.data_source.PromptSkipDataSource``, loaded by dotted path as slime
-loads it (the simulator never imports the adapter as a module), wrapped around
+skipping data source (:class:`~shopsim_metrics.prompts.data_source.PromptSkipDataSource`, which slime
+loads through the adapter as ``shopsimrl.data_source.PromptSkipDataSource``), wrapped around
 :class:`PoolDataSource`, which stands in for slime's default data source (epochs over the pool, a
 running ``group_index``). The data source learns from the monitor's prompt history, as in training.
 

@@ -6,9 +6,10 @@ between batches (``over_sampling_batch_size`` groups, or, when the group source 
 many as the project's real data source serves when asked for them,
 :mod:`~shopsim_metrics.simulator.data_sources`), takes the next completion
 batch, judges every group of the batch in turn with the project's real filter
-(:func:`shopsimrl.slime_runtime.fully_scored_group_filter`), applies slime's drop rule, aborts what
-is still pending once the train batch is full, then calls the all-samples hook and the rollout log
-function. As in slime, the sample hook (:func:`shopsimrl.slime_runtime.record_generated_sample`) sees
+(:meth:`shopsim_metrics.hooks.Hooks.filter`: the hook slime calls through ``shopsimrl.slime_runtime``),
+applies slime's drop rule, aborts what is still pending once the train batch is full, then calls the
+all-samples hook and the rollout log function. As in slime, the sample hook
+(:meth:`~shopsim_metrics.hooks.Hooks.sample`) sees
 every rollout once it is generated, and every rollout of an aborted group with status ``aborted`` and
 the tokens it had made by the abort (its share of the group's generation time,
 :func:`~shopsim_metrics.simulator.tokens.lengths_generated_by`; :attr:`StepOutcome.aborted_tokens` is
@@ -39,10 +40,10 @@ from typing import Any, Callable
 import numpy as np
 
 from shopsim_metrics.step.alerts import Alert
-from shopsim_metrics.step.contract import ALL_SAMPLES_PATH, FILTER_PATH, LOG_PATH, SAMPLE_HOOK_PATH, slime_drop_metric
+from shopsim_metrics.hooks import Hooks
+from shopsim_metrics.step.contract import slime_drop_metric
 from shopsim_metrics.step.drop_rule import should_drop
-from shopsim_metrics.monitor import configure, reset_runtime
-from shopsim_metrics.settings.preflight import load_function
+from shopsim_metrics.monitor import configure, get_runtime, reset_runtime
 from shopsim_metrics.step.loop_state import ManualLoopState
 from shopsim_metrics.step.records import StepRecord
 from shopsim_metrics.simulator.config import SimConfig
@@ -56,6 +57,8 @@ from shopsim_metrics.sinks.base import MemorySink, StepSink
 from shopsim_metrics.errors import TechnicalFailureLimitExceeded
 
 Hook = Callable[..., Any]
+PROJECT: Any = "project"
+"""A hook argument's default: the project's own hook (:class:`~shopsim_metrics.hooks.Hooks` over the process's monitor)."""
 
 
 
@@ -105,9 +108,9 @@ class SimulatedSlimeLoop:
         source: GroupSource,
         completions: CompletionOrder,
         filter_fn: Hook | None = None,
-        all_samples_fn: Hook | None | str = ALL_SAMPLES_PATH,
-        log_fn: Hook | None | str = LOG_PATH,
-        sample_hook_fn: Hook | None | str = SAMPLE_HOOK_PATH,
+        all_samples_fn: Hook | None = PROJECT,
+        log_fn: Hook | None = PROJECT,
+        sample_hook_fn: Hook | None = PROJECT,
         loop_state: ManualLoopState | None = None,
         token_timing: bool = True,
     ) -> None:
@@ -118,10 +121,11 @@ class SimulatedSlimeLoop:
         self.n_samples: int = getattr(args, "n_samples_per_prompt", None) or 1
         self.source = source
         self.completions = completions
-        self.filter_fn = filter_fn or load_function(FILTER_PATH)
-        self.all_samples_fn = load_function(all_samples_fn) if isinstance(all_samples_fn, str) else all_samples_fn
-        self.log_fn = load_function(log_fn) if isinstance(log_fn, str) else log_fn
-        self.sample_hook_fn = load_function(sample_hook_fn) if isinstance(sample_hook_fn, str) else sample_hook_fn
+        hooks = Hooks(get_runtime)
+        self.filter_fn = filter_fn or hooks.filter
+        self.all_samples_fn = hooks.all_samples if all_samples_fn is PROJECT else all_samples_fn
+        self.log_fn = hooks.log if log_fn is PROJECT else log_fn
+        self.sample_hook_fn = hooks.sample if sample_hook_fn is PROJECT else sample_hook_fn
         self.loop_state = loop_state or ManualLoopState(source="simulator")
         self._next_id = 0  # group ids run on across steps, as a data source's would
 
@@ -341,8 +345,8 @@ class Simulator:
         else:
             loop = SimulatedSlimeLoop(
                 self.args, source=source, completions=completions, loop_state=state,
-                all_samples_fn=ALL_SAMPLES_PATH if self.all_samples_hook else None,
-                sample_hook_fn=SAMPLE_HOOK_PATH if self.sample_hook else None,
+                all_samples_fn=PROJECT if self.all_samples_hook else None,
+                sample_hook_fn=PROJECT if self.sample_hook else None,
                 token_timing=self.completions is None,  # explicit completion orders keep their own timing
             )
         result = SimulationResult(config=self.config)
@@ -379,10 +383,11 @@ class Simulator:
             rng=np.random.default_rng(np.random.SeedSequence(config.seed).spawn(5)[4]),
             token_timing=self.completions is None)
         draws = DrawLog(self.async_data_source or QueueDataSource(config.n_samples_per_prompt))
+        hooks = Hooks(get_runtime)
         pool = SimulatedAsyncPool(draws, engine, config.max_concurrent_groups or 1, args=self.args,
-                                  sample_hook=load_function(SAMPLE_HOOK_PATH) if self.sample_hook else None)
+                                  sample_hook=hooks.sample if self.sample_hook else None)
         state.clock = lambda: pool.now
-        return SimulatedFullyAsyncLoop(self.args, runtime, pool, log_fn=load_function(LOG_PATH))
+        return SimulatedFullyAsyncLoop(self.args, runtime, pool, log_fn=hooks.log)
 
 
 TUNING_ARGS: dict[str, Any] = {"shopsim_prompt_history_limit": 0}

@@ -16,7 +16,7 @@ every prompt from the start (``oracle``), or only the prompts judged before in t
 (``oracle_seen``: what any rule that learns from a prompt's own visits could at best do by the
 chance of spread alone, since a prompt's first visit tells nothing before it is generated; both are
 blind to a prompt's token cost). It runs through the real data source and
-loop (:class:`~shopsimrl.data_source.PromptSkipDataSource` with its decision replaced), so its waves,
+loop (:class:`~shopsim_metrics.prompts.data_source.PromptSkipDataSource` with its decision replaced), so its waves,
 aborts and records are those of a real rule.
 
 Everything else (tokens per informative group, P(second wave), aborted tokens) is the records'.
@@ -160,7 +160,7 @@ def data_source_skipping_by(data_source: Any, decide: Callable[[Any, str, int, i
             self._record_skip(group, key, 0, kind, SkipDecision(skip=True, probability=1.0))
             return True
 
-    return TruthDataSource(data_source.args, inner=data_source.inner)
+    return TruthDataSource(data_source.args, inner=data_source.inner, monitor_of=data_source.monitor_of)
 
 
 class CostSink(StepSink):
