@@ -93,3 +93,26 @@ def test_docs_name_the_three_hooks_that_exist() -> None:
         assert f"{flag} shopsimrl.slime_runtime.{name}" in text
         assert name in slime_runtime.__all__
     assert "--custom-config-path" in text and "TechnicalFailureLimitExceeded" in text
+
+
+def _anchor(title: str) -> str:
+    """GitHub's anchor of a heading: lower case, punctuation dropped, spaces as hyphens."""
+    return re.sub(r"[^\w\- ]", "", title.strip().lower()).replace(" ", "-")
+
+
+def test_the_contents_list_every_section_in_order_with_its_anchor() -> None:
+    text = DOCS.read_text(encoding="utf-8")
+    contents = text[text.index("**Contents**"):text.index("## 1.")]
+    listed = re.findall(r"^\s*- \[(.+?)\]\(#(.+?)\)$", contents, flags=re.M)
+    headings = re.findall(r"^#{2,3} (.+)$", text[text.index("## 1."):], flags=re.M)
+    assert [title for title, _ in listed] == headings
+    assert all(anchor == _anchor(title) for title, anchor in listed)
+
+
+def test_every_link_to_the_measurements_names_a_section_they_have() -> None:
+    measurements = DOCS.with_name("benchmarks.md").read_text(encoding="utf-8")
+    anchors = {_anchor(title) for title in re.findall(r"^#{2,3} (.+)$", measurements, flags=re.M)}
+    links = re.findall(r"\(benchmarks\.md#([\w-]+)\)", DOCS.read_text(encoding="utf-8"))
+    assert links and set(links) <= anchors
+    listed = re.findall(r"^- \[.+?\]\(#([\w-]+)\)$", measurements, flags=re.M)
+    assert listed and set(listed) <= anchors
