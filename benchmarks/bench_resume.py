@@ -58,7 +58,7 @@ elif mode == "first-judgement":
 else:
     from shopsim_metrics.prompts.value import PromptValueTracker
     from shopsim_metrics.prompts.skip_record import SkipTally
-    from shopsim_metrics.resume import prompt_settings, restore
+    from shopsim_metrics.run.resume import prompt_settings, restore
     from shopsim_metrics.step.streak import TechnicalStreak
     tracker, streak, skips = PromptValueTracker(), TechnicalStreak(), SkipTally()
     steps = int(sys.argv[3])
@@ -67,7 +67,7 @@ else:
 seconds = time.perf_counter() - started
 peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 if mode == "restore":  # the snapshot a checkpoint at s - 1 would have left
-    from shopsim_metrics.snapshot import build_snapshot, snapshot_path
+    from shopsim_metrics.run.snapshot import build_snapshot, snapshot_path
     from shopsim_metrics.state_file import write_json
     write_json(snapshot_path(sys.argv[4], steps - 1), build_snapshot(
         rollout_id=steps - 1, run_id=None, missing=restored.missing, streak=streak, prompts=tracker,

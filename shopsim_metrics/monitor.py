@@ -10,7 +10,7 @@ Who owns what (one owner per piece of state):
 - the settings (:class:`~shopsim_metrics.settings.ShopsimSettings`): read and checked once, from ``args``;
 - the technical streak (:class:`~shopsim_metrics.step.streak.TechnicalStreak`): this monitor, fed by
   every judgement, read by the records, the alerts and the termination;
-- each step record: built once, frozen, by its draft (:class:`~shopsim_metrics.step.record_parts.StepDraft`):
+- each step record: built once, frozen, by its draft (:class:`~shopsim_metrics.step.draft.StepDraft`):
   the accountant's and the prompt tracker's fields at the close, then, in :meth:`ShopsimRuntime._emit`,
   this monitor's (identity, slime's time and drop counters, the skip tally's fields, the alerts, the final
   prompts table); every contributor returns its fields, none edits a record;
@@ -23,7 +23,7 @@ Who owns what (one owner per piece of state):
   :class:`~shopsim_metrics.step.generated_tokens.GeneratedTokens`, fed by :meth:`ShopsimRuntime.record_sample`;
 - the sizes of the waves the data source served: the accountant (:meth:`~shopsim_metrics.step.accounting.StepAccountant.wave_served`);
 - the prompt history: the accountant's prompt tracker (:class:`~shopsim_metrics.prompts.value.PromptValueTracker`),
-  restored on a resumed run by :mod:`shopsim_metrics.resume`;
+  restored on a resumed run by :mod:`shopsim_metrics.run.resume`;
 - the project's own time (``filter_seconds``): measured only by :meth:`ShopsimRuntime.own_time`, around
   each of the hooks;
 - whether and where to log to W&B: decided once, by the sinks built from the settings
@@ -59,10 +59,10 @@ from shopsim_metrics.step.alerts import Alert, StreakAlertPolicy
 from shopsim_metrics.step.generated_tokens import GeneratedTokens
 from shopsim_metrics.step.wave_size import adaptive_wave_size
 from shopsim_metrics.step.loop_state import LoopState, NoLoopState
-from shopsim_metrics.prompts.skip_history import MonitorSkipHistory
+from shopsim_metrics.prompts.skip_evidence import MonitorSkipHistory
 from shopsim_metrics.prompts.skip_record import SkipTally
 from shopsim_metrics.prompts.value import PromptValueTracker
-from shopsim_metrics.step.record_parts import RecordPart, StepDraft
+from shopsim_metrics.step.draft import RecordPart, StepDraft
 from shopsim_metrics.step.records import StepRecord
 from shopsim_metrics.sinks.base import SinkSet, StepSink
 from shopsim_metrics.errors import TechnicalFailureLimitExceeded
@@ -70,10 +70,10 @@ from shopsim_metrics.judging.group_judgement import GroupJudgement, judge_group
 from shopsim_metrics.settings import ShopsimSettings
 from shopsim_metrics.step.streak import TechnicalStreak
 from shopsim_metrics.settings import missing_knobs_warning
-from shopsim_metrics.resume import prompt_settings, restore, resume_warning
-from shopsim_metrics.snapshot import SnapshotPlan, build_snapshot, snapshot_path
+from shopsim_metrics.run.resume import prompt_settings, restore, resume_warning
+from shopsim_metrics.run.snapshot import SnapshotPlan, build_snapshot, snapshot_path
 from shopsim_metrics.state_file import write_json
-from shopsim_metrics.run_identity import check_fresh_run_dir, new_run_id
+from shopsim_metrics.run.identity import check_fresh_run_dir, new_run_id
 
 logger = logging.getLogger("shopsim_metrics")
 
@@ -499,7 +499,7 @@ class ShopsimRuntime:
         return [draft.record for draft in drafts if draft.record is not None]
 
     def _save_snapshot(self, rollout_id: int) -> None:
-        """Write the state after step ``rollout_id`` beside slime's checkpoint of it (:mod:`~shopsim_metrics.snapshot`),
+        """Write the state after step ``rollout_id`` beside slime's checkpoint of it (:mod:`~shopsim_metrics.run.snapshot`),
         when slime checkpoints after it and the live state is what a replay of the records would rebuild."""
         plan, accountant = self.snapshots, self.accountant
         if accountant is None or plan.save is None or not plan.due(rollout_id):

@@ -3,7 +3,7 @@
 There is one implementation of the evidence a skip rule reads: the monitor's
 :class:`~shopsim_metrics.prompts.history.PromptHistory`, inside its
 :class:`~shopsim_metrics.prompts.value.PromptValueTracker`, read through
-:class:`~shopsim_metrics.prompts.skip_history.MonitorSkipHistory`. :class:`FedHistory` is that, with the
+:class:`~shopsim_metrics.prompts.skip_evidence.MonitorSkipHistory`. :class:`FedHistory` is that, with the
 filter's judgements played by hand: :meth:`FedHistory.observe` is one judged group's visit (recorded at
 once, at the step being served, so a test sees it between waves), :meth:`FedHistory.close_step` ends the
 step as the tracker does at a step's close (its verdict counts become the last closed step's shares).
@@ -17,7 +17,7 @@ from typing import Any, Mapping
 from shopsim_metrics.judging.verdicts import VERDICTS
 from shopsim_metrics.prompts.history import DEFAULT_FORGETTING, DEFAULT_LIMIT
 from shopsim_metrics.prompts.keys import history_key
-from shopsim_metrics.prompts.skip_history import MonitorSkipHistory, StepShares
+from shopsim_metrics.prompts.skip_evidence import MonitorSkipHistory, StepShares
 from shopsim_metrics.prompts.value import PromptValueTracker
 
 

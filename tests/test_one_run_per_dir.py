@@ -11,8 +11,8 @@ import pytest
 from conftest import make_args, spread, zero
 from hypothesis import given, settings, strategies as st
 
-from shopsim_metrics.resume import restore
-from shopsim_metrics.run_identity import RunDirInUse
+from shopsim_metrics.run.resume import restore
+from shopsim_metrics.run.identity import RunDirInUse
 from shopsim_metrics.readers import read_steps
 from shopsim_metrics.readers.steps import Winners, read_step_columns
 from shopsim_metrics.step.streak import TechnicalStreak

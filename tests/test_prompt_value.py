@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings as hsettings, strategies as st
 
-from shopsim_metrics.run_identity import WRITER_FIELDS
+from shopsim_metrics.run.identity import WRITER_FIELDS
 from shopsim_metrics.step import contract
 from shopsim_metrics.judging.verdicts import VERDICTS
 from shopsim_metrics.prompts.history import PromptHistory

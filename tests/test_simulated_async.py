@@ -25,7 +25,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import fake_slime_async as fake
-from shopsim_metrics.run_identity import WRITER_FIELDS
+from shopsim_metrics.run.identity import WRITER_FIELDS
 from shopsim_metrics.simulator.config import SimConfig
 from shopsim_metrics.simulator.loop import Simulator
 from shopsim_metrics.sinks import MemorySink

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings as hsettings, strategies as st
 
-from shopsim_metrics.run_identity import WRITER_FIELDS
+from shopsim_metrics.run.identity import WRITER_FIELDS
 from shopsim_metrics.cli import main
 from shopsim_metrics.simulator.config import SimConfig
 from shopsim_metrics.simulator.epochs import EpochPromptSource

@@ -11,7 +11,7 @@ from conftest import fifo_batches, group_of, make_args, spread, technical, zero
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from shopsim_metrics.run_identity import WRITER_FIELDS
+from shopsim_metrics.run.identity import WRITER_FIELDS
 from shopsim_metrics.step.loop_state import ManualLoopState
 from shopsim_metrics.simulator.samples import SimSample
 from shopsim_metrics.simulator.config import FailureBurst, SimConfig

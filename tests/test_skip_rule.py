@@ -12,7 +12,7 @@ from fed_history import FedHistory
 from shopsim_metrics.judging import verdicts
 from shopsim_metrics.prompts import history as prompt_history
 from shopsim_metrics.judging.verdicts import VERDICTS
-from shopsim_metrics.prompts.skip_history import StepShares
+from shopsim_metrics.prompts.skip_evidence import StepShares
 from shopsim_metrics.prompts.skip_rule import EASY, HARD, OTHER, ZERO_STD_KINDS, GresoSkipRule, skip_probability
 from shopsim_metrics.settings.prompt_skip import SkipRuleSettings, SkipRuleSettingsError
 

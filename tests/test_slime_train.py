@@ -27,7 +27,7 @@ import sys
 
 import pytest
 
-from shopsim_metrics.run_identity import WRITER_FIELDS
+from shopsim_metrics.run.identity import WRITER_FIELDS
 
 import harness  # tests/slime_train, put on the path by conftest.py (not a package: never collected)
 

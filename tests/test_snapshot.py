@@ -15,9 +15,9 @@ from conftest import fifo_batches, make_args, run_scripted_step, scripted_loop
 from shopsim_metrics.prompts.skip_record import SkipTally
 from shopsim_metrics.prompts.value import PromptValueTracker
 from shopsim_metrics.readers import read_steps
-from shopsim_metrics.resume import prompt_settings, restore
+from shopsim_metrics.run.resume import prompt_settings, restore
 from shopsim_metrics.sinks import JsonlSink
-from shopsim_metrics.snapshot import SnapshotPlan, build_snapshot, find_snapshot, snapshot_path
+from shopsim_metrics.run.snapshot import SnapshotPlan, build_snapshot, find_snapshot, snapshot_path
 from shopsim_metrics.state_file import write_json
 from shopsim_metrics.step.loop_state import ManualLoopState
 from shopsim_metrics.step.records import DecisionRow, StepRecord

@@ -21,7 +21,7 @@ from typing import Any
 
 from shopsim_metrics.prompts import data_source as core
 from shopsim_metrics.prompts.data_source import SkippedPrompt, rule_settings_from_args, skip_mode
-from shopsim_metrics.prompts.skip_history import SkipHistory
+from shopsim_metrics.prompts.skip_evidence import SkipHistory
 
 __all__ = ["PromptSkipDataSource", "SkippedPrompt", "skip_mode", "rule_settings_from_args"]
 

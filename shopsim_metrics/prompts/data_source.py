@@ -44,17 +44,17 @@ their generation has begun.
 The prompt history is the monitor's own (:mod:`shopsim_metrics.monitor`, the process-wide runtime
 slime's hooks share): at its first ``get_samples`` the data source attaches itself to the process's
 monitor (``monitor_of(args)``: in slime, ``shopsimrl.slime_runtime.get_runtime``) and reads, through
-:class:`~shopsim_metrics.prompts.skip_history.MonitorSkipHistory`, the history the filter's
+:class:`~shopsim_metrics.prompts.skip_evidence.MonitorSkipHistory`, the history the filter's
 judgements feed as each step closes (the same prompt keys, the same verdicts). The monitor takes the
 skipped prompts (:meth:`PromptSkipDataSource.take_skipped`) into each step's record. A test may
-inject any :class:`~shopsim_metrics.prompts.skip_history.SkipHistory` (``history=``), e.g. a
-:class:`~shopsim_metrics.prompts.skip_history.MonitorSkipHistory` over a tracker it feeds itself. The
+inject any :class:`~shopsim_metrics.prompts.skip_evidence.SkipHistory` (``history=``), e.g. a
+:class:`~shopsim_metrics.prompts.skip_evidence.MonitorSkipHistory` over a tracker it feeds itself. The
 rule adapts its ``p`` values once per closed step, at the first wave after the step closed.
 
 State: with slime's checkpoint ``<save>/rollout/global_dataset_state_dict_<N>.pt`` this class writes
 ``<save>/rollout/shopsim_prompt_skip_state_<N>.json`` (the rule's ``p`` values and random state, an
 injected history's state, the last step adapted to; the monitor's history is restored from the
-records, ``shopsim_metrics.resume``) and reads it back on ``load``, so a resumed run skips
+records, ``shopsim_metrics.run.resume``) and reads it back on ``load``, so a resumed run skips
 as an unbroken one would. The file is written durably (``fsync``, then replace:
 :mod:`shopsim_metrics.state_file`); a damaged one (0 bytes, truncated, ``[]``, ``null``, binary, a
 directory) stops the load with one line naming it and what to do
@@ -105,7 +105,7 @@ from shopsim_metrics.prompts.keys import prompt_key
 from shopsim_metrics.settings import PROMPT_SKIP, PROMPT_SKIP_MODES, SETTINGS_BY_NAME, SKIP_RULE_SETTINGS
 from shopsim_metrics.settings import WAVE_SIZE_MODES
 from shopsim_metrics.settings import skip_rule_settings
-from shopsim_metrics.prompts.skip_history import MonitorSkipHistory, SkipHistory
+from shopsim_metrics.prompts.skip_evidence import MonitorSkipHistory, SkipHistory
 from shopsim_metrics.prompts.skip_record import SkippedPrompt
 from shopsim_metrics.prompts.predictive_rule import PredictiveSkipRule
 from shopsim_metrics.prompts.skip_rule import GresoSkipRule, SkipDecision

@@ -189,7 +189,7 @@ class PromptHistory:
 
     def state_columns(self) -> dict[str, Any]:
         """The whole history as columns (one list per :class:`PromptRecord` field, plus ``keys``), least
-        recently seen first: what a snapshot saves (:mod:`shopsim_metrics.snapshot`).
+        recently seen first: what a snapshot saves (:mod:`shopsim_metrics.run.snapshot`).
 
         Example:
             >>> h = PromptHistory(limit=4)

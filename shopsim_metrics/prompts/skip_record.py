@@ -3,7 +3,7 @@
 The skipping data source (``shopsimrl.data_source.PromptSkipDataSource``) hands the monitor the
 prompts it skipped (:class:`SkippedPrompt`, one per skipped draw); when a step's record is emitted,
 :class:`SkipTally` gives its skip fields (metrics contract, "Skipping prompts before generation"; the
-record is built with them, :mod:`shopsim_metrics.step.record_parts`):
+record is built with them, :mod:`shopsim_metrics.step.draft`):
 
 - ``skipped_prompt_count`` and the ``skipped_prompts`` rows (:data:`SKIPPED_PROMPT_COLUMNS`);
 - ``skip_p_easy`` / ``skip_p_hard``: the rule's ``p`` values in force for the step's draws;

@@ -19,7 +19,7 @@ fields (metrics contract, "Prompt value over time"):
 Groups are visited in judgement order, so a prompt judged twice in one step is a revisit the second
 time. The tracker only measures: it never changes what the filter decides, nor edits a record: it
 returns the step's fields (:meth:`PromptValueTracker.step_fields`), which the step's record is built
-with (:mod:`shopsim_metrics.step.record_parts`). The same tracker replays a run's records
+with (:mod:`shopsim_metrics.step.draft`). The same tracker replays a run's records
 (``shopsim-metrics prompts``), so the live fields and the replay agree.
 
 Example:
@@ -170,7 +170,7 @@ class PromptValueTracker:
         }
 
     def state_dict(self) -> dict[str, Any]:
-        """What a resumed run needs of this tracker (a snapshot, :mod:`shopsim_metrics.snapshot`)."""
+        """What a resumed run needs of this tracker (a snapshot, :mod:`shopsim_metrics.run.snapshot`)."""
         last = None if self.last_step is None else [self.last_step[0], dict(self.last_step[1])]
         return {"history": self.history.state_columns(), "tokens_known": self.tokens_known, "last_step": last}
 

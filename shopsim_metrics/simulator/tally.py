@@ -57,13 +57,13 @@ def format_skipping(totals: Counter) -> str | None:
 
 
 def format_headline(totals: Counter, steps: int) -> str:
-    """The run's headline cost from :attr:`RunTally.cost_totals` (:func:`~shopsim_metrics.step.table.format_cost_headline`).
+    """The run's headline cost from :attr:`RunTally.cost_totals` (:func:`~shopsim_metrics.step.report.format_cost_headline`).
 
     Example:
         >>> print(format_headline(Counter(total_token_count=900, informative_groups=3, total_steps=1), 1))
         tokens per informative trained group: 300 (every token generated, aborted groups included: 900 per step, 0 of them aborted)
     """
-    from shopsim_metrics.step.table import format_cost_headline
+    from shopsim_metrics.step.report import format_cost_headline
 
     total = totals["total_token_count"] if totals["total_steps"] else None
     return format_cost_headline(total, totals["aborted_token_count"], totals["informative_groups"], steps)

@@ -42,7 +42,7 @@ from typing import Any, Callable, Protocol
 from shopsim_metrics.step import contract as C
 from shopsim_metrics.step.drop_rule import filter_flags, should_drop
 from shopsim_metrics.step.generated_tokens import GeneratedTokens
-from shopsim_metrics.step.record_parts import RecordPart, StepDraft
+from shopsim_metrics.step.draft import RecordPart, StepDraft
 from shopsim_metrics.step.records import DecisionRow
 from shopsim_metrics.step.wave_size import RECENT_WINDOW, RecentOrders, RecentSteps
 from shopsim_metrics.judging.group_judgement import SPREAD, TECHNICAL, ZERO_STD, GroupJudgement, finite_mean
@@ -136,7 +136,7 @@ class StepAnnotator(Protocol):
 
 class StepAccountant:
     """Turns judgements plus live loop facts into decision rows and, at each close, a step's draft (its record's
-    accountant and prompt-tracker fields; :mod:`~shopsim_metrics.step.record_parts`)."""
+    accountant and prompt-tracker fields; :mod:`~shopsim_metrics.step.draft`)."""
 
     def __init__(
         self,

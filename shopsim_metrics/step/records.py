@@ -84,7 +84,7 @@ class StepRecord:
     """Everything recorded for one rollout step (the fields of docs/training_monitoring.md §3.3).
 
     Frozen: a record is built once, from every contributor's part
-    (:class:`~shopsim_metrics.step.record_parts.StepDraft`), and never edited afterwards.
+    (:class:`~shopsim_metrics.step.draft.StepDraft`), and never edited afterwards.
     """
 
     rollout_id: int

@@ -138,4 +138,4 @@ class MonitorSkipHistory:
         return {}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Nothing to restore: the monitor restores its history from the records (``shopsim_metrics.resume``)."""
+        """Nothing to restore: the monitor restores its history from the records (``shopsim_metrics.run.resume``)."""

@@ -2,7 +2,7 @@
 
 A resumed slime run (``--load``, ``start_rollout_id`` = s) needs the technical streak, the prompt
 history and the skip state as an unbroken run would hold them before step s. Replaying the records
-(:mod:`shopsim_metrics.resume`) reads all of ``steps.jsonl``: minutes for a long run. So at every step
+(:mod:`shopsim_metrics.run.resume`) reads all of ``steps.jsonl``: minutes for a long run. So at every step
 slime checkpoints (``--save-interval``: ``(N + 1) % interval == 0``, and the run's last step, as slime's
 ``should_run_periodic_action`` says), the monitor writes, once that step's record is written,
 

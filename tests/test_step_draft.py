@@ -12,7 +12,7 @@ from hypothesis import given, settings as hsettings, strategies as st
 
 from shopsim_metrics.simulator.config import FailureBurst, SimConfig
 from shopsim_metrics.simulator.loop import simulate
-from shopsim_metrics.step.record_parts import FIELD_NAMES, StepDraft, record_part
+from shopsim_metrics.step.draft import FIELD_NAMES, StepDraft, record_part
 from shopsim_metrics.step.records import StepRecord
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -64,7 +64,7 @@ def test_no_module_assigns_a_record_field_after_the_build() -> None:
                 first = ast.unparse(node.args[0])
                 if name in ("setattr", "object.__setattr__") and first != "self" and (rel, first) not in SETATTR_ALLOWED:
                     found.append(f"{rel}:{node.lineno}: {ast.unparse(node)}")
-    assert not found, "a step record is built once (step/record_parts.py) and never edited:\n" + "\n".join(found)
+    assert not found, "a step record is built once (step/draft.py) and never edited:\n" + "\n".join(found)
 
 
 def test_the_scan_sees_an_edit() -> None:

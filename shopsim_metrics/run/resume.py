@@ -41,7 +41,7 @@ from shopsim_metrics.prompts.value import PromptValueTracker
 from shopsim_metrics.readers.steps import (
     NoStepRecords, ReadReport, RecordsChanged, Winners, iter_step_dicts, iter_step_dicts_after,
 )
-from shopsim_metrics.snapshot import find_snapshot, read_snapshot
+from shopsim_metrics.run.snapshot import find_snapshot, read_snapshot
 from shopsim_metrics.state_file import DamagedStateFile
 from shopsim_metrics.step import contract as C
 from shopsim_metrics.step.records import StepRecord
@@ -78,7 +78,7 @@ def restore(run_dir: str | os.PathLike, *, start_rollout_id: int, streak: Techni
     finishing order, which adaptive waves are sized from) as of the records of ``rollout_id < start_rollout_id``.
 
     With ``snapshot_dir`` (slime's ``--load``) holding a snapshot of a step N < s
-    (:mod:`shopsim_metrics.snapshot`), the state is read from it and only the records written after it,
+    (:mod:`shopsim_metrics.run.snapshot`), the state is read from it and only the records written after it,
     of the steps N < rollout_id < s, are replayed; a snapshot that is damaged, of other prompt
     settings, or whose records are gone is left aside (``note`` says why) and every record is replayed.
     A missing or unreadable records directory restores nothing (every step is missing); the caller
