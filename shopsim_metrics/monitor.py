@@ -57,6 +57,7 @@ from shopsim_metrics.step import contract as C
 from shopsim_metrics.step.accounting import GenerationStats, StepAccountant
 from shopsim_metrics.step.alerts import Alert, StreakAlertPolicy
 from shopsim_metrics.step.generated_tokens import GeneratedTokens
+from shopsim_metrics.step.group_sizes import unequal_size_warning
 from shopsim_metrics.step.wave_size import adaptive_wave_size
 from shopsim_metrics.step.loop_state import LoopState, NoLoopState
 from shopsim_metrics.prompts.skip_evidence import MonitorSkipHistory
@@ -587,6 +588,7 @@ class ShopsimRuntime:
         terminated one: slime finishes its W&B run right after it, before any exit handler of the
         hooks runs, so nothing may wait for the process's end.
         """
+        self._warn_unequal_sizes(draft)
         tracker = self.accountant.prompts if self.accountant is not None else None
         last = draft.value("terminated") or (self.settings.num_rollout is not None
                                              and draft.rollout_id == self.settings.num_rollout - 1)
@@ -607,6 +609,18 @@ class ShopsimRuntime:
                 self._warn_once("prompt_table", "shopsim-metrics: the final prompts table failed (%s: %s)",
                                 type(exc).__name__, exc)
         self.sinks.emit(draft.finish(*parts))
+
+    @staticmethod
+    def _warn_unequal_sizes(draft: StepDraft) -> None:
+        """One warning for the step naming its judged groups whose size is not ``n_samples_per_prompt``
+        (:mod:`~shopsim_metrics.step.group_sizes`; the record counts them)."""
+        try:
+            warning = unequal_size_warning(draft.rollout_id, draft.value("decisions"),
+                                           draft.value("n_samples_per_prompt"))
+        except Exception:  # noqa: BLE001 - monitoring never stops training; the record still counts them
+            return
+        if warning:
+            logger.warning(warning)
 
     def flush(self) -> None:
         """Emit closed steps that no log function picked up (termination, process exit)."""

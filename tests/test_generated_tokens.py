@@ -94,8 +94,8 @@ def test_a_step_takes_its_own_calls_and_never_a_later_steps():
     tokens = GeneratedTokens()
     tokens.observe(SimSample(index=0, response_length=10), 4)
     tokens.observe(SimSample(index=1, response_length=20), 5)
-    assert tokens.take(4, []) == StepTokens(total=10, aborted=10)
-    assert tokens.take(5, []) == StepTokens(total=20, aborted=20)
+    assert tokens.take(4, []) == StepTokens(total=10, aborted=10, unjudged_rollouts=1, unjudged_length=10)
+    assert tokens.take(5, []) == StepTokens(total=20, aborted=20, unjudged_rollouts=1, unjudged_length=20)
     assert tokens.take(5, []) is None  # taken once
 
 
@@ -131,4 +131,5 @@ def test_a_dropped_aborted_sample_never_lends_its_tokens_to_a_judged_one() -> No
     judged = [SimSample(index=100 + i, response_length=7) for i in range(4)]
     for sample in judged:
         tokens.observe(sample, 0)
-    assert tokens.take(0, [judged]) == StepTokens(total=528, aborted=500)
+    assert tokens.take(0, [judged]) == StepTokens(total=528, aborted=500, unjudged_rollouts=50, unjudged_length=500,
+                                                  aborted_rollouts=50, aborted_length=500)

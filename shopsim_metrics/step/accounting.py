@@ -41,7 +41,8 @@ from typing import Any, Callable, Protocol
 
 from shopsim_metrics.step import contract as C
 from shopsim_metrics.step.drop_rule import filter_flags, should_drop
-from shopsim_metrics.step.generated_tokens import GeneratedTokens
+from shopsim_metrics.step.generated_tokens import GeneratedTokens, StepTokens
+from shopsim_metrics.step.group_sizes import unequal_size_rows
 from shopsim_metrics.step.draft import RecordPart, StepDraft
 from shopsim_metrics.step.records import DecisionRow
 from shopsim_metrics.step.wave_size import RECENT_WINDOW, RecentOrders, RecentSteps
@@ -523,6 +524,9 @@ class StepAccountant:
             aborted_token_count=live.aborted if live is not None else None,
             total_wasted_token_fraction=1.0 - train_tokens / live.total if live is not None and live.total else None,
             tokens_per_informative_group=live.total / informative if live is not None and informative else None,
+            **train_bias_fields(train_tokens=train_tokens, train_rollouts=train_samples, judged_tokens=generated,
+                                judged_rollouts=accepted_samples, live=live),
+            **self._unequal_size_fields(rows),
             decisions=rows,
         )
         if state.fully_async:
@@ -532,6 +536,14 @@ class StepAccountant:
             parts.append(self.prompts.step_fields(state.rollout_id, rows, generated_token_count=generated,
                                                   sources={source for _, source in keyed}))
         return StepDraft(state.rollout_id, *parts)
+
+    def _unequal_size_fields(self, rows: list[DecisionRow]) -> dict[str, int | None]:
+        """``unequal_size_group_count`` and its train-batch part (:mod:`~shopsim_metrics.step.group_sizes`)."""
+        unequal = unequal_size_rows(rows, self.n_samples)
+        if unequal is None:
+            return {"unequal_size_group_count": None, "unequal_size_train_group_count": None}
+        return {"unequal_size_group_count": len(unequal), "unequal_size_train_group_count": sum(
+            1 for row in unequal if row.outcome in (C.OUTCOME_TRAINED, C.OUTCOME_FALLBACK))}
 
     def _fully_async_fields(self, state: _OpenStep, aborted_groups: int | None) -> dict[str, Any]:
         """The fields of a fully-async step: no waves, no ``remaining`` (null, not 0); carried groups and lag."""
@@ -584,6 +596,53 @@ class StepAccountant:
 
 
 _DROPS = (C.OUTCOME_DROPPED_TECHNICAL, C.OUTCOME_DROPPED_ZERO_STD)
+
+
+def train_bias_fields(*, train_tokens: int, train_rollouts: int, judged_tokens: int, judged_rollouts: int,
+                      live: StepTokens | None) -> dict[str, Any]:
+    """The bias of what trains: mean response lengths (tokens per unique rollout) and ``length_bias``.
+
+    The train batch's and every judged group's lengths come from the ledger. Every rollout the step
+    started is each judged rollout plus each rollout the sample hook saw that no judged group holds
+    (``live``; None: the hook is not wired, and those fields stay None): the aborted ones at their
+    partial length, so that mean is a lower bound while any rollout was aborted, and ``length_bias``
+    (train mean / started mean) an upper bound of the batch's bias.
+
+    Example:
+        >>> live = StepTokens(total=1000, aborted=500, unjudged_rollouts=2, unjudged_length=500,
+        ...                   aborted_rollouts=1, aborted_length=300)
+        >>> f = train_bias_fields(train_tokens=200, train_rollouts=2, judged_tokens=500, judged_rollouts=3, live=live)
+        >>> f["train_response_length_mean"], f["started_rollout_count"], f["started_response_length_mean"]
+        (100.0, 5, 200.0)
+        >>> f["aborted_response_length_mean"], f["length_bias"]
+        (300.0, 0.5)
+        >>> train_bias_fields(train_tokens=200, train_rollouts=2, judged_tokens=500, judged_rollouts=3,
+        ...                   live=None)["length_bias"] is None
+        True
+    """
+    train_mean = _ratio(train_tokens, train_rollouts)
+    fields: dict[str, Any] = {
+        "train_response_length_mean": train_mean,
+        "accepted_response_length_mean": _ratio(judged_tokens, judged_rollouts),
+        "started_rollout_count": None,
+        "started_response_length_mean": None,
+        "aborted_rollout_count": None,
+        "aborted_response_length_mean": None,
+        "length_bias": None,
+    }
+    if live is None:
+        return fields
+    started = judged_rollouts + live.unjudged_rollouts
+    started_mean = _ratio(judged_tokens + live.unjudged_length, started)
+    fields.update(
+        started_rollout_count=started,
+        started_response_length_mean=started_mean,
+        aborted_rollout_count=live.aborted_rollouts,
+        aborted_response_length_mean=_ratio(live.aborted_length, live.aborted_rollouts),
+        length_bias=train_mean / started_mean if train_mean is not None and started_mean else None,
+    )
+    return fields
+
 
 def _ratio(numerator: float, denominator: float) -> float | None:
     return numerator / denominator if denominator else None

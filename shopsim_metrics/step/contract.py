@@ -102,6 +102,11 @@ COST_FIELDS: Final = step_fields(records.COST)
 """The cost table of the contract ("What dynamic sampling costs"), in its order."""
 if not set(OUTCOME_TOKEN_FIELDS) <= set(COST_FIELDS):
     raise ImportError(f"StepRecord needs one cost field per outcome: {OUTCOME_TOKEN_FIELDS}")
+# --- the bias of what trains (per step) -----------------------------------------------------------
+TRAIN_BIAS_FIELDS: Final = step_fields(records.TRAIN_BIAS)
+"""Mean response lengths of the train batch, of every judged group, of every rollout the step started and of
+the aborted rollouts, and ``length_bias`` (docs §3.3, "The bias of what trains")."""
+
 # --- prompt value over time (per step) ------------------------------------------------------------
 PROMPT_VALUE_FIELDS: Final = step_fields(records.PROMPT_VALUE)
 """The prompt-value table of the contract ("Prompt value over time"), in its order."""
@@ -128,8 +133,8 @@ LOOP_FULLY_ASYNC: Final = "fully_async"
 RECONCILE_FIELD: Final = "reconcile_mismatch_count"
 """Logged by the log function: drop counts that disagree with slime's own counters (0 = agree)."""
 
-WANDB_STEP_FIELDS: Final = (STEP_FIELDS + EXTRA_FIELDS + COST_FIELDS + PROMPT_VALUE_FIELDS + ZERO_STD_CAUSE_FIELDS
-                             + PROMPT_SKIP_FIELDS + FULLY_ASYNC_FIELDS)
+WANDB_STEP_FIELDS: Final = (STEP_FIELDS + EXTRA_FIELDS + COST_FIELDS + TRAIN_BIAS_FIELDS + PROMPT_VALUE_FIELDS
+                             + ZERO_STD_CAUSE_FIELDS + PROMPT_SKIP_FIELDS + FULLY_ASYNC_FIELDS)
 """Every per-step scalar field of the record the W&B sink logs under WANDB_PREFIX."""
 
 # --- the alerts of a step as numbers on the timeline (derived from the record's ``alerts``) -------

@@ -17,6 +17,11 @@ Rules:
 - evaluation samples are not counted (the caller leaves them out);
 - a step's ``aborted`` tokens are the tokens generated in the step by samples whose group was not judged
   in the step: ``total`` minus the tokens the step's judged samples were counted for in it.
+- the rollouts the hook saw and no judged group of the step holds (by ``rollout_id``, else ``index``:
+  the judged rollout with the same id is that rollout, judged) are the step's **unjudged** rollouts, each
+  at its response length as last seen (the sum over its segments); those whose last generate call was
+  aborted are its **aborted** rollouts, at the partial length slime's abort left them (a lower bound of
+  the length they would have reached).
 
 A step no call reported (the hook is not wired) has no figures: :meth:`GeneratedTokens.take` returns None,
 and the record's fields stay null rather than guessed.
@@ -29,7 +34,7 @@ Example:
     >>> for sample in [*judged, aborted]:
     ...     tokens.observe(sample, step=5)
     >>> tokens.take(5, [judged])
-    StepTokens(total=190, aborted=30)
+    StepTokens(total=190, aborted=30, unjudged_rollouts=1, unjudged_length=30, aborted_rollouts=1, aborted_length=30)
     >>> tokens.take(6, []) is None   # nothing reported for step 6: unknown, not 0
     True
 """
@@ -38,9 +43,9 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import Any, Hashable, Iterable
+from typing import Any, Hashable, Iterable, NamedTuple
 
-from shopsim_metrics.judging.group_judgement import status_check
+from shopsim_metrics.judging.group_judgement import rollout_key, status_check
 from shopsim_metrics.judging.tokens import read_response_length
 
 CARRIED_LIMIT = 1_000_000
@@ -51,10 +56,25 @@ ABORTED = "status_aborted"
 
 @dataclass(frozen=True)
 class StepTokens:
-    """One step's generation as the sample hook saw it: every token, and those of groups never judged."""
+    """One step's generation as the sample hook saw it: every token, those of groups never judged, and the
+    rollouts never judged with their response lengths (see the module docstring)."""
 
     total: int
     aborted: int
+    unjudged_rollouts: int = 0  # rollouts the hook saw that no judged group of the step holds
+    unjudged_length: int = 0  # their response lengths as last seen, summed
+    aborted_rollouts: int = 0  # of those, the rollouts whose last generate call was aborted
+    aborted_length: int = 0  # their partial lengths at the abort, summed
+
+
+class _Call(NamedTuple):
+    """A sample's generate calls in one step, as the hook saw them."""
+
+    sample: Any  # held, so its id stays its own until the step is taken
+    tokens: int  # tokens generated in the step
+    length: int  # response_length at the latest call
+    aborted: bool  # the latest call was aborted
+    rollout: Hashable  # its rollout (rollout_key), read at the call
 
 
 class GeneratedTokens:
@@ -64,9 +84,9 @@ class GeneratedTokens:
         self.continues = continues
         """``--partial-rollout``: aborted samples are continued later, so only their new tokens count then."""
         self._lock = threading.Lock()
-        # step -> id(sample) -> (the sample, tokens generated in the step); the sample is held so its id stays its
-        # own until the step is taken (an aborted sample slime drops could otherwise lend its id to a judged one)
-        self._steps: dict[int | None, dict[int, tuple[Any, int]]] = {}
+        # step -> id(sample) -> its calls in the step; the sample is held so its id stays its own until the step
+        # is taken (an aborted sample slime drops could otherwise lend its id to a judged one)
+        self._steps: dict[int | None, dict[int, _Call]] = {}
         self._carried: dict[Hashable, int] = {}  # Sample.index -> response_length at its abort
 
     def observe(self, sample: Any, step: int | None) -> None:
@@ -74,6 +94,7 @@ class GeneratedTokens:
         length = read_response_length(sample)
         aborted = status_check(getattr(sample, "status", None)) == ABORTED
         key = _carry_key(sample)
+        rollout = rollout_key(sample)
         with self._lock:
             earlier = self._carried.pop(key, 0) if self.continues and key is not None else 0
             if self.continues and aborted and key is not None:
@@ -82,7 +103,8 @@ class GeneratedTokens:
                     self._carried.pop(next(iter(self._carried)))
             bucket = self._steps.setdefault(step, {})
             held = bucket.get(id(sample))
-            bucket[id(sample)] = (sample, (held[1] if held is not None else 0) + max(length - earlier, 0))
+            tokens = (held.tokens if held is not None else 0) + max(length - earlier, 0)
+            bucket[id(sample)] = _Call(sample, tokens, length, aborted, rollout)
 
     def take(self, step: int, judged_groups: Iterable[Any]) -> StepTokens | None:
         """The figures of ``step`` (and of calls whose step was unknown), forgetting them and any earlier step's.
@@ -95,13 +117,29 @@ class GeneratedTokens:
         mine = [bucket for bucket in buckets if bucket]
         if not mine:
             return None
-        counted: dict[int, int] = {}
+        calls: dict[int, _Call] = {}
         for bucket in mine:
-            for sample_id, (_, tokens) in bucket.items():
-                counted[sample_id] = counted.get(sample_id, 0) + tokens
-        total = sum(counted.values())
-        judged = sum(counted.get(id(sample), 0) for sample in _leaves(judged_groups))
-        return StepTokens(total=total, aborted=total - judged)
+            for sample_id, call in bucket.items():
+                held = calls.get(sample_id)
+                calls[sample_id] = call if held is None else call._replace(tokens=held.tokens + call.tokens)
+        total = sum(call.tokens for call in calls.values())
+        judged_ids: set[int] = set()
+        judged_rollouts: set[Hashable] = set()
+        for sample in _leaves(judged_groups):
+            judged_ids.add(id(sample))
+            judged_rollouts.add(rollout_key(sample))
+        judged = sum(calls[sample_id].tokens for sample_id in judged_ids if sample_id in calls)
+        unjudged: dict[Hashable, list[Any]] = {}  # rollout -> [its length, aborted]
+        for sample_id, call in calls.items():
+            if sample_id in judged_ids or call.rollout in judged_rollouts:
+                continue
+            entry = unjudged.setdefault(call.rollout, [0, False])
+            entry[0] += call.length
+            entry[1] = entry[1] or call.aborted
+        aborted = [length for length, was_aborted in unjudged.values() if was_aborted]
+        return StepTokens(total=total, aborted=total - judged, unjudged_rollouts=len(unjudged),
+                          unjudged_length=sum(length for length, _ in unjudged.values()),
+                          aborted_rollouts=len(aborted), aborted_length=sum(aborted))
 
 
 def _carry_key(sample: Any) -> Hashable | None:

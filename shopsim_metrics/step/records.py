@@ -21,8 +21,9 @@ from typing import Any
 
 from shopsim_metrics.step.json_values import json_native, json_native_fields
 
-COUNT, RATIO, STREAK, EXTRA, COST, PROMPT_VALUE, ZERO_STD_CAUSE, PROMPT_SKIP, FULLY_ASYNC = (
-    "count", "ratio", "streak", "extra", "cost", "prompt_value", "zero_std_cause", "prompt_skip", "fully_async")
+COUNT, RATIO, STREAK, EXTRA, COST, PROMPT_VALUE, ZERO_STD_CAUSE, PROMPT_SKIP, FULLY_ASYNC, TRAIN_BIAS = (
+    "count", "ratio", "streak", "extra", "cost", "prompt_value", "zero_std_cause", "prompt_skip", "fully_async",
+    "train_bias")
 """The contract's tables of per-step fields (``contract.COUNT_FIELDS`` ... are derived from :class:`StepRecord`)."""
 
 RECORD_ONLY = {"record_only": True}
@@ -138,6 +139,9 @@ class StepRecord:
     reconcile_mismatch_count: int | None = per_step(EXTRA, None)  # set by the log function (None: not reconciled)
     # adaptive waves: P(another wave) the step's first wave was sized with (None: fixed waves, or nothing known yet)
     predicted_second_wave_probability: float | None = per_step(EXTRA, None)
+    # judged groups whose unique rollouts (fan-out folded by rollout_id) are not n_samples_per_prompt (None: n unknown)
+    unequal_size_group_count: int | None = per_step(EXTRA, None)
+    unequal_size_train_group_count: int | None = per_step(EXTRA, None)  # of those, in the train batch
     slime_drop_counts: dict[str, int] | None = None  # slime's own drop_<reason> counters
     failed_check_counts: dict[str, int] = field(default_factory=dict)
     # the alerts raised in the step, as sent to W&B: {"level", "title", "text"} each, oldest first
@@ -161,6 +165,15 @@ class StepRecord:
     aborted_token_count: int | None = per_step(COST, None)  # of those, tokens of rollouts whose group was not judged in the step
     total_wasted_token_fraction: float | None = per_step(COST, None)  # 1 - train_token_count / total_token_count
     tokens_per_informative_group: float | None = per_step(COST, None)  # total / trained groups with spread: the headline cost
+    # the bias of what trains: mean response length (tokens per unique rollout) of the train batch, of every judged
+    # group, and of every rollout the step started (judged, or seen unjudged by the sample hook; None: not wired)
+    train_response_length_mean: float | None = per_step(TRAIN_BIAS, None)  # train_token_count / train_sample_count
+    accepted_response_length_mean: float | None = per_step(TRAIN_BIAS, None)  # generated_token_count / accepted_sample_count
+    started_rollout_count: int | None = per_step(TRAIN_BIAS, None)  # judged unique rollouts + unjudged ones the hook saw
+    started_response_length_mean: float | None = per_step(TRAIN_BIAS, None)  # a lower bound while aborted rollouts count
+    aborted_rollout_count: int | None = per_step(TRAIN_BIAS, None)  # unjudged rollouts whose last generate call was aborted
+    aborted_response_length_mean: float | None = per_step(TRAIN_BIAS, None)  # their partial lengths: a lower bound
+    length_bias: float | None = per_step(TRAIN_BIAS, None)  # train_response_length_mean / started_response_length_mean
     # prompt value over time (None: not tracked)
     prompt_key_source: str | None = None  # metadata | prompt_hash | mixed | none (prompt_keys.KEY_SOURCES)
     prompt_history_limit: int | None = None  # shopsim_prompt_history_limit in force
