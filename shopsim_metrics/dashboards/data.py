@@ -164,7 +164,8 @@ OPTIONAL_FIELDS: tuple[tuple[frozenset[str], str], ...] = (
     (frozenset(step_fields(FULLY_ASYNC)), "these fields exist only on slime's fully-async path (train_async.py, "
                                           "docs §3.8)"),
     (frozenset({"total_token_count", "aborted_token_count", "total_wasted_token_fraction",
-                "tokens_per_informative_group"}),
+                "tokens_per_informative_group", "started_rollout_count", "started_response_length_mean",
+                "aborted_rollout_count", "aborted_response_length_mean", "length_bias"}),
      "no live token counts: the sample hook (--rollout-sample-hook-path "
      "shopsimrl.slime_runtime.record_generated_sample) is not wired"),
     (frozenset(contract.ALERT_FIELDS), "the alerts are off (shopsim_alerts: false)"),

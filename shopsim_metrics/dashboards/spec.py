@@ -282,6 +282,23 @@ def dashboard_spec() -> DashboardSpec:
             ),
         ),
         Panel(
+            id="length_bias",
+            title="Length bias of the train batch",
+            description=(
+                "Mean response length of the train batch / mean over every rollout the step started (judged ones, "
+                "and those slime aborted when the batch filled, at their partial length). Below 1: the batch "
+                "trains on shorter answers than the step generated (slime aborts the slow, long ones; dropping "
+                "zero-std groups shifts it again). The aborted lengths are lower bounds, so a value below 1 is "
+                "certain. The lengths themselves are train_response_length_mean, accepted_response_length_mean, "
+                "started_response_length_mean and aborted_response_length_mean. Empty without the sample hook wired."
+            ),
+            kind="line",
+            source="steps",
+            section=signal,
+            y_title="train mean length / started mean length",
+            series=(Series("length_bias", "length bias (train / every rollout started)", color="#000000"),),
+        ),
+        Panel(
             id="zero_advantage",
             title="Zero-advantage fraction of the train batch",
             description="fallback groups / train groups: the share of the batch that carries no GRPO gradient.",
