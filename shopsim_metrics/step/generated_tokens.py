@@ -21,7 +21,8 @@ Rules:
   the judged rollout with the same id is that rollout, judged) are the step's **unjudged** rollouts, each
   at its response length as last seen (the sum over its segments); those whose last generate call was
   aborted are its **aborted** rollouts, at the partial length slime's abort left them (a lower bound of
-  the length they would have reached).
+  the length they would have reached). A sample aborted before it made a token in the step (still queued
+  in the engine) never started: it is in neither.
 
 A step no call reported (the hook is not wired) has no figures: :meth:`GeneratedTokens.take` returns None,
 and the record's fields stay null rather than guessed.
@@ -61,7 +62,7 @@ class StepTokens:
 
     total: int
     aborted: int
-    unjudged_rollouts: int = 0  # rollouts the hook saw that no judged group of the step holds
+    unjudged_rollouts: int = 0  # rollouts the hook saw start that no judged group of the step holds
     unjudged_length: int = 0  # their response lengths as last seen, summed
     aborted_rollouts: int = 0  # of those, the rollouts whose last generate call was aborted
     aborted_length: int = 0  # their partial lengths at the abort, summed
@@ -132,6 +133,8 @@ class GeneratedTokens:
         unjudged: dict[Hashable, list[Any]] = {}  # rollout -> [its length, aborted]
         for sample_id, call in calls.items():
             if sample_id in judged_ids or call.rollout in judged_rollouts:
+                continue
+            if call.aborted and not call.tokens:  # aborted before its first token: it never started
                 continue
             entry = unjudged.setdefault(call.rollout, [0, False])
             entry[0] += call.length

@@ -171,7 +171,7 @@ class StepRecord:
     accepted_response_length_mean: float | None = per_step(TRAIN_BIAS, None)  # generated_token_count / accepted_sample_count
     started_rollout_count: int | None = per_step(TRAIN_BIAS, None)  # judged unique rollouts + unjudged ones the hook saw
     started_response_length_mean: float | None = per_step(TRAIN_BIAS, None)  # a lower bound while aborted rollouts count
-    aborted_rollout_count: int | None = per_step(TRAIN_BIAS, None)  # unjudged rollouts whose last generate call was aborted
+    aborted_rollout_count: int | None = per_step(TRAIN_BIAS, None)  # unjudged rollouts aborted after their first token
     aborted_response_length_mean: float | None = per_step(TRAIN_BIAS, None)  # their partial lengths: a lower bound
     length_bias: float | None = per_step(TRAIN_BIAS, None)  # train_response_length_mean / started_response_length_mean
     # prompt value over time (None: not tracked)

@@ -27,9 +27,14 @@ Rewards are not decided here: they come from the dataset's metadata (``harness_r
 
     python fake_sglang_server.py --port P --tokenizer DIR --dataset data.jsonl [--key-column prompt_id]
         [--log-file requests.jsonl] [--base-delay 0.05] [--delay-step 0.1] [--script script.json]
+        [--long-tail 6 --seconds-per-token 0.02]
 
 ``--script`` (JSON, key -> {"delay": s, "tokens": n, "finish": "stop"|"length"}) overrides the
-defaults per prompt. The server prints ``READY <port>`` on stdout once it listens.
+defaults per prompt. ``--long-tail MEDIAN`` gives every request its own long-tailed length instead: a
+lognormal draw (median MEDIAN tokens, shape 1), reproducible from the prompt key and the request's
+ordinal for that prompt, and a delay that follows it (``--base-delay`` + tokens × ``--seconds-per-token``):
+long answers are the slow ones, as on a real engine, so slime's abort cuts them off. The server prints
+``READY <port>`` on stdout once it listens.
 """
 
 from __future__ import annotations
@@ -37,6 +42,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
+import random
 import time
 from collections import Counter
 from pathlib import Path
@@ -51,8 +58,11 @@ class FakeEngine:
     """State of the fake engine: prompt keys by token ids, requests in flight, counters."""
 
     def __init__(self, tokenizer_dir: str, dataset: str, key_column: str, script: dict, base_delay: float,
-                 delay_step: float, log_file: str | None, host: str, port: int):
+                 delay_step: float, log_file: str | None, host: str, port: int, long_tail: float | None = None,
+                 seconds_per_token: float = 0.02):
         from tokenizers import Tokenizer
+
+        self.base_delay, self.long_tail, self.seconds_per_token = base_delay, long_tail, seconds_per_token
 
         self.tokenizer = Tokenizer.from_file(str(Path(tokenizer_dir) / "tokenizer.json"))
         self.answer_ids = [self.tokenizer.token_to_id(word) for word in ANSWER_WORDS]
@@ -78,6 +88,12 @@ class FakeEngine:
         self.url = f"http://{host}:{port}"
         self.log = open(log_file, "a", buffering=1) if log_file else None
 
+    def long_tail_setting(self, key: str, ordinal: int) -> dict:
+        """The ``ordinal``-th request for ``key`` under ``--long-tail``: a lognormal length, a delay that follows it."""
+        draw = random.Random(f"{key}:{ordinal}").gauss(0.0, 1.0)
+        tokens = max(1, round(self.long_tail * math.exp(draw)))
+        return {"delay": self.base_delay + tokens * self.seconds_per_token, "tokens": tokens, "finish": "stop"}
+
     def key_of(self, input_ids) -> str | None:
         return self.key_by_ids.get(tuple(int(i) for i in input_ids or []))
 
@@ -90,7 +106,8 @@ class FakeEngine:
             setting = {"delay": 0.0, "tokens": 1, "finish": "stop"}
         else:
             self.requests[key] += 1
-            setting = self.settings[key]
+            setting = (self.settings[key] if self.long_tail is None
+                       else self.long_tail_setting(key, self.requests[key]))
         max_new = int(sampling.get("max_new_tokens") or setting["tokens"])
         n_tokens = min(int(setting["tokens"]), max_new)
         finish = setting["finish"] if n_tokens < max_new or setting["finish"] != "stop" else "length"
@@ -179,7 +196,8 @@ def make_app(engine: FakeEngine) -> web.Application:
 async def serve(options) -> None:
     script = json.loads(Path(options.script).read_text()) if options.script else {}
     engine = FakeEngine(options.tokenizer, options.dataset, options.key_column, script, options.base_delay,
-                        options.delay_step, options.log_file, options.host, options.port)
+                        options.delay_step, options.log_file, options.host, options.port,
+                        long_tail=options.long_tail, seconds_per_token=options.seconds_per_token)
     runner = web.AppRunner(make_app(engine), access_log=None)
     await runner.setup()
     # slime opens many connections at once and retries on a refused one: a deep listen queue
@@ -200,6 +218,9 @@ def main(argv=None) -> None:
     parser.add_argument("--log-file", default=None)
     parser.add_argument("--base-delay", type=float, default=0.05)
     parser.add_argument("--delay-step", type=float, default=0.1)
+    parser.add_argument("--long-tail", type=float, default=None, metavar="MEDIAN",
+                        help="each request a lognormal length of this median (shape 1), its delay following it")
+    parser.add_argument("--seconds-per-token", type=float, default=0.02, help="with --long-tail: delay per token")
     options = parser.parse_args(argv)
     if options.host != "127.0.0.1":
         parser.error(f"--host must be 127.0.0.1 (got {options.host!r}): the harness stays on loopback")
