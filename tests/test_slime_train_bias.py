@@ -2,8 +2,8 @@
 
 A configuration of the launch-path integration test (``test_slime_train.py``'s harness and dataset): the
 project's four hooks, slime's default data source, and the fake engine with ``--long-tail``: every request
-its own lognormal length, its delay following it, so the long answers are the slow ones and slime's abort
-cuts them off when the batch fills (the engine returns the tokens made so far with ``finish_reason``
+its own lognormal length (partly the prompt's in that step: hard prompts write long answers), its delay
+following it, so the long answers are the slow ones and slime's abort cuts them off when the batch fills (the engine returns the tokens made so far with ``finish_reason``
 abort, as SGLang does).
 
 Checked against the engine's own per-request log (split into rollout steps at slime's aborts: one request
@@ -31,10 +31,15 @@ pytestmark = harness.pytest_marks(timeout=600)
 
 N_SAMPLES = 4
 ROLLOUT_BATCH = 2
-OVER_SAMPLING = 4
+# a wave is the whole dataset (12 prompts, 6 with spread): the two fastest groups with spread train, the
+# zero-std groups are dropped (never a fallback: remaining stays above the batch), the rest is aborted. With
+# waves of 4 the dataset's zero-std prompts make most steps train a fallback group, the last zero-std group
+# to finish: the slowest (dropping zero-std groups shifts the batch too, the other way)
+OVER_SAMPLING = 12
 STEPS = 6
 MAX_RESPONSE_LEN = 64  # room for the long tail (the harness's default is 8)
-ENGINE = ("--long-tail", "6", "--seconds-per-token", "0.02")
+ENGINE = ("--long-tail", "6", "--seconds-per-token", "0.1")  # slow enough that slime's dispatch of a wave
+# (its requests reach the engine over a few tenths of a second) does not decide which groups finish first
 
 
 @pytest.fixture(scope="module")

@@ -31,9 +31,10 @@ Rewards are not decided here: they come from the dataset's metadata (``harness_r
 
 ``--script`` (JSON, key -> {"delay": s, "tokens": n, "finish": "stop"|"length"}) overrides the
 defaults per prompt. ``--long-tail MEDIAN`` gives every request its own long-tailed length instead: a
-lognormal draw (median MEDIAN tokens, shape 1), reproducible from the prompt key and the request's
-ordinal for that prompt, and a delay that follows it (``--base-delay`` + tokens × ``--seconds-per-token``):
-long answers are the slow ones, as on a real engine, so slime's abort cuts them off. The server prints
+lognormal draw (median MEDIAN tokens, shape 1; part of it shared by the prompt's group in the step, as hard
+prompts write long answers), reproducible from the prompt key, the step and the request's ordinal for that
+prompt, and a delay that follows it (``--base-delay`` + tokens × ``--seconds-per-token``): long answers are
+the slow ones, as on a real engine, so slime's abort cuts them off. The server prints
 ``READY <port>`` on stdout once it listens.
 """
 
@@ -89,9 +90,14 @@ class FakeEngine:
         self.log = open(log_file, "a", buffering=1) if log_file else None
 
     def long_tail_setting(self, key: str, ordinal: int) -> dict:
-        """The ``ordinal``-th request for ``key`` under ``--long-tail``: a lognormal length, a delay that follows it."""
-        draw = random.Random(f"{key}:{ordinal}").gauss(0.0, 1.0)
-        tokens = max(1, round(self.long_tail * math.exp(draw)))
+        """The ``ordinal``-th request for ``key`` under ``--long-tail``: a lognormal length, a delay that follows it.
+
+        The log-length is a draw for the prompt in this rollout step (slime's aborts so far: hard prompts write
+        long answers, all of their group's rollouts alike) plus one for the answer, of shapes 0.8 and 0.6 (1 in all).
+        """
+        prompt = random.Random(f"{key}@{self.abort_calls}").gauss(0.0, 1.0)
+        answer = random.Random(f"{key}:{ordinal}").gauss(0.0, 1.0)
+        tokens = max(1, round(self.long_tail * math.exp(0.8 * prompt + 0.6 * answer)))
         return {"delay": self.base_delay + tokens * self.seconds_per_token, "tokens": tokens, "finish": "stop"}
 
     def key_of(self, input_ids) -> str | None:
