@@ -28,7 +28,9 @@ Who owns what (one owner per piece of state):
   each of the hooks;
 - whether and where to log to W&B: decided once, by the sinks built from the settings
   (:func:`shopsim_metrics.sinks.factory.build_sinks`), lazily, at the first record;
-- the alerts' policy (one warning per step at most, the error at the limit): the alert policy.
+- the alerts' policy (one warning per step at most, the error at the limit): the alert policy;
+- the advisories (what the recent steps say is wrong, once per condition): the advisor
+  (:class:`~shopsim_metrics.step.advisories.Advisor`), fed each step as it is emitted, restored on a resume.
 
 Two threads meet here: slime calls the filter and the all-samples hook on its rollout thread (an
 asyncio loop in a background thread) and the log function on its own. One lock orders each
@@ -55,6 +57,7 @@ from typing import Any, Callable
 
 from shopsim_metrics.step import contract as C
 from shopsim_metrics.step.accounting import GenerationStats, StepAccountant
+from shopsim_metrics.step.advisories import Advisor, StepFacts
 from shopsim_metrics.step.alerts import Alert, StreakAlertPolicy
 from shopsim_metrics.step.generated_tokens import GeneratedTokens
 from shopsim_metrics.step.group_sizes import unequal_size_warning
@@ -128,6 +131,8 @@ class ShopsimRuntime:
             error_level=settings.alert_error_level,
             enabled=settings.alerts,
         )
+        self.advisor: Advisor | None = Advisor() if settings.alerts else None
+        """The recent steps' advisories (:mod:`~shopsim_metrics.step.advisories`): fed as each step is emitted."""
         self._pending_alerts: list[Alert] = []  # sent, not yet carried by a record (guarded by _emit_lock)
         self._explicit_sinks = sinks
         self._sinks: SinkSet | None = None
@@ -179,7 +184,8 @@ class ShopsimRuntime:
         try:
             restored = restore(self.settings.run_dir, start_rollout_id=start, streak=self.streak, prompts=prompts,
                                skips=self.skip_tally, snapshot_dir=self.snapshots.load,
-                               recent_orders=self.accountant.recent_orders if self.accountant is not None else None)
+                               recent_orders=self.accountant.recent_orders if self.accountant is not None else None,
+                               advisor=self.advisor)
         except Exception as exc:  # noqa: BLE001 - monitoring never stops training
             logger.warning("shopsim-metrics: restoring the run's state from %s failed (%s: %s); the streak and the "
                            "prompt history start empty.", self.settings.run_dir, type(exc).__name__, exc)
@@ -420,22 +426,46 @@ class ShopsimRuntime:
                 self._pending_alerts.append(alert)
             self.sinks.alert(alert)
 
-    def _carry_alerts(self, rollout_id: int) -> RecordPart:
-        """The ``alerts`` of step ``rollout_id``'s record (every alert sent for it or an earlier step, not yet
-        carried) and its warning threshold.
+    def _carry_alerts(self, draft: StepDraft, parts: list[RecordPart]) -> RecordPart:
+        """The ``alerts`` of the step's record (every alert sent for it or an earlier step, not yet carried) and
+        its warning threshold.
 
-        The step's WARN is sent here, just before the record that carries it.
+        The step's WARN is sent here, just before the record that carries it, then the advisories the step
+        raises (read from its fields as the record will hold them: the draft's and ``parts``).
         """
+        rollout_id = draft.rollout_id
         self.send_warnings(up_to=rollout_id)
         part: dict[str, Any] = {}
+        if self.alerts.enabled:
+            part["technical_failure_warn_at"] = self.alerts.warn_at
+        self._advise(draft, [*parts, part])
         due = [a for a in self._pending_alerts if a.rollout_id is None or a.rollout_id <= rollout_id]
         if due:
             self._pending_alerts = [a for a in self._pending_alerts
                                     if not (a.rollout_id is None or a.rollout_id <= rollout_id)]
             part["alerts"] = [{"level": a.level, "title": a.title, "text": a.text} for a in due]
-        if self.alerts.enabled:
-            part["technical_failure_warn_at"] = self.alerts.warn_at
         return part
+
+    def _advise(self, draft: StepDraft, parts: list[RecordPart]) -> None:
+        """Feed the step to the advisor and send the advisories it raises (never raises: monitoring never stops
+        training)."""
+        if self.advisor is None:
+            return
+
+        def value(name: str) -> Any:
+            for part in parts:
+                if name in part:
+                    return part[name]
+            return draft.value(name)
+
+        try:
+            raised = self.advisor.observe(StepFacts.read(draft.rollout_id, value))
+        except Exception as exc:  # noqa: BLE001 - monitoring never stops training
+            self._warn_once("advisories", "shopsim-metrics: the advisories of step %s failed (%s: %s); the record is "
+                            "written without them.", draft.rollout_id, type(exc).__name__, exc)
+            return
+        for alert in raised:
+            self.send_alert(alert)
 
     # --- the sample hook's side ---------------------------------------------------------------
     def record_sample(self, sample: Any, rollout_id: Any = None) -> None:
@@ -516,7 +546,7 @@ class ShopsimRuntime:
                 data = build_snapshot(rollout_id=rollout_id, run_id=self.run_id, missing=self._missing_steps,
                                       streak=self.streak, prompts=prompts, prompt_settings=prompt_settings(prompts),
                                       skips=self.skip_tally, run_dir=self.settings.run_dir,
-                                      recent_orders=accountant.recent_orders)
+                                      recent_orders=accountant.recent_orders, advisor=self.advisor)
             write_json(snapshot_path(plan.save, rollout_id), data)  # fsync'ed, then replaced
         except Exception as exc:  # noqa: BLE001 - monitoring never stops training
             self._warn_once("snapshot", "shopsim-metrics: writing the monitor snapshot of step %s failed (%s: %s); a "
@@ -596,7 +626,7 @@ class ShopsimRuntime:
             parts.append({"prompt_history_partial": self._missing_steps > 0})
         parts.append(self._fill_skips(draft))
         try:
-            parts.append(self._carry_alerts(draft.rollout_id))
+            parts.append(self._carry_alerts(draft, parts))
         except Exception as exc:  # noqa: BLE001 - monitoring never stops training
             self._warn_once("record_alerts", "shopsim-metrics: adding the alerts to the record failed (%s: %s)",
                             type(exc).__name__, exc)

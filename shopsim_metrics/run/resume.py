@@ -1,4 +1,5 @@
-"""A resumed run picks up what an unbroken run would hold: the technical streak and the prompt history.
+"""A resumed run picks up what an unbroken run would hold: the technical streak, the prompt history, the
+recent steps behind adaptive waves and the advisories.
 
 slime resumes with ``--load``: a fresh process whose ``args.start_rollout_id`` is s > 0 re-runs the
 steps after the checkpoint with the same prompts. Before its first judgement the monitor replays the
@@ -44,6 +45,7 @@ from shopsim_metrics.readers.steps import (
 from shopsim_metrics.run.snapshot import find_snapshot, read_snapshot
 from shopsim_metrics.state_file import DamagedStateFile
 from shopsim_metrics.step import contract as C
+from shopsim_metrics.step.advisories import Advisor, StepFacts
 from shopsim_metrics.step.records import StepRecord
 from shopsim_metrics.step.streak import TechnicalStreak
 from shopsim_metrics.step.wave_size import RecentOrders
@@ -73,9 +75,11 @@ class Restored:
 
 def restore(run_dir: str | os.PathLike, *, start_rollout_id: int, streak: TechnicalStreak,
             prompts: PromptValueTracker | None, skips: "SkipTally | None" = None,
-            snapshot_dir: str | os.PathLike | None = None, recent_orders: RecentOrders | None = None) -> Restored:
-    """Rebuild ``streak``, ``prompts``, ``skips`` and ``recent_orders`` (the recent steps' judged groups in
-    finishing order, which adaptive waves are sized from) as of the records of ``rollout_id < start_rollout_id``.
+            snapshot_dir: str | os.PathLike | None = None, recent_orders: RecentOrders | None = None,
+            advisor: Advisor | None = None) -> Restored:
+    """Rebuild ``streak``, ``prompts``, ``skips``, ``recent_orders`` (the recent steps' judged groups in
+    finishing order, which adaptive waves are sized from) and ``advisor`` (the recent steps and the advisories
+    raised) as of the records of ``rollout_id < start_rollout_id``.
 
     With ``snapshot_dir`` (slime's ``--load``) holding a snapshot of a step N < s
     (:mod:`shopsim_metrics.run.snapshot`), the state is read from it and only the records written after it,
@@ -89,31 +93,32 @@ def restore(run_dir: str | os.PathLike, *, start_rollout_id: int, streak: Techni
     if found is not None:
         try:
             restored, note = _from_snapshot(run_dir, start_rollout_id, read_snapshot(found[0]), streak, prompts, skips,
-                                            recent_orders)
+                                            recent_orders, advisor)
         except DamagedStateFile as exc:
             restored, note = None, str(exc)
         except (OSError, ValueError, KeyError, TypeError, IndexError) as exc:
             restored, note = None, f"{found[0]}: not usable ({type(exc).__name__}: {str(exc)[:120]})"
         if restored is not None:
             return restored
-    return _replay_all(run_dir, start_rollout_id, streak, prompts, skips, recent_orders, note)
+    return _replay_all(run_dir, start_rollout_id, streak, prompts, skips, recent_orders, advisor, note)
 
 
 def _replay_all(run_dir: Any, start_rollout_id: int, streak: TechnicalStreak, prompts: PromptValueTracker | None,
-                skips: "SkipTally | None", recent_orders: RecentOrders | None, note: str | None) -> Restored:
+                skips: "SkipTally | None", recent_orders: RecentOrders | None, advisor: Advisor | None,
+                note: str | None) -> Restored:
     report = ReadReport(Path(run_dir))
     try:
         latest, run_id = _latest_lines(lambda: iter_step_dicts(run_dir, report), 0, start_rollout_id)
     except (NoStepRecords, OSError, ValueError):
         return Restored(steps=0, missing=start_rollout_id, note=note)
     replayed = _replay(lambda: iter_step_dicts(run_dir, ReadReport(report.path)), latest, streak, prompts, skips,
-                       recent_orders)
+                       recent_orders, advisor)
     return Restored(steps=replayed, missing=start_rollout_id - replayed, run_id=run_id, note=note)
 
 
 def _from_snapshot(run_dir: Any, start_rollout_id: int, snapshot: dict[str, Any], streak: TechnicalStreak,
                    prompts: PromptValueTracker | None, skips: "SkipTally | None",
-                   recent_orders: RecentOrders | None) -> tuple[Restored | None, str | None]:
+                   recent_orders: RecentOrders | None, advisor: Advisor | None) -> tuple[Restored | None, str | None]:
     """Restore from ``snapshot`` and the records after it; (None, why) when it cannot stand for the replay."""
     step = snapshot["rollout_id"]
     saved_settings = snapshot.get("prompt_settings")
@@ -141,6 +146,9 @@ def _from_snapshot(run_dir: Any, start_rollout_id: int, snapshot: dict[str, Any]
     if recent_orders is not None:
         # "rates": the key of a snapshot saved before the orders were kept (its counts load as steps of unknown order)
         saved_orders.load_state_dict(snapshot["recent_orders"] if "recent_orders" in snapshot else snapshot["rates"])
+    saved_advisor = Advisor()
+    if advisor is not None and isinstance(snapshot.get("advisories"), dict):  # an older snapshot's: none kept
+        saved_advisor.load_state_dict(snapshot["advisories"])
     if prompts is not None:
         prompts.load_state_dict(snapshot["prompts"])  # all or nothing
     streak.load_state_dict(saved_streak.state_dict())
@@ -148,7 +156,9 @@ def _from_snapshot(run_dir: Any, start_rollout_id: int, snapshot: dict[str, Any]
         skips.load_state_dict(saved_skips.state_dict())
     if recent_orders is not None:
         recent_orders.load_state_dict(saved_orders.state_dict())
-    _replay(tail, latest, streak, prompts, skips, recent_orders)
+    if advisor is not None:
+        advisor.load_state_dict(saved_advisor.state_dict())
+    _replay(tail, latest, streak, prompts, skips, recent_orders, advisor)
     missing = snapshot["missing"]
     run_id = snapshot.get("run_id") if isinstance(snapshot.get("run_id"), str) else tail_run_id
     return Restored(steps=start_rollout_id - missing, missing=missing, run_id=run_id, snapshot=step), None
@@ -163,7 +173,8 @@ def prompt_settings(prompts: PromptValueTracker | None) -> dict[str, Any] | None
 
 
 def _replay(records: Callable[[], Iterator[dict[str, Any]]], latest: dict[int, int], streak: TechnicalStreak,
-            prompts: PromptValueTracker | None, skips: "SkipTally | None", recent_orders: RecentOrders | None) -> int:
+            prompts: PromptValueTracker | None, skips: "SkipTally | None", recent_orders: RecentOrders | None,
+            advisor: Advisor | None = None) -> int:
     """Feed the chosen records (``latest``: rollout_id -> position) in file order; returns how many."""
     replayed = 0
     for index, data in enumerate(records()):
@@ -179,6 +190,8 @@ def _replay(records: Callable[[], Iterator[dict[str, Any]]], latest: dict[int, i
             skips.replay(record)
         if recent_orders is not None:
             recent_orders.observe_record(record)
+        if advisor is not None:
+            advisor.observe(StepFacts.of_record(record))  # the advisories it raised are in the record already
         replayed += 1
     return replayed
 

@@ -151,7 +151,7 @@ def read_snapshot(path: str | os.PathLike) -> dict[str, Any]:
 
 def build_snapshot(*, rollout_id: int, run_id: str | None, missing: int, streak: Any, prompts: Any,
                    prompt_settings: dict[str, Any] | None, skips: Any, run_dir: str | os.PathLike,
-                   recent_orders: Any = None) -> dict[str, Any]:
+                   recent_orders: Any = None, advisor: Any = None) -> dict[str, Any]:
     """The snapshot of the state after step ``rollout_id`` (the objects' own ``state_dict``), with the
     records positions of ``run_dir`` taken now: every record up to this step is already written.
 
@@ -164,5 +164,6 @@ def build_snapshot(*, rollout_id: int, run_id: str | None, missing: int, streak:
         "prompts": prompts.state_dict() if prompts is not None else None,
         "skips": skips.state_dict() if skips is not None else None,
         "recent_orders": recent_orders.state_dict() if recent_orders is not None else {"orders": []},
+        "advisories": advisor.state_dict() if advisor is not None else None,
         "records": records_positions(run_dir),
     }

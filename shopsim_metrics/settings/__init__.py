@@ -317,7 +317,7 @@ class ShopsimSettings:
         "decision-ledger table every N rollout steps (`rollout_id % N == 0`); `0` = only the special "
         "steps (more than one wave, termination)")
     # alerts
-    alerts: bool = setting(True, flag, "true or false", "send the technical-streak alerts (W&B and log)")
+    alerts: bool = setting(True, flag, "true or false", "send the technical-streak alerts and the advisories (W&B and log; §3.2)")
     alert_warn_fraction: float = setting(
         0.5, number(0.0, 1.0, low_open=True), "a number in (0, 1]",
         "one WARN per rollout step in which a streak reaches this fraction of the limit (4 of 8)")

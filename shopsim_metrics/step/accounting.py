@@ -530,7 +530,7 @@ class StepAccountant:
             decisions=rows,
         )
         if state.fully_async:
-            fields.update(self._fully_async_fields(state, aborted_groups))
+            fields.update(self._fully_async_fields(state, aborted_groups, rows))
         parts: list[RecordPart] = [fields]
         if self.prompts is not None and keyed is not None:  # reads the step's token counts
             parts.append(self.prompts.step_fields(state.rollout_id, rows, generated_token_count=generated,
@@ -545,17 +545,25 @@ class StepAccountant:
         return {"unequal_size_group_count": len(unequal), "unequal_size_train_group_count": sum(
             1 for row in unequal if row.outcome in (C.OUTCOME_TRAINED, C.OUTCOME_FALLBACK))}
 
-    def _fully_async_fields(self, state: _OpenStep, aborted_groups: int | None) -> dict[str, Any]:
-        """The fields of a fully-async step: no waves, no ``remaining`` (null, not 0); carried groups and lag."""
+    def _fully_async_fields(self, state: _OpenStep, aborted_groups: int | None,
+                            rows: list[DecisionRow]) -> dict[str, Any]:
+        """The fields of a fully-async step: no waves, no ``remaining`` (null, not 0); carried groups and lag
+        (the group mean, and the mean weighted by each group's ``response_tokens``: the lag of the tokens the
+        gradient is made of; null when the versioned groups hold no token)."""
         taken = [j for j in state.judged if j.outcome in (C.OUTCOME_TRAINED, C.OUTCOME_FALLBACK)]
         newest = self._newest_version
-        lags = [newest - j.weight_version for j in taken if j.weight_version is not None and newest is not None]
+        versioned = [(j, row.response_tokens) for j, row in zip(state.judged, rows)
+                     if j.outcome in (C.OUTCOME_TRAINED, C.OUTCOME_FALLBACK) and j.weight_version is not None
+                     and newest is not None]
+        lags = [newest - j.weight_version for j, _ in versioned]
+        tokens = [n for _, n in versioned]
         return {
             **dict.fromkeys(C.NULL_ON_FULLY_ASYNC),
             "aborted_group_count": aborted_groups,
             "carried_group_count": sum(1 for j in taken if j.carried),
             "policy_version_lag_mean": sum(lags) / len(lags) if lags else None,
             "policy_version_lag_max": max(lags) if lags else None,
+            "policy_version_lag_token_mean": _ratio(sum(lag * n for lag, n in zip(lags, tokens)), sum(tokens)),
         }
 
     def _take_waves(self, step: int) -> tuple[list[int] | None, float | None]:

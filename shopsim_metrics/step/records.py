@@ -202,6 +202,7 @@ class StepRecord:
     carried_group_count: int | None = per_step(FULLY_ASYNC, None)  # trained groups drawn before the step began
     policy_version_lag_mean: float | None = per_step(FULLY_ASYNC, None)  # newest weight version - trained group's oldest
     policy_version_lag_max: int | None = per_step(FULLY_ASYNC, None)  # the largest of those lags
+    policy_version_lag_token_mean: float | None = per_step(FULLY_ASYNC, None)  # those lags weighted by the groups' tokens
     # the prompts table on the steps it is due: for W&B only, not part of the record (JSONL, equality)
     prompt_table: list[list[Any]] | None = field(default=None, compare=False, repr=False)
     decisions: list[DecisionRow] = field(default_factory=list)

@@ -1,0 +1,389 @@
+"""Advisories: what the recent steps say is wrong with a run, and what to change.
+
+Each advisory is a rule over the last :data:`ADVISORY_WINDOW` steps' records (the recent
+:data:`RECENT_STEPS` and the ones before them), with a level, a title and a text that says what to
+change. It reaches the record's ``alerts``, W&B's alert list and the HTML dashboard as the
+technical-streak alerts do (:mod:`shopsim_metrics.step.alerts`), **once per condition**: raised at the
+step its rule first holds, and again only after the rule has not held for a whole window of steps.
+
+The rules and why their thresholds are where they are (docs §3.2). A share is over the step's judged
+groups that are not technical (the groups a verdict exists for), a median is over the steps' own shares
+(one burst step does not move it), a pooled share is summed over the steps first:
+
+- ``collapse`` (WARN): all-fail groups, median share of the recent steps >= :data:`NEAR_ONE` and not
+  below the steps before: the reward or the policy broke (a learning hard start falls and stays quiet);
+- ``saturation`` (WARN): the same for all-pass groups: the pool is learned;
+- ``zero_std`` (INFO): zero-std above :data:`ZERO_STD_SHARE` in every recent step: the first wave of
+  slime's default over-sampling (twice the batch) can no longer fill the batch with groups that
+  teach. Over-sampling or skipping pays, by :func:`skipping_pays` (not raised beside a collapse or a
+  saturation: the data is the cause then, not the sampling);
+- ``abort_storm`` (INFO): aborted tokens >= :data:`ABORTED_TOKEN_SHARE` of every token the window's
+  steps generated: more went to groups slime aborted than to every group it judged; waves too big;
+- ``second_waves`` (INFO): >= :data:`SECOND_WAVE_STEPS` steps of the window needed another wave, a burst
+  step left out (its streak reached the warning threshold: an outage the streak WARN answers, which no
+  over-sampling buys back; ``tune`` leaves bursts out of its targets too);
+- ``technical`` (WARN): technical groups, median share of the recent steps >= :data:`TECHNICAL_SHARE`
+  and not below the steps before: failures that cost generation long before a streak nears the limit;
+- ``policy_lag`` (WARN, fully-async path): the trained groups' lag, the larger of the group mean and
+  the token-weighted mean, median of the recent steps >= :data:`POLICY_LAG_HIGH` weight updates.
+
+Example (eight steps whose every judged group fails: the reward or the policy broke):
+    >>> advisor = Advisor()
+    >>> alerts = [advisor.observe(StepFacts(rollout_id=n, accepted=32, zero_std=32, all_fail=32)) for n in range(9)]
+    >>> [len(a) for a in alerts]
+    [0, 0, 0, 0, 0, 0, 0, 1, 0]
+    >>> [(a.level, a.title) for a in alerts[7]]
+    [('WARN', 'shopsim: all-fail groups rising toward 1 at rollout step 7')]
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import deque
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, Callable, Iterable, Sequence
+
+from shopsim_metrics.step.alerts import Alert
+
+ADVISORY_WINDOW = 8
+"""The steps every rule looks at (the one place the window is set); no advisory before the window is full."""
+
+RECENT_STEPS = 4
+"""The recent part of the window ("for several steps"); the rules that compare compare it with the steps before."""
+
+NEAR_ONE = 0.75
+"""All-fail (collapse) or all-pass (saturation) share "toward 1": three in four judged groups teach nothing,
+so even four times the batch in over-sampling barely fills it with groups that do; no sampling knob helps."""
+
+ZERO_STD_SHARE = 0.5
+"""Zero-std share above which slime's default first wave (over-sampling twice the batch) cannot fill the batch
+with groups that have spread: zero-advantage groups train (fallback) or a second wave opens."""
+
+ABORTED_TOKEN_SHARE = 0.5
+"""Aborted tokens / every token: at this share the steps paid more for groups slime aborted unjudged than for
+every group it judged (tune at its own recommendation on the demo's rates: 0.24; at twice that size: 0.64)."""
+
+SECOND_WAVE_STEPS = 3
+"""Steps of the window with another wave: at tune's target P(second wave) = 0.05, 3 or more of 8 steps happen
+with probability 0.006, so the run's rate is well above the target."""
+
+TECHNICAL_SHARE = 0.1
+"""Technical share of the judged groups: a tenth of the generation lost, six times the demo's background rate,
+while independent failures at that rate reach a streak of 8 about once in 10**7 groups (the streak alerts stay
+silent)."""
+
+POLICY_LAG_HIGH = 4.0
+"""Weight updates behind the newest policy: twice the lag of a pool three batches deep updated every step (the
+fully-async demo's 48 groups in flight for a batch of 16: 1 to 2.4), so more than the pool's depth explains."""
+
+CONDITIONS = ("collapse", "saturation", "zero_std", "abort_storm", "second_waves", "technical", "policy_lag")
+"""The advisories, in the order a step raises them."""
+
+
+def _count(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+@dataclass(frozen=True)
+class StepFacts:
+    """What the rules read of one step's record (its fields' values; None where the record has none)."""
+
+    rollout_id: int
+    accepted: int = 0  # accepted_group_count
+    technical: int = 0  # technical_group_drop_count
+    zero_std: int = 0  # zero_std_group_count
+    all_fail: int = 0  # zero_std_all_fail_group_count
+    all_pass: int = 0  # zero_std_all_pass_group_count
+    waves: int | None = None  # wave_count (None: the fully-async path, which has no waves)
+    total_tokens: int | None = None  # total_token_count (None: the sample hook is not wired)
+    aborted_tokens: int | None = None  # aborted_token_count
+    repeat_zero_std: int | None = None  # repeat_zero_std_group_count (None: prompts not tracked)
+    skippable: int | None = None  # skippable_group_count: the denominator of zero_std_persistence
+    adaptive: bool = False  # the first wave was sized (predicted_second_wave_probability set)
+    skipping: bool = False  # prompts are skipped before generation (skipped_prompt_count set)
+    lag: float | None = None  # policy_version_lag_mean
+    token_lag: float | None = None  # policy_version_lag_token_mean
+    failed_checks: dict[str, int] = field(default_factory=dict)  # failed_check_counts
+    burst: bool = False  # the streak reached technical_failure_warn_at: an outage, answered by the streak WARN
+
+    @classmethod
+    def read(cls, rollout_id: int, value: Callable[[str], Any]) -> "StepFacts":
+        """The facts of step ``rollout_id`` from ``value(field name)``: a record's or a draft's fields.
+
+        Example:
+            >>> StepFacts.read(3, {"accepted_group_count": 32, "wave_count": 2.5}.get)
+            StepFacts(rollout_id=3, accepted=32, technical=0, zero_std=0, all_fail=0, all_pass=0, waves=None, total_tokens=None, aborted_tokens=None, repeat_zero_std=None, skippable=None, adaptive=False, skipping=False, lag=None, token_lag=None, failed_checks={}, burst=False)
+        """
+        checks, warn_at = value("failed_check_counts"), _count(value("technical_failure_warn_at"))
+        return cls(
+            rollout_id=rollout_id,
+            accepted=_count(value("accepted_group_count")) or 0,
+            technical=_count(value("technical_group_drop_count")) or 0,
+            zero_std=_count(value("zero_std_group_count")) or 0,
+            all_fail=_count(value("zero_std_all_fail_group_count")) or 0,
+            all_pass=_count(value("zero_std_all_pass_group_count")) or 0,
+            waves=_count(value("wave_count")),
+            total_tokens=_count(value("total_token_count")),
+            aborted_tokens=_count(value("aborted_token_count")),
+            repeat_zero_std=_count(value("repeat_zero_std_group_count")),
+            skippable=_count(value("skippable_group_count")),
+            adaptive=value("predicted_second_wave_probability") is not None,
+            skipping=value("skipped_prompt_count") is not None,
+            lag=_number(value("policy_version_lag_mean")),
+            token_lag=_number(value("policy_version_lag_token_mean")),
+            failed_checks={str(k): n for k, n in checks.items() if _count(n)} if isinstance(checks, dict) else {},
+            burst=warn_at is not None and (_count(value("max_consecutive_technical_failures")) or 0) >= warn_at,
+        )
+
+    @classmethod
+    def of_record(cls, record: Any) -> "StepFacts":
+        """The facts of a :class:`~shopsim_metrics.step.records.StepRecord` (a resume replays records through them)."""
+        return cls.read(record.rollout_id, lambda name: getattr(record, name, None))
+
+    @property
+    def judged(self) -> int:
+        """Judged groups with a verdict (not technical): the denominator of the zero-std shares."""
+        return self.accepted - self.technical
+
+    @property
+    def staleness(self) -> float | None:
+        """The larger of the group-mean and the token-weighted policy lag (None: not on the fully-async path)."""
+        known = [lag for lag in (self.lag, self.token_lag) if lag is not None]
+        return max(known) if known else None
+
+
+def _share(part: int, whole: int) -> float | None:
+    return part / whole if whole > 0 else None
+
+
+def _median(values: Iterable[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return statistics.median(known) if known else None
+
+
+def _halves(window: Sequence[StepFacts], per_step: Callable[[StepFacts], float | None]) -> tuple[float | None, float | None]:
+    """The median of ``per_step`` over the recent steps, and over the steps before them."""
+    return (_median(per_step(f) for f in window[-RECENT_STEPS:]),
+            _median(per_step(f) for f in window[:-RECENT_STEPS]))
+
+
+def _rising(recent: float | None, earlier: float | None, threshold: float) -> bool:
+    """At or above ``threshold`` and not falling (no earlier figure: the level alone)."""
+    return recent is not None and recent >= threshold and (earlier is None or recent >= earlier)
+
+
+def _pct(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.0%}"
+
+
+def skipping_pays(persistence: float | None, share: float) -> bool:
+    """Whether zero-std follows the prompt enough for skipping to pay rather than over-sampling.
+
+    ``tune``'s model draws every group zero-std independently at the run's rate, so there
+    P(zero-std | zero-std at the prompt's last visit) equals the zero-std ``share`` itself: the luck
+    of the draw, which over-sampling answers. Skipping pays once the measured ``persistence`` is at
+    least halfway from that to certainty, ``(1 + share) / 2``; unknown (no prompt revisited yet):
+    over-sampling.
+
+    Example:
+        >>> skipping_pays(0.9, 0.6), skipping_pays(0.7, 0.6), skipping_pays(None, 0.6)
+        (True, False, False)
+    """
+    return persistence is not None and persistence >= (1 + share) / 2
+
+
+def _collapse(window: Sequence[StepFacts]) -> str | None:
+    recent, earlier = _halves(window, lambda f: _share(f.all_fail, f.judged))
+    if not _rising(recent, earlier, NEAR_ONE):
+        return None
+    return (f"all-fail groups were {_pct(recent)} of the judged groups (median of the last {RECENT_STEPS} steps; "
+            f"{_pct(earlier)} in the {len(window) - RECENT_STEPS} before): no rollout of most prompts succeeds. "
+            "Check the reward first (a service that pays 0, a changed success key or threshold), then the policy "
+            "(compare with the last good checkpoint; lower the learning rate). Over-sampling cannot help: these "
+            "groups carry no signal.")
+
+
+def _saturation(window: Sequence[StepFacts]) -> str | None:
+    recent, earlier = _halves(window, lambda f: _share(f.all_pass, f.judged))
+    if not _rising(recent, earlier, NEAR_ONE):
+        return None
+    return (f"all-pass groups were {_pct(recent)} of the judged groups (median of the last {RECENT_STEPS} steps; "
+            f"{_pct(earlier)} in the {len(window) - RECENT_STEPS} before): the policy has learned this pool. "
+            "Add new prompts or harder data; more over-sampling only pays for more groups that teach nothing.")
+
+
+def _zero_std(window: Sequence[StepFacts]) -> str | None:
+    shares = [_share(f.zero_std, f.judged) for f in window[-RECENT_STEPS:]]
+    if any(s is None or s <= ZERO_STD_SHARE for s in shares):
+        return None
+    share = _share(sum(f.zero_std for f in window), sum(f.judged for f in window)) or 0.0
+    tracked = [f for f in window if f.skippable is not None and f.repeat_zero_std is not None]
+    persistence = _share(sum(f.repeat_zero_std or 0 for f in tracked), sum(f.skippable or 0 for f in tracked))
+    said = (f"zero-std groups were over half of the judged groups in each of the last {RECENT_STEPS} steps "
+            f"({', '.join(_pct(s) for s in shares)}). ")
+    if persistence is None:
+        why = "No prompt was revisited yet, so whether zero-std follows the prompt is not known: "
+    else:
+        why = (f"P(zero-std | zero-std at the prompt's last visit) = {persistence:.2f} over the last {len(window)} "
+               f"steps, against {share:.2f} if each group were zero-std by the luck of the draw (tune's model): ")
+    if skipping_pays(persistence, share):
+        act = ("lower shopsim_prompt_skip_threshold (prompts are skipped already, not enough)" if any(f.skipping for f in window)
+               else "shopsim_prompt_skip: predictive, with --data-source-path shopsimrl.data_source.PromptSkipDataSource")
+        return (said + why + "zero-std follows the prompt, so skipping pays: " + act
+                + "; more over-sampling would pay again for the same prompts.")
+    return (said + why + "over-sampling pays: raise over_sampling_batch_size to what `shopsim-metrics tune --from "
+            "<run dir>` recommends (with adaptive waves: shopsim_wave_size_cap).")
+
+
+def _abort_storm(window: Sequence[StepFacts]) -> str | None:
+    if any(f.waves is None or f.total_tokens is None or f.aborted_tokens is None for f in window):
+        return None  # the fully-async path (no waves), or no sample hook: aborted tokens unknown
+    share = _share(sum(f.aborted_tokens or 0 for f in window), sum(f.total_tokens or 0 for f in window))
+    if share is None or share < ABORTED_TOKEN_SHARE:
+        return None
+    act = ("lower shopsim_wave_size_cap (waves are adaptive already; the cap lets them grow too large)"
+           if any(f.adaptive for f in window) else
+           "shopsim_wave_size: adaptive (with --data-source-path shopsimrl.data_source.PromptSkipDataSource), which "
+           "sizes each wave to what the step still needs, or a smaller over_sampling_batch_size")
+    return (f"aborted groups' tokens were {_pct(share)} of every token generated over the last {len(window)} steps: "
+            f"the waves are bigger than the steps need and slime aborts the rest when the batch fills. Try {act}.")
+
+
+def _second_waves(window: Sequence[StepFacts]) -> str | None:
+    steps = [f for f in window if f.waves is not None and f.waves > 1 and not f.burst]
+    if len(steps) < SECOND_WAVE_STEPS:
+        return None
+    technical = sum(f.technical for f in steps)
+    zero_std = sum(f.zero_std for f in steps)
+    act = ("raise shopsim_wave_size_cap or shopsim_wave_fill_probability" if any(f.adaptive for f in window) else
+           "raise over_sampling_batch_size to what `shopsim-metrics tune --from <run dir>` recommends (P(second wave) "
+           "<= 0.05)")
+    return (f"{len(steps)} of the last {len(window)} steps needed more than one wave (steps "
+            f"{', '.join(str(f.rollout_id) for f in steps)}; {technical} technical and {zero_std} zero-std groups "
+            f"judged in them): over-sampling is too small for this run's drop rates. {act[0].upper()}{act[1:]}.")
+
+
+def _technical(window: Sequence[StepFacts]) -> str | None:
+    recent, earlier = _halves(window, lambda f: _share(f.technical, f.accepted))
+    if not _rising(recent, earlier, TECHNICAL_SHARE):
+        return None
+    checks: dict[str, int] = {}
+    for f in window[-RECENT_STEPS:]:
+        for check, n in f.failed_checks.items():
+            checks[check] = checks.get(check, 0) + n
+    named = ", ".join(f"{check}={n}" for check, n in sorted(checks.items(), key=lambda kv: (-kv[1], kv[0]))[:3])
+    return (f"technical groups were {_pct(recent)} of the judged groups (median of the last {RECENT_STEPS} steps; "
+            f"{_pct(earlier)} in the {len(window) - RECENT_STEPS} before); failing checks of the last "
+            f"{RECENT_STEPS} steps: {named or 'none recorded'}. Fix the environment or the reward service now: the "
+            "lost groups open second waves, and a burst ends the run at the streak limit.")
+
+
+def _policy_lag(window: Sequence[StepFacts]) -> str | None:
+    recent = window[-RECENT_STEPS:]
+    lag = _median(f.staleness for f in recent)
+    if lag is None or lag < POLICY_LAG_HIGH:
+        return None
+    group, tokens = _median(f.lag for f in recent), _median(f.token_lag for f in recent)
+    tail = (" The long generations are the stalest (the token-weighted lag is above the group mean)."
+            if group is not None and tokens is not None and tokens > group else "")
+    return (f"trained groups were {_fmt(group)} weight updates behind the newest policy (group mean), "
+            f"{_fmt(tokens)} weighted by their tokens (medians of the last {RECENT_STEPS} steps).{tail} Shrink the "
+            "pool of groups in flight (--sglang-server-concurrency) or the longest generations "
+            "(--rollout-max-response-len), or update the weights more often.")
+
+
+def _fmt(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.1f}"
+
+
+RULES: dict[str, tuple[str, str, Callable[[Sequence[StepFacts]], str | None]]] = {
+    "collapse": ("WARN", "all-fail groups rising toward 1", _collapse),
+    "saturation": ("WARN", "all-pass groups rising toward 1", _saturation),
+    "zero_std": ("INFO", "most groups zero-std", _zero_std),
+    "abort_storm": ("INFO", "abort storm", _abort_storm),
+    "second_waves": ("INFO", "frequent second waves", _second_waves),
+    "technical": ("WARN", "technical failures rising", _technical),
+    "policy_lag": ("WARN", "policy lag high", _policy_lag),
+}
+"""Each condition's level, title and rule (its text when it holds over a full window, else None)."""
+
+
+def advise(window: Sequence[StepFacts]) -> dict[str, Alert]:
+    """The advisories whose rule holds over ``window`` (the recent steps, oldest first), by condition.
+
+    Pure: the same steps always give the same advisories; none before the window is full.
+
+    Example:
+        >>> quiet = [StepFacts(rollout_id=n, accepted=32, zero_std=8, all_pass=4, all_fail=4, waves=1) for n in range(8)]
+        >>> advise(quiet)
+        {}
+        >>> waves = [StepFacts(rollout_id=n, accepted=32, waves=1 + (n % 2)) for n in range(8)]
+        >>> list(advise(waves))
+        ['second_waves']
+    """
+    if len(window) < ADVISORY_WINDOW:
+        return {}
+    window = list(window)[-ADVISORY_WINDOW:]
+    step = window[-1].rollout_id
+    held = {}
+    for condition, (level, heading, rule) in RULES.items():
+        if condition == "zero_std" and ("collapse" in held or "saturation" in held):
+            continue  # the data is the cause, not the sampling: the collapse or saturation text says so
+        text = rule(window)
+        if text is not None:
+            held[condition] = Alert(title=f"shopsim: {heading} at rollout step {step}", text=text, level=level,
+                                    rollout_id=step)
+    return held
+
+
+class Advisor:
+    """The recent steps and which advisories were raised: each condition is raised once, and again only after
+    its rule has not held for :data:`ADVISORY_WINDOW` steps in a row.
+
+    Fed each step's facts in step order as the step is emitted (:meth:`observe`, by the one thread that
+    emits); a resume rebuilds it by replaying the records, or loads it from the monitor's snapshot
+    (:meth:`state_dict`).
+    """
+
+    def __init__(self) -> None:
+        self._window: deque[StepFacts] = deque(maxlen=ADVISORY_WINDOW)
+        self._quiet: dict[str, int] = {}  # raised conditions: steps in a row since their rule last held
+
+    def observe(self, facts: StepFacts) -> list[Alert]:
+        """Add one step; the advisories it raises (conditions whose rule holds and that are not raised already)."""
+        self._window.append(facts)
+        held = advise(self._window)
+        raised = [alert for condition, alert in held.items() if condition not in self._quiet]
+        for condition in list(self._quiet):
+            if condition not in held:
+                self._quiet[condition] += 1
+                if self._quiet[condition] >= ADVISORY_WINDOW:
+                    del self._quiet[condition]
+        for condition in held:
+            self._quiet[condition] = 0
+        return raised
+
+    def state_dict(self) -> dict[str, Any]:
+        """The state as JSON-native data (the snapshot's ``advisories``)."""
+        return {"window": [asdict(f) for f in self._window], "quiet": dict(self._quiet)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Replace the state with a saved one; all or nothing (a malformed state raises and changes nothing).
+
+        Example:
+            >>> a = Advisor(); _ = a.observe(StepFacts(rollout_id=0, accepted=4)); b = Advisor()
+            >>> b.load_state_dict(a.state_dict()); b.state_dict() == a.state_dict()
+            True
+        """
+        names = {f.name for f in fields(StepFacts)}
+        window = [StepFacts(**{k: v for k, v in item.items() if k in names}) for item in state["window"]]
+        quiet = {str(k): int(v) for k, v in dict(state["quiet"]).items() if k in RULES}
+        self._window = deque(window[-ADVISORY_WINDOW:], maxlen=ADVISORY_WINDOW)
+        self._quiet = quiet
