@@ -165,7 +165,7 @@ def test_every_step_trains_its_batch_judged_and_the_records_say_what_happened(tm
 
 
 def test_lags_follow_the_weight_versions(tmp_path):
-    slow = [fake.GroupScript(0.05 if i % 3 else 0.6, SPREAD_R) for i in range(60)]
+    slow = [fake.GroupScript(0.05 if i % 3 else 0.6, SPREAD_R, tokens=10 if i % 3 else 100) for i in range(60)]
     with Run(slow, tmp_path) as run:
         for rollout_id in range(4):
             run.run_step(rollout_id)
@@ -179,7 +179,13 @@ def test_lags_follow_the_weight_versions(tmp_path):
             lags = [newest - v for v in version.values() if v is not None]
             assert record.policy_version_lag_max == max(lags)
             assert record.policy_version_lag_mean == pytest.approx(sum(lags) / len(lags))
+            tokens = {row.group_index: row.response_tokens for row in record.decisions}
+            weighted = [(newest - v, tokens[gi]) for gi, v in version.items() if v is not None]
+            assert record.policy_version_lag_token_mean == pytest.approx(
+                sum(lag * n for lag, n in weighted) / sum(n for _, n in weighted))
         assert any(r.policy_version_lag_max > 0 for r in run.mem.records)  # slow groups cross a weight update
+        # the slow groups are the long ones: weighted by tokens, the lag is above the group mean
+        assert any(r.policy_version_lag_token_mean > r.policy_version_lag_mean for r in run.mem.records)
 
 
 def test_technical_streak_ends_the_run_and_stops_the_worker(tmp_path):

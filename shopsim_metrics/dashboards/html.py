@@ -167,7 +167,7 @@ def step_figure_dict(panel: Panel, data: DashboardData) -> dict[str, Any]:
         traces.append({"type": "scatter", "x": marks, "y": [0] * len(marks), "mode": "markers",
                        "name": f"terminated ({len(terminated)} steps)",
                        "marker": {"color": "#d62728", "symbol": "x", "size": 7}})
-    warned = [(step, level) for step, level, _, _ in step_alerts(data) if level != "ERROR"]  # an ERROR's step is terminated
+    warned = step_marks(data)
     if warned and len(warned) <= MAX_TERMINATION_LINES:
         layout.setdefault("shapes", []).extend(
             {"type": "line", "xref": "x", "yref": "y domain", "x0": step, "x1": step, "y0": 0, "y1": 0.92,
@@ -185,6 +185,23 @@ def step_figure_dict(panel: Panel, data: DashboardData) -> dict[str, Any]:
 
 ALERT_COLOR = "#e377c2"
 """The colour of a step's WARN mark on the per-step charts (terminated steps are marked in red)."""
+
+
+def step_marks(data: DashboardData) -> list[tuple[int, str]]:
+    """``(step, level)`` of every step with an alert other than an ERROR (an ERROR's step is marked terminated):
+    one mark per step, its highest level (a step may raise the streak WARN and advisories together).
+
+    Example:
+        >>> info, warn = {"level": "INFO", "title": "a", "text": ""}, {"level": "WARN", "title": "b", "text": ""}
+        >>> step_marks(DashboardData(steps=[{"rollout_id": 3, "alerts": [info, warn]}, {"rollout_id": 4, "alerts": [info]}]))
+        [(3, 'WARN'), (4, 'INFO')]
+    """
+    marks: dict[int, str] = {}
+    rank = contract.ALERT_LEVEL_CODES
+    for step, level, _, _ in step_alerts(data):
+        if level != "ERROR" and (step not in marks or rank.get(level, 2) > rank.get(marks[step], 2)):
+            marks[step] = level
+    return list(marks.items())
 
 
 def step_alerts(data: DashboardData) -> list[tuple[int, str, str, str]]:
