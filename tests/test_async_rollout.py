@@ -184,8 +184,6 @@ def test_lags_follow_the_weight_versions(tmp_path):
             assert record.policy_version_lag_token_mean == pytest.approx(
                 sum(lag * n for lag, n in weighted) / sum(n for _, n in weighted))
         assert any(r.policy_version_lag_max > 0 for r in run.mem.records)  # slow groups cross a weight update
-        # the slow groups are the long ones: weighted by tokens, the lag is above the group mean
-        assert any(r.policy_version_lag_token_mean > r.policy_version_lag_mean for r in run.mem.records)
 
 
 def test_technical_streak_ends_the_run_and_stops_the_worker(tmp_path):

@@ -19,6 +19,7 @@ from shopsim_metrics.run.resume import prompt_settings, restore
 from shopsim_metrics.sinks import JsonlSink
 from shopsim_metrics.run.snapshot import SnapshotPlan, build_snapshot, find_snapshot, snapshot_path
 from shopsim_metrics.state_file import write_json
+from shopsim_metrics.step.advisories import Advisor
 from shopsim_metrics.step.loop_state import ManualLoopState
 from shopsim_metrics.step.records import DecisionRow, StepRecord
 from shopsim_metrics.step.streak import TechnicalStreak
@@ -30,15 +31,17 @@ OUTCOMES = ("trained", "dropped_zero_std", "dropped_technical")
 
 
 # --- the property: snapshot + tail == replay of everything --------------------------------------
-def fresh_state() -> tuple[TechnicalStreak, PromptValueTracker, SkipTally, RecentOrders]:
-    return TechnicalStreak(), PromptValueTracker(limit=6, forgetting=0.9), SkipTally(limit=4), RecentOrders(window=3)
+def fresh_state() -> tuple[TechnicalStreak, PromptValueTracker, SkipTally, RecentOrders, Advisor]:
+    return (TechnicalStreak(), PromptValueTracker(limit=6, forgetting=0.9), SkipTally(limit=4), RecentOrders(window=3),
+            Advisor())
 
 
 def state_of(start: int, run_dir: Path, snapshot_dir: Path | None):
-    streak, prompts, skips, recent_orders = fresh_state()
+    streak, prompts, skips, recent_orders, advisor = fresh_state()
     restored = restore(run_dir, start_rollout_id=start, streak=streak, prompts=prompts, skips=skips,
-                       snapshot_dir=snapshot_dir, recent_orders=recent_orders)
-    return restored, (streak.state_dict(), prompts.state_dict(), skips.state_dict(), recent_orders.state_dict())
+                       snapshot_dir=snapshot_dir, recent_orders=recent_orders, advisor=advisor)
+    return restored, (streak.state_dict(), prompts.state_dict(), skips.state_dict(), recent_orders.state_dict(),
+                      advisor.state_dict())
 
 
 rows = st.lists(st.tuples(st.sampled_from(OUTCOMES), st.integers(0, 8), st.integers(0, 7)), max_size=5)
@@ -57,8 +60,12 @@ def record_of(rollout_id: int, process: int, sequence: int, content) -> StepReco
             success_count=None if technical else successes, scorable_rollouts=0 if technical else 8,
             response_tokens=100, prompt_key=f"p{prompt}"))
     table = [{"prompt_key": f"p{k}", "group_index": rollout_id * 10 + i} for i, k in enumerate(skipped)]
+    zero_std = [row for row in decisions if row.outcome == "dropped_zero_std"]
     return StepRecord(rollout_id=rollout_id, decisions=decisions, run_id="run-1", process_started_at=float(process),
-                      record_sequence=sequence, skipped_prompt_count=len(skipped), skipped_prompts=table)
+                      record_sequence=sequence, skipped_prompt_count=len(skipped), skipped_prompts=table,
+                      accepted_group_count=len(decisions), zero_std_group_count=len(zero_std),
+                      technical_group_drop_count=sum(1 for row in decisions if row.outcome == "dropped_technical"),
+                      zero_std_all_fail_group_count=sum(1 for row in zero_std if row.success_count == 0))
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -79,13 +86,13 @@ def test_a_snapshot_and_the_records_after_it_rebuild_what_replaying_every_record
             sink.emit(record_of(step, process, sequence, contents[sequence - 1]))
             if plan.due(step):
                 restored, _ = state_of(step + 1, run_dir, None)
-                streak, prompts, skips, recent_orders = fresh_state()
+                streak, prompts, skips, recent_orders, advisor = fresh_state()
                 restore(run_dir, start_rollout_id=step + 1, streak=streak, prompts=prompts, skips=skips,
-                        recent_orders=recent_orders)
+                        recent_orders=recent_orders, advisor=advisor)
                 write_json(snapshot_path(ckpt, step), build_snapshot(
                     rollout_id=step, run_id="run-1", missing=restored.missing, streak=streak, prompts=prompts,
                     prompt_settings=prompt_settings(prompts), skips=skips, run_dir=run_dir,
-                    recent_orders=recent_orders))
+                    recent_orders=recent_orders, advisor=advisor))
                 saved.append(step)
         sink.close()
         checkpoints = [s for s in saved if s < start + length]
