@@ -233,8 +233,8 @@ def run_hooks(args, kinds: str, *, start: int = 0, sinks=None) -> None:
     """One process through slime's hooks: ``F`` a step of 32 all-fail groups, ``S`` one of 32 with spread."""
     slime_runtime.configure(args, sinks=sinks)
     for step, kind in enumerate(kinds, start=start):
-        for g in range(32):
-            slime_runtime.fully_scored_group_filter(args, zero(step * 100 + g) if kind == "F" else spread(step * 100 + g))
+        for gid in range(step * 100, step * 100 + 32):
+            slime_runtime.fully_scored_group_filter(args, zero(gid) if kind == "F" else spread(gid))
         slime_runtime.log_rollout_step(step, args, [], {}, 1.0)
     slime_runtime.reset_runtime()
 

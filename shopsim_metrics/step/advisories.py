@@ -18,7 +18,7 @@ groups that are not technical (the groups a verdict exists for), a median is ove
   teach. Over-sampling or skipping pays, by :func:`skipping_pays` (not raised beside a collapse or a
   saturation: the data is the cause then, not the sampling);
 - ``abort_storm`` (INFO): aborted tokens >= :data:`ABORTED_TOKEN_SHARE` of every token the window's
-  steps generated: more went to groups slime aborted than to every group it judged; waves too big;
+  steps generated: as much went to groups slime aborted as to every group it judged; waves too big;
 - ``second_waves`` (INFO): >= :data:`SECOND_WAVE_STEPS` steps of the window needed another wave, a burst
   step left out (its streak reached the warning threshold: an outage the streak WARN answers, which no
   over-sampling buys back; ``tune`` leaves bursts out of its targets too);
@@ -61,8 +61,9 @@ ZERO_STD_SHARE = 0.5
 with groups that have spread: zero-advantage groups train (fallback) or a second wave opens."""
 
 ABORTED_TOKEN_SHARE = 0.5
-"""Aborted tokens / every token: at this share the steps paid more for groups slime aborted unjudged than for
-every group it judged (tune at its own recommendation on the demo's rates: 0.24; at twice that size: 0.64)."""
+"""Aborted tokens / every token: at this share the steps paid as much for groups slime aborted unjudged as for
+every group they judged (tune at rates like the demo's, zero-std 0.4 and technical 0.016: 0.24 at its
+recommendation, 32 for a batch of 16; 0.64 at 64)."""
 
 SECOND_WAVE_STEPS = 3
 """Steps of the window with another wave: at tune's target P(second wave) = 0.05, 3 or more of 8 steps happen
@@ -70,16 +71,12 @@ with probability 0.006, so the run's rate is well above the target."""
 
 TECHNICAL_SHARE = 0.1
 """Technical share of the judged groups: a tenth of the generation lost, six times the demo's background rate,
-while independent failures at that rate reach a streak of 8 about once in 10**7 groups (the streak alerts stay
+while independent failures at that rate reach a streak of 8 about once in 10**8 groups (the streak alerts stay
 silent)."""
 
 POLICY_LAG_HIGH = 4.0
 """Weight updates behind the newest policy: twice the lag of a pool three batches deep updated every step (the
 fully-async demo's 48 groups in flight for a batch of 16: 1 to 2.4), so more than the pool's depth explains."""
-
-CONDITIONS = ("collapse", "saturation", "zero_std", "abort_storm", "second_waves", "technical", "policy_lag")
-"""The advisories, in the order a step raises them."""
-
 
 def _count(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
@@ -118,8 +115,9 @@ class StepFacts:
         """The facts of step ``rollout_id`` from ``value(field name)``: a record's or a draft's fields.
 
         Example:
-            >>> StepFacts.read(3, {"accepted_group_count": 32, "wave_count": 2.5}.get)
-            StepFacts(rollout_id=3, accepted=32, technical=0, zero_std=0, all_fail=0, all_pass=0, waves=None, total_tokens=None, aborted_tokens=None, repeat_zero_std=None, skippable=None, adaptive=False, skipping=False, lag=None, token_lag=None, failed_checks={}, burst=False)
+            >>> facts = StepFacts.read(3, {"accepted_group_count": 32, "wave_count": 2.5}.get)
+            >>> facts.accepted, facts.waves, facts.lag, facts.burst  # a value that is not a count is unknown
+            (32, None, None, False)
         """
         checks, warn_at = value("failed_check_counts"), _count(value("technical_failure_warn_at"))
         return cls(
@@ -168,7 +166,8 @@ def _median(values: Iterable[float | None]) -> float | None:
     return statistics.median(known) if known else None
 
 
-def _halves(window: Sequence[StepFacts], per_step: Callable[[StepFacts], float | None]) -> tuple[float | None, float | None]:
+def _halves(window: Sequence[StepFacts],
+            per_step: Callable[[StepFacts], float | None]) -> tuple[float | None, float | None]:
     """The median of ``per_step`` over the recent steps, and over the steps before them."""
     return (_median(per_step(f) for f in window[-RECENT_STEPS:]),
             _median(per_step(f) for f in window[:-RECENT_STEPS]))
@@ -234,8 +233,9 @@ def _zero_std(window: Sequence[StepFacts]) -> str | None:
         why = (f"P(zero-std | zero-std at the prompt's last visit) = {persistence:.2f} over the last {len(window)} "
                f"steps, against {share:.2f} if each group were zero-std by the luck of the draw (tune's model): ")
     if skipping_pays(persistence, share):
-        act = ("lower shopsim_prompt_skip_threshold (prompts are skipped already, not enough)" if any(f.skipping for f in window)
-               else "shopsim_prompt_skip: predictive, with --data-source-path shopsimrl.data_source.PromptSkipDataSource")
+        act = ("lower shopsim_prompt_skip_threshold (prompts are skipped already, not enough)"
+               if any(f.skipping for f in window) else
+               "shopsim_prompt_skip: predictive, with --data-source-path shopsimrl.data_source.PromptSkipDataSource")
         return (said + why + "zero-std follows the prompt, so skipping pays: " + act
                 + "; more over-sampling would pay again for the same prompts.")
     return (said + why + "over-sampling pays: raise over_sampling_batch_size to what `shopsim-metrics tune --from "
@@ -312,7 +312,8 @@ RULES: dict[str, tuple[str, str, Callable[[Sequence[StepFacts]], str | None]]] =
     "technical": ("WARN", "technical failures rising", _technical),
     "policy_lag": ("WARN", "policy lag high", _policy_lag),
 }
-"""Each condition's level, title and rule (its text when it holds over a full window, else None)."""
+"""Each condition's level, title and rule (its text when it holds over a full window, else None), in the order a
+step raises them."""
 
 
 def advise(window: Sequence[StepFacts]) -> dict[str, Alert]:
@@ -321,7 +322,7 @@ def advise(window: Sequence[StepFacts]) -> dict[str, Alert]:
     Pure: the same steps always give the same advisories; none before the window is full.
 
     Example:
-        >>> quiet = [StepFacts(rollout_id=n, accepted=32, zero_std=8, all_pass=4, all_fail=4, waves=1) for n in range(8)]
+        >>> quiet = [StepFacts(rollout_id=n, accepted=32, zero_std=8, all_pass=4, all_fail=4) for n in range(8)]
         >>> advise(quiet)
         {}
         >>> waves = [StepFacts(rollout_id=n, accepted=32, waves=1 + (n % 2)) for n in range(8)]
