@@ -408,9 +408,10 @@ class Simulator:
         return SimulatedFullyAsyncLoop(self.args, runtime, pool, log_fn=hooks.log)
 
 
-TUNING_ARGS: dict[str, Any] = {"shopsim_prompt_history_limit": 0}
-"""``extra_args`` of the runs ``tune`` and its calibration make: they read no prompt-value field, so the
-prompts are not tracked (the filter, the accounting and every other field are the same)."""
+TUNING_ARGS: dict[str, Any] = {"shopsim_prompt_history_limit": 0, "shopsim_alerts": False}
+"""``extra_args`` of the runs ``tune`` and its calibration make: they read no prompt-value field and no alert, so
+the prompts are not tracked and no alert is sent (a candidate's advisories would fill ``tune``'s output; the
+filter, the accounting and every other field are the same)."""
 
 
 def simulate(config: SimConfig, **kwargs: Any) -> SimulationResult:
