@@ -375,3 +375,35 @@ def test_the_token_weighted_lag_weighs_each_trained_group_by_its_tokens(tokens, 
     draft = accountant.close_step()
     assert draft.value("policy_version_lag_mean") == 1.0
     assert draft.value("policy_version_lag_token_mean") == expected  # (2 × 30 + 0 × 10) / 40
+
+
+def test_a_fully_async_pool_ten_batches_deep_raises_the_policy_lag_through_its_long_generations() -> None:
+    from dataclasses import replace
+
+    memory = MemorySink()
+    config = replace(demo_config(rollout="fully-async", steps=20), max_concurrent_groups=160)  # the demo's: 48
+    Simulator(config, sinks=[memory]).run()
+    raised = [(r.rollout_id, a) for r in memory.records for a in r.alerts if "policy lag" in a["title"]]
+    ((step, alert),) = raised
+    window = [r for r in memory.records if step - 4 < r.rollout_id <= step]
+    group_median = sorted(r.policy_version_lag_mean for r in window)[1:3]
+    token_median = sorted(r.policy_version_lag_token_mean for r in window)[1:3]
+    assert sum(token_median) / 2 >= 4.0 > sum(group_median) / 2  # the tokens' lag, not the groups', crossed it
+    assert alert["level"] == "WARN" and "long generations are the stalest" in alert["text"]
+
+
+@pytest.mark.parametrize("over_sampling,wave_size,expected", [
+    (64, "fixed", ["abort storm"]),  # waves four times the batch: most tokens aborted
+    (64, "adaptive", []),  # the abort storm's advice followed
+    (16, "fixed", ["frequent second waves"]),  # no over-sampling: zero-std drops open second waves
+    (32, "fixed", []),  # tune's recommendation for these rates
+])
+def test_simulated_runs_raise_the_advisory_of_their_waves_and_following_it_clears_it(
+        over_sampling, wave_size, expected) -> None:
+    from dataclasses import replace
+
+    memory = MemorySink()
+    config = replace(demo_config(steps=14, wave_size=wave_size), over_sampling_batch_size=over_sampling, bursts=())
+    Simulator(config, sinks=[memory]).run()
+    raised = [a["title"].split(": ")[1].split(" at rollout")[0] for r in memory.records for a in r.alerts]
+    assert raised == expected
