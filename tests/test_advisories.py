@@ -97,6 +97,7 @@ def test_skipping_pays_from_halfway_between_the_luck_of_the_draw_and_certainty()
     assert skipping_pays(0.8, 0.6) and not skipping_pays(0.79, 0.6) and not skipping_pays(None, 0.6)
 
     def text(**columns) -> str:
+        columns = {"waves": 1, **columns}  # the synchronous path unless said
         return advise(window(accepted=100, zero_std=60, all_fail=30, all_pass=30, **columns))["zero_std"].text
 
     persistent = text(repeat_zero_std=8, skippable=10)  # 0.8 against a share of 0.6
@@ -107,6 +108,9 @@ def test_skipping_pays_from_halfway_between_the_luck_of_the_draw_and_certainty()
     assert "No prompt was revisited yet" in unknown and "over-sampling pays" in unknown
     already = text(repeat_zero_std=9, skippable=10, skipping=True)
     assert "lower shopsim_prompt_skip_threshold" in already
+    fixed, fully_async = text(waves=1), text(waves=None)  # the fully-async path has no waves to over-sample
+    assert "over_sampling_batch_size" in fixed and "shopsim_async_zero_std_drop_limit" not in fixed
+    assert "shopsim_async_zero_std_drop_limit" in fully_async and "over_sampling_batch_size" not in fully_async
 
 
 # --- abort storm ------------------------------------------------------------------------------

@@ -238,6 +238,9 @@ def _zero_std(window: Sequence[StepFacts]) -> str | None:
                "shopsim_prompt_skip: predictive, with --data-source-path shopsimrl.data_source.PromptSkipDataSource")
         return (said + why + "zero-std follows the prompt, so skipping pays: " + act
                 + "; more over-sampling would pay again for the same prompts.")
+    if all(f.waves is None for f in window):  # the fully-async path: its over-sampling is the zero-std drop limit
+        return (said + why + "over-sampling pays: raise shopsim_async_zero_std_drop_limit (the zero-std groups a "
+                "step drops before it lets them in as fallback).")
     return (said + why + "over-sampling pays: raise over_sampling_batch_size to what `shopsim-metrics tune --from "
             "<run dir>` recommends (with adaptive waves: shopsim_wave_size_cap).")
 
