@@ -227,8 +227,9 @@ def test_the_advisor_state_round_trips_and_a_damaged_one_changes_nothing() -> No
     facts = StepFacts(rollout_id=9, accepted=32, zero_std=32, all_fail=32)
     assert second.observe(facts) == first.observe(facts) == []  # raised already, in both
     before = second.state_dict()
-    with pytest.raises(TypeError):
-        second.load_state_dict({"window": [{"accepted": 1}], "quiet": {}})  # no rollout_id
+    for damaged in ({"window": [{"accepted": 1}], "quiet": {}}, {"window": ["x"], "quiet": {}}, {"window": []}):
+        with pytest.raises(ValueError, match="advisor state"):
+            second.load_state_dict(damaged)  # no rollout_id; not a mapping; no quiet conditions
     assert second.state_dict() == before
 
 
@@ -411,3 +412,22 @@ def test_simulated_runs_raise_the_advisory_of_their_waves_and_following_it_clear
     Simulator(config, sinks=[memory]).run()
     raised = [a["title"].split(": ")[1].split(" at rollout")[0] for r in memory.records for a in r.alerts]
     assert raised == expected
+
+
+def test_a_damaged_advisor_state_in_the_snapshot_is_named_and_the_records_replayed(tmp_path, caplog) -> None:
+    import json
+
+    run_hooks(make_args(shopsim_run_dir=str(tmp_path / "unbroken")), KINDS, sinks=[JsonlSink(tmp_path / "unbroken")])
+    run, ckpt = tmp_path / "run", tmp_path / "ckpt"
+    flags = dict(shopsim_run_dir=str(run), save=str(ckpt), save_interval=5, num_rollout=len(KINDS))
+    run_hooks(make_args(**flags), KINDS[:17], sinks=[JsonlSink(run)])
+    path = ckpt / "rollout" / "shopsim_monitor_state_14.json"
+    snapshot = json.loads(path.read_text())
+    snapshot["advisories"] = {"window": ["x"], "quiet": {}}
+    path.write_text(json.dumps(snapshot))
+    with caplog.at_level(logging.WARNING, logger="shopsim_metrics"):
+        run_hooks(make_args(**flags, load=str(ckpt), start_rollout_id=15), KINDS[15:], start=15,
+                  sinks=[JsonlSink(run)])
+    (note,) = [r.getMessage() for r in caplog.records if "monitor snapshot was not used" in r.getMessage()]
+    assert "advisor state" in note
+    assert alerts_by_step(run) == alerts_by_step(tmp_path / "unbroken")

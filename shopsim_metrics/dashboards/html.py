@@ -193,7 +193,8 @@ def step_marks(data: DashboardData) -> list[tuple[int, str]]:
 
     Example:
         >>> info, warn = {"level": "INFO", "title": "a", "text": ""}, {"level": "WARN", "title": "b", "text": ""}
-        >>> step_marks(DashboardData(steps=[{"rollout_id": 3, "alerts": [info, warn]}, {"rollout_id": 4, "alerts": [info]}]))
+        >>> steps = [{"rollout_id": 3, "alerts": [info, warn]}, {"rollout_id": 4, "alerts": [info]}]
+        >>> step_marks(DashboardData(steps=steps))
         [(3, 'WARN'), (4, 'INFO')]
     """
     marks: dict[int, str] = {}

@@ -379,7 +379,8 @@ class Advisor:
         return {"window": [asdict(f) for f in self._window], "quiet": dict(self._quiet)}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Replace the state with a saved one; all or nothing (a malformed state raises and changes nothing).
+        """Replace the state with a saved one; all or nothing (a malformed state raises ``ValueError`` and changes
+        nothing).
 
         Example:
             >>> a = Advisor(); _ = a.observe(StepFacts(rollout_id=0, accepted=4)); b = Advisor()
@@ -387,7 +388,10 @@ class Advisor:
             True
         """
         names = {f.name for f in fields(StepFacts)}
-        window = [StepFacts(**{k: v for k, v in item.items() if k in names}) for item in state["window"]]
-        quiet = {str(k): int(v) for k, v in dict(state["quiet"]).items() if k in RULES}
+        try:
+            window = [StepFacts(**{k: v for k, v in item.items() if k in names}) for item in state["window"]]
+            quiet = {str(k): int(v) for k, v in dict(state["quiet"]).items() if k in RULES}
+        except (AttributeError, KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"advisor state: not one this version saves ({type(exc).__name__}: {exc})") from exc
         self._window = deque(window[-ADVISORY_WINDOW:], maxlen=ADVISORY_WINDOW)
         self._quiet = quiet
