@@ -345,7 +345,7 @@ def test_a_resume_from_the_monitors_snapshot_raises_what_the_unbroken_run_raises
     flags = dict(shopsim_run_dir=str(run), save=str(ckpt), save_interval=5, num_rollout=len(KINDS))
     run_hooks(make_args(**flags), KINDS[:17], sinks=[JsonlSink(run)])
     assert (ckpt / "rollout" / "shopsim_monitor_state_14.json").exists()
-    import shopsim_metrics.resume as resume
+    import shopsim_metrics.run.resume as resume
 
     def no_replay(*args, **kwargs):
         raise AssertionError("the records were replayed instead of the snapshot read")
