@@ -104,10 +104,10 @@ def _inspect_json(path: str) -> int:
     from shopsim_metrics.readers.steps import ReadReport, Winners, iter_step_dicts, resolve_steps_files
 
     report = ReadReport(Path(resolve_steps_files(path)[1]))
-    winners = Winners()  # the latest write of each rollout_id, by the records' own order
+    winners = Winners()  # the record of each rollout_id the run's lineage holds (the records' own order)
     for index, data in enumerate(iter_step_dicts(path, report)):
         winners.offer(data, index)
-    report.superseded, report.run_count = winners.superseded, len(winners.run_ids)
+    report.take(winners)
     report.check_not_empty()
     report.warn()
     keep = set(winners.index.values())

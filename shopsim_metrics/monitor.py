@@ -154,6 +154,9 @@ class ShopsimRuntime:
         self._sample_rollout_id: int | None = None  # the rollout_id slime last handed the sample hook
         self.process_started_at = time.time()
         """When this process's monitor started (every record says it: the readers order writes by it)."""
+        self.writer: dict[str, Any] = {"process_started_at": self.process_started_at,
+                                       "process_start_rollout_id": settings.start_rollout_id}
+        """The writing process as its records and snapshots say it (the readers follow the run's lineage by it)."""
         self._record_sequence = 0  # records emitted by this monitor so far
         self.run_id = new_run_id()
         """The run's identity: new for a fresh run, the records' own for a resumed one (restored below)."""
@@ -546,7 +549,8 @@ class ShopsimRuntime:
                 data = build_snapshot(rollout_id=rollout_id, run_id=self.run_id, missing=self._missing_steps,
                                       streak=self.streak, prompts=prompts, prompt_settings=prompt_settings(prompts),
                                       skips=self.skip_tally, run_dir=self.settings.run_dir,
-                                      recent_orders=accountant.recent_orders, advisor=self.advisor)
+                                      recent_orders=accountant.recent_orders, advisor=self.advisor,
+                                      writer=self.writer)
             write_json(snapshot_path(plan.save, rollout_id), data)  # fsync'ed, then replaced
         except Exception as exc:  # noqa: BLE001 - monitoring never stops training
             self._warn_once("snapshot", "shopsim-metrics: writing the monitor snapshot of step %s failed (%s: %s); a "
@@ -575,8 +579,7 @@ class ShopsimRuntime:
         record); should it fail, the record is built from the parts gathered and handed to the sinks: a taken step
         is never lost."""
         self._record_sequence += 1
-        identity = {"run_id": self.run_id, "process_started_at": self.process_started_at,
-                    "record_sequence": self._record_sequence}
+        identity = {"run_id": self.run_id, **self.writer, "record_sequence": self._record_sequence}
         parts: list[RecordPart] = [identity]
         try:
             emit(parts)

@@ -13,11 +13,12 @@ from hypothesis import strategies as st
 from conftest import fifo_batches, group_of, make_args, run_scripted_step, scripted_loop
 from shopsim_metrics.sinks import JsonlSink
 from shopsim_metrics.readers import read_steps
+from shopsim_metrics.run_identity import WRITER_FIELDS
 from shopsim_metrics.step.loop_state import ManualLoopState
 from shopsimrl import slime_runtime
 
 TIMING_FIELDS = {"filter_seconds", "rollout_seconds", "filter_time_fraction", "first_wave_fill_seconds",
-                 "extra_wave_seconds", "run_id", "process_started_at", "record_sequence"}  # who wrote it, and when
+                 "extra_wave_seconds", *WRITER_FIELDS, "record_sequence"}  # who wrote it, and when
 STEPS = 6
 
 

@@ -7,8 +7,10 @@
   counted; :meth:`ReadReport.warn` logs one warning for all of them.
 - The latest record of a ``rollout_id`` wins (a resumed run re-runs steps), by the records' own
   order (:func:`record_order`: the writing process's start, then its sequence), not by file times;
-  records without them (written before they existed) rank below, in file order. The readers say
-  how many earlier records were superseded.
+  records without them (written before they existed) rank below, in file order. A process that
+  resumed at step s supersedes the records of ``rollout_id >= s`` of every process started before it
+  (:class:`Winners`): a stale writer's later steps never count. The readers say how many records
+  were superseded.
 - A file with no step record at all is an error (:class:`NoStepRecords`), naming the first bad line.
 
 :func:`read_step_columns` keeps per-step columns only (the names of :data:`COLUMN_NAMES`, plus any
@@ -31,7 +33,7 @@ import math
 import os
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, BinaryIO, Callable, Iterator
 
 from shopsim_metrics.step import contract
 from shopsim_metrics.step.records import DecisionRow, StepRecord
@@ -81,29 +83,47 @@ def _number(value: Any) -> float:
     return _NEVER
 
 
-class Winners:
-    """The latest record of each ``rollout_id`` by :func:`record_order`, fed one record at a time.
+def _step(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
-    Example:
+
+class Winners:
+    """The record of each ``rollout_id`` that the run's lineage holds, fed one record at a time.
+
+    Two rules decide it (docs §1.4, "the lineage of a run"):
+
+    - the latest write of a ``rollout_id`` wins, by :func:`record_order`;
+    - a process that resumed at step s (its records' ``process_start_rollout_id``) ends the lineage of
+      every process started before it at s: their records of ``rollout_id >= s`` count for nothing,
+      even when written later in wall-clock time (a stale writer that woke up after the resume).
+
+    By the second rule a ``rollout_id`` may have no record (only a superseded process wrote it):
+    :meth:`finish`, once every record is offered, drops it. No record ever comes back by it: a
+    record that loses to a later write is superseded by whatever supersedes that write.
+
+    Example (P1 wrote 0..2 and, after P2 resumed at 1 and wrote step 1 only, a stale step 2):
         >>> w = Winners()
-        >>> w.offer({"rollout_id": 0, "process_started_at": 2.0, "record_sequence": 1}, 0)
-        True
-        >>> w.offer({"rollout_id": 0, "process_started_at": 1.0, "record_sequence": 5}, 1)   # a stale writer
-        False
-        >>> w.index, w.superseded
-        ({0: 0}, 1)
+        >>> p1 = {"process_started_at": 1.0, "process_start_rollout_id": 0}
+        >>> p2 = {"process_started_at": 2.0, "process_start_rollout_id": 1}
+        >>> for i, (rid, writer) in enumerate([(0, p1), (1, p1), (1, p2), (2, p1)]):
+        ...     _ = w.offer({"rollout_id": rid, "record_sequence": i, **writer}, i)
+        >>> w.finish(), w.index, w.superseded
+        ([2], {0: 0, 1: 2}, 1)
     """
 
     def __init__(self) -> None:
         self.keys: dict[int, tuple[float, float, int]] = {}
         self.index: dict[int, int] = {}  # rollout_id -> position (among the good records) of its winner
-        self.superseded = 0
+        self.superseded = 0  # records that lost to a later write of their rollout_id
         self.run_ids: set[str] = set()
         self.latest_run_id: str | None = None  # the run_id of the latest write of all (by record_order)
         self._latest_key: tuple[float, float, int] | None = None
+        self._resumed_at: dict[float, int] = {}  # a writing process's start -> the step it resumed at
 
     def offer(self, data: dict[str, Any], index: int) -> bool:
-        """Whether this record is now its ``rollout_id``'s winner (it supersedes the earlier one)."""
+        """Whether this record is now its ``rollout_id``'s winner (it supersedes the earlier one), by the
+        first rule; :meth:`finish` applies the second."""
+        self.note_writer(data)
         rid = data["rollout_id"]
         run_id = data.get("run_id")
         if isinstance(run_id, str):
@@ -118,6 +138,34 @@ class Winners:
                 return False
         self.keys[rid], self.index[rid] = key, index
         return True
+
+    def note_writer(self, data: dict[str, Any]) -> None:
+        """Learn where the process that wrote ``data`` resumed (its ``process_started_at`` and
+        ``process_start_rollout_id``), from a record not offered (outside the steps a caller reads) or a
+        snapshot's writer."""
+        started, resumed = _number(data.get("process_started_at")), _step(data.get("process_start_rollout_id"))
+        if started != _NEVER and resumed is not None:
+            self._resumed_at[started] = min(resumed, self._resumed_at.get(started, resumed))
+
+    def lineage_end(self, started: float) -> float:
+        """The step from which a later-started process supersedes the writes of the process started at
+        ``started`` (``inf``: none does)."""
+        ends = [resumed for when, resumed in self._resumed_at.items() if when > started]
+        return float(min(ends)) if ends else math.inf
+
+    def finish(self) -> list[int]:
+        """Drop the winners that a later process's resume superseded (second rule); their rollout_ids, sorted."""
+        ends: dict[float, float] = {}
+        dropped = []
+        for rid, key in self.keys.items():
+            end = ends.get(key[0])
+            if end is None:
+                end = ends[key[0]] = self.lineage_end(key[0])
+            if rid >= end:
+                dropped.append(rid)
+        for rid in dropped:
+            del self.keys[rid], self.index[rid]
+        return sorted(dropped)
 
 
 class NoStepRecords(ValueError):
@@ -134,6 +182,7 @@ class ReadReport:
     skipped_lines: int = 0
     first_skipped: str | None = None  # "line N: why"
     superseded: int = 0  # earlier records of a rollout_id replaced by a later one
+    stale: list[int] = field(default_factory=list)  # rollout_ids whose only writes a later process's resume superseded
     run_count: int = 0  # distinct run_id values among the records (more than 1: runs mixed in one directory)
 
     def skip(self, where: str, why: str) -> None:
@@ -150,10 +199,19 @@ class ReadReport:
         if self.superseded:
             out.append(f"{self.superseded} earlier step record(s) in {self.path} were superseded by later records "
                        "of the same rollout_id (a resumed run); the latest of each is kept")
+        if self.stale:
+            out.append(f"{len(self.stale)} step(s) of {self.path} have no record: only a process whose lineage a later "
+                       f"resume superseded wrote them (rollout_id {_id_ranges(self.stale)}; a stale writer); the "
+                       "resumed run has not reached them")
         if self.run_count > 1:
             out.append(f"{self.path} holds the records of {self.run_count} runs (distinct run_id); the latest write "
                        "of each rollout_id is kept, whichever run wrote it: read one run's own directory")
         return out
+
+    def take(self, winners: Winners) -> None:
+        """Count what ``winners`` left out, once every record is offered (calls :meth:`Winners.finish`)."""
+        self.stale = winners.finish()
+        self.superseded, self.run_count = winners.superseded, len(winners.run_ids)
 
     def warn(self) -> None:
         """Log each note once, as a warning."""
@@ -170,6 +228,21 @@ class ReadReport:
             f"{self.path} holds no step record of shopsim-metrics: all {self.line_count} lines are bad "
             f"(first at {self.first_skipped}); expected the steps.jsonl the JSONL sink writes"
         )
+
+
+def _id_ranges(ids: list[int]) -> str:
+    """Sorted ids as ranges.
+
+    >>> _id_ranges([3, 4, 5, 9])
+    '3-5, 9'
+    """
+    ranges: list[tuple[int, int]] = []
+    for rid in ids:
+        if ranges and ranges[-1][1] == rid - 1:
+            ranges[-1] = (ranges[-1][0], rid)
+        else:
+            ranges.append((rid, rid))
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in ranges)
 
 
 def resolve_steps_path(path: str | os.PathLike) -> Path:
@@ -249,19 +322,33 @@ class RecordsChanged(ValueError):
     """A records file is shorter than a snapshot says it was, or gone: its tail cannot be read."""
 
 
-def iter_step_dicts_after(run_dir: str | os.PathLike, positions: dict[str, int],
-                          report: ReadReport | None = None) -> Iterator[dict[str, Any]]:
-    """Every good record written after ``positions`` (bytes per records file name, as a snapshot saved
-    them; a file not named there is read whole), in file order. Raises :class:`RecordsChanged` before
-    reading when a named file is missing or shorter than its position.
+@dataclass(frozen=True)
+class RecordAt:
+    """Where a record's line starts: its records file and the byte offset in it."""
+
+    path: Path
+    offset: int
+
+
+def iter_located_records(run_dir: str | os.PathLike, positions: dict[str, int] | None = None,
+                         report: ReadReport | None = None) -> Iterator[tuple[dict[str, Any], RecordAt]]:
+    """Every good record of a run directory's records files, in file order, with where its line starts;
+    with ``positions`` (bytes per records file name, as a snapshot saved them; a file not named there is
+    read whole) only the records written after them. Raises :class:`RecordsChanged` before reading when
+    a named file is missing or shorter than its position. Memory: one line at a time.
 
     Example:
         >>> import tempfile, pathlib
         >>> d = pathlib.Path(tempfile.mkdtemp()); f = d / "steps.jsonl"
         >>> _ = f.write_text('{"rollout_id": 0}\\n{"rollout_id": 1}\\n')
-        >>> [r["rollout_id"] for r in iter_step_dicts_after(d, {"steps.jsonl": 18})]
+        >>> [(r["rollout_id"], at.offset) for r, at in iter_located_records(d)]
+        [(0, 0), (1, 18)]
+        >>> [r["rollout_id"] for r, _ in iter_located_records(d, {"steps.jsonl": 18})]
         [1]
+        >>> read_record_at(RecordAt(f, 18))
+        {'rollout_id': 1}
     """
+    positions = positions or {}
     files = steps_files(run_dir)
     sizes = {path.name: path.stat().st_size for path in files}
     for name, position in positions.items():
@@ -270,8 +357,32 @@ def iter_step_dicts_after(run_dir: str | os.PathLike, positions: dict[str, int],
                                  "since the snapshot")
     report = report if report is not None else ReadReport(Path(run_dir))
     for path in files:
-        for data, _ in _iter_file(path, report, prefix=f"{path.name} ", start=positions.get(path.name, 0)):
-            yield data
+        for data, _, offset in _iter_file(path, report, prefix=f"{path.name} ", start=positions.get(path.name, 0)):
+            yield data, RecordAt(path, offset)
+
+
+def read_record_at(at: RecordAt, handles: dict[Path, BinaryIO] | None = None) -> dict[str, Any]:
+    """The record whose line starts at ``at`` (found by :func:`iter_located_records`); ``handles`` keeps
+    the files open between calls (the caller closes them). Raises :class:`RecordsChanged` when the line
+    there is no longer a step record (the file was rewritten since)."""
+    handle = handles.get(at.path) if handles is not None else None
+    if handle is None:
+        handle = open(at.path, "rb")
+        if handles is not None:
+            handles[at.path] = handle
+    try:
+        handle.seek(at.offset)
+        raw = handle.readline(MAX_LINE_BYTES)
+        try:
+            data = parse_line(raw)
+        except (ValueError, RecursionError):
+            data = None
+    finally:
+        if handles is None:
+            handle.close()
+    if record_problem(data) is not None:
+        raise RecordsChanged(f"{at.path} changed while it was read: byte {at.offset} no longer starts a step record")
+    return data
 
 
 def _iter_records(files: list[Path], report: ReadReport) -> Iterator[tuple[dict[str, Any], bytes]]:
@@ -280,7 +391,8 @@ def _iter_records(files: list[Path], report: ReadReport) -> Iterator[tuple[dict[
         if file.is_dir():  # a W&B offline run (resolve_steps_files): one record per logged step
             yield from _iter_wandb_run(file, report)
         else:
-            yield from _iter_file(file, report, prefix=f"{file.name} " if len(files) > 1 else "")
+            for data, raw, _ in _iter_file(file, report, prefix=f"{file.name} " if len(files) > 1 else ""):
+                yield data, raw
 
 
 def _iter_wandb_run(run_dir: Path, report: ReadReport) -> Iterator[tuple[dict[str, Any], bytes]]:
@@ -294,20 +406,26 @@ def _iter_wandb_run(run_dir: Path, report: ReadReport) -> Iterator[tuple[dict[st
         yield data, json.dumps(data, default=str).encode()
 
 
-def _iter_file(path: Path, report: ReadReport, *, prefix: str, start: int = 0) -> Iterator[tuple[dict[str, Any], bytes]]:
+def _iter_file(path: Path, report: ReadReport, *, prefix: str,
+               start: int = 0) -> Iterator[tuple[dict[str, Any], bytes, int]]:
+    """Every good record of one file from byte ``start``: the record, its line, where the line starts."""
     with open(path, "rb") as fh:
         if start:
             fh.seek(start)
             prefix = f"{prefix}after byte {start}, "
         number = 0
+        offset = start
         while True:
+            line_start = offset
             raw = fh.readline(MAX_LINE_BYTES)
+            offset += len(raw)
             if not raw:
                 break
             number += 1
             if len(raw) == MAX_LINE_BYTES and not raw.endswith(b"\n"):
                 while (rest := fh.readline(MAX_LINE_BYTES)) and not rest.endswith(b"\n"):
-                    pass  # drop the rest of an overlong line without holding it
+                    offset += len(rest)  # drop the rest of an overlong line without holding it
+                offset += len(rest)
                 report.line_count += 1
                 report.skip(f"{prefix}line {number}", f"longer than {MAX_LINE_BYTES} bytes")
                 continue
@@ -327,7 +445,7 @@ def _iter_file(path: Path, report: ReadReport, *, prefix: str, start: int = 0) -
                 report.skip(f"{prefix}line {number}", problem)
                 continue
             report.record_count += 1
-            yield data, raw
+            yield data, raw, line_start
 
 
 def parse_line(raw: bytes) -> Any:
@@ -349,7 +467,9 @@ LedgerKeeper = Callable[[int, dict[str, Any], bytes], None]
 """Called with ``(rollout_id, record, its line as read)`` for each record that is, when read, the
 latest write of its rollout_id; keeps what it wants (the record's ``decisions`` are the ledger; keeping
 the line costs less than holding the parsed rows). A later write of the same rollout_id calls it
-again: it replaces the earlier one."""
+again: it replaces the earlier one. A rollout_id that ends with no record (:meth:`Winners.finish`: only
+a superseded process wrote it) is handed over once more, at the end, as ``{"rollout_id": id}`` with an
+empty line: no ledger."""
 
 
 @dataclass
@@ -405,11 +525,15 @@ def read_step_columns(
                 values[at] = finite(get(name))
         if keep_ledger is not None:
             keep_ledger(rid, data, line)
-    report.superseded, report.run_count = winners.superseded, len(winners.run_ids)
+    report.take(winners)
+    gone = set(report.stale)
+    for rid in report.stale:
+        if keep_ledger is not None:
+            keep_ledger(rid, {"rollout_id": rid}, b"")
     report.check_not_empty()
     if warn:
         report.warn()
-    ranked = sorted(range(len(order)), key=order.__getitem__)
+    ranked = sorted((i for i, rid in enumerate(order) if rid not in gone), key=order.__getitem__)
     if ranked != list(range(len(order))):
         columns = {name: [values[i] for i in ranked] for name, values in columns.items()}
         order = [order[i] for i in ranked]
@@ -429,7 +553,9 @@ def read_step_records(path: str | os.PathLike, *, warn: bool = True) -> tuple[li
     for index, data in enumerate(iter_step_dicts(path, report)):
         if winners.offer(data, index):
             by_id[data["rollout_id"]] = StepRecord.from_dict(data)
-    report.superseded, report.run_count = winners.superseded, len(winners.run_ids)
+    report.take(winners)
+    for rid in report.stale:
+        del by_id[rid]
     report.check_not_empty()
     if warn:
         report.warn()
@@ -438,8 +564,8 @@ def read_step_records(path: str | os.PathLike, *, warn: bool = True) -> tuple[li
 
 def read_steps(path: str | os.PathLike) -> list[StepRecord]:
     """Every step of a ``steps.jsonl`` file, or of every records file of a run directory, by the rules
-    of the records file: the latest write of each ``rollout_id`` wins (:func:`record_order`) (one warning says how many were superseded), records sorted by
-    ``rollout_id``; bad lines (a torn last line, another tool's line) are skipped with one warning that
-    counts them.
+    of the records file: the record the run's lineage holds of each ``rollout_id`` (:class:`Winners`;
+    one warning says how many were superseded), records sorted by ``rollout_id``; bad lines (a torn
+    last line, another tool's line) are skipped with one warning that counts them.
     """
     return read_step_records(path)[0]

@@ -1,8 +1,9 @@
 """One run per records directory: the run's identity, and the refusal of a fresh run into another's records.
 
 Every record carries the ``run_id`` of its run, the start of the process that wrote it
-(``process_started_at``) and that process's ``record_sequence``: the readers order writes by them
-(:func:`~shopsim_metrics.readers.steps.record_order`). A run's first process (``start_rollout_id``
+(``process_started_at``), the step that process started at (``process_start_rollout_id``) and its
+``record_sequence``: the readers order writes by them and follow the run's lineage
+(:class:`~shopsim_metrics.readers.steps.Winners`). A run's first process (``start_rollout_id``
 0) makes a new ``run_id``; a resumed process (``--load``, ``start_rollout_id`` > 0) keeps the one
 its records carry. A fresh run whose directory already holds step records (another run's, or an
 earlier attempt's) is refused before its first step (:class:`RunDirInUse`): it never merges with them.
@@ -35,9 +36,9 @@ FIRST_RECORD_LINES = 1000
 class RunDirInUse(ShopsimConfigError):
     """A fresh run (``start_rollout_id`` 0) was pointed at a directory holding another run's step records."""
 
-WRITER_FIELDS = ("run_id", "process_started_at")
+WRITER_FIELDS = ("run_id", "process_started_at", "process_start_rollout_id")
 """The record fields that say which process wrote it: two runs of the same seed differ only in them
-(and in the wall-clock ``*_seconds``)."""
+(and in the wall-clock ``*_seconds``); a resumed run's records also in ``process_start_rollout_id``."""
 
 
 def new_run_id() -> str:

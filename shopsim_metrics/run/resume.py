@@ -3,13 +3,15 @@ recent steps behind adaptive waves and the advisories.
 
 slime resumes with ``--load``: a fresh process whose ``args.start_rollout_id`` is s > 0 re-runs the
 steps after the checkpoint with the same prompts. Before its first judgement the monitor replays the
-records of ``rollout_id < s`` (the latest write of each ``rollout_id`` by the records' own order, as
-every reader takes them)
-through the same streak and prompt tracker the live steps feed. Records of ``rollout_id >= s`` were
-written by the crashed process for steps that now run again: they count in no history.
+records of ``rollout_id < s`` that the run's lineage holds (as every reader takes them,
+:class:`~shopsim_metrics.readers.steps.Winners`: the latest write of each ``rollout_id``, and none
+of a process whose steps a later-started process resumed before), in ``rollout_id`` order, through
+the same streak and prompt tracker the live steps feed. Records of ``rollout_id >= s`` were written by
+the crashed process for steps that now run again: they count in no history.
 
-The records are streamed twice (memory holds one position per step, never the file): the first pass
-finds the latest line of each ``rollout_id < s``, the second replays those lines in file order.
+The records are streamed once to find where the chosen line of each ``rollout_id < s`` starts
+(memory holds one position per step, never the file); those lines are then read again at their
+positions, in step order (a re-run's sibling file may be older than the stale writer's).
 
 Example (two steps of one technical group each, then a resume at step 1):
     >>> import tempfile, pathlib
@@ -35,12 +37,12 @@ import logging
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, BinaryIO, Iterable, Iterator
 
 from shopsim_metrics.prompts.skip_record import SkipTally
 from shopsim_metrics.prompts.value import PromptValueTracker
 from shopsim_metrics.readers.steps import (
-    NoStepRecords, ReadReport, RecordsChanged, Winners, iter_step_dicts, iter_step_dicts_after,
+    ReadReport, RecordAt, RecordsChanged, Winners, iter_located_records, read_record_at,
 )
 from shopsim_metrics.run.snapshot import find_snapshot, read_snapshot
 from shopsim_metrics.state_file import DamagedStateFile
@@ -106,13 +108,11 @@ def restore(run_dir: str | os.PathLike, *, start_rollout_id: int, streak: Techni
 def _replay_all(run_dir: Any, start_rollout_id: int, streak: TechnicalStreak, prompts: PromptValueTracker | None,
                 skips: "SkipTally | None", recent_orders: RecentOrders | None, advisor: Advisor | None,
                 note: str | None) -> Restored:
-    report = ReadReport(Path(run_dir))
     try:
-        latest, run_id = _latest_lines(lambda: iter_step_dicts(run_dir, report), 0, start_rollout_id)
-    except (NoStepRecords, OSError, ValueError):
+        latest, run_id = _lineage(iter_located_records(run_dir, report=ReadReport(Path(run_dir))), 0, start_rollout_id)
+    except (OSError, ValueError):
         return Restored(steps=0, missing=start_rollout_id, note=note)
-    replayed = _replay(lambda: iter_step_dicts(run_dir, ReadReport(report.path)), latest, streak, prompts, skips,
-                       recent_orders, advisor)
+    replayed = _replay(_read_in_step_order(latest), streak, prompts, skips, recent_orders, advisor)
     return Restored(steps=replayed, missing=start_rollout_id - replayed, run_id=run_id, note=note)
 
 
@@ -126,13 +126,12 @@ def _from_snapshot(run_dir: Any, start_rollout_id: int, snapshot: dict[str, Any]
         return None, (f"the snapshot of step {step} was taken with other prompt-history settings "
                       f"({saved_settings} against {prompt_settings(prompts)})")
     positions = {str(name): int(size) for name, size in snapshot["records"].items()}
-    report = ReadReport(Path(run_dir))
-
-    def tail() -> Iterator[dict[str, Any]]:
-        return iter_step_dicts_after(run_dir, positions, report)
-
+    writer = snapshot.get("writer")  # the process whose lineage the snapshot continues (older snapshots: unknown)
     try:
-        latest, tail_run_id = _latest_lines(tail, step + 1, start_rollout_id, own_run=snapshot.get("run_id"))
+        latest, tail_run_id = _lineage(iter_located_records(run_dir, positions, ReadReport(Path(run_dir))), step + 1,
+                                       start_rollout_id, own_run=snapshot.get("run_id"),
+                                       writers=[writer] if isinstance(writer, dict) else [])
+        tail = list(_read_in_step_order(latest))  # at most the steps between two checkpoints
     except RecordsChanged as exc:
         return None, f"the records changed since the snapshot of step {step} ({exc})"
     if len(latest) != start_rollout_id - step - 1:
@@ -158,7 +157,7 @@ def _from_snapshot(run_dir: Any, start_rollout_id: int, snapshot: dict[str, Any]
         recent_orders.load_state_dict(saved_orders.state_dict())
     if advisor is not None:
         advisor.load_state_dict(saved_advisor.state_dict())
-    _replay(tail, latest, streak, prompts, skips, recent_orders, advisor)
+    _replay(tail, streak, prompts, skips, recent_orders, advisor)
     missing = snapshot["missing"]
     run_id = snapshot.get("run_id") if isinstance(snapshot.get("run_id"), str) else tail_run_id
     return Restored(steps=start_rollout_id - missing, missing=missing, run_id=run_id, snapshot=step), None
@@ -172,14 +171,11 @@ def prompt_settings(prompts: PromptValueTracker | None) -> dict[str, Any] | None
             "metadata_key": prompts.metadata_key}
 
 
-def _replay(records: Callable[[], Iterator[dict[str, Any]]], latest: dict[int, int], streak: TechnicalStreak,
-            prompts: PromptValueTracker | None, skips: "SkipTally | None", recent_orders: RecentOrders | None,
-            advisor: Advisor | None = None) -> int:
-    """Feed the chosen records (``latest``: rollout_id -> position) in file order; returns how many."""
+def _replay(records: Iterable[dict[str, Any]], streak: TechnicalStreak, prompts: PromptValueTracker | None,
+            skips: "SkipTally | None", recent_orders: RecentOrders | None, advisor: Advisor | None = None) -> int:
+    """Feed ``records`` (the lineage's, in step order) to the state, as the live steps did; returns how many."""
     replayed = 0
-    for index, data in enumerate(records()):
-        if latest.get(data["rollout_id"]) != index:
-            continue
+    for data in records:
         record = StepRecord.from_dict(data)
         for row in sorted(record.decisions, key=lambda row: row.order):
             technical = row.outcome == C.OUTCOME_DROPPED_TECHNICAL
@@ -196,11 +192,24 @@ def _replay(records: Callable[[], Iterator[dict[str, Any]]], latest: dict[int, i
     return replayed
 
 
-def _latest_lines(records: Callable[[], Iterator[dict[str, Any]]], lower: int, upper: int,
-                  own_run: Any = None) -> tuple[dict[int, int], str | None]:
-    """The index (among good records, in file order) of the latest write of each ``lower <= rollout_id <
-    upper``, by the records' own order (:func:`~shopsim_metrics.readers.steps.record_order`), and the
-    run they belong to.
+def _read_in_step_order(latest: dict[int, RecordAt]) -> Iterator[dict[str, Any]]:
+    """The chosen records in ``rollout_id`` order, as an unbroken run lived them (never in file order: a
+    re-run's steps may sit in a sibling file older than the stale writer's), each read at its position."""
+    handles: dict[Path, BinaryIO] = {}
+    try:
+        for rollout_id in sorted(latest):
+            yield read_record_at(latest[rollout_id], handles)
+    finally:
+        for handle in handles.values():
+            handle.close()
+
+
+def _lineage(records: Iterable[tuple[dict[str, Any], RecordAt]], lower: int, upper: int, own_run: Any = None,
+             writers: Iterable[dict[str, Any]] = ()) -> tuple[dict[int, RecordAt], str | None]:
+    """Where the record the run's lineage holds of each ``lower <= rollout_id < upper`` starts
+    (:class:`~shopsim_metrics.readers.steps.Winners`: the latest write wins, a later process's resume
+    supersedes an earlier process's later steps), and the run they belong to. ``writers``: processes
+    known beside the records read (a snapshot's writer, whose own records precede the tail read).
 
     The run resumed is ``own_run`` when given (a snapshot's), else the one that wrote last in the range;
     records of another run (a directory that holds more than one) are left out, records without a
@@ -208,20 +217,33 @@ def _latest_lines(records: Callable[[], Iterator[dict[str, Any]]], lower: int, u
     """
     by_run: dict[str | None, Winners] = {}
     every = Winners()
-    for index, data in enumerate(records()):
-        rollout_id = data["rollout_id"]
-        if isinstance(rollout_id, int) and lower <= rollout_id < upper:
-            every.offer(data, index)
-            run_id = data.get("run_id")
-            by_run.setdefault(run_id if isinstance(run_id, str) else None, Winners()).offer(data, index)
+    where: list[RecordAt] = []
+    ranged: set[str | None] = set()  # the runs with records in the range
+    for data, at in records:
+        run_id = data.get("run_id")
+        run_id = run_id if isinstance(run_id, str) else None
+        run = by_run.setdefault(run_id, Winners())
+        if lower <= data["rollout_id"] < upper:
+            every.offer(data, len(where))
+            run.offer(data, len(where))
+            where.append(at)
+            ranged.add(run_id)
+        else:  # outside the steps replayed, it still says where its process resumed
+            every.note_writer(data)
+            run.note_writer(data)
+    for winners in (every, *by_run.values()):
+        for writer in writers:
+            winners.note_writer(writer)
+        winners.finish()
     run_id = own_run if isinstance(own_run, str) else every.latest_run_id
-    if run_id is None or (len(by_run) == 1 and run_id in by_run):
-        return every.index, run_id
-    chosen = dict(by_run.get(None, Winners()).index)
-    own = by_run.get(run_id, Winners())
-    for rollout_id, index in own.index.items():  # the run's own write wins over an unnamed one
-        chosen[rollout_id] = index
-    return chosen, run_id
+    if run_id is None or ranged <= {run_id}:
+        chosen = every.index
+    else:
+        chosen = dict(by_run.get(None, Winners()).index)
+        own = by_run.get(run_id, Winners())
+        for rollout_id, index in own.index.items():  # the run's own write wins over an unnamed one
+            chosen[rollout_id] = index
+    return {rollout_id: where[index] for rollout_id, index in chosen.items()}, run_id
 
 
 def resume_warning(restored: Restored, start_rollout_id: int, run_dir: str) -> str | None:

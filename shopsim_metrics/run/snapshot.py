@@ -151,14 +151,18 @@ def read_snapshot(path: str | os.PathLike) -> dict[str, Any]:
 
 def build_snapshot(*, rollout_id: int, run_id: str | None, missing: int, streak: Any, prompts: Any,
                    prompt_settings: dict[str, Any] | None, skips: Any, run_dir: str | os.PathLike,
-                   recent_orders: Any = None, advisor: Any = None) -> dict[str, Any]:
+                   recent_orders: Any = None, advisor: Any = None,
+                   writer: dict[str, Any] | None = None) -> dict[str, Any]:
     """The snapshot of the state after step ``rollout_id`` (the objects' own ``state_dict``), with the
     records positions of ``run_dir`` taken now: every record up to this step is already written.
 
-    ``missing``: steps before it whose records the state lacks (a resume that found none).
+    ``missing``: steps before it whose records the state lacks (a resume that found none). ``writer``:
+    the writing process's ``process_started_at`` and ``process_start_rollout_id``, as its records say
+    them (a resume from the snapshot knows the lineage it continues without reading those records).
     """
     return {
         "kind": SNAPSHOT_KIND, "format": SNAPSHOT_FORMAT, "rollout_id": rollout_id, "run_id": run_id,
+        "writer": writer,
         "missing": missing, "streak": streak.state_dict(),
         "prompt_settings": prompt_settings,
         "prompts": prompts.state_dict() if prompts is not None else None,

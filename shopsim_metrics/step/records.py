@@ -98,9 +98,11 @@ class StepRecord:
     technical_failure_limit: int | None = per_step(EXTRA, None)
     technical_failure_warn_at: int | None = per_step(EXTRA, None)  # the streak that raises the step's WARN (None: alerts off)
     loop_state_source: str | None = None  # "slime", "mirror", "fully_async", or the name of a test/simulated loop
-    # who wrote the record, and when among the run's writes (the readers' order: process start, then sequence)
+    # who wrote the record, and when among the run's writes (the readers' order: process start, then sequence;
+    # a process that resumed at s supersedes the records of steps >= s of every process started before it)
     run_id: str | None = None  # the run's identity: made by its first process, kept by every resume
     process_started_at: float | None = None  # Unix time the writing process's monitor started
+    process_start_rollout_id: int | None = None  # the step the writing process started at (slime's start_rollout_id)
     record_sequence: int | None = None  # 1, 2, ... per writing process, in the order its records were emitted
     # counts (submitted_group_count, wave_count: None on the fully-async path, which has no waves)
     submitted_group_count: int | None = per_step(COUNT, 0)
