@@ -82,7 +82,8 @@ def test_four_processes_on_one_run_dir_restore_and_read_the_runs_lineage(tmp_pat
     p1.stdin.write("\n")
     finish(p1)  # its stale steps 10 and 11, appended to steps.jsonl after P2's
     (sibling,) = [f for f in run.glob("steps.*.jsonl") if f.name != "steps.jsonl"]
-    p1_lines, p2_lines = ([json.loads(line) for line in f.read_text().splitlines()] for f in (run / "steps.jsonl", sibling))
+    p1_lines, p2_lines = ([json.loads(line) for line in f.read_text().splitlines()]
+                          for f in (run / "steps.jsonl", sibling))
     assert [(r["rollout_id"], r["process_start_rollout_id"]) for r in p1_lines] == [(i, 0) for i in range(12)]
     assert [(r["rollout_id"], r["process_start_rollout_id"]) for r in p2_lines] == [(i, 5) for i in range(5, 13)]
     assert os.stat(run / "steps.jsonl").st_mtime_ns >= os.stat(sibling).st_mtime_ns  # the stale file is the newer
