@@ -154,5 +154,11 @@ def test_round_trip_of_every_field(tmp_path_factory, records: list[StepRecord]) 
     sink = JsonlSink(run_dir, fsync=False)
     for rec in records:
         sink.emit(rec)
-    latest = {rec.rollout_id: rec for rec in records}  # the records file's rule: the latest record wins
-    assert read_steps(run_dir) == [latest[k] for k in sorted(latest)]
+    # the records file's rules: the latest record wins (one per rollout_id here), and none that a
+    # later-started process's resume superseded (docs §1.4, the run's lineage)
+    kept = {rec.rollout_id: rec for rec in records if not any(
+        other.process_started_at is not None and (rec.process_started_at is None
+                                                  or other.process_started_at > rec.process_started_at)
+        and other.process_start_rollout_id is not None and 0 <= other.process_start_rollout_id <= rec.rollout_id
+        for other in records)}
+    assert read_steps(run_dir) == [kept[k] for k in sorted(kept)]

@@ -9,9 +9,9 @@ unbroken run's records but for who wrote them and when.
 
 from __future__ import annotations
 
-import dataclasses
 import io
 import json
+import logging
 import os
 import random
 import subprocess
@@ -27,8 +27,12 @@ from conftest import make_args
 from shopsim_metrics.cli import main
 from shopsim_metrics.readers import read_steps
 from shopsim_metrics.readers.steps import Winners, read_step_columns
+from shopsim_metrics.resume import restore
 from shopsim_metrics.run_identity import WRITER_FIELDS
 from shopsim_metrics.simulator.calibration import LedgerTokens
+from shopsim_metrics.snapshot import build_snapshot, snapshot_path
+from shopsim_metrics.state_file import write_json
+from shopsim_metrics.step.streak import TechnicalStreak
 from shopsimrl import slime_runtime
 
 PROCESS = Path(__file__).resolve().parent / "lineage_process.py"
@@ -175,3 +179,26 @@ def test_whatever_order_the_records_are_read_the_lineage_decides(processes, writ
             expected[step] = latest
     assert {rid: shuffled[index] for rid, index in winners.index.items()} == expected
     assert stale == sorted({r["rollout_id"] for r in records} - set(expected))
+
+
+@pytest.mark.parametrize("second_trainer", [True, False])
+def test_a_snapshot_written_by_a_superseded_process_is_used_and_named(tmp_path: Path, caplog, second_trainer) -> None:
+    """P1 wrote 0..9 and the snapshot beside its checkpoint 9; P2 resumed at 5 and wrote 5..7, yet a resume
+    at 10 loads P1's checkpoint (two trainers on one --save): the restore follows the checkpoint, and says
+    that the readers follow P2."""
+    run, ckpt = tmp_path / "run", tmp_path / "ckpt"
+    run.mkdir()
+    (run / "steps.jsonl").write_text("".join(json.dumps(_record(i, 100.0, 0, i + 1)) + "\n" for i in range(10)))
+    streak = TechnicalStreak()
+    restore(run, start_rollout_id=10, streak=streak, prompts=None)
+    write_json(snapshot_path(ckpt, 9), build_snapshot(
+        rollout_id=9, run_id="r", missing=0, streak=streak, prompts=None, prompt_settings=None, skips=None,
+        run_dir=run, writer={"process_started_at": 100.0, "process_start_rollout_id": 0}))
+    if second_trainer:
+        p2 = "".join(json.dumps(_record(i, 200.0, 5, i - 4)) + "\n" for i in range(5, 8))
+        (run / "steps.h-2.jsonl").write_text(p2)
+    with caplog.at_level(logging.WARNING, logger="shopsim_metrics"):
+        restored = restore(run, start_rollout_id=10, streak=TechnicalStreak(), prompts=None, snapshot_dir=ckpt)
+    assert restored.snapshot == 9 and restored.missing == 0
+    named = [m for m in caplog.messages if "snapshot of step 9, written by a process whose steps from 5 on" in m]
+    assert len(named) == (1 if second_trainer else 0)

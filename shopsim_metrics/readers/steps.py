@@ -147,9 +147,12 @@ class Winners:
         if started != _NEVER and resumed is not None:
             self._resumed_at[started] = min(resumed, self._resumed_at.get(started, resumed))
 
-    def lineage_end(self, started: float) -> float:
-        """The step from which a later-started process supersedes the writes of the process started at
-        ``started`` (``inf``: none does)."""
+    def lineage_end(self, writer: dict[str, Any]) -> float:
+        """The step from which a later-started process supersedes the writes of the process that wrote
+        ``writer`` (a record, or a snapshot's writer: its ``process_started_at``); ``inf``: none does."""
+        return self._end(_number(writer.get("process_started_at")))
+
+    def _end(self, started: float) -> float:
         ends = [resumed for when, resumed in self._resumed_at.items() if when > started]
         return float(min(ends)) if ends else math.inf
 
@@ -160,7 +163,7 @@ class Winners:
         for rid, key in self.keys.items():
             end = ends.get(key[0])
             if end is None:
-                end = ends[key[0]] = self.lineage_end(key[0])
+                end = ends[key[0]] = self._end(key[0])
             if rid >= end:
                 dropped.append(rid)
         for rid in dropped:

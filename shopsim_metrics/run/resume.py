@@ -34,6 +34,7 @@ Example (two steps of one technical group each, then a resume at step 1):
 from __future__ import annotations
 
 import logging
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -109,7 +110,8 @@ def _replay_all(run_dir: Any, start_rollout_id: int, streak: TechnicalStreak, pr
                 skips: "SkipTally | None", recent_orders: RecentOrders | None, advisor: Advisor | None,
                 note: str | None) -> Restored:
     try:
-        latest, run_id = _lineage(iter_located_records(run_dir, report=ReadReport(Path(run_dir))), 0, start_rollout_id)
+        latest, run_id, _ = _lineage(iter_located_records(run_dir, report=ReadReport(Path(run_dir))), 0,
+                                     start_rollout_id)
     except (OSError, ValueError):
         return Restored(steps=0, missing=start_rollout_id, note=note)
     replayed = _replay(_read_in_step_order(latest), streak, prompts, skips, recent_orders, advisor)
@@ -128,9 +130,9 @@ def _from_snapshot(run_dir: Any, start_rollout_id: int, snapshot: dict[str, Any]
     positions = {str(name): int(size) for name, size in snapshot["records"].items()}
     writer = snapshot.get("writer")  # the process whose lineage the snapshot continues (older snapshots: unknown)
     try:
-        latest, tail_run_id = _lineage(iter_located_records(run_dir, positions, ReadReport(Path(run_dir))), step + 1,
-                                       start_rollout_id, own_run=snapshot.get("run_id"),
-                                       writers=[writer] if isinstance(writer, dict) else [])
+        latest, tail_run_id, winners = _lineage(iter_located_records(run_dir, positions, ReadReport(Path(run_dir))),
+                                                step + 1, start_rollout_id, own_run=snapshot.get("run_id"),
+                                                writers=[writer] if isinstance(writer, dict) else [])
         tail = list(_read_in_step_order(latest))  # at most the steps between two checkpoints
     except RecordsChanged as exc:
         return None, f"the records changed since the snapshot of step {step} ({exc})"
@@ -158,6 +160,13 @@ def _from_snapshot(run_dir: Any, start_rollout_id: int, snapshot: dict[str, Any]
     if advisor is not None:
         advisor.load_state_dict(saved_advisor.state_dict())
     _replay(tail, streak, prompts, skips, recent_orders, advisor)
+    ended = winners.lineage_end(writer) if isinstance(writer, dict) else math.inf
+    if ended <= step:
+        logger.warning(
+            "shopsim-metrics: resuming at rollout step %d from the monitor snapshot of step %d, written by a process "
+            "whose steps from %d on a later-started process re-ran (two trainers on one --save?). The restored state "
+            "is the checkpoint's; the readers follow the later process's records (docs §1.4, the run's lineage), so "
+            "they may show steps %d..%d from another lineage, or none.", start_rollout_id, step, ended, ended, step)
     missing = snapshot["missing"]
     run_id = snapshot.get("run_id") if isinstance(snapshot.get("run_id"), str) else tail_run_id
     return Restored(steps=start_rollout_id - missing, missing=missing, run_id=run_id, snapshot=step), None
@@ -205,11 +214,12 @@ def _read_in_step_order(latest: dict[int, RecordAt]) -> Iterator[dict[str, Any]]
 
 
 def _lineage(records: Iterable[tuple[dict[str, Any], RecordAt]], lower: int, upper: int, own_run: Any = None,
-             writers: Iterable[dict[str, Any]] = ()) -> tuple[dict[int, RecordAt], str | None]:
+             writers: Iterable[dict[str, Any]] = ()) -> tuple[dict[int, RecordAt], str | None, Winners]:
     """Where the record the run's lineage holds of each ``lower <= rollout_id < upper`` starts
     (:class:`~shopsim_metrics.readers.steps.Winners`: the latest write wins, a later process's resume
     supersedes an earlier process's later steps), and the run they belong to. ``writers``: processes
-    known beside the records read (a snapshot's writer, whose own records precede the tail read).
+    known beside the records read (a snapshot's writer, whose own records precede the tail read). The
+    third value: the lineage rule's view of every process seen.
 
     The run resumed is ``own_run`` when given (a snapshot's), else the one that wrote last in the range;
     records of another run (a directory that holds more than one) are left out, records without a
@@ -243,7 +253,7 @@ def _lineage(records: Iterable[tuple[dict[str, Any], RecordAt]], lower: int, upp
         own = by_run.get(run_id, Winners())
         for rollout_id, index in own.index.items():  # the run's own write wins over an unnamed one
             chosen[rollout_id] = index
-    return {rollout_id: where[index] for rollout_id, index in chosen.items()}, run_id
+    return {rollout_id: where[index] for rollout_id, index in chosen.items()}, run_id, every
 
 
 def resume_warning(restored: Restored, start_rollout_id: int, run_dir: str) -> str | None:
