@@ -325,7 +325,7 @@ class RecordsChanged(ValueError):
     """A records file is shorter than a snapshot says it was, or gone: its tail cannot be read."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class RecordAt:
     """Where a record's line starts: its records file and the byte offset in it."""
 
