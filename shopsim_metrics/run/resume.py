@@ -10,8 +10,8 @@ the same streak and prompt tracker the live steps feed. Records of ``rollout_id 
 the crashed process for steps that now run again: they count in no history.
 
 The records are streamed once to find where the chosen line of each ``rollout_id < s`` starts
-(memory holds one position per step, never the file); those lines are then read again at their
-positions, in step order (a re-run's sibling file may be older than the stale writer's).
+(memory holds one position per record of those steps, never the file); those lines are then read
+again at their positions, in step order (a re-run's sibling file may be older than the stale writer's).
 
 Example (two steps of one technical group each, then a resume at step 1):
     >>> import tempfile, pathlib
