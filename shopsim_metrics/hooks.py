@@ -51,6 +51,19 @@ class FilterDecision:
     keep_when_insufficient: bool = False
 
 
+KEPT_UNJUDGED = FilterDecision(keep=True)
+"""The answer when the monitor itself fails: slime's behaviour without a filter."""
+
+
+def _decision(kind: str) -> FilterDecision:
+    keep, keep_when_insufficient = filter_flags(kind)
+    return FilterDecision(keep=keep, reason=C.REASON_OF_KIND[kind], keep_when_insufficient=keep_when_insufficient)
+
+
+DECISIONS: dict[str, FilterDecision] = {kind: _decision(kind) for kind in C.REASON_OF_KIND}
+"""The filter's answer to each judgement kind: fixed, so a call builds none."""
+
+
 class Hooks:
     """The four hooks over the monitor ``runtime_of(args)`` returns (see the module docstring)."""
 
@@ -69,9 +82,8 @@ class Hooks:
         except Exception as exc:  # noqa: BLE001 - the filter raises only to terminate
             self._warn_once("filter", "shopsim-metrics: judging a group failed (%s: %s); the group is kept and "
                             "training goes on.", type(exc).__name__, exc)
-            return FilterDecision(keep=True)
-        keep, keep_when_insufficient = filter_flags(kind)
-        return FilterDecision(keep=keep, reason=C.REASON_OF_KIND[kind], keep_when_insufficient=keep_when_insufficient)
+            return KEPT_UNJUDGED
+        return DECISIONS[kind]
 
     def all_samples(self, args: Any, all_groups: list, data_source: Any = None) -> None:
         """slime's all-samples hook: ``success_rate`` / ``reward_mean`` over every completed group; closes the step.
