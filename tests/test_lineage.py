@@ -27,10 +27,10 @@ from conftest import make_args
 from shopsim_metrics.cli import main
 from shopsim_metrics.readers import read_steps
 from shopsim_metrics.readers.steps import Winners, read_step_columns
-from shopsim_metrics.resume import restore
-from shopsim_metrics.run_identity import WRITER_FIELDS
+from shopsim_metrics.run.resume import restore
+from shopsim_metrics.run.identity import WRITER_FIELDS
 from shopsim_metrics.simulator.calibration import LedgerTokens
-from shopsim_metrics.snapshot import build_snapshot, snapshot_path
+from shopsim_metrics.run.snapshot import build_snapshot, snapshot_path
 from shopsim_metrics.state_file import write_json
 from shopsim_metrics.step.streak import TechnicalStreak
 from shopsimrl import slime_runtime

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from conftest import fifo_batches, group_of, make_args, run_scripted_step, scripted_loop
 from shopsim_metrics.sinks import JsonlSink
 from shopsim_metrics.readers import read_steps
-from shopsim_metrics.run_identity import WRITER_FIELDS
+from shopsim_metrics.run.identity import WRITER_FIELDS
 from shopsim_metrics.step.loop_state import ManualLoopState
 from shopsimrl import slime_runtime
 
