@@ -222,6 +222,42 @@ def test_more_margin_never_makes_another_wave_likelier_in_a_replayed_order(order
         assert p == 0.0
 
 
+def _forward_replayed_probability(order, margin, need, spread_rate, technical_rate):
+    """slime's drop rule played forward group by group over every (drops, kept) state, nothing left out: before
+    each group of ``order`` (its technical ones left out) any number of technical failures (probability t each),
+    then the group; past the order, the independent kinds (:func:`second_wave_probability`, checked above)."""
+    t, states, another = technical_rate, {(0, 0): 1.0}, 0.0
+    if need <= 0:
+        return 0.0
+    for letter in order.replace("t", ""):
+        arrived = {}
+        for (drops, kept), p in states.items():
+            for failures in range(margin - drops + 1):  # each within the margin, then the group finishes
+                weight = p * t ** failures * (1.0 - t)
+                d = drops + failures
+                if letter == "z" and d < margin:
+                    key = (d + 1, kept)
+                else:
+                    key = (d, kept + 1)  # spread, or zero-std let in as fallback
+                if key[1] < need:
+                    arrived[key] = arrived.get(key, 0.0) + weight
+            another += p * t ** (margin - drops + 1)  # one failure more than the margin takes
+        states = arrived
+    return another + sum(p * second_wave_probability(margin - drops, need - kept, spread_rate, technical_rate)
+                         for (drops, kept), p in states.items())
+
+
+@settings(max_examples=60, deadline=None)
+@given(order=st.text("szt", max_size=80), margin=st.integers(0, 20), need=st.integers(0, 40), spread=st.floats(0.01, 1),
+       technical_share=st.floats(0, 0.6))
+def test_the_replayed_probability_is_the_drop_rule_played_forward_over_long_orders(order, margin, need, spread,
+                                                                                  technical_share):
+    technical = (1.0 - spread) * technical_share
+    expected = _forward_replayed_probability(order, margin, need, spread, technical)
+    got = replayed_second_wave_probability(order, margin, need, spread, technical)
+    assert expected - 1e-13 <= got <= expected + 1e-10  # never below: what is left out counts as another wave
+
+
 def test_zero_std_groups_finishing_first_make_another_wave_likelier_than_the_same_kinds_spread_evenly():
     early, even, late = "z" * 8 + "s" * 8, "zs" * 8, "s" * 8 + "z" * 8
     p = [replayed_second_wave_probability(order, 4, 12, 0.5, 0.02) for order in (early, even, late)]

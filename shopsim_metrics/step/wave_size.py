@@ -41,33 +41,40 @@ from __future__ import annotations
 
 import bisect
 import functools
+import math
 from collections import deque
 from dataclasses import dataclass
-from typing import Callable, NamedTuple, Sequence
+from typing import Iterator, NamedTuple, Sequence
 
 from shopsim_metrics.judging.group_judgement import SPREAD, TECHNICAL, ZERO_STD
 from shopsim_metrics.step import contract as C
 from shopsim_metrics.step.records import StepRecord
 
 NEGLIGIBLE = 1e-12
-"""A chance of further technical failures below which the replay counts them as another wave (its result is
-then an upper bound, by at most this per group replayed)."""
+"""Chances of technical failure counts summed no further once what is left of them is below this: the replay
+counts them as another wave (its result is then an upper bound, by at most a few times this)."""
 
 LETTER_OF_KIND = {SPREAD: "s", ZERO_STD: "z", TECHNICAL: "t"}
 """One letter per judged group's kind in a recorded finishing order (the snapshot keeps orders as strings)."""
 
 
-def _iid_table(margin: int, need: int, spread_rate: float, technical_rate: float) -> list[list[float]]:
-    """``table[m][r]``: P(another wave) with ``m`` drops to spare and ``r`` groups still needed, the kinds drawn
-    independently (:func:`second_wave_probability`), for every ``m <= margin`` and ``r <= need``."""
-    row = [1.0 - (1.0 - technical_rate) ** r for r in range(need + 1)]  # no margin: any technical failure
-    table = [row]
-    for _ in range(margin):
-        row = [0.0] * (need + 1)
-        for r in range(1, need + 1):
-            row[r] = spread_rate * row[r - 1] + (1.0 - spread_rate) * table[-1][r]
-        table.append(row)
-    return table
+class _IidTail:
+    """P(another wave) with the kinds drawn independently (:func:`second_wave_probability`): ``another(m, r)`` with
+    ``m`` drops to spare and ``r <= need`` groups still needed. Rows of margins are built as they are first asked
+    for, so one sizing (every size tried, every recent step) builds them once."""
+
+    def __init__(self, need: int, spread_rate: float, technical_rate: float) -> None:
+        self.spread_rate = spread_rate
+        self.rows = [[1.0 - (1.0 - technical_rate) ** r for r in range(need + 1)]]  # no margin: any technical failure
+
+    def another(self, margin: int, need: int) -> float:
+        rows, spread = self.rows, self.spread_rate
+        while len(rows) <= margin:
+            previous, row = rows[-1], [0.0] * len(rows[-1])
+            for r in range(1, len(row)):
+                row[r] = spread * row[r - 1] + (1.0 - spread) * previous[r]
+            rows.append(row)
+        return rows[margin][need]
 
 
 def second_wave_probability(margin: int, need: int, spread_rate: float, technical_rate: float) -> float:
@@ -84,7 +91,7 @@ def second_wave_probability(margin: int, need: int, spread_rate: float, technica
         >>> second_wave_probability(8, 16, 0.5, 0.0), second_wave_probability(8, 0, 0.5, 0.02)
         (0.0, 0.0)
     """
-    return _iid_table(margin, need, spread_rate, technical_rate)[margin][need]
+    return _IidTail(need, spread_rate, technical_rate).another(margin, need)
 
 
 def replayed_second_wave_probability(order: str, margin: int, need: int, spread_rate: float,
@@ -106,48 +113,91 @@ def replayed_second_wave_probability(order: str, margin: int, need: int, spread_
         >>> replayed_second_wave_probability("", 8, 16, 0.5, 0.02) == second_wave_probability(8, 16, 0.5, 0.02)
         True
     """
-    return _replayed(order, margin, need, technical_rate, lambda: _iid_table(margin, need, spread_rate,
-                                                                              technical_rate))
+    return _replayed(order, margin, need, technical_rate, _IidTail(need, spread_rate, technical_rate))
 
 
-def _replayed(order: str, margin: int, need: int, technical_rate: float,
-              tail: Callable[[], list[list[float]]]) -> float:
-    """:func:`replayed_second_wave_probability`, past the order's end from ``tail()`` (:func:`_iid_table`, built
-    only when an order ends before the batch is full)."""
+def _replayed(order: str, margin: int, need: int, technical_rate: float, tail: _IidTail) -> float:
+    """:func:`replayed_second_wave_probability`, past the order's end from ``tail``.
+
+    With ``N_i`` the technical failures before the order's ``i``-th group (each group is preceded by a
+    failure with probability t, again and again: negative binomial) and ``z_i`` its zero-std groups
+    before it, the margin left before group ``i`` is ``margin - z_i``, and slime's rule gives three
+    ways to fill the batch without another wave, which exclude one another:
+
+    - the ``need``-th group with spread is the order's ``i``-th, and ``N_i <= margin - z_i`` (every
+      drop so far within the margin);
+    - the first zero-std group let in as fallback is the ``i``-th, before that one: exactly
+      ``N_i = margin - z_i`` (the margin spent just then), and no failure before any of the groups
+      still needed after it (each of them is kept: ``(1 - t)`` each, in the order or past it);
+    - the order ends first with ``n <= margin - z`` failures (still no fallback), and from there the
+      kinds are drawn independently (``tail``).
+
+    So one pass over the order with one negative-binomial term per zero-std group: linear in the
+    order's length. Sums of failure counts stop where less than :data:`NEGLIGIBLE` is left of them
+    (the rest counts as another wave: an upper bound).
+    """
     if need <= 0:
         return 0.0
     t = technical_rate
-    # live[n]: P(n technical failures so far and the batch not yet full), after the order's first groups, of
-    # which `zero` zero-std and `spread` with spread. Zero-std groups are dropped while margin is left, so
-    # the drops are min(margin, n + zero) (never more, or another wave would have come) and the groups kept
-    # spread + max(0, n + zero - margin)
-    live, zero, spread, another = [1.0], 0, 0, 0.0
-    for letter in order.replace(LETTER_OF_KIND[TECHNICAL], ""):
-        spare = margin - zero  # technical failures the margin still takes before this group finishes
-        arrived, running = [], 0.0  # before this group, any number of technical failures, each with probability t
-        for n in range(max(spare + 1, 0)):
-            if n < len(live):
-                running = running * t + live[n]
-            elif running < NEGLIGIBLE:  # so many more failures: counted as another wave (an upper bound)
-                another += running
-                break
-            else:
-                running *= t
-            arrived.append(running * (1.0 - t))
+    filled, groups, spread, zero = 0.0, 0, 0, 0  # filled: P(the batch filled without another wave) so far
+    for letter in order:
+        if letter == LETTER_OF_KIND[TECHNICAL]:
+            continue
+        groups += 1
+        if letter == LETTER_OF_KIND[SPREAD]:
+            spread += 1
+            if spread == need:
+                filled += sum(p for _, p in _failure_counts(groups, t, margin - zero))
+                return max(0.0, 1.0 - filled)
         else:
-            another += running * t  # one failure more than the margin takes
-        for n in range(max(spare + 1, 0), len(live)):  # no margin left: a technical failure is another wave
-            arrived.append(live[n] * (1.0 - t))
-            another += live[n] * t
-        spread, zero = spread + (letter == "s"), zero + (letter != "s")
-        live = arrived[:0 if spread >= need else need - spread + margin - zero]  # from there on the batch is full
-        if not live:
-            return another
-    table = tail()
-    for n, p in enumerate(live):
-        drops = min(margin, n + zero)
-        another += p * table[margin - drops][need - spread - (n + zero - drops)]
-    return another
+            if zero <= margin:
+                filled += _failures(margin - zero, groups, t) * (1.0 - t) ** (need - spread - 1)
+            zero += 1
+    counts = list(_failure_counts(groups, t, margin - zero))
+    rest = 1.0 - filled - sum(p for _, p in counts)  # another wave before the order ended
+    return max(0.0, rest + sum(p * tail.another(margin - zero - n, need - spread) for n, p in counts))
+
+
+def _failures(n: int, groups: int, t: float) -> float:
+    """P(exactly ``n`` technical failures before ``groups`` groups finish), a failure coming before each
+    group with probability ``t``, again and again (negative binomial).
+
+    >>> round(_failures(1, 2, 0.5), 4), _failures(0, 0, 0.3), _failures(2, 5, 0.0)
+    (0.25, 1.0, 0.0)
+    """
+    if n < 0:
+        return 0.0
+    if groups == 0 or t == 0.0:
+        return 1.0 if n == 0 else 0.0
+    if t >= 1.0:
+        return 0.0
+    return math.exp(math.lgamma(n + groups) - math.lgamma(n + 1) - math.lgamma(groups) + n * math.log(t)
+                    + groups * math.log1p(-t))
+
+
+def _failure_counts(groups: int, t: float, most: int) -> Iterator[tuple[int, float]]:
+    """``(n, P(n failures before groups groups finish))`` for the counts ``n <= most``: from the likeliest outwards,
+    each side stopped where what it leaves is below :data:`NEGLIGIBLE` (the terms fall geometrically, ever faster).
+
+    >>> counts = list(_failure_counts(2000, 0.02, 10_000))  # mean 41
+    >>> round(sum(p for _, p in counts), 10), len(counts) < 150
+    (1.0, True)
+    """
+    if most < 0 or (t >= 1.0 and groups > 0):
+        return
+    if groups == 0 or t == 0.0:
+        yield 0, 1.0
+        return
+    top = min(most, int((groups - 1) * t / (1.0 - t)))  # the likeliest count (the mode), or the largest allowed
+    yield top, _failures(top, groups, t)
+    for step in (-1, 1):
+        n, p = top, _failures(top, groups, t)
+        while 0 < n if step < 0 else n < most:
+            ratio = n / (t * (n + groups - 1)) if step < 0 else t * (n + groups) / (n + 1)  # to the next count
+            if ratio < 1.0 and p * ratio / (1.0 - ratio) < NEGLIGIBLE:
+                break
+            n, p = n + step, p * ratio
+            yield n, p
 
 
 @dataclass(frozen=True)
@@ -159,12 +209,12 @@ class RecentSteps:
     spread_rate: float
     technical_rate: float
 
-    def second_wave_probability(self, margin: int, need: int, judged: int = 0) -> float:
+    def second_wave_probability(self, margin: int, need: int, judged: int = 0, tail: _IidTail | None = None) -> float:
         """P(another wave), averaged over the recent steps, each replayed from its ``judged``-th group on
-        (``judged``: the groups the step has judged so far)."""
-        tail = functools.cache(lambda: _iid_table(margin, need, self.spread_rate, self.technical_rate))
-        return sum(tail()[margin][need] if order is None else _replayed(order[judged:], margin, need,
-                                                                        self.technical_rate, tail)
+        (``judged``: the groups the step has judged so far); ``tail``: one shared by the sizes tried."""
+        tail = tail or _IidTail(need, self.spread_rate, self.technical_rate)
+        return sum(tail.another(margin, need) if order is None else _replayed(order[judged:], margin, need,
+                                                                              self.technical_rate, tail)
                    for order in self.orders) / len(self.orders)
 
 
@@ -181,8 +231,9 @@ def adaptive_wave_size(*, target: int, remaining: int, kept: int, judged: int, r
     far (``kept`` of them not dropped); ``recent``: :meth:`RecentOrders.recent`."""
     minimum = max(target - remaining, 1)
     sizes = range(minimum, max(cap, minimum) + 1)
+    tail = _IidTail(target - kept, recent.spread_rate, recent.technical_rate)
     another = functools.cache(lambda size: recent.second_wave_probability(remaining + size - target, target - kept,
-                                                                          judged))
+                                                                          judged, tail))
     size = sizes[min(bisect.bisect_left(sizes, True, key=lambda size: another(size) <= 1.0 - fill_probability),
                      len(sizes) - 1)]
     return WaveSize(size, another(size))
