@@ -11,7 +11,11 @@ subprocesses, side by side:
    then writes the monitor's snapshot of step s - 1, as the monitor does at a checkpoint;
 2. with the snapshot: reading it (one ``json.load`` of the file: the reference) and, as a resumed
    process does it, the monitor built from slime's args (``--load``) up to its first judgement of a
-   group. Target: <= 2x the reference, whatever the size of ``steps.jsonl``.
+   group. Target: <= 2x the reference, whatever the size of ``steps.jsonl``;
+3. that process then calls slime's log function for the step, a checkpoint (``--save-interval 1``): the
+   time slime waits in it for the snapshot (the monitor's ``_save_snapshot``, on the log function's thread)
+   against the time until the snapshot is on disk (copied and written on a thread of its own). Target: the
+   wait <= 5 % of it.
 
 Run: ``python benchmarks/bench_resume.py [--steps 100000] [--prompts 1000000]``; exits 1 when the
 target is missed.
@@ -28,6 +32,7 @@ import tempfile
 from pathlib import Path
 
 TARGET = 2.0  # the first judgement of a snapshot resume, in reads of the snapshot
+WAIT_TARGET = 0.05  # slime's wait in its log function at a checkpoint, in the snapshot's own time
 
 _MEASURE = """
 import json, resource, sys, time
@@ -50,7 +55,7 @@ elif mode == "first-judgement":
     steps = int(sys.argv[3])
     args = SimpleNamespace(rollout_batch_size=32, n_samples_per_prompt=8, over_sampling_batch_size=64,
                            global_batch_size=256, shopsim_run_dir=path, start_rollout_id=steps, num_rollout=steps + 10,
-                           load=sys.argv[4], save=sys.argv[4], save_interval=10, shopsim_wandb=False)
+                           load=sys.argv[4], save=sys.argv[4], save_interval=1, shopsim_wandb=False)
     group = [SimSample(index=i, group_index=0, reward=float(i % 2)) for i in range(8)]
     keep = slime_runtime.fully_scored_group_filter(args, group).keep
     runtime = slime_runtime.get_runtime(args)
@@ -72,6 +77,21 @@ if mode == "restore":  # the snapshot a checkpoint at s - 1 would have left
     write_json(snapshot_path(sys.argv[4], steps - 1), build_snapshot(
         rollout_id=steps - 1, run_id=None, missing=restored.missing, streak=streak, prompts=tracker,
         prompt_settings=prompt_settings(tracker), skips=skips, run_dir=path))
+if mode == "first-judgement":  # slime checkpoints after this step (save_interval 1): its log function's call
+    save, waits = runtime._save_snapshot, []
+
+    def timed_save(rollout_id):
+        entered = time.perf_counter()
+        save(rollout_id)
+        waits.append(time.perf_counter() - entered)
+
+    runtime._save_snapshot = timed_save
+    logged = time.perf_counter()
+    slime_runtime.log_rollout_step(steps, args, group, {}, 60.0)
+    extra["log_seconds"] = time.perf_counter() - logged
+    runtime.wait_for_snapshot()
+    extra["snapshot_seconds"] = time.perf_counter() - logged
+    extra["wait_seconds"] = waits[0]
 print(json.dumps({"seconds": seconds, "peak_mb": peak_mb, **extra}))
 """
 
@@ -132,6 +152,14 @@ def main() -> int:
     print(f"snapshot of step {options.steps - 1:,}: {snapshot_mb:,.0f} MB, read in {read['seconds']:.2f} s (reference)")
     print(f"resume from it, up to the first judgement: {first['seconds']:.2f} s ({ratio:.2f}x the reference, "
           f"target <= {TARGET:.0f}x; {first['prompts']:,} prompts, streak {first['streak']}), peak {first['peak_mb']:.0f} MB")
+    wait = first["wait_seconds"] / first["snapshot_seconds"]
+    print(f"a checkpoint of that state: slime's log function waited {first['wait_seconds']:.3f} s for the snapshot "
+          f"(the call took {first['log_seconds']:.2f} s with the step's record); the snapshot was on disk "
+          f"{first['snapshot_seconds']:.2f} s after the call began, copied and written off the log function's thread "
+          f"(slime waited for all of it before): the wait is {wait:.1%} of it, target <= {WAIT_TARGET:.0%}")
+    if wait > WAIT_TARGET:
+        print("MISSED: slime's log function waited for the snapshot")
+        return 1
     if first["prompts"] != restored["prompts"]:
         print("MISSED: the snapshot resume restored another number of prompts than the replay")
         return 1

@@ -142,6 +142,7 @@ class ShopsimRuntime:
         self._hook_started = threading.local()  # perf_counter at the entry of the hook running on this thread
         self._final_table_sent = False  # the run's last step carried the final prompts table
         self._missing_steps = 0  # steps before start_rollout_id a resume found no record of (the snapshots say it on)
+        self._snapshot_writer: threading.Thread | None = None  # the snapshot being written, off the log thread
         prompts = self.accountant.prompts if self.accountant is not None else None
         self.skip_tally: SkipTally | None = (
             SkipTally(limit=prompts.history.limit)
@@ -534,27 +535,67 @@ class ShopsimRuntime:
 
     def _save_snapshot(self, rollout_id: int) -> None:
         """Write the state after step ``rollout_id`` beside slime's checkpoint of it (:mod:`~shopsim_metrics.run.snapshot`),
-        when slime checkpoints after it and the live state is what a replay of the records would rebuild."""
+        when slime checkpoints after it and the live state is what a replay of the records would rebuild.
+
+        slime's log function does not wait for it: the state is copied and written on a thread of its own
+        (:meth:`_write_snapshot`), which this thread hands the judgement lock to, so the copy is the state right
+        after this step (a judgement of the next step that comes during the copy waits for it; the writing
+        itself waits for nobody). One snapshot at a time; the run's last step waits for its own (the process
+        may end right after it), and so does :meth:`shutdown`.
+        """
         plan, accountant = self.snapshots, self.accountant
         if accountant is None or plan.save is None or not plan.due(rollout_id):
             return
+        self.wait_for_snapshot()
+        self._judge_lock.acquire()
+        handed = False
         try:
-            with self._judge_lock:
+            prompts = accountant.prompts
+            if accountant.open_judgements() or accountant.closed or (
+                    prompts is not None and prompts.last_step is not None and prompts.last_step[0] != rollout_id):
+                logger.info("shopsim-metrics: no monitor snapshot at step %d: groups of a later step are already "
+                            "judged (a resume from it replays from an older snapshot)", rollout_id)
+                return
+            writer = threading.Thread(target=self._write_snapshot, args=(rollout_id,), name="shopsim-snapshot")
+            writer.start()  # it releases the judgement lock once it has copied the state
+            handed = True
+            self._snapshot_writer = writer
+        except Exception as exc:  # noqa: BLE001 - monitoring never stops training
+            self._warn_once("snapshot", "shopsim-metrics: writing the monitor snapshot of step %s failed (%s: %s); a "
+                            "resume from it replays the records instead.", rollout_id, type(exc).__name__, exc)
+        finally:
+            if not handed:
+                self._judge_lock.release()
+        if plan.num_rollout is not None and rollout_id == plan.num_rollout - 1:
+            self.wait_for_snapshot()
+
+    def _write_snapshot(self, rollout_id: int) -> None:
+        """The snapshot writer's thread: copy the state (holding the judgement lock it was handed), let the
+        judgements go on, then write the copy durably (temporary file, ``fsync``, replace: a crash at any
+        moment leaves the snapshots already written whole, and this one whole or absent)."""
+        accountant = self.accountant
+        assert accountant is not None  # only started with accounting on
+        try:
+            try:
                 prompts = accountant.prompts
-                if accountant.open_judgements() or accountant.closed or (
-                        prompts is not None and prompts.last_step is not None and prompts.last_step[0] != rollout_id):
-                    logger.info("shopsim-metrics: no monitor snapshot at step %d: groups of a later step are already "
-                                "judged (a resume from it replays from an older snapshot)", rollout_id)
-                    return
                 data = build_snapshot(rollout_id=rollout_id, run_id=self.run_id, missing=self._missing_steps,
                                       streak=self.streak, prompts=prompts, prompt_settings=prompt_settings(prompts),
                                       skips=self.skip_tally, run_dir=self.settings.run_dir,
                                       recent_orders=accountant.recent_orders, advisor=self.advisor,
                                       writer=self.writer)
-            write_json(snapshot_path(plan.save, rollout_id), data)  # fsync'ed, then replaced
+            finally:
+                self._judge_lock.release()
+            write_json(snapshot_path(self.snapshots.save, rollout_id), data)  # fsync'ed, then replaced
         except Exception as exc:  # noqa: BLE001 - monitoring never stops training
             self._warn_once("snapshot", "shopsim-metrics: writing the monitor snapshot of step %s failed (%s: %s); a "
                             "resume from it replays the records instead.", rollout_id, type(exc).__name__, exc)
+
+    def wait_for_snapshot(self) -> None:
+        """Return once the snapshot being written (if any) is on disk (or has failed, with its warning)."""
+        writer = self._snapshot_writer
+        if writer is not None:
+            writer.join()
+            self._snapshot_writer = None
 
     def _emit_one(
         self, draft: StepDraft, parts: list[RecordPart], rollout_id: int, rollout_extra_metrics: dict | None,
@@ -667,13 +708,15 @@ class ShopsimRuntime:
                 self.send_warnings(up_to=drafts[-1].rollout_id)
 
     def shutdown(self) -> None:
-        """Close the open step from its ledger, emit everything pending, close the sinks."""
+        """Close the open step from its ledger, emit everything pending, finish the snapshot being written, close
+        the sinks."""
         with self._emit_lock:
             if self.accountant is not None:
                 self.accountant.close_step()
             self.flush()
             self.send_warnings()
             self._emit_final_prompt_table()
+            self.wait_for_snapshot()
             if self._sinks is not None:
                 self._sinks.close()
 
