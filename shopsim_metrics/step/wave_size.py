@@ -126,9 +126,9 @@ def _replayed(order: str, margin: int, need: int, technical_rate: float, tail: _
 
     - the ``need``-th group with spread is the order's ``i``-th, and ``N_i <= margin - z_i`` (every
       drop so far within the margin);
-    - the first zero-std group let in as fallback is the ``i``-th, before that one: exactly
-      ``N_i = margin - z_i`` (the margin spent just then), and no failure before any of the groups
-      still needed after it (each of them is kept: ``(1 - t)`` each, in the order or past it);
+    - the first zero-std group let in as fallback is the order's ``i``-th, before the batch is full:
+      exactly ``N_i = margin - z_i`` (the margin spent just then), and no failure before any of the
+      groups still needed after it (each is kept: ``1 - t`` each, in the order or past its end);
     - the order ends first with ``n <= margin - z`` failures (still no fallback), and from there the
       kinds are drawn independently (``tail``).
 
