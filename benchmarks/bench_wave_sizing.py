@@ -5,8 +5,9 @@ With ``shopsim_wave_size: adaptive`` slime's data source sizes every wave before
 Here the demo's simulated run (:func:`~shopsim_metrics.simulator.demo.demo_config`: a policy that starts
 weak, many zero-std groups, one burst of technical failures) is scaled to ``rollout_batch_size`` 64, 256
 and 1,024 with 8 and 16 samples per prompt (``over_sampling_batch_size`` twice the batch, the cap), and
-run twice side by side through the project's real data source (``shopsimrl.data_source``, loaded by
-dotted path): fixed waves and adaptive ones. Every ``get_samples`` call is timed; per wave, its time over
+run twice side by side through the project's real data source
+(:class:`~shopsim_metrics.prompts.data_source.PromptSkipDataSource`, the class slime loads as
+``shopsimrl.data_source.PromptSkipDataSource``): fixed waves and adaptive ones. Every ``get_samples`` call is timed; per wave, its time over
 its step's simulated rollout time (:attr:`~shopsim_metrics.simulator.loop.StepOutcome.rollout_time`,
 the simulator's default latency model). Waves are counted from the step after the recent window is
 full (8 closed steps), when sizing replays all 8 orders. Target: the worst adaptive wave < 0.1 % at
