@@ -708,15 +708,15 @@ class ShopsimRuntime:
                 self.send_warnings(up_to=drafts[-1].rollout_id)
 
     def shutdown(self) -> None:
-        """Close the open step from its ledger, emit everything pending, finish the snapshot being written, close
-        the sinks."""
+        """Finish the snapshot being written (its copy is the state before anything closes here), close the open
+        step from its ledger, emit everything pending, close the sinks."""
         with self._emit_lock:
+            self.wait_for_snapshot()
             if self.accountant is not None:
                 self.accountant.close_step()
             self.flush()
             self.send_warnings()
             self._emit_final_prompt_table()
-            self.wait_for_snapshot()
             if self._sinks is not None:
                 self._sinks.close()
 
