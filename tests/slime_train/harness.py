@@ -129,13 +129,14 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def build_tokenizer(out_dir: Path) -> Path:
+def build_tokenizer(out_dir: Path, dataset: Path = DATASET) -> Path:
+    """The word-level tokenizer of ``dataset``'s prompts (``build_tokenizer.py``) in ``out_dir``."""
     sys.path.insert(0, str(HERE))
     try:
         import build_tokenizer
     finally:
         sys.path.remove(str(HERE))
-    return build_tokenizer.build(out_dir, DATASET)
+    return build_tokenizer.build(out_dir, dataset)
 
 
 @dataclass
@@ -156,13 +157,14 @@ class FakeServer:
 
 
 def start_fake_server(work: Path, tokenizer: Path, *, python: str = sys.executable,
-                      extra_args: tuple[str, ...] = ()) -> FakeServer:
-    """The fake engine on a free port; ``extra_args``: more of its flags (``--base-delay 0.3``, ...)."""
+                      extra_args: tuple[str, ...] = (), dataset: Path = DATASET) -> FakeServer:
+    """The fake engine on a free port, knowing ``dataset``'s prompts; ``extra_args``: more of its flags
+    (``--base-delay 0.3``, ``--script FILE``, ...)."""
     port = free_port()
     log_file = work / "engine_requests.jsonl"
     proc = subprocess.Popen(
         [python, str(HERE / "fake_sglang_server.py"), "--port", str(port), "--tokenizer", str(tokenizer),
-         "--dataset", str(DATASET), "--key-column", "prompt_id", "--log-file", str(log_file), *extra_args],
+         "--dataset", str(dataset), "--key-column", "prompt_id", "--log-file", str(log_file), *extra_args],
         stdout=subprocess.PIPE, stderr=open(work / "engine.stderr", "w"), text=True, start_new_session=True,
     )
     line = proc.stdout.readline()
@@ -341,8 +343,9 @@ def train_command(run: TrainRun, server: FakeServer, tokenizer: Path, config: Pa
                   python: str = sys.executable, load: Path | None = None, rollout_batch_size: int = 2,
                   over_sampling_batch_size: int = 4, n_samples_per_prompt: int = 4,
                   extra_args: tuple[str, ...] = (), script: str = "train.py",
-                  hooks: dict[str, str] | None = None) -> list[str]:
-    """slime's ``script`` (``train.py`` or ``train_async.py``) with ``hooks`` (default: the four of ``HOOKS``)."""
+                  hooks: dict[str, str] | None = None, dataset: Path = DATASET) -> list[str]:
+    """slime's ``script`` (``train.py`` or ``train_async.py``) with ``hooks`` (default: the four of ``HOOKS``)
+    on the prompts of ``dataset``; ``extra_args`` come last, so they override the flags above."""
     hooks = HOOKS if hooks is None else hooks
     cmd = [
         python, str(Path(slime_src) / script),
@@ -351,7 +354,7 @@ def train_command(run: TrainRun, server: FakeServer, tokenizer: Path, config: Pa
         "--sglang-router-ip", "127.0.0.1", "--sglang-router-port", str(server.port),
         "--actor-num-nodes", "1", "--actor-num-gpus-per-node", "1",
         "--hf-checkpoint", str(tokenizer),
-        "--prompt-data", str(DATASET), "--input-key", "prompt", "--label-key", "label", "--metadata-key", "metadata",
+        "--prompt-data", str(dataset), "--input-key", "prompt", "--label-key", "label", "--metadata-key", "metadata",
         "--num-rollout", str(run.num_rollout),
         "--rollout-batch-size", str(rollout_batch_size),
         "--over-sampling-batch-size", str(over_sampling_batch_size),
@@ -417,11 +420,32 @@ def new_run(work: Path, num_rollout: int, *, save: Path | None = None, run_dir: 
     return run
 
 
+@dataclass
+class Rig:
+    """The fake engine and a private Ray head, for one or more ``train.py`` runs in turn (:func:`engine_and_ray`)."""
+
+    work: Path
+    tokenizer: Path
+    env: dict
+    server: FakeServer
+    head: RayHead
+    dataset: Path
+    runs: dict[str, TrainRun] = field(default_factory=dict)
+
+    def train(self, name: str, num_rollout: int, **train_kwargs) -> TrainRun:
+        """Run ``train.py`` once as ``name`` under ``work/name`` (:func:`run_train` with ``train_kwargs``)."""
+        train = new_run(self.work / name, num_rollout)
+        self.runs[name] = train
+        train_kwargs.setdefault("dataset", self.dataset)
+        return run_train(train, self.server, self.tokenizer, self.env, self.head.address, slime_src=SLIME_SRC,
+                         **train_kwargs)
+
+
 @contextlib.contextmanager
-def one_train_run(work: Path, name: str, num_rollout: int, *, server_args: tuple[str, ...] = (), **train_kwargs):
-    """Start the fake engine (with ``server_args``) and a private Ray head under ``work``, run ``train.py``
-    once as ``name`` (:func:`run_train` with ``train_kwargs``), yield the :class:`TrainRun`, and stop every
-    process started here, by its id.
+def engine_and_ray(work: Path, *, server_args: tuple[str, ...] = (), dataset: Path = DATASET):
+    """Start the fake engine (with ``server_args``, knowing ``dataset``'s prompts) and a private Ray head
+    under ``work``, yield a :class:`Rig` whose ``train`` runs ``train.py`` (as often as wanted, one run at a
+    time), and stop every process started here, by its id.
 
     Raises RuntimeError when this interpreter lacks the CPU accelerator hook (slime refuses to start
     without an accelerator: build the venv with ``setup_env.sh``).
@@ -429,22 +453,30 @@ def one_train_run(work: Path, name: str, num_rollout: int, *, server_args: tuple
     if "shopsim_cpu_accelerator" not in sys.modules:
         raise RuntimeError("the CPU accelerator hook is not installed in this interpreter (slime refuses to start "
                            "without an accelerator): build the venv with tests/slime_train/setup_env.sh")
-    tokenizer = build_tokenizer(work / "tokenizer")
+    tokenizer = build_tokenizer(work / "tokenizer", dataset)
     env = base_env(SLIME_SRC, MEGATRON_SRC, work)
-    server = start_fake_server(work, tokenizer, extra_args=server_args)
+    server = start_fake_server(work, tokenizer, extra_args=server_args, dataset=dataset)
     head = None
-    train = None
+    rig = None
     try:
         head = start_ray(env, work / "ray.log")
-        train = new_run(work / name, num_rollout)
-        run_train(train, server, tokenizer, env, head.address, slime_src=SLIME_SRC, **train_kwargs)
-        yield train
+        rig = Rig(work, tokenizer, env, server, head, dataset)
+        yield rig
     finally:
         if head is not None:
             stop_ray(head)
         stop_process(server.proc)
-        if train is not None:
+        for name, train in (rig.runs if rig is not None else {}).items():
             print(f"slime train.py run {name}: rc={train.returncode} in {train.seconds:.1f} s, log {train.work / 'train.log'}")
+
+
+@contextlib.contextmanager
+def one_train_run(work: Path, name: str, num_rollout: int, *, server_args: tuple[str, ...] = (), **train_kwargs):
+    """Start the fake engine (with ``server_args``) and a private Ray head under ``work``, run ``train.py``
+    once as ``name`` (:func:`run_train` with ``train_kwargs``), yield the :class:`TrainRun`, and stop every
+    process started here, by its id (:func:`engine_and_ray`)."""
+    with engine_and_ray(work, server_args=server_args) as rig:
+        yield rig.train(name, num_rollout, **train_kwargs)
 
 
 def finished_records(run: TrainRun, num_rollout: int) -> list[dict]:
