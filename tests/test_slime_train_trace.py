@@ -55,7 +55,7 @@ N_SAMPLES = trace_pool.TRACE_N
 ROLLOUT_BATCH = 8
 OVER_SAMPLING = 16
 POOL, STEPS = 64, 30
-SHORT_POOL, SHORT_STEPS = 128, 8
+SHORT_POOL, SHORT_STEPS = 80, 8
 SEEDS = (0, 1)
 MIN_RATIO, SHORT_MIN_RATIO = 1.3, 1.0
 DATA_SOURCE = "shopsimrl.data_source.PromptSkipDataSource"
@@ -179,7 +179,7 @@ def test_short_run_sees_each_prompt_once_or_twice(runs, pools):
         run = runs["short", "off", seed]
         drawn = Counter(line["key"] for line in run.server_log())
         visits = {key: count / N_SAMPLES for key, count in drawn.items()}
-        assert max(visits.values()) <= 2 and len(visits) > SHORT_POOL // 2, visits
+        assert len(visits) == SHORT_POOL and set(visits.values()) == {1, 2}, visits
 
 
 def test_predictive_with_adaptive_waves_costs_fewer_tokens_per_informative_group(figures):

@@ -267,8 +267,9 @@ class TrainRun:
     seconds: float = 0.0
     server_stats: dict = field(default_factory=dict)  # the engine's /stats after the run
     server_stats_before: dict = field(default_factory=dict)
-    server_log_file: Path | None = None  # the engine's per-request log, and where this run's lines start in it
+    server_log_file: Path | None = None  # the engine's per-request log, and where this run's lines start and end in it
     server_log_offset: int = 0
+    server_log_end: int | None = None  # None: to the end of the file (the run has not ended)
 
     def server_delta(self, kind: str = "requests") -> dict[str, int]:
         """What the engine counted during this run (``requests``, ``answered`` or ``aborted``), by prompt key."""
@@ -278,12 +279,14 @@ class TrainRun:
         return {key: n for key, n in delta.items() if n}
 
     def server_log(self) -> list[dict]:
-        """The engine's log lines of this run's requests (one per request, written as each one ends)."""
+        """The engine's log lines of this run's requests (one per request, written as each one ends), not those
+        of a later run against the same engine."""
         if self.server_log_file is None:
             return []
         with open(self.server_log_file, "rb") as handle:
             handle.seek(self.server_log_offset)
-            text = handle.read().decode()
+            size = -1 if self.server_log_end is None else self.server_log_end - self.server_log_offset
+            text = handle.read(size).decode()
         return [json.loads(line) for line in text.splitlines() if line.strip()]
 
     def server_requests_by_step(self) -> list[dict[str, int]]:
@@ -404,7 +407,8 @@ def run_train(run: TrainRun, server: FakeServer, tokenizer: Path, env: dict, ray
     run.returncode = proc.returncode
     run.seconds = time.monotonic() - started
     run.output = log_path.read_text(errors="replace")
-    run.server_stats = server.stats()
+    run.server_stats = server.stats()  # slime waited for the engine to be idle: every request of the run is logged
+    run.server_log_end = server.log_file.stat().st_size if server.log_file.exists() else 0
     if run.run_dir.is_dir():
         run.snapshot_records()
     return run
