@@ -3,8 +3,9 @@
 
 The harness of ``test_slime_train.py`` (slime's real driver, ``RolloutManager``, data source and rollout
 loop on CPU, the fake engine, a private Ray head), on a pool of prompts from the shared trace
-(``/work/shared/data/one_shot_rlvr_dsr_sub_acc.dev.json``: per-prompt success fractions of groups of 8
-from a GRPO run of Qwen2.5-Math-1.5B, from ypwang61/One-Shot-RLVR, Apache-2.0; ``slime_train/trace_pool.py``):
+(``../shared/data/one_shot_rlvr_dsr_sub_acc.dev.json`` beside the checkout: per-prompt success fractions
+of groups of 8 from a GRPO run of Qwen2.5-Math-1.5B, from ypwang61/One-Shot-RLVR, Apache-2.0;
+``slime_train/trace_pool.py``):
 
 - **rewards follow the trace.** A group generated at step ``s`` of an ``S``-step run gets its prompt's
   recorded visit nearest in training time, ``(s + 1/2) / S`` (``Trace.visit_at``, the project's replay's
@@ -33,7 +34,13 @@ re-mapping), ``over_sampling_batch_size`` 16 and the data source ``shopsimrl.dat
   twice: skipping has little to learn from, and must not cost more (at least ``1.0x``).
 
 The figures are printed (``pytest -s``) and written to ``trace_figures.json`` in the test's temporary
-directory. Skipped unless ``SLIME_SRC`` and ``MEGATRON_SRC`` are set (see ``test_slime_train.py``).
+directory (docs §3.6, "Through slime's own train.py, on the shared trace", quotes them). Eight
+``train.py`` runs in turn against one engine and one Ray head: about 11 minutes on 2 idle cores (each
+run's start, about 40 s, is most of a short run). Skipped unless ``SLIME_SRC`` and ``MEGATRON_SRC`` are set
+(see ``test_slime_train.py``) or when the shared trace is absent::
+
+    SLIME_SRC=/path/to/slime-src MEGATRON_SRC=/path/to/megatron-src \
+      /path/to/slime-venv/bin/python -m pytest tests/test_slime_train_trace.py -q -s
 """
 
 from __future__ import annotations
@@ -49,7 +56,9 @@ import harness_reward
 import trace_pool
 
 SLIME_SRC, MEGATRON_SRC = harness.SLIME_SRC, harness.MEGATRON_SRC
-pytestmark = harness.pytest_marks(timeout=3000)
+pytestmark = [*harness.pytest_marks(timeout=3000),  # eight runs in the first test's fixture
+              pytest.mark.skipif(not trace_pool.TRACE.is_file(),
+                                 reason=f"the shared trace {trace_pool.TRACE} is absent")]
 
 N_SAMPLES = trace_pool.TRACE_N
 ROLLOUT_BATCH = 8
@@ -63,9 +72,6 @@ MODES = {
     "off": {"shopsim_prompt_skip": "off", "shopsim_wave_size": "fixed"},
     "predictive": {"shopsim_prompt_skip": "predictive", "shopsim_wave_size": "adaptive"},
 }
-
-needs_trace = pytest.mark.skipif(not trace_pool.TRACE.is_file(), reason=f"the shared trace {trace_pool.TRACE} is absent")
-pytestmark = [*pytestmark, needs_trace]
 
 
 @pytest.fixture(scope="module")
@@ -119,6 +125,7 @@ def figures(runs, tmp_path_factory):
             "tokens_per_informative_group": tokens / informative if informative else None,
             "recorded_tokens": sum(r["total_token_count"] for r in records),
             "skipped": sum(r.get("skipped_prompt_count") or 0 for r in records),
+            "lost_signal": _lost_signal(records, steps) / informative if informative else None,
             "waves": sum(r["wave_count"] for r in records),
             "submitted_groups": sum(r["submitted_group_count"] for r in records),
             "seconds": round(run.seconds, 1),
@@ -137,6 +144,19 @@ def figures(runs, tmp_path_factory):
     path.write_text(json.dumps(result, indent=1))
     print(f"\nthrough slime's train.py on the shared trace ({path}):\n{json.dumps(result, indent=1)}")
     return result
+
+
+def _lost_signal(records: list[dict], steps: int) -> int:
+    """Skipped draws whose recorded visit at their step was informative (the replay's ``lost signal``, before
+    dividing by the informative groups trained): what skipping forwent, by the trace."""
+    lost = 0
+    for record in records:
+        for row in record.get("skipped_prompts") or []:
+            k = harness_reward.trace_successes(str(trace_pool.TRACE), N_SAMPLES,
+                                               trace_pool.trace_key_of(row["prompt_key"]),
+                                               record["rollout_id"], steps)
+            lost += 0 < k < N_SAMPLES
+    return lost
 
 
 def test_every_run_trains_the_batch_every_step(runs):

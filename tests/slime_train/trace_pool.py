@@ -37,10 +37,12 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
-TRACE = Path("/work/shared/data/one_shot_rlvr_dsr_sub_acc.dev.json")
-"""Where the shared trace is on the project's machines (a test may be pointed elsewhere)."""
+TRACE = Path(__file__).resolve().parents[3] / "shared" / "data" / "one_shot_rlvr_dsr_sub_acc.dev.json"
+"""The shared trace, beside the checkout (``../shared/data``, as ``benchmarks/bench_real_trace.py`` reads it)."""
 TRACE_N = 8
 """The trace's group size: its fractions are successes out of 8."""
+PROMPT_ID_PREFIX = "t"
+"""A pool row's ``prompt_id`` is this and its trace key (``t324``): distinct from ``dataset.jsonl``'s ``p00``..."""
 
 
 @dataclass(frozen=True)
@@ -51,9 +53,17 @@ class Pool:
     rows: list[dict]  # the dataset's rows
 
 
-def prompt_lengths(failure_rate: float, rng: random.Random, *, median_tokens: float, sigma: float,
+def trace_key_of(prompt_id: str) -> str:
+    """The trace key of a pool row's ``prompt_id`` (``trace_key_of("t324") == "324"``)."""
+    if not prompt_id.startswith(PROMPT_ID_PREFIX):
+        raise ValueError(f"prompt_id: expected {PROMPT_ID_PREFIX!r} and a trace key; got {prompt_id!r}")
+    return prompt_id[len(PROMPT_ID_PREFIX):]
+
+
+def prompt_length(failure_rate: float, rng: random.Random, *, median_tokens: float, sigma: float,
                    max_tokens: int) -> int:
-    """One prompt's response length: log-normal around ``median_tokens × (1 + 2 × failure_rate)``, in [1, max_tokens]."""
+    """One prompt's response length: log-normal around ``median_tokens × (1 + 2 × failure_rate)``, within
+    ``[1, max_tokens]``."""
     median = median_tokens * (1.0 + 2.0 * failure_rate)
     return max(1, min(max_tokens, round(median * math.exp(sigma * rng.gauss(0.0, 1.0)))))
 
@@ -71,11 +81,11 @@ def write_pool(trace_path: str | Path, out_dir: str | Path, *, size: int, seed: 
     chosen = set(rng.sample(keys, size))
     rows, script = [], {}
     for key in (k for k in keys if k in chosen):
-        prompt_id = f"t{key}"
+        prompt_id = f"{PROMPT_ID_PREFIX}{key}"
         rows.append({"prompt": f"prompt_{prompt_id} solve the recorded problem {key}", "label": key,
                      "metadata": {"prompt_id": prompt_id, "trace_key": key, "reward_kind": "trace"}})
         failure_rate = 1.0 - sum(trace[key]) / len(trace[key])
-        tokens = prompt_lengths(failure_rate, random.Random(f"{seed}:{key}"), median_tokens=median_tokens,
+        tokens = prompt_length(failure_rate, random.Random(f"{seed}:{key}"), median_tokens=median_tokens,
                                 sigma=sigma, max_tokens=max_tokens)
         script[prompt_id] = {"tokens": tokens, "delay": round(tokens * seconds_per_token, 6), "finish": "stop"}
     out = Path(out_dir)
