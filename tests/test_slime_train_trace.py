@@ -3,9 +3,8 @@
 
 The harness of ``test_slime_train.py`` (slime's real driver, ``RolloutManager``, data source and rollout
 loop on CPU, the fake engine, a private Ray head), on a pool of prompts from the shared trace
-(``../shared/data/one_shot_rlvr_dsr_sub_acc.dev.json`` beside the checkout: per-prompt success fractions
-of groups of 8 from a GRPO run of Qwen2.5-Math-1.5B, from ypwang61/One-Shot-RLVR, Apache-2.0;
-``slime_train/trace_pool.py``):
+(``benchmarks/data/one_shot_rlvr_dsr_sub_acc.dev.json``: per-prompt success fractions of groups of 8 from a
+GRPO run of Qwen2.5-Math-1.5B, from ypwang61/One-Shot-RLVR, Apache-2.0; ``slime_train/trace_pool.py``):
 
 - **rewards follow the trace.** A group generated at step ``s`` of an ``S``-step run gets its prompt's
   recorded visit nearest in training time, ``(s + 1/2) / S`` (``Trace.visit_at``, the project's replay's
@@ -21,8 +20,9 @@ of groups of 8 from a GRPO run of Qwen2.5-Math-1.5B, from ypwang61/One-Shot-RLVR
   and those partial tokens count too.
 - **the figure**: every token the engine generated in the run (its per-request log, aborted requests
   included) over the informative groups trained (the records: ``train_group_count -
-  fallback_group_count``), per run; off's over predictive's, the mean over seeds (``--rollout-shuffle``
-  with ``--rollout-seed``: the order of each epoch's prompts).
+  fallback_group_count``), pooled over seeds (sums over sums; ``--rollout-shuffle`` with
+  ``--rollout-seed``: the order of each epoch's prompts); off's over predictive's. Beside it, the lost
+  signal: skipped draws whose recorded visit at their step was informative, per informative group.
 
 Two scenarios, both with ``rollout_batch_size`` 8, ``n_samples_per_prompt`` 8 (the trace's n: no
 re-mapping), ``over_sampling_batch_size`` 16 and the data source ``shopsimrl.data_source.PromptSkipDataSource``
@@ -37,7 +37,7 @@ The figures are printed (``pytest -s``) and written to ``trace_figures.json`` in
 directory (docs §3.6, "Through slime's own train.py, on the shared trace", quotes them). Eight
 ``train.py`` runs in turn against one engine and one Ray head: about 11 minutes on 2 idle cores (each
 run's start, about 40 s, is most of a short run). Skipped unless ``SLIME_SRC`` and ``MEGATRON_SRC`` are set
-(see ``test_slime_train.py``) or when the shared trace is absent::
+(see ``test_slime_train.py``)::
 
     SLIME_SRC=/path/to/slime-src MEGATRON_SRC=/path/to/megatron-src \
       /path/to/slime-venv/bin/python -m pytest tests/test_slime_train_trace.py -q -s
@@ -47,7 +47,6 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from statistics import mean
 
 import pytest
 
@@ -56,9 +55,7 @@ import harness_reward
 import trace_pool
 
 SLIME_SRC, MEGATRON_SRC = harness.SLIME_SRC, harness.MEGATRON_SRC
-pytestmark = [*harness.pytest_marks(timeout=3000),  # eight runs in the first test's fixture
-              pytest.mark.skipif(not trace_pool.TRACE.is_file(),
-                                 reason=f"the shared trace {trace_pool.TRACE} is absent")]
+pytestmark = harness.pytest_marks(timeout=3000)  # eight runs in the first test's fixture
 
 N_SAMPLES = trace_pool.TRACE_N
 ROLLOUT_BATCH = 8
@@ -113,7 +110,7 @@ def runs(tmp_path_factory, pools):
 @pytest.fixture(scope="module")
 def figures(runs, tmp_path_factory):
     """Per run: engine tokens, informative groups, their ratio, wall time; per scenario: the off/predictive
-    ratio per seed and of the means over seeds."""
+    ratio per seed and pooled over seeds (sums over sums), and predictive's lost signal."""
     per_run = {}
     for (scenario, mode, seed), run in runs.items():
         steps = STEPS if scenario == "pool" else SHORT_STEPS
@@ -125,19 +122,25 @@ def figures(runs, tmp_path_factory):
             "tokens_per_informative_group": tokens / informative if informative else None,
             "recorded_tokens": sum(r["total_token_count"] for r in records),
             "skipped": sum(r.get("skipped_prompt_count") or 0 for r in records),
-            "lost_signal": _lost_signal(records, steps) / informative if informative else None,
+            "lost_signal_draws": _lost_signal_draws(records, steps),
             "waves": sum(r["wave_count"] for r in records),
             "submitted_groups": sum(r["submitted_group_count"] for r in records),
             "seconds": round(run.seconds, 1),
         }
     summary = {}
     for scenario in ("pool", "short"):
-        cost = {mode: [per_run[scenario, mode, seed]["tokens_per_informative_group"] for seed in SEEDS]
-                for mode in MODES}
+        pooled = {}
+        for mode in MODES:
+            rows = [per_run[scenario, mode, seed] for seed in SEEDS]
+            pooled[mode] = sum(r["engine_tokens"] for r in rows) / sum(r["informative_groups"] for r in rows)
+        predictive = [per_run[scenario, "predictive", seed] for seed in SEEDS]
         summary[scenario] = {
-            "off": mean(cost["off"]), "predictive": mean(cost["predictive"]),
-            "ratio": mean(cost["off"]) / mean(cost["predictive"]),
-            "ratio_per_seed": [off / pred for off, pred in zip(cost["off"], cost["predictive"])],
+            **pooled, "ratio": pooled["off"] / pooled["predictive"],
+            "ratio_per_seed": [per_run[scenario, "off", seed]["tokens_per_informative_group"]
+                               / per_run[scenario, "predictive", seed]["tokens_per_informative_group"]
+                               for seed in SEEDS],
+            "lost_signal": (sum(r["lost_signal_draws"] for r in predictive)
+                            / sum(r["informative_groups"] for r in predictive)),
         }
     result = {"summary": summary, "runs": {"/".join(map(str, key)): value for key, value in per_run.items()}}
     path = tmp_path_factory.getbasetemp() / "trace_figures.json"
@@ -146,7 +149,7 @@ def figures(runs, tmp_path_factory):
     return result
 
 
-def _lost_signal(records: list[dict], steps: int) -> int:
+def _lost_signal_draws(records: list[dict], steps: int) -> int:
     """Skipped draws whose recorded visit at their step was informative (the replay's ``lost signal``, before
     dividing by the informative groups trained): what skipping forwent, by the trace."""
     lost = 0

@@ -1,7 +1,7 @@
 """A pool of prompts from a recorded trace, for slime's ``train.py`` through the harness.
 
-The shared trace (``one_shot_rlvr_dsr_sub_acc.dev.json``: per-prompt success fractions of groups of 8,
-one per visit, from ypwang61/One-Shot-RLVR, Apache-2.0) says how many of a prompt's 8 rollouts
+The shared trace (``benchmarks/data/one_shot_rlvr_dsr_sub_acc.dev.json``: per-prompt success fractions of
+groups of 8, one per visit, from ypwang61/One-Shot-RLVR, Apache-2.0) says how many of a prompt's 8 rollouts
 succeeded each time it was visited. :func:`write_pool` turns a sample of its prompts into
 
 - a dataset for slime (``--prompt-data``): one row per prompt, ``metadata`` ``{"prompt_id": "t<key>",
@@ -37,8 +37,8 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
-TRACE = Path(__file__).resolve().parents[3] / "shared" / "data" / "one_shot_rlvr_dsr_sub_acc.dev.json"
-"""The shared trace, beside the checkout (``../shared/data``, as ``benchmarks/bench_real_trace.py`` reads it)."""
+TRACE = Path(__file__).resolve().parents[2] / "benchmarks" / "data" / "one_shot_rlvr_dsr_sub_acc.dev.json"
+"""The shared trace, kept in the repository (``benchmarks/data``, with its source, license and citation)."""
 TRACE_N = 8
 """The trace's group size: its fractions are successes out of 8."""
 PROMPT_ID_PREFIX = "t"
