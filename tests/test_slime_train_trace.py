@@ -28,7 +28,8 @@ Two scenarios, both with ``rollout_batch_size`` 8, ``n_samples_per_prompt`` 8 (t
 re-mapping), ``over_sampling_batch_size`` 16 and the data source ``shopsimrl.data_source.PromptSkipDataSource``
 (with ``off`` it only delegates to slime's):
 
-- a pool of ``POOL`` prompts over ``STEPS`` steps (each prompt drawn about ``STEPS * 17 / POOL`` times):
+- a pool of ``POOL`` prompts over ``STEPS`` steps (each prompt drawn about ``STEPS * 16 / POOL``, 7.5, times
+  without skipping):
   predictive with adaptive waves must cost at least ``1.3x`` fewer engine tokens per informative group;
 - a short run, ``SHORT_POOL`` prompts over ``SHORT_STEPS`` steps, in which no prompt is drawn more than
   twice: skipping has little to learn from, and must not cost more (at least ``1.0x``).
@@ -88,8 +89,8 @@ def runs(tmp_path_factory, pools):
     one private Ray head; every process started here is stopped here, by its id."""
     work = tmp_path_factory.mktemp("slime_train_trace")
     out = {}
-    server_args = ("--script", str(pools["all"].parent / "all_engine_script.json"))
-    with harness.engine_and_ray(work, server_args=server_args, dataset=pools["all"]) as rig:
+    server_args = ("--script", str(pools["all"].script_file))
+    with harness.engine_and_ray(work, server_args=server_args, dataset=pools["all"].dataset) as rig:
         for scenario, steps in (("pool", STEPS), ("short", SHORT_STEPS)):
             for seed in SEEDS:
                 for mode, settings in MODES.items():

@@ -97,12 +97,13 @@ def write_pool(trace_path: str | Path, out_dir: str | Path, *, size: int, seed: 
     return Pool(dataset, script, script_file, rows)
 
 
-def merge_pools(out: Path, *pools: Pool) -> Path:
-    """One dataset holding every pool's rows (the engine's ``--dataset`` and the tokenizer's vocabulary when
-    one engine serves several pools), and one engine script beside it; returns the dataset."""
+def merge_pools(out: Path, *pools: Pool) -> Pool:
+    """One pool holding every pool's rows and engine settings, written under ``out``: the engine's
+    ``--dataset`` and ``--script`` (and the tokenizer's vocabulary) when one engine serves several pools."""
     rows = [row for pool in pools for row in pool.rows]
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "all_prompts.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
     script = {key: value for pool in pools for key, value in pool.script.items()}
-    (out / "all_engine_script.json").write_text(json.dumps(script, indent=0))
-    return out / "all_prompts.jsonl"
+    out.mkdir(parents=True, exist_ok=True)
+    dataset, script_file = out / "pool.jsonl", out / "engine_script.json"
+    dataset.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    script_file.write_text(json.dumps(script, indent=0))
+    return Pool(dataset, script, script_file, rows)
