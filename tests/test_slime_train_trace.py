@@ -36,7 +36,7 @@ re-mapping), ``over_sampling_batch_size`` 16 and the data source ``shopsimrl.dat
 
 The figures are printed (``pytest -s``) and written to ``trace_figures.json`` in the test's temporary
 directory (docs §3.6, "Through slime's own train.py, on the shared trace", quotes them). Eight
-``train.py`` runs in turn against one engine and one Ray head: 11 to 14 minutes on 2 cores (each
+``train.py`` runs in turn against one engine and one Ray head: 9 to 14 minutes on 2 cores (each
 run's start, about 40 s, is most of a short run). Skipped unless ``SLIME_SRC`` and ``MEGATRON_SRC`` are set
 (see ``test_slime_train.py``)::
 
