@@ -206,6 +206,15 @@ def add_cost(records: list[SimpleNamespace], *, seed: int) -> None:
         informative = rec.train_group_count - rec.fallback_group_count
         rec.total_wasted_token_fraction = 1 - rec.train_token_count / rec.total_token_count
         rec.tokens_per_informative_group = rec.total_token_count / informative if informative else None
+        # lengths per rollout (the bias of what trains): the aborted rollouts at their partial tokens
+        rec.train_response_length_mean = rec.train_token_count / rec.train_sample_count
+        rec.accepted_response_length_mean = generated / rec.accepted_sample_count
+        rec.aborted_rollout_count = rec.aborted_group_count * N
+        rec.aborted_response_length_mean = (rec.aborted_token_count / rec.aborted_rollout_count
+                                            if rec.aborted_rollout_count else None)
+        rec.started_rollout_count = rec.accepted_sample_count + rec.aborted_rollout_count
+        rec.started_response_length_mean = rec.total_token_count / rec.started_rollout_count
+        rec.length_bias = rec.train_response_length_mean / rec.started_response_length_mean
         rec.first_wave_fill_seconds = fill
         rec.extra_wave_seconds = clock - (trigger if trigger is not None else clock) if rec.wave_count > 1 else 0.0
         rec.rollout_seconds = clock + rng.uniform(25.0, 35.0)
