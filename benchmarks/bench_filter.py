@@ -39,6 +39,7 @@ from enum import Enum
 from types import SimpleNamespace
 from typing import Any, Callable
 
+from shopsim_metrics.step.closed_step import step_draft
 from shopsim_metrics.simulator.samples import SimSample
 from shopsim_metrics.step.loop_state import ManualLoopState
 from shopsimrl import slime_runtime
@@ -131,7 +132,8 @@ def main() -> int:
             elapsed += time.perf_counter() - started
         started = time.perf_counter()
         accountant.close_step()
-        accountant.take_closed()
+        for closed in accountant.take_closed():  # the record's fields are made from the closed step
+            step_draft(closed)
         return elapsed, time.perf_counter() - started
 
     rounds = int(os.environ.get("BENCH_ROUNDS", "21"))

@@ -1,4 +1,4 @@
-"""The process-wide monitor behind slime's hooks: settings, accountant, sinks, alerts.
+"""The process-wide monitor behind slime's hooks: the hub the three hooks call (settings, accountant, recorder).
 
 slime's hooks are plain functions, so the state they share lives in one :class:`ShopsimRuntime`
 per process, created from ``args`` on first use (:func:`get_runtime`) or explicitly with
@@ -10,10 +10,11 @@ Who owns what (one owner per piece of state):
 - the settings (:class:`~shopsim_metrics.settings.ShopsimSettings`): read and checked once, from ``args``;
 - the technical streak (:class:`~shopsim_metrics.step.streak.TechnicalStreak`): this monitor, fed by
   every judgement, read by the records, the alerts and the termination;
-- each step record: built once, frozen, by its draft (:class:`~shopsim_metrics.step.draft.StepDraft`):
-  the accountant's and the prompt tracker's fields at the close, then, in :meth:`ShopsimRuntime._emit`,
-  this monitor's (identity, slime's time and drop counters, the skip tally's fields, the alerts, the final
-  prompts table); every contributor returns its fields, none edits a record;
+- each step record, and what goes to the sinks in order (records and alerts): the step recorder
+  (:class:`~shopsim_metrics.step.recorder.StepRecorder`), from the closed step the accountant hands over
+  (:class:`~shopsim_metrics.step.closed_step.ClosedStep`), the writer's identity, slime's time and drop
+  counters, the skip fields, the alerts and the final prompts table; every contributor returns its fields,
+  none edits a record;
 - the current step, its ledger, its close and the closed steps not yet emitted: the accountant
   (:class:`~shopsim_metrics.step.accounting.StepAccountant`); the step number comes from the loop
   state (slime's live ``_current_rollout_id``), else the ``rollout_id`` slime's sample hook received;
@@ -21,7 +22,8 @@ Who owns what (one owner per piece of state):
   ``rollout_id`` renumbers the step (never a count from 0 that overwrites earlier steps);
 - every token generated per step (the sample hook's counts): the accountant's
   :class:`~shopsim_metrics.step.generated_tokens.GeneratedTokens`, fed by :meth:`ShopsimRuntime.record_sample`;
-- the sizes of the waves the data source served: the accountant (:meth:`~shopsim_metrics.step.accounting.StepAccountant.wave_served`);
+- each step's waves (their sizes, the first one's prediction, the recent steps' orders they are sized from): the
+  wave planner (:class:`~shopsim_metrics.step.wave_planner.WavePlanner`), which the data source asks for each wave;
 - the prompt history: the accountant's prompt tracker (:class:`~shopsim_metrics.prompts.value.PromptValueTracker`),
   restored on a resumed run by :mod:`shopsim_metrics.run.resume`;
 - the project's own time (``filter_seconds``): measured only by :meth:`ShopsimRuntime.own_time`, around
@@ -34,7 +36,7 @@ Who owns what (one owner per piece of state):
 
 Two threads meet here: slime calls the filter and the all-samples hook on its rollout thread (an
 asyncio loop in a background thread) and the log function on its own. One lock orders each
-judgement with its streak and ledger row; another lets one thread at a time hand closed steps and
+judgement with its streak and ledger row; the recorder's lets one thread at a time hand closed steps and
 alerts to the sinks, in order. The accountant guards its open and closed steps itself.
 
 Example:
@@ -55,18 +57,18 @@ import threading
 import time
 from typing import Any, Callable
 
-from shopsim_metrics.step import contract as C
-from shopsim_metrics.step.accounting import GenerationStats, StepAccountant
-from shopsim_metrics.step.advisories import Advisor, StepFacts
-from shopsim_metrics.step.alerts import Alert, StreakAlertPolicy
+from shopsim_metrics.step.accounting import StepAccountant
+from shopsim_metrics.step.closed_step import ClosedStep, GenerationStats
+from shopsim_metrics.step.advisories import Advisor
+from shopsim_metrics.step.alerts import StreakAlertPolicy
 from shopsim_metrics.step.generated_tokens import GeneratedTokens
-from shopsim_metrics.step.group_sizes import unequal_size_warning
-from shopsim_metrics.step.wave_size import adaptive_wave_size
+from shopsim_metrics.step.wave_planner import WavePlanner
 from shopsim_metrics.step.loop_state import LoopState, NoLoopState
 from shopsim_metrics.prompts.skip_evidence import MonitorSkipHistory
-from shopsim_metrics.prompts.skip_record import SkipTally
+from shopsim_metrics.prompts.skip_record import SkipTally, SourceSkips
 from shopsim_metrics.prompts.value import PromptValueTracker
-from shopsim_metrics.step.draft import RecordPart, StepDraft
+from shopsim_metrics.step.recorder import SlimeFacts, StepRecorder
+from shopsim_metrics.step.warn_once import WarnOnce
 from shopsim_metrics.step.records import StepRecord
 from shopsim_metrics.sinks.base import SinkSet, StepSink
 from shopsim_metrics.errors import TechnicalFailureLimitExceeded
@@ -97,6 +99,13 @@ class ShopsimRuntime:
         self.snapshots = snapshots or SnapshotPlan(save=None, load=None, save_interval=None, num_rollout=None)
         """Where the monitor's state is saved beside slime's checkpoints and read back on a resume."""
         self.loop_state: LoopState = loop_state or NoLoopState()
+        self.waves: WavePlanner | None = (
+            WavePlanner(rollout_batch_size=settings.rollout_batch_size,
+                        over_sampling_batch_size=settings.over_sampling_batch_size,
+                        fill_probability=settings.wave_fill_probability, cap=settings.wave_size_cap,
+                        loop_state=self.loop_state)
+            if settings.rollout_batch_size is not None else None)
+        """Sizes and records each wave the data source serves (its one owner); None when nothing is accounted."""
         self.accountant = (
             StepAccountant(
                 rollout_batch_size=settings.rollout_batch_size,
@@ -111,6 +120,7 @@ class ShopsimRuntime:
                 if settings.prompt_history_limit else None,  # 0: no prompt tracking
                 tokens=GeneratedTokens(continues=settings.partial_rollout),
                 first_rollout_id=settings.start_rollout_id,
+                waves=self.waves,
             )
             if settings.rollout_batch_size is not None
             else None
@@ -133,14 +143,11 @@ class ShopsimRuntime:
         )
         self.advisor: Advisor | None = Advisor() if settings.alerts else None
         """The recent steps' advisories (:mod:`~shopsim_metrics.step.advisories`): fed as each step is emitted."""
-        self._pending_alerts: list[Alert] = []  # sent, not yet carried by a record (guarded by _emit_lock)
         self._explicit_sinks = sinks
         self._sinks: SinkSet | None = None
         self._sinks_lock = threading.Lock()  # builds the sinks once
         self._judge_lock = threading.Lock()  # one judgement at a time: streak and ledger in the same order
-        self._emit_lock = threading.RLock()  # one thread at a time hands records and alerts to the sinks
         self._hook_started = threading.local()  # perf_counter at the entry of the hook running on this thread
-        self._final_table_sent = False  # the run's last step carried the final prompts table
         self._missing_steps = 0  # steps before start_rollout_id a resume found no record of (the snapshots say it on)
         self._snapshot_writer: threading.Thread | None = None  # the snapshot being written, off the log thread
         prompts = self.accountant.prompts if self.accountant is not None else None
@@ -150,23 +157,24 @@ class ShopsimRuntime:
         """The skip fields of each record (used once a skipping data source attaches; restored on resume)."""
         self.prompt_skip_source: Any = None
         """The data source that skips prompts in this process (it attaches itself): its skips go in the records."""
-        self._warned: set[str] = set()
-        self._warned_lock = threading.Lock()
+        self._warn_once = WarnOnce(logger)
         self._sample_rollout_id: int | None = None  # the rollout_id slime last handed the sample hook
         self.process_started_at = time.time()
         """When this process's monitor started (every record says it: the readers order writes by it)."""
         self.writer: dict[str, Any] = {"process_started_at": self.process_started_at,
                                        "process_start_rollout_id": settings.start_rollout_id}
         """The writing process as its records and snapshots say it (the readers follow the run's lineage by it)."""
-        self._record_sequence = 0  # records emitted by this monitor so far
         self.run_id = new_run_id()
         """The run's identity: new for a fresh run, the records' own for a resumed one (restored below)."""
         if sinks is None and settings.start_rollout_id == 0:
             check_fresh_run_dir(settings.run_dir)  # a fresh run never merges with another run's records
-        self.fully_async = False
-        """Set by the fully-async rollout function: the data source is asked for one group at a time, no waves."""
         if settings.start_rollout_id > 0:
             self._restore()
+        self.recorder = StepRecorder(
+            lambda: self.sinks, alerts=self.alerts, identity={"run_id": self.run_id, **self.writer},
+            num_rollout=settings.num_rollout, advisor=self.advisor, prompts=prompts,
+            history_partial=self._missing_steps > 0, keeps_alerts=self.accountant is not None)
+        """Builds each step's record and hands records and alerts to the sinks, in order."""
 
     # --- sinks (built lazily: the filter path never builds them unless it terminates) ----------
     @property
@@ -188,7 +196,7 @@ class ShopsimRuntime:
         try:
             restored = restore(self.settings.run_dir, start_rollout_id=start, streak=self.streak, prompts=prompts,
                                skips=self.skip_tally, snapshot_dir=self.snapshots.load,
-                               recent_orders=self.accountant.recent_orders if self.accountant is not None else None,
+                               recent_orders=self.waves.recent_orders if self.waves is not None else None,
                                advisor=self.advisor)
         except Exception as exc:  # noqa: BLE001 - monitoring never stops training
             logger.warning("shopsim-metrics: restoring the run's state from %s failed (%s: %s); the streak and the "
@@ -222,67 +230,14 @@ class ShopsimRuntime:
         if prompts is None:
             return None
         self.prompt_skip_source = source
+        if self.skip_tally is not None:
+            self.recorder.attach_skipping(SourceSkips(source, self.skip_tally))
         return MonitorSkipHistory(prompts)
 
-    def _fill_skips(self, draft: StepDraft) -> RecordPart:
-        """The skip fields of a step about to be emitted, from the attached data source (none attached: none)."""
-        source = self.prompt_skip_source
-        if source is None or self.skip_tally is None:
-            return {}
-        try:
-            greso = getattr(source, "predictor", None) is None
-            predictions = source.take_predictions() if not greso else None
-            return self.skip_tally.step_fields(
-                draft.value("decisions"), source.take_skipped(), p_easy=source.rule.p_easy if greso else None,
-                p_hard=source.rule.p_hard if greso else None, predictions=predictions)
-        except Exception as exc:  # noqa: BLE001 - monitoring never stops training
-            self._warn_once("skip_fields", "shopsim-metrics: recording the skipped prompts failed (%s: %s); the "
-                            "step's other fields are complete.", type(exc).__name__, exc)
-            return {}
-
-    # --- waves sized by the data source (shopsim_wave_size: adaptive) --------------------------
-    def size_wave(self, asked: int) -> int:
-        """The groups of the wave slime asks ``asked`` of, sized to fill the train batch (:mod:`~shopsim_metrics.step.wave_size`).
-
-        While no step has closed yet (nothing is known of the recent steps) it is ``asked``, within the same
-        bounds (at most the cap, at least what slime needs to leave its inner loop); ``asked`` itself
-        when the monitor accounts nothing. ``remaining`` is slime's live value, else the served groups
-        minus the step's drops. Should sizing fail, the wave is ``asked`` (monitoring never stops training).
-        """
-        try:
-            return self._sized_wave(asked)
-        except Exception as exc:  # noqa: BLE001 - monitoring never stops training
-            self._warn_once("size_wave", "shopsim-metrics: sizing a wave failed (%s: %s); the data source serves "
-                            "what slime asks (over_sampling_batch_size).", type(exc).__name__, exc)
-            return asked
-
-    def _sized_wave(self, asked: int) -> int:
-        accountant = self.accountant
-        if accountant is None or self.fully_async:  # one group at a time: nothing to size
-            return asked
-        step = self._live_step()
-        view = accountant.wave_view(step)
-        try:
-            remaining = self.loop_state.remaining_batch_size()
-        except Exception:  # noqa: BLE001 - the served groups minus the drops say the same
-            remaining = None
-        if remaining is None:
-            remaining = view.served - view.dropped
-        target = accountant.rollout_batch_size
-        cap = self.settings.wave_size_cap or accountant.over_sampling_batch_size
-        if view.recent is None:
-            return max(min(asked, cap), target - remaining, 1)
-        wave = adaptive_wave_size(target=target, remaining=remaining, kept=view.kept, judged=view.judged,
-                                  recent=view.recent, fill_probability=self.settings.wave_fill_probability, cap=cap)
-        if view.served == 0 and step is not None:
-            accountant.first_wave_sized(step, wave.second_wave_probability)
-        return wave.groups
-
-    def wave_served(self, size: int) -> None:
-        """The data source served a wave of ``size`` groups in the live step (``wave_count`` counts the calls)."""
-        step = self._live_step()
-        if self.accountant is not None and step is not None and not self.fully_async:
-            self.accountant.wave_served(step, size)
+    def serve_one_group_at_a_time(self) -> None:
+        """The fully-async rollout function draws one group at a time: there are no waves to size."""
+        if self.waves is not None:
+            self.waves.one_group_at_a_time = True
 
     def _live_step(self) -> int | None:
         try:
@@ -337,7 +292,7 @@ class ShopsimRuntime:
         self._observe(judgement, account)
         return outcome
 
-    def close_fully_async_step(self, rollout_id: int, aborted_groups: int | None = None) -> StepDraft | None:
+    def close_fully_async_step(self, rollout_id: int, aborted_groups: int | None = None) -> ClosedStep | None:
         """Close the fully-async step ``rollout_id`` (success and reward over every group it judged)."""
         if self.accountant is None or self.accountant.open_rollout_id() != rollout_id:
             return None
@@ -356,8 +311,8 @@ class ShopsimRuntime:
                     checks = self.streak.checks  # for the termination, read with the streak it ends
         try:
             if alert is not None:
-                self.send_warnings(up_to=None if rollout_id is None else rollout_id - 1)  # earlier steps first
-                self.send_alert(alert)
+                self.recorder.send_warnings(up_to=None if rollout_id is None else rollout_id - 1)  # earlier first
+                self.recorder.send_alert(alert)
             if self.accountant is not None and self.accountant.closed:
                 self.flush()  # earlier steps that no log function emitted: write them now, not at exit
         except Exception as exc:  # noqa: BLE001 - never let monitoring break the decision
@@ -416,61 +371,6 @@ class ShopsimRuntime:
             rollout_id=rollout_id, failed_checks=checks,
         )
 
-    def send_warnings(self, up_to: int | None = None) -> None:
-        """Send the one WARN of each step up to ``up_to`` (every step when None) that had a burst."""
-        for alert in self.alerts.take_warnings(up_to):
-            self.send_alert(alert)
-
-    def send_alert(self, alert: Alert) -> None:
-        """Log and send one alert; the record of its step (or the next one emitted) carries it in ``alerts``."""
-        log = logger.error if alert.level == "ERROR" else logger.warning
-        log("%s: %s", alert.title, alert.text)
-        with self._emit_lock:
-            if self.accountant is not None and len(self._pending_alerts) < 1000:  # no records, nothing to carry them
-                self._pending_alerts.append(alert)
-            self.sinks.alert(alert)
-
-    def _carry_alerts(self, draft: StepDraft, parts: list[RecordPart]) -> RecordPart:
-        """The ``alerts`` of the step's record (every alert sent for it or an earlier step, not yet carried) and
-        its warning threshold.
-
-        The step's WARN is sent here, just before the record that carries it, then the advisories the step
-        raises (read from its fields as the record will hold them: the draft's and ``parts``).
-        """
-        rollout_id = draft.rollout_id
-        self.send_warnings(up_to=rollout_id)
-        part: dict[str, Any] = {}
-        if self.alerts.enabled:
-            part["technical_failure_warn_at"] = self.alerts.warn_at
-        self._advise(draft, [*parts, part])
-        due = [a for a in self._pending_alerts if a.rollout_id is None or a.rollout_id <= rollout_id]
-        if due:
-            self._pending_alerts = [a for a in self._pending_alerts
-                                    if not (a.rollout_id is None or a.rollout_id <= rollout_id)]
-            part["alerts"] = [{"level": a.level, "title": a.title, "text": a.text} for a in due]
-        return part
-
-    def _advise(self, draft: StepDraft, parts: list[RecordPart]) -> None:
-        """Feed the step to the advisor and send the advisories it raises (never raises: monitoring never stops
-        training)."""
-        if self.advisor is None:
-            return
-
-        def value(name: str) -> Any:
-            for part in parts:
-                if name in part:
-                    return part[name]
-            return draft.value(name)
-
-        try:
-            raised = self.advisor.observe(StepFacts.read(draft.rollout_id, value))
-        except Exception as exc:  # noqa: BLE001 - monitoring never stops training
-            self._warn_once("advisories", "shopsim-metrics: the advisories of step %s failed (%s: %s); the record is "
-                            "written without them.", draft.rollout_id, type(exc).__name__, exc)
-            return
-        for alert in raised:
-            self.send_alert(alert)
-
     # --- the sample hook's side ---------------------------------------------------------------
     def record_sample(self, sample: Any, rollout_id: Any = None) -> None:
         """Count one generate call's tokens in its step (slime's ``rollout_id``, else the loop's step)."""
@@ -487,7 +387,7 @@ class ShopsimRuntime:
         self.accountant.tokens.observe(sample, step)
 
     # --- the all-samples hook's side ----------------------------------------------------------
-    def close_step(self, all_groups: list | None) -> StepDraft | None:
+    def close_step(self, all_groups: list | None) -> ClosedStep | None:
         """Close the open step with ``success_rate`` / ``reward_mean`` over every completed group
         (``None``: slime's groups could not be read; the step closes with the ledger's own figures)."""
         if self.accountant is None:
@@ -499,13 +399,12 @@ class ShopsimRuntime:
         for group in all_groups:
             judgement = judged.get(id(group))
             stats.add(judgement if judgement is not None else judge_group(group, **self._judge_kwargs))
-        draft = self.accountant.close_step(stats=stats, all_groups=len(all_groups))
-        if draft is not None and draft.value("all_samples_group_count") != draft.value("accepted_group_count"):
+        closed = self.accountant.close_step(stats=stats, all_groups=len(all_groups))
+        if closed is not None and len(all_groups) != len(closed.rows):
             self._warn_once("all_groups", "shopsim-metrics: the all-samples hook received %d groups but the filter "
                             "judged %d in step %s; is the filter path set to shopsimrl.slime_runtime."
-                            "fully_scored_group_filter?", len(all_groups), draft.value("accepted_group_count"),
-                            draft.rollout_id)
-        return draft
+                            "fully_scored_group_filter?", len(all_groups), len(closed.rows), closed.rollout_id)
+        return closed
 
     # --- the log function's side --------------------------------------------------------------
     def emit_step(
@@ -518,20 +417,18 @@ class ShopsimRuntime:
         """
         started = getattr(self._hook_started, "value", None)
         if self.accountant is None:
-            self.send_warnings(up_to=rollout_id)
+            self.recorder.send_warnings(up_to=rollout_id)
             return []
-        with self._emit_lock:
+        with self.recorder.lock:
             if isinstance(rollout_id, int) and not isinstance(rollout_id, bool):
                 self.accountant.renumber(rollout_id)  # a step the loop could not number is slime's rollout_id
             self.accountant.close_step_of(rollout_id)
-            drafts = self.accountant.take_closed()
-            for draft in drafts:  # each step is emitted whatever slime handed over (see _emit_one)
-                self._guarded_emit(draft, lambda parts, d=draft: self._emit_one(
-                    d, parts, rollout_id, rollout_extra_metrics, rollout_time, started))
-            self.send_warnings(up_to=rollout_id)
-            if drafts:
-                self._save_snapshot(drafts[-1].rollout_id)
-        return [draft.record for draft in drafts if draft.record is not None]
+            closed = self.accountant.take_closed()
+            # each step is recorded whatever slime handed over
+            records = self.recorder.record(closed, SlimeFacts(rollout_id, rollout_extra_metrics, rollout_time, started))
+            if closed:
+                self._save_snapshot(closed[-1].rollout_id)
+        return records
 
     def _save_snapshot(self, rollout_id: int) -> None:
         """Write the state after step ``rollout_id`` beside slime's checkpoint of it (:mod:`~shopsim_metrics.run.snapshot`),
@@ -581,7 +478,8 @@ class ShopsimRuntime:
                 data = build_snapshot(rollout_id=rollout_id, run_id=self.run_id, missing=self._missing_steps,
                                       streak=self.streak, prompts=prompts, prompt_settings=prompt_settings(prompts),
                                       skips=self.skip_tally, run_dir=self.settings.run_dir,
-                                      recent_orders=accountant.recent_orders, advisor=self.advisor,
+                                      recent_orders=self.waves.recent_orders if self.waves is not None else None,
+                                      advisor=self.advisor,
                                       writer=self.writer)
             finally:
                 self._judge_lock.release()
@@ -597,150 +495,25 @@ class ShopsimRuntime:
             writer.join()
             self._snapshot_writer = None
 
-    def _emit_one(
-        self, draft: StepDraft, parts: list[RecordPart], rollout_id: int, rollout_extra_metrics: dict | None,
-        rollout_time: Any, started: float | None = None,
-    ) -> None:
-        """Add what only the log function knows (slime's time and drop counters) and emit the step.
-
-        Whatever slime hands over (metrics that are a list, NaN or text counters, an odd time), the
-        record is emitted: a value that cannot be read stays null.
-        """
-        if draft.rollout_id == rollout_id:
-            try:
-                parts.append(self._add_slime_facts(draft, rollout_extra_metrics, rollout_time, started))
-            except Exception as exc:  # noqa: BLE001 - an unreadable value never costs the step its record
-                self._warn_once("slime_facts", "shopsim-metrics: step %s: reading what slime's log function handed "
-                                "over failed (%s: %s); the record is written with those fields null.",
-                                draft.rollout_id, type(exc).__name__, exc)
-        self._emit(draft, parts)
-
-    def _guarded_emit(self, draft: StepDraft, emit: Callable[[list[RecordPart]], None]) -> None:
-        """Run ``emit`` with the step's parts so far (the writer's identity first; it adds the others and builds the
-        record); should it fail, the record is built from the parts gathered and handed to the sinks: a taken step
-        is never lost."""
-        self._record_sequence += 1
-        identity = {"run_id": self.run_id, **self.writer, "record_sequence": self._record_sequence}
-        parts: list[RecordPart] = [identity]
-        try:
-            emit(parts)
-        except Exception as exc:  # noqa: BLE001 - monitoring never stops training, nor loses a step
-            self._warn_once("emit", "shopsim-metrics: completing the record of step %s failed (%s: %s); it is "
-                            "written as it stands.", getattr(draft, "rollout_id", None), type(exc).__name__, exc)
-            record = draft.record
-            if record is None:
-                try:
-                    record = draft.finish(*parts)
-                except Exception:  # noqa: BLE001 - a part that cannot be used: the accountant's and the identity
-                    record = draft.finish(identity)
-            self.sinks.emit(record)
-
-    def _add_slime_facts(self, draft: StepDraft, rollout_extra_metrics: Any, rollout_time: Any,
-                         started: float | None) -> RecordPart:
-        """slime's time and drop counters (the log function's own time counted in the step's ``filter_seconds``)."""
-        seconds = read_seconds(rollout_time)
-        if started is not None:
-            draft.add_filter_seconds(time.perf_counter() - started)
-        part: dict[str, Any] = {"rollout_seconds": seconds}
-        if seconds:
-            part["filter_time_fraction"] = draft.value("filter_seconds") / seconds
-        if rollout_extra_metrics is not None:
-            part.update(reconcile({C.REASON_TECHNICAL: draft.value("technical_group_drop_count"),
-                                   C.REASON_ZERO_STD: draft.value("zero_std_group_drop_count")},
-                                  rollout_extra_metrics))
-            if part["reconcile_mismatch_count"]:
-                self._warn_once("reconcile", "shopsim-metrics: step %s: the project's drop counts differ from "
-                                "slime's own counters %s (reported as rollout/shopsim/reconcile_mismatch_count).",
-                                draft.rollout_id, part["slime_drop_counts"])
-        return part
-
-    def _emit(self, draft: StepDraft, parts: list[RecordPart]) -> None:
-        """Add the monitor's own parts to ``parts``, build the step's record once and hand it to the sinks; the run's
-        last step carries the final prompts table.
-
-        The last step is the one slime's ``train.py`` ends with (``rollout_id == num_rollout - 1``) or a
-        terminated one: slime finishes its W&B run right after it, before any exit handler of the
-        hooks runs, so nothing may wait for the process's end.
-        """
-        self._warn_unequal_sizes(draft)
-        tracker = self.accountant.prompts if self.accountant is not None else None
-        last = draft.value("terminated") or (self.settings.num_rollout is not None
-                                             and draft.rollout_id == self.settings.num_rollout - 1)
-        if tracker is not None:
-            parts.append({"prompt_history_partial": self._missing_steps > 0})
-        parts.append(self._fill_skips(draft))
-        try:
-            parts.append(self._carry_alerts(draft, parts))
-        except Exception as exc:  # noqa: BLE001 - monitoring never stops training
-            self._warn_once("record_alerts", "shopsim-metrics: adding the alerts to the record failed (%s: %s)",
-                            type(exc).__name__, exc)
-        if last and tracker is not None and not self._final_table_sent:
-            try:
-                if not draft.has("prompt_table"):  # a table on schedule is the final one: no step closed since
-                    parts.append({"prompt_table": tracker.table()})
-                self._final_table_sent = True
-            except Exception as exc:  # noqa: BLE001 - monitoring never stops training
-                self._warn_once("prompt_table", "shopsim-metrics: the final prompts table failed (%s: %s)",
-                                type(exc).__name__, exc)
-        self.sinks.emit(draft.finish(*parts))
-
-    @staticmethod
-    def _warn_unequal_sizes(draft: StepDraft) -> None:
-        """One warning for the step naming its judged groups whose size is not ``n_samples_per_prompt``
-        (:mod:`~shopsim_metrics.step.group_sizes`; the record counts them)."""
-        try:
-            warning = unequal_size_warning(draft.rollout_id, draft.value("decisions"),
-                                           draft.value("n_samples_per_prompt"))
-        except Exception:  # noqa: BLE001 - monitoring never stops training; the record still counts them
-            return
-        if warning:
-            logger.warning(warning)
-
     def flush(self) -> None:
         """Emit closed steps that no log function picked up (termination, process exit)."""
         if self.accountant is None:
             return
-        with self._emit_lock:
-            drafts = self.accountant.take_closed()
-            for draft in drafts:
-                self._guarded_emit(draft, lambda parts, d=draft: self._emit(d, parts))
-            if drafts:
-                self.send_warnings(up_to=drafts[-1].rollout_id)
+        with self.recorder.lock:
+            self.recorder.record(self.accountant.take_closed())
 
     def shutdown(self) -> None:
         """Finish the snapshot being written (its copy is the state before anything closes here), close the open
         step from its ledger, emit everything pending, close the sinks."""
-        with self._emit_lock:
+        with self.recorder.lock:
             self.wait_for_snapshot()
             if self.accountant is not None:
                 self.accountant.close_step()
             self.flush()
-            self.send_warnings()
-            self._emit_final_prompt_table()
-            if self._sinks is not None:
+            self.recorder.send_warnings()
+            if self._sinks is not None:  # no sinks built: no record was ever written, no table either
+                self.recorder.final_prompt_table(self.accountant.current_rollout_id if self.accountant else None)
                 self._sinks.close()
-
-    def _emit_final_prompt_table(self) -> None:
-        """The prompts table at process exit, when no last step carried it (a run without ``num_rollout``)."""
-        accountant = self.accountant
-        tracker = accountant.prompts if accountant is not None else None
-        if tracker is None or not len(tracker.history) or self._sinks is None or self._final_table_sent:
-            return
-        try:
-            rows = tracker.table()
-        except Exception as exc:  # noqa: BLE001 - monitoring never stops training
-            self._warn_once("prompt_table", "shopsim-metrics: the final prompts table failed (%s: %s)",
-                            type(exc).__name__, exc)
-            return
-        self.sinks.prompt_table(rows, accountant.current_rollout_id)
-
-    def _warn_once(self, key: str, message: str, *args: Any) -> None:
-        with self._warned_lock:
-            if key in self._warned:
-                return
-            self._warned.add(key)
-        logger.warning(message, *args)
-
 
 class OwnTime:
     """The ``with`` block of one hook call, timed for ``filter_seconds`` (:meth:`ShopsimRuntime.own_time`)."""
@@ -764,76 +537,6 @@ class OwnTime:
                 monitor.accountant.add_hook_seconds(time.perf_counter() - self.started)
             except Exception:  # noqa: BLE001 - monitoring never stops training
                 pass
-
-
-def read_seconds(value: Any) -> float | None:
-    """A duration handed over by slime as a finite, non-negative float, else None (never raises).
-
-    Example:
-        >>> read_seconds(1.5), read_seconds(None), read_seconds(float("nan")), read_seconds("x")
-        (1.5, None, None, None)
-    """
-    if value is None or isinstance(value, (bool, str, bytes)):
-        return None
-    try:
-        seconds = float(value)
-    except Exception:  # noqa: BLE001 - an odd value is "unknown"
-        return None
-    return seconds if seconds - seconds == 0.0 and seconds >= 0.0 else None
-
-
-def reconcile(ours: dict[str, int], rollout_extra_metrics: Any) -> dict[str, Any]:
-    """``slime_drop_counts`` and ``reconcile_mismatch_count``: a step's drop counts per reason (``ours``) against
-    slime's ``rollout/dynamic_filter/drop_<reason>`` counters.
-
-    ``reconcile_mismatch_count`` is the number of the two shopsim reasons whose counts differ (0 when
-    all agree). A counter slime did not log is 0 (slime logs only the reasons that dropped a group).
-    A counter that cannot be read as a count (NaN, inf, text, negative) is None in
-    ``slime_drop_counts`` and not compared; metrics that are not a mapping (a custom rollout
-    function's list) leave both fields None. Never raises.
-
-    Example:
-        >>> ours = {C.REASON_TECHNICAL: 2, C.REASON_ZERO_STD: 0}
-        >>> part = reconcile(ours, {C.slime_drop_metric(C.REASON_TECHNICAL): float("nan")})
-        >>> part["slime_drop_counts"][C.REASON_TECHNICAL], part["reconcile_mismatch_count"]
-        (None, 0)
-        >>> reconcile(ours, [1, 2])
-        {'slime_drop_counts': None, 'reconcile_mismatch_count': None}
-    """
-    get = getattr(rollout_extra_metrics, "get", None)
-    if not callable(get):
-        return {"slime_drop_counts": None, "reconcile_mismatch_count": None}
-    theirs: dict[str, int | None] = {}
-    for reason in ours:
-        try:
-            theirs[reason] = read_count(get(C.slime_drop_metric(reason), 0))
-        except Exception:  # noqa: BLE001 - a mapping whose get raises: unreadable
-            theirs[reason] = None
-    return {"slime_drop_counts": theirs, "reconcile_mismatch_count": sum(
-        1 for reason in ours if theirs[reason] is not None and ours[reason] != theirs[reason])}
-
-
-def read_count(value: Any) -> int | None:
-    """A counter handed over by slime as a non-negative whole number, else None (never raises).
-
-    None (not logged) is 0; ``3.0`` and numpy / torch scalars are read; NaN, inf, text, bools,
-    fractions and negatives are unreadable.
-
-    Example:
-        >>> read_count(3), read_count(3.0), read_count(None), read_count(float("nan")), read_count("n/a"), read_count(-1)
-        (3, 3, 0, None, None, None)
-    """
-    if value is None:
-        return 0
-    if isinstance(value, (bool, str, bytes)):
-        return None
-    try:
-        number = float(value.item() if hasattr(value, "item") else value)
-    except Exception:  # noqa: BLE001 - an odd value is unreadable
-        return None
-    if not number - number == 0.0 or number < 0 or number != int(number):
-        return None
-    return int(number)
 
 
 # --- the process-wide runtime ---------------------------------------------------------------------

@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from conftest import run_scripted_step, scripted_loop
 from hypothesis import strategies as st
 
+from shopsim_metrics.step.closed_step import step_draft
 from shopsim_metrics.step.accounting import StepAccountant
 from shopsim_metrics.step.loop_state import ManualLoopState
 from shopsim_metrics.simulator.samples import SimSample
@@ -181,7 +182,7 @@ def test_streak_is_the_run_of_technical_groups_and_the_records_read_it(kinds, st
         last, peak = seen.get(step, (0, 0))
         seen[step] = (count, max(peak, count))
     acc.close_step()
-    for record in (draft.finish() for draft in acc.take_closed()):
+    for record in (step_draft(closed).finish() for closed in acc.take_closed()):
         assert (record.consecutive_technical_failures, record.max_consecutive_technical_failures) == \
             seen[record.rollout_id]
 

@@ -419,12 +419,12 @@ def test_each_step_records_the_chance_of_another_wave_its_first_wave_was_sized_w
 
 
 def test_a_wave_that_cannot_be_sized_is_what_slime_asks_and_the_step_is_recorded(monkeypatch, caplog):
-    import shopsim_metrics.monitor as monitor
+    import shopsim_metrics.step.wave_planner as wave_planner
 
     def broken(**_):
         raise ZeroDivisionError("a broken estimate")
 
-    monkeypatch.setattr(monitor, "adaptive_wave_size", broken)
+    monkeypatch.setattr(wave_planner, "adaptive_wave_size", broken)
     config = SimConfig(steps=4, seed=1, wave_size="adaptive", over_sampling_batch_size=40, **TOKENS)
     with caplog.at_level("WARNING", logger="shopsim_metrics"):
         records = simulate(config).records

@@ -7,6 +7,7 @@ from types import SimpleNamespace
 import pytest
 from hypothesis import given, settings, strategies as st
 
+from shopsim_metrics.step.closed_step import step_draft
 from shopsim_metrics.step import contract as C
 from shopsim_metrics.step.accounting import StepAccountant
 from shopsim_metrics.judging.group_judgement import judge_group
@@ -87,7 +88,7 @@ def test_tokens_per_outcome_and_ledger_rows() -> None:
     for g, remaining, t in zip(groups, (3, 2, 2), (100.0, 102.5, 104.0)):
         clock.now = t
         acc.judge(judge_group(g, n_samples=N), step=0, remaining=remaining, group=g)
-    rec = acc.close_step().finish()
+    rec = step_draft(acc.close_step()).finish()
     assert [r.outcome for r in rec.decisions] == ["dropped_zero_std", "trained", "surplus"]
     assert [r.response_tokens for r in rec.decisions] == [40, 10, 20]
     assert [r.judged_at for r in rec.decisions] == [0.0, 2.5, 4.0]
@@ -110,7 +111,7 @@ def test_second_wave_times() -> None:
     for g, remaining, t in steps:
         clock.now = t
         acc.judge(judge_group(g, n_samples=N), step=4, remaining=remaining, group=g)
-    rec = acc.close_step().finish()
+    rec = step_draft(acc.close_step()).finish()
     assert [r.outcome for r in rec.decisions] == ["fallback", "dropped_technical", "dropped_zero_std", "trained"]
     assert [r.waves_open for r in rec.decisions] == [1, 1, 2, 2]
     assert rec.wave_count == 2
@@ -122,7 +123,7 @@ def test_second_wave_times() -> None:
 def test_an_empty_step_has_no_fraction_and_no_times() -> None:
     acc = StepAccountant(rollout_batch_size=2, over_sampling_batch_size=2)
     acc.judge(judge_group([], n_samples=N), step=0, remaining=2, group=[])
-    rec = acc.close_step().finish()
+    rec = step_draft(acc.close_step()).finish()
     assert rec.generated_token_count == 0 and rec.wasted_token_fraction is None
     assert rec.to_dict()["wasted_token_fraction"] is None
 

@@ -101,7 +101,7 @@ def test_a_record_is_written_even_when_completing_it_fails(monkeypatch) -> None:
     mem = MemorySink()
     args = make_args(rollout_batch_size=2, over_sampling_batch_size=4)
     runtime = slime_runtime.configure(args, sinks=[mem])
-    monkeypatch.setattr(runtime, "_fill_skips", lambda record: 1 / 0)
+    monkeypatch.setattr(runtime.recorder, "skip_fields", lambda draft: 1 / 0)
     _one_step(args, 0, {})
     _one_step(args, 1, {})
     assert [r.rollout_id for r in mem.records] == [0, 1]

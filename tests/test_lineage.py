@@ -62,7 +62,7 @@ def restored_state(run: Path, save: Path, at: int) -> tuple:
                      shopsim_wandb="off", save=str(save), load=str(save), save_interval=5)
     runtime = slime_runtime.configure(args)
     try:
-        prompts, orders = runtime.accountant.prompts, runtime.accountant.recent_orders
+        prompts, orders = runtime.accountant.prompts, runtime.waves.recent_orders
         return (runtime.streak.state_dict(), prompts.state_dict(), orders.state_dict(), runtime._missing_steps,
                 runtime.run_id)
     finally:

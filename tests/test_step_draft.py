@@ -22,7 +22,7 @@ RECORD_FIELDS = {f.name for f in dataclasses.fields(StepRecord)}
 # attribute stores named like a record field, on objects that are not records (read in their modules)
 NOT_RECORDS = {
     ("shopsim_metrics/step/accounting.py", "state.rollout_id"),  # the open step (_OpenStep)
-    ("shopsim_metrics/step/accounting.py", "counted[-1].rollout_id"),  # a closed step's draft, renumbered
+    ("shopsim_metrics/step/accounting.py", "counted[-1].rollout_id"),  # a closed step (ClosedStep), renumbered
     ("shopsim_metrics/readers/wandb_offline.py", "run.run_id"),  # a W&B offline run read from disk
     ("shopsim_metrics/simulator/rewards.py", "sample.rollout_id"),  # a simulated sample
     ("shopsim_metrics/simulator/loop.py", "result.alerts"),  # the simulation's result

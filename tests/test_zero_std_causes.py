@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from shopsim_metrics.step.closed_step import step_draft
 from shopsim_metrics.judging.group_judgement import GroupJudgement
 from shopsim_metrics.sinks import JsonlSink
 from shopsim_metrics.readers import read_steps
@@ -30,7 +31,7 @@ def test_every_zero_std_outcome_counts_by_its_verdict_and_technical_and_spread_g
         remaining -= outcomes[-1].startswith("dropped")
     assert outcomes == ["dropped_zero_std", "dropped_zero_std", "dropped_technical", "dropped_zero_std",
                         "fallback", "trained", "surplus"]
-    rec = acc.close_step().finish()
+    rec = step_draft(acc.close_step()).finish()
     assert (rec.zero_std_all_pass_group_count, rec.zero_std_all_fail_group_count,
             rec.zero_std_other_group_count) == (2, 2, 1)
     assert rec.zero_std_group_count == 5 and rec.zero_std_group_drop_count == 3

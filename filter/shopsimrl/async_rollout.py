@@ -126,7 +126,7 @@ def generate_rollout_fully_async(args: Any, rollout_id: int, data_buffer: Any, e
     from slime.utils.async_utils import run  # type: ignore[import-not-found]
 
     runtime = get_runtime(args)
-    runtime.fully_async = True
+    runtime.serve_one_group_at_a_time()
     pool = _worker_pool(args, data_buffer, rollout_id)
     try:
         step = run(run_fully_async_step(runtime, pool.draws, pool.take_finished, args.rollout_batch_size, rollout_id,

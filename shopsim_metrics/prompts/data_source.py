@@ -23,11 +23,11 @@ so this module imports without slime) and delegates to it:
   monitor (:meth:`PromptSkipDataSource.take_predictions`) for the calibration fields.
 - ``shopsim_wave_size: adaptive`` (with either mode): each call serves the number of groups that fills
   ``rollout_batch_size`` without another wave with probability ``shopsim_wave_fill_probability``, from the
-  step's needs and the recent steps' judged groups in finishing order (the monitor's
-  :meth:`~shopsim_metrics.monitor.ShopsimRuntime.size_wave`);
-  slime adds however many groups a call returns. The monitor is told each wave's size, so the records'
-  ``wave_count`` is the number of calls and ``submitted_group_count`` their sum. ``fixed`` (the default)
-  serves what slime asks.
+  step's needs and the recent steps' judged groups in finishing order, as the monitor's wave planner answers
+  (:meth:`~shopsim_metrics.step.wave_planner.WavePlanner.plan`: one call sizes the wave and records it);
+  slime adds however many groups a call returns. The planner hands each step's waves to the accountant at the
+  close, so the records' ``wave_count`` is the number of calls and ``submitted_group_count`` their sum.
+  ``fixed`` (the default) serves what slime asks.
 
 What a skipped prompt costs slime's bookkeeping: it was drawn, so it consumed its slot of the epoch
 (slime's ``sample_offset``, ``group_index`` and ``index`` counters moved past it). The served
@@ -103,7 +103,7 @@ from typing import Any, Callable
 from shopsim_metrics.judging.verdicts import ZERO_STD_ALL_FAIL, ZERO_STD_ALL_PASS
 from shopsim_metrics.prompts.keys import prompt_key
 from shopsim_metrics.settings import PROMPT_SKIP, PROMPT_SKIP_MODES, SETTINGS_BY_NAME, SKIP_RULE_SETTINGS
-from shopsim_metrics.settings import WAVE_SIZE_MODES
+from shopsim_metrics.settings import WAVE_SIZE_MODES, ShopsimSettings
 from shopsim_metrics.settings import skip_rule_settings
 from shopsim_metrics.prompts.skip_evidence import MonitorSkipHistory, SkipHistory
 from shopsim_metrics.prompts.skip_record import SkippedPrompt
@@ -118,9 +118,7 @@ __all__ = ["PromptSkipDataSource", "SkippedPrompt", "skip_mode", "rule_settings_
 
 OFF, GRESO, PREDICTIVE = PROMPT_SKIP_MODES
 FIXED, ADAPTIVE = WAVE_SIZE_MODES
-WAVE_SIZE_ARG = "shopsim_wave_size"
 MODE_ARG = PROMPT_SKIP
-PROMPT_KEY_ARG = "shopsim_prompt_key"
 SLIME_DATA_SOURCE = "slime.rollout.data_source.RolloutDataSourceWithBuffer"
 STATE_FILE = "shopsim_prompt_skip_state_{rollout_id}.json"
 STATE_FORMAT = 1
@@ -181,12 +179,14 @@ class PromptSkipDataSource:
     def __init__(self, args: Any, *, inner: Any = None, history: SkipHistory | None = None,
                  monitor: Any = None, monitor_of: Callable[[Any], Any] | None = None) -> None:
         self.args = args
-        self.mode = skip_mode(args)
-        self.wave_size: str = SETTINGS_BY_NAME[WAVE_SIZE_ARG].from_args(args)
+        self.settings = ShopsimSettings.from_args(args)
+        """Every ``shopsim_*`` setting, read and checked once (as the monitor reads them: one table)."""
+        self.mode = self.settings.prompt_skip
+        self.wave_size: str = self.settings.wave_size
         """``fixed`` (serve what slime asks) or ``adaptive`` (size each wave to fill the batch)."""
-        self.metadata_key: str | None = SETTINGS_BY_NAME[PROMPT_KEY_ARG].from_args(args)
-        """The metadata column that names a prompt (``shopsim_prompt_key``, read as the monitor reads it)."""
-        settings = rule_settings_from_args(args)
+        self.metadata_key: str | None = self.settings.prompt_key
+        """The metadata column that names a prompt (``shopsim_prompt_key``)."""
+        settings = self.settings.skip_rule(getattr(args, "rollout_seed", None))
         self.rule = GresoSkipRule(settings)
         self.predictor: PredictiveSkipRule | None = (
             PredictiveSkipRule(threshold=settings.threshold, n_samples=_group_size(args), min_yield=settings.min_yield)
@@ -205,12 +205,8 @@ class PromptSkipDataSource:
     # --- slime's interface -------------------------------------------------------------------------
     def get_samples(self, num_samples: int) -> list[list[Any]]:
         """``num_samples`` groups (``adaptive``: as many as fill the batch); skipped prompts are replaced by further draws."""
-        if self.wave_size == FIXED:
-            return self._serve(num_samples)
-        monitor = self.monitor
-        served = self._serve(monitor.size_wave(num_samples))
-        monitor.wave_served(len(served))
-        return served
+        planner = self.monitor.waves if self.wave_size == ADAPTIVE else None
+        return self._serve(planner.plan(num_samples) if planner is not None else num_samples)
 
     def _serve(self, num_samples: int) -> list[list[Any]]:
         """``num_samples`` groups: slime's data source's with ``off``; with skipping, skipped draws replaced."""

@@ -173,3 +173,24 @@ def _verdict(row: Any) -> str:
 
 def _is_spread(row: Any) -> bool:
     return _verdict(row) == SPREAD
+
+
+class SourceSkips:
+    """A skipping data source's skips since the last record, tallied into each record's skip fields.
+
+    The data source (:class:`~shopsim_metrics.prompts.data_source.PromptSkipDataSource`) hands over its skipped
+    prompts (``take_skipped``) and, with the predictive rule, its predictions (``take_predictions``); the
+    GRESO rule says its two probabilities instead.
+    """
+
+    def __init__(self, source: Any, tally: SkipTally) -> None:
+        self.source = source
+        self.tally = tally
+
+    def step_fields(self, decisions: Sequence[Any] | None) -> dict[str, Any]:
+        """The skip fields of the step whose ledger rows are ``decisions``."""
+        source = self.source
+        greso = getattr(source, "predictor", None) is None
+        predictions = source.take_predictions() if not greso else None
+        return self.tally.step_fields(decisions, source.take_skipped(), p_easy=source.rule.p_easy if greso else None,
+                                      p_hard=source.rule.p_hard if greso else None, predictions=predictions)

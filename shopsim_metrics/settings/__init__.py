@@ -438,6 +438,18 @@ class ShopsimSettings:
             partial_rollout=getattr(args, "partial_rollout", False) is True,
         )
 
+    def skip_rule(self, rollout_seed: Any = None) -> SkipRuleSettings:
+        """The prompt-skip rule's settings (:func:`skip_rule_settings`; the seed defaults to slime's ``rollout_seed``).
+
+        Example:
+            >>> from types import SimpleNamespace
+            >>> ShopsimSettings.from_args(SimpleNamespace(shopsim_prompt_skip_floor=0.02)).skip_rule(7).floor
+            0.02
+        """
+        values = {PROMPT_SKIP_RULE_PREFIX + f.name: getattr(self, "prompt_skip_" + f.name)
+                  for f in fields(SkipRuleSettings)}
+        return skip_rule_settings(values, rollout_seed)
+
 
 @functools.cache
 def declared_settings(cls: type = ShopsimSettings) -> tuple[Setting, ...]:

@@ -240,7 +240,7 @@ class SimulatedFullyAsyncLoop:
 
     def __init__(self, args: Any, runtime: Any, pool: SimulatedAsyncPool, *, log_fn: Hook | None = None) -> None:
         self.args, self.runtime, self.pool, self.log_fn = args, runtime, pool, log_fn
-        runtime.fully_async = True
+        runtime.serve_one_group_at_a_time()
 
     def run_step(self, rollout_id: int) -> AsyncStepOutcome:
         """Run one step; TechnicalFailureLimitExceeded propagates (the terminated record is written)."""

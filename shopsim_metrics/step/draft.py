@@ -1,15 +1,15 @@
 """A step's record in the making: each contributor returns its fields, one builder makes the record once.
 
-The accountant opens a :class:`StepDraft` when it closes a step, with its own part (the counts,
-ratios, costs, streak and ledger) and the prompt tracker's (it reads the step's groups, which are
-gone after the close). When the step is emitted, the monitor adds what only it knows: the writer's
-identity, slime's time and drop counters, the skip fields, the alerts, the final prompts table.
+The step recorder (:class:`~shopsim_metrics.step.recorder.StepRecorder`) opens a :class:`StepDraft` when it
+records a closed step, with the closed step's part (the counts, ratios, costs, streak and ledger:
+:func:`~shopsim_metrics.step.closed_step.closed_step_fields`) and the prompt tracker's, then adds the
+writer's identity, slime's time and drop counters, the skip fields, the alerts and the final prompts table.
 :meth:`StepDraft.finish` then builds the :class:`~shopsim_metrics.step.records.StepRecord` once from
 every part; the record is frozen, so nothing edits it after the fact.
 
 A part is a mapping from :class:`StepRecord` field names to values (:func:`record_part` checks one).
-Each field has one owner: a name that is not a field, the step number (the draft's own, which the
-accountant may renumber until the step is emitted), or a field that two parts both give is an error.
+Each field has one owner: a name that is not a field, the step number (the draft's own), or a field
+that two parts both give is an error.
 The one field that grows after the close is ``filter_seconds``: the project's own time runs on until
 the log function hands the record over (:meth:`StepDraft.add_filter_seconds`).
 
