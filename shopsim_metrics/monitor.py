@@ -272,7 +272,7 @@ class ShopsimRuntime:
     ) -> str:
         """The fully-async path: judge one group, let ``decide(kind)`` choose its outcome, record it; returns the outcome.
 
-        The loop decides (:class:`~shopsim_metrics.step.async_batch.AsyncAdmission`), so the decision
+        The loop decides (:class:`~shopsim_metrics.step.fully_async_batch.AsyncAdmission`), so the decision
         never depends on the accounting. Raises only :class:`TechnicalFailureLimitExceeded` (the streak
         is the same one the synchronous filter feeds), after writing the terminated step.
         """

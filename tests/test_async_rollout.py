@@ -21,8 +21,8 @@ from shopsim_metrics.errors import TechnicalFailureLimitExceeded
 from shopsim_metrics.judging.group_judgement import SPREAD, TECHNICAL, ZERO_STD
 from shopsim_metrics.sinks import MemorySink
 from shopsim_metrics.step import contract as C
-from shopsim_metrics.step.async_batch import AsyncAdmission
-from shopsim_metrics.step.async_step import DrawLog
+from shopsim_metrics.step.fully_async_batch import AsyncAdmission
+from shopsim_metrics.step.fully_async_step import DrawLog
 from shopsimrl import async_rollout, slime_runtime
 
 N = 2

@@ -33,7 +33,7 @@ from shopsim_metrics.settings import DEFAULTS, PROMPT_SKIP_MODES, WAVE_SIZE_MODE
 
 ROLLOUT_MODES = ("sync", "fully-async")
 """Which slime rollout the simulator runs: the synchronous loop (waves, ``remaining``, abort at the
-step's end) or the fully-async pool (:mod:`shopsim_metrics.simulator.async_pool`)."""
+step's end) or the fully-async pool (:mod:`shopsim_metrics.simulator.fully_async_pool`)."""
 
 
 @dataclass(frozen=True)

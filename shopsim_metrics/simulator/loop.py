@@ -301,7 +301,7 @@ class Simulator:
     ``keep_records=False`` keeps neither records nor outcomes in the result (constant memory for long
     runs: the records are in the sinks); a ``tally`` (:class:`~.tally.RunTally`) then summarises them.
     With ``config.rollout == "fully-async"`` the steps are slime's fully-async pool
-    (:mod:`~.async_pool`; the outcomes are :class:`~.async_pool.AsyncStepOutcome`): ``async_engine`` and
+    (:mod:`~.fully_async_pool`; the outcomes are :class:`~.fully_async_pool.AsyncStepOutcome`): ``async_engine`` and
     ``async_data_source`` replace its drawn generation and its data source (scripted runs).
     """
 
@@ -389,11 +389,11 @@ class Simulator:
 
     def _fully_async_loop(self, runtime: Any, source: GroupSource, latency_rng: np.random.Generator,
                           state: ManualLoopState) -> Any:
-        """slime's fully-async pool (:mod:`~shopsim_metrics.simulator.async_pool`) over the drawn source,
+        """slime's fully-async pool (:mod:`~shopsim_metrics.simulator.fully_async_pool`) over the drawn source,
         or over ``async_engine`` / ``async_data_source`` when given (scripted runs)."""
-        from shopsim_metrics.simulator.async_pool import (DrawnEngine, QueueDataSource, SimulatedAsyncPool,
+        from shopsim_metrics.simulator.fully_async_pool import (DrawnEngine, QueueDataSource, SimulatedAsyncPool,
                                                           SimulatedFullyAsyncLoop)
-        from shopsim_metrics.step.async_step import DrawLog
+        from shopsim_metrics.step.fully_async_step import DrawLog
 
         config = self.config
         engine = self.async_engine or DrawnEngine(

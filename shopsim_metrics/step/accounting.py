@@ -162,7 +162,7 @@ class StepAccountant:
         """Record one group whose outcome the loop decided itself (the fully-async path, no ``remaining``).
 
         ``carried``: the group was drawn before the step began; ``weight_version``: the oldest policy
-        version that generated it (:func:`~shopsim_metrics.step.async_batch.oldest_weight_version`).
+        version that generated it (:func:`~shopsim_metrics.step.fully_async_batch.oldest_weight_version`).
         The step's record then has no waves and no ``remaining`` (null) and says
         ``carried_group_count`` and the trained groups' policy-version lag.
         """
