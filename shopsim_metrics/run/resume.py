@@ -75,10 +75,9 @@ class Restored:
 
 def restore(run_dir: str | os.PathLike, state: ResumableState, *, start_rollout_id: int,
             snapshot_dir: str | os.PathLike | None = None) -> Restored:
-    """Rebuild every piece of ``state`` (:mod:`shopsim_metrics.run.state`: the streak, the prompt history, the
-    skip tally, the recent steps' judged groups in finishing order that adaptive waves are sized from, the
-    advisor, as the run keeps them) as of the records of ``rollout_id < start_rollout_id``. The pieces are
-    fresh.
+    """Rebuild every piece registered in ``state``, fresh ones (:mod:`shopsim_metrics.run.state`: the streak, the
+    prompt history, the skip tally, the recent steps' judged groups in finishing order that adaptive waves are
+    sized from, the advisor, as the run keeps them), as of the records of ``rollout_id < start_rollout_id``.
 
     With ``snapshot_dir`` (slime's ``--load``) holding a snapshot of a step N < s
     (:mod:`shopsim_metrics.run.snapshot`), the state is read from it and only the records written after it,

@@ -13,9 +13,10 @@ file of the run directory, how many bytes it held then. A resume at s reads the 
 N < s in ``<load>/rollout/`` and replays only the records written after those positions for the steps
 N < rollout_id < s (usually none). Without a usable snapshot it replays everything, as before.
 
-The snapshot holds exactly what the replay would rebuild (a property test checks it), so it is
-written only when the live state is that: the step's record is the latest one closed and no group of
-a later step has been judged yet (always so in slime's ``train.py`` and ``train_async.py``; with the
+The snapshot holds exactly what the replay would rebuild (the pieces registered once in
+:mod:`shopsim_metrics.run.state`, each under its own key; a property test checks it), so it is written
+only when the live state is that: the step's record is the latest one closed and no group of a later
+step has been judged yet (always so in slime's ``train.py`` and ``train_async.py``; with the
 fully-async rollout a save may find later groups judged, and then that checkpoint has no snapshot and
 the resume replays from an older one). A snapshot is copied and written on a thread of the monitor's own,
 so slime's log function does not wait for it (:meth:`~shopsim_metrics.monitor.ShopsimRuntime._save_snapshot`),
