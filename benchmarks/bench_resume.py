@@ -63,11 +63,14 @@ elif mode == "first-judgement":
 else:
     from shopsim_metrics.prompts.value import PromptValueTracker
     from shopsim_metrics.prompts.skip_record import SkipTally
-    from shopsim_metrics.run.resume import prompt_settings, restore
+    from shopsim_metrics.run.resume import restore
+    from shopsim_metrics.run.state import monitor_state
     from shopsim_metrics.step.streak import TechnicalStreak
+    from shopsim_metrics.step.wave_size import RecentOrders
     tracker, streak, skips = PromptValueTracker(), TechnicalStreak(), SkipTally()
+    state = monitor_state(streak=streak, prompts=tracker, skips=skips, recent_orders=RecentOrders())
     steps = int(sys.argv[3])
-    restored = restore(path, start_rollout_id=steps, streak=streak, prompts=tracker, skips=skips)
+    restored = restore(path, state, start_rollout_id=steps)
     extra = {"steps": restored.steps, "prompts": len(tracker.history)}
 seconds = time.perf_counter() - started
 peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -75,8 +78,7 @@ if mode == "restore":  # the snapshot a checkpoint at s - 1 would have left
     from shopsim_metrics.run.snapshot import build_snapshot, snapshot_path
     from shopsim_metrics.state_file import write_json
     write_json(snapshot_path(sys.argv[4], steps - 1), build_snapshot(
-        rollout_id=steps - 1, run_id=None, missing=restored.missing, streak=streak, prompts=tracker,
-        prompt_settings=prompt_settings(tracker), skips=skips, run_dir=path))
+        state, rollout_id=steps - 1, run_id=None, missing=restored.missing, run_dir=path))
 if mode == "first-judgement":  # slime checkpoints after this step (save_interval 1): its log function's call
     save, waits = runtime._save_snapshot, []
 

@@ -76,8 +76,9 @@ from shopsim_metrics.judging.group_judgement import GroupJudgement, judge_group
 from shopsim_metrics.settings import ShopsimSettings
 from shopsim_metrics.step.streak import TechnicalStreak
 from shopsim_metrics.settings import missing_knobs_warning
-from shopsim_metrics.run.resume import prompt_settings, restore, resume_warning
+from shopsim_metrics.run.resume import restore, resume_warning
 from shopsim_metrics.run.snapshot import SnapshotPlan, build_snapshot, snapshot_path
+from shopsim_metrics.run.state import ResumableState, monitor_state
 from shopsim_metrics.state_file import write_json
 from shopsim_metrics.run.identity import check_fresh_run_dir, new_run_id
 
@@ -155,6 +156,12 @@ class ShopsimRuntime:
             SkipTally(limit=prompts.history.limit)
             if prompts is not None else None)
         """The skip fields of each record (used once a skipping data source attaches; restored on resume)."""
+        self.resumable: ResumableState = monitor_state(
+            streak=self.streak, prompts=prompts, skips=self.skip_tally,
+            recent_orders=self.waves.recent_orders if self.waves is not None else None,
+            advisor=self.advisor)
+        """What a resume restores and a snapshot saves: the pieces above, each registered once
+        (:mod:`~shopsim_metrics.run.state`)."""
         self.prompt_skip_source: Any = None
         """The data source that skips prompts in this process (it attaches itself): its skips go in the records."""
         self._warn_once = WarnOnce(logger)
@@ -194,10 +201,8 @@ class ShopsimRuntime:
         start = self.settings.start_rollout_id
         prompts = self.accountant.prompts if self.accountant is not None else None
         try:
-            restored = restore(self.settings.run_dir, start_rollout_id=start, streak=self.streak, prompts=prompts,
-                               skips=self.skip_tally, snapshot_dir=self.snapshots.load,
-                               recent_orders=self.waves.recent_orders if self.waves is not None else None,
-                               advisor=self.advisor)
+            restored = restore(self.settings.run_dir, self.resumable, start_rollout_id=start,
+                               snapshot_dir=self.snapshots.load)
         except Exception as exc:  # noqa: BLE001 - monitoring never stops training
             logger.warning("shopsim-metrics: restoring the run's state from %s failed (%s: %s); the streak and the "
                            "prompt history start empty.", self.settings.run_dir, type(exc).__name__, exc)
@@ -470,17 +475,11 @@ class ShopsimRuntime:
         """The snapshot writer's thread: copy the state (holding the judgement lock it was handed), let the
         judgements go on, then write the copy durably (temporary file, ``fsync``, replace: a crash at any
         moment leaves the snapshots already written whole, and this one whole or absent)."""
-        accountant = self.accountant
-        assert accountant is not None  # only started with accounting on
+        assert self.accountant is not None  # only started with accounting on
         try:
             try:
-                prompts = accountant.prompts
-                data = build_snapshot(rollout_id=rollout_id, run_id=self.run_id, missing=self._missing_steps,
-                                      streak=self.streak, prompts=prompts, prompt_settings=prompt_settings(prompts),
-                                      skips=self.skip_tally, run_dir=self.settings.run_dir,
-                                      recent_orders=self.waves.recent_orders if self.waves is not None else None,
-                                      advisor=self.advisor,
-                                      writer=self.writer)
+                data = build_snapshot(self.resumable, rollout_id=rollout_id, run_id=self.run_id,
+                                      missing=self._missing_steps, run_dir=self.settings.run_dir, writer=self.writer)
             finally:
                 self._judge_lock.release()
             write_json(snapshot_path(self.snapshots.save, rollout_id), data)  # fsync'ed, then replaced

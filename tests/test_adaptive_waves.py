@@ -404,7 +404,7 @@ def test_each_step_records_the_chance_of_another_wave_its_first_wave_was_sized_w
         if record.wave_count == 1:
             recent = RecentOrders()
             for earlier in records[max(i - RECENT_WINDOW, 0):i]:
-                recent.observe_record(earlier)
+                recent.replay(earlier)
             assert record.predicted_second_wave_probability == pytest.approx(
                 recent.recent().second_wave_probability(record.submitted_group_count - target, target))
     assert all(r.predicted_second_wave_probability is None

@@ -31,6 +31,7 @@ from shopsim_metrics.run.resume import restore
 from shopsim_metrics.run.identity import WRITER_FIELDS
 from shopsim_metrics.simulator.calibration import LedgerTokens
 from shopsim_metrics.run.snapshot import build_snapshot, snapshot_path
+from shopsim_metrics.run.state import monitor_state
 from shopsim_metrics.state_file import write_json
 from shopsim_metrics.step.streak import TechnicalStreak
 from shopsimrl import slime_runtime
@@ -190,15 +191,14 @@ def test_a_snapshot_written_by_a_superseded_process_is_used_and_named(tmp_path: 
     run.mkdir()
     (run / "steps.jsonl").write_text("".join(json.dumps(_record(i, 100.0, 0, i + 1)) + "\n" for i in range(10)))
     streak = TechnicalStreak()
-    restore(run, start_rollout_id=10, streak=streak, prompts=None)
+    restore(run, monitor_state(streak=streak), start_rollout_id=10)
     write_json(snapshot_path(ckpt, 9), build_snapshot(
-        rollout_id=9, run_id="r", missing=0, streak=streak, prompts=None, prompt_settings=None, skips=None,
-        run_dir=run, writer={"process_started_at": 100.0, "process_start_rollout_id": 0}))
+        monitor_state(streak=streak), rollout_id=9, run_id="r", missing=0, run_dir=run, writer={"process_started_at": 100.0, "process_start_rollout_id": 0}))
     if second_trainer:
         p2 = "".join(json.dumps(_record(i, 200.0, 5, i - 4)) + "\n" for i in range(5, 8))
         (run / "steps.h-2.jsonl").write_text(p2)
     with caplog.at_level(logging.WARNING, logger="shopsim_metrics"):
-        restored = restore(run, start_rollout_id=10, streak=TechnicalStreak(), prompts=None, snapshot_dir=ckpt)
+        restored = restore(run, monitor_state(streak=TechnicalStreak()), start_rollout_id=10, snapshot_dir=ckpt)
     assert restored.snapshot == 9 and restored.missing == 0
     named = [m for m in caplog.messages if "snapshot of step 9, written by a process whose steps from 5 on" in m]
     assert len(named) == (1 if second_trainer else 0)

@@ -12,6 +12,7 @@ from conftest import make_args, spread, zero
 from hypothesis import given, settings, strategies as st
 
 from shopsim_metrics.run.resume import restore
+from shopsim_metrics.run.state import monitor_state
 from shopsim_metrics.run.identity import RunDirInUse
 from shopsim_metrics.readers import read_steps
 from shopsim_metrics.readers.steps import Winners, read_step_columns
@@ -69,7 +70,7 @@ def test_the_restore_replays_the_latest_writes_not_the_newest_file(tmp_path: Pat
     (tmp_path / "steps.jsonl").write_text(json.dumps(stale) + "\n")
     os.utime(tmp_path / "steps.h-1.jsonl", (1, 1))
     streak = TechnicalStreak()
-    restored = restore(tmp_path, start_rollout_id=1, streak=streak, prompts=None)
+    restored = restore(tmp_path, monitor_state(streak=streak), start_rollout_id=1)
     assert streak.count == 1 and restored.run_id == "r"
 
 

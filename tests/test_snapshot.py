@@ -15,9 +15,10 @@ from conftest import fifo_batches, make_args, run_scripted_step, scripted_loop
 from shopsim_metrics.prompts.skip_record import SkipTally
 from shopsim_metrics.prompts.value import PromptValueTracker
 from shopsim_metrics.readers import read_steps
-from shopsim_metrics.run.resume import prompt_settings, restore
+from shopsim_metrics.run.resume import restore
 from shopsim_metrics.sinks import JsonlSink
 from shopsim_metrics.run.snapshot import SnapshotPlan, build_snapshot, find_snapshot, snapshot_path
+from shopsim_metrics.run.state import monitor_state
 from shopsim_metrics.state_file import write_json
 from shopsim_metrics.step.advisories import Advisor
 from shopsim_metrics.step.loop_state import ManualLoopState
@@ -38,8 +39,8 @@ def fresh_state() -> tuple[TechnicalStreak, PromptValueTracker, SkipTally, Recen
 
 def state_of(start: int, run_dir: Path, snapshot_dir: Path | None):
     streak, prompts, skips, recent_orders, advisor = fresh_state()
-    restored = restore(run_dir, start_rollout_id=start, streak=streak, prompts=prompts, skips=skips,
-                       snapshot_dir=snapshot_dir, recent_orders=recent_orders, advisor=advisor)
+    restored = restore(run_dir, monitor_state(streak=streak, prompts=prompts, skips=skips, recent_orders=recent_orders,
+                                              advisor=advisor), start_rollout_id=start, snapshot_dir=snapshot_dir)
     return restored, (streak.state_dict(), prompts.state_dict(), skips.state_dict(), recent_orders.state_dict(),
                       advisor.state_dict())
 
@@ -87,12 +88,11 @@ def test_a_snapshot_and_the_records_after_it_rebuild_what_replaying_every_record
             if plan.due(step):
                 restored, _ = state_of(step + 1, run_dir, None)
                 streak, prompts, skips, recent_orders, advisor = fresh_state()
-                restore(run_dir, start_rollout_id=step + 1, streak=streak, prompts=prompts, skips=skips,
-                        recent_orders=recent_orders, advisor=advisor)
+                state = monitor_state(streak=streak, prompts=prompts, skips=skips, recent_orders=recent_orders,
+                                      advisor=advisor)
+                restore(run_dir, state, start_rollout_id=step + 1)
                 write_json(snapshot_path(ckpt, step), build_snapshot(
-                    rollout_id=step, run_id="run-1", missing=restored.missing, streak=streak, prompts=prompts,
-                    prompt_settings=prompt_settings(prompts), skips=skips, run_dir=run_dir,
-                    recent_orders=recent_orders, advisor=advisor))
+                    state, rollout_id=step, run_id="run-1", missing=restored.missing, run_dir=run_dir))
                 saved.append(step)
         sink.close()
         checkpoints = [s for s in saved if s < start + length]

@@ -22,6 +22,7 @@ from shopsim_metrics.prompts.skip_record import SkipTally
 from shopsim_metrics.prompts.value import PromptValueTracker
 from shopsim_metrics.readers import read_steps
 from shopsim_metrics.run.resume import restore
+from shopsim_metrics.run.state import monitor_state
 from shopsim_metrics.sinks import JsonlSink
 from shopsim_metrics.run.snapshot import find_snapshot, read_snapshot, snapshot_path
 from shopsim_metrics.step.loop_state import ManualLoopState
@@ -52,8 +53,8 @@ class Process:
 def replayed_state(run_dir: Path, start: int, snapshot_dir: Path | None = None) -> tuple:
     """What a resume at ``start`` restores (from the records only, unless ``snapshot_dir``)."""
     streak, prompts, skips, orders = TechnicalStreak(), PromptValueTracker(), SkipTally(), RecentOrders()
-    restored = restore(run_dir, start_rollout_id=start, streak=streak, prompts=prompts, skips=skips,
-                       snapshot_dir=snapshot_dir, recent_orders=orders)
+    restored = restore(run_dir, monitor_state(streak=streak, prompts=prompts, skips=skips, recent_orders=orders),
+                       start_rollout_id=start, snapshot_dir=snapshot_dir)
     return restored.snapshot, (streak.state_dict(), prompts.state_dict(), skips.state_dict(), orders.state_dict())
 
 

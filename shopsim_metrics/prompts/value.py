@@ -125,6 +125,10 @@ class PromptValueTracker:
                 {KEY_NONE} if not record.decisions else {_source_of(r.prompt_key) for r in record.decisions})
         return fields
 
+    def replay(self, record: StepRecord) -> None:
+        """Visit a recorded step's prompts for the history alone (a resume replaying the records)."""
+        self.observe(record)
+
     def observe_rows(self, rollout_id: int, decisions: Sequence[DecisionRow],
                      generated_token_count: int | None) -> dict[str, Any]:
         """Visit every ledger row's prompt (by ``prompt_key``) in judgement order; the step's prompt-value fields."""

@@ -6,7 +6,7 @@ steps after the checkpoint with the same prompts. Before its first judgement the
 records of ``rollout_id < s`` that the run's lineage holds (as every reader takes them,
 :class:`~shopsim_metrics.readers.steps.Winners`: the latest write of each ``rollout_id``, and none
 of a process whose steps a later-started process resumed before), in ``rollout_id`` order, through
-the same streak and prompt tracker the live steps feed. Records of ``rollout_id >= s`` were written by
+the same pieces the live steps feed (the monitor's resumable state, :mod:`shopsim_metrics.run.state`). Records of ``rollout_id >= s`` were written by
 the crashed process for steps that now run again: they count in no history.
 
 The records are streamed once to find where the chosen line of each ``rollout_id < s`` starts
@@ -24,8 +24,10 @@ Example (two steps of one technical group each, then a resume at step 1):
     >>> for rollout_id in (0, 1):
     ...     sink.emit(StepRecord(rollout_id=rollout_id, decisions=[row]))
     >>> sink.close()
+    >>> from shopsim_metrics.run.state import monitor_state
+    >>> from shopsim_metrics.step.streak import TechnicalStreak
     >>> streak = TechnicalStreak()
-    >>> restore(run, start_rollout_id=1, streak=streak, prompts=None)
+    >>> restore(run, monitor_state(streak=streak), start_rollout_id=1)
     Restored(steps=1, missing=0)
     >>> streak.count
     1
@@ -40,18 +42,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, Iterable, Iterator
 
-from shopsim_metrics.prompts.skip_record import SkipTally
-from shopsim_metrics.prompts.value import PromptValueTracker
 from shopsim_metrics.readers.steps import (
     ReadReport, RecordAt, RecordsChanged, Winners, iter_located_records, read_record_at,
 )
 from shopsim_metrics.run.snapshot import find_snapshot, read_snapshot
+from shopsim_metrics.run.state import ResumableState
 from shopsim_metrics.state_file import DamagedStateFile
-from shopsim_metrics.step import contract as C
-from shopsim_metrics.step.advisories import Advisor, StepFacts
 from shopsim_metrics.step.records import StepRecord
-from shopsim_metrics.step.streak import TechnicalStreak
-from shopsim_metrics.step.wave_size import RecentOrders
 
 logger = logging.getLogger("shopsim_metrics")
 
@@ -76,13 +73,11 @@ class Restored:
         return self.missing > 0
 
 
-def restore(run_dir: str | os.PathLike, *, start_rollout_id: int, streak: TechnicalStreak,
-            prompts: PromptValueTracker | None, skips: "SkipTally | None" = None,
-            snapshot_dir: str | os.PathLike | None = None, recent_orders: RecentOrders | None = None,
-            advisor: Advisor | None = None) -> Restored:
-    """Rebuild ``streak``, ``prompts``, ``skips``, ``recent_orders`` (the recent steps' judged groups in
-    finishing order, which adaptive waves are sized from) and ``advisor`` (the recent steps and the advisories
-    raised) as of the records of ``rollout_id < start_rollout_id``.
+def restore(run_dir: str | os.PathLike, state: ResumableState, *, start_rollout_id: int,
+            snapshot_dir: str | os.PathLike | None = None) -> Restored:
+    """Rebuild every piece registered in ``state``, fresh ones (:mod:`shopsim_metrics.run.state`: the streak, the
+    prompt history, the skip tally, the recent steps' judged groups in finishing order that adaptive waves are
+    sized from, the advisor, as the run keeps them), as of the records of ``rollout_id < start_rollout_id``.
 
     With ``snapshot_dir`` (slime's ``--load``) holding a snapshot of a step N < s
     (:mod:`shopsim_metrics.run.snapshot`), the state is read from it and only the records written after it,
@@ -95,38 +90,33 @@ def restore(run_dir: str | os.PathLike, *, start_rollout_id: int, streak: Techni
     found = find_snapshot(snapshot_dir, start_rollout_id)
     if found is not None:
         try:
-            restored, note = _from_snapshot(run_dir, start_rollout_id, read_snapshot(found[0]), streak, prompts, skips,
-                                            recent_orders, advisor)
+            restored, note = _from_snapshot(run_dir, start_rollout_id, read_snapshot(found[0]), state)
         except DamagedStateFile as exc:
             restored, note = None, str(exc)
         except (OSError, ValueError, KeyError, TypeError, IndexError) as exc:
             restored, note = None, f"{found[0]}: not usable ({type(exc).__name__}: {str(exc)[:120]})"
         if restored is not None:
             return restored
-    return _replay_all(run_dir, start_rollout_id, streak, prompts, skips, recent_orders, advisor, note)
+    return _replay_all(run_dir, start_rollout_id, state, note)
 
 
-def _replay_all(run_dir: Any, start_rollout_id: int, streak: TechnicalStreak, prompts: PromptValueTracker | None,
-                skips: "SkipTally | None", recent_orders: RecentOrders | None, advisor: Advisor | None,
-                note: str | None) -> Restored:
+def _replay_all(run_dir: Any, start_rollout_id: int, state: ResumableState, note: str | None) -> Restored:
     try:
         latest, run_id, _ = _lineage(iter_located_records(run_dir, report=ReadReport(Path(run_dir))), 0,
                                      start_rollout_id)
     except (OSError, ValueError):
         return Restored(steps=0, missing=start_rollout_id, note=note)
-    replayed = _replay(_read_in_step_order(latest), streak, prompts, skips, recent_orders, advisor)
+    replayed = _replay(_read_in_step_order(latest), state)
     return Restored(steps=replayed, missing=start_rollout_id - replayed, run_id=run_id, note=note)
 
 
-def _from_snapshot(run_dir: Any, start_rollout_id: int, snapshot: dict[str, Any], streak: TechnicalStreak,
-                   prompts: PromptValueTracker | None, skips: "SkipTally | None",
-                   recent_orders: RecentOrders | None, advisor: Advisor | None) -> tuple[Restored | None, str | None]:
+def _from_snapshot(run_dir: Any, start_rollout_id: int, snapshot: dict[str, Any],
+                   state: ResumableState) -> tuple[Restored | None, str | None]:
     """Restore from ``snapshot`` and the records after it; (None, why) when it cannot stand for the replay."""
     step = snapshot["rollout_id"]
-    saved_settings = snapshot.get("prompt_settings")
-    if saved_settings != prompt_settings(prompts) or (skips is not None) != (snapshot.get("skips") is not None):
-        return None, (f"the snapshot of step {step} was taken with other prompt-history settings "
-                      f"({saved_settings} against {prompt_settings(prompts)})")
+    unusable = state.unusable(snapshot)
+    if unusable is not None:
+        return None, f"the snapshot of step {step} {unusable}"
     positions = {str(name): int(size) for name, size in snapshot["records"].items()}
     writer = snapshot.get("writer")  # the process whose lineage the snapshot continues (older snapshots: unknown)
     try:
@@ -139,27 +129,8 @@ def _from_snapshot(run_dir: Any, start_rollout_id: int, snapshot: dict[str, Any]
     if len(latest) != start_rollout_id - step - 1:
         return None, (f"the records after the snapshot of step {step} lack {start_rollout_id - step - 1 - len(latest)} "
                       f"of the steps before {start_rollout_id}")
-    saved_streak, saved_skips = TechnicalStreak(), SkipTally(limit=skips.limit) if skips is not None else None
-    saved_streak.load_state_dict(snapshot["streak"])  # parsed whole before the live state changes
-    if saved_skips is not None:
-        saved_skips.load_state_dict(snapshot["skips"])
-    saved_orders = RecentOrders()
-    if recent_orders is not None:
-        # "rates": the key of a snapshot saved before the orders were kept (its counts load as steps of unknown order)
-        saved_orders.load_state_dict(snapshot["recent_orders"] if "recent_orders" in snapshot else snapshot["rates"])
-    saved_advisor = Advisor()
-    if advisor is not None and isinstance(snapshot.get("advisories"), dict):  # an older snapshot's: none kept
-        saved_advisor.load_state_dict(snapshot["advisories"])
-    if prompts is not None:
-        prompts.load_state_dict(snapshot["prompts"])  # all or nothing
-    streak.load_state_dict(saved_streak.state_dict())
-    if skips is not None and saved_skips is not None:
-        skips.load_state_dict(saved_skips.state_dict())
-    if recent_orders is not None:
-        recent_orders.load_state_dict(saved_orders.state_dict())
-    if advisor is not None:
-        advisor.load_state_dict(saved_advisor.state_dict())
-    _replay(tail, streak, prompts, skips, recent_orders, advisor)
+    state.load_state_dict(snapshot)  # all or nothing
+    _replay(tail, state)
     ended = winners.lineage_end(writer) if isinstance(writer, dict) else math.inf
     if ended <= step:
         logger.warning(
@@ -172,31 +143,11 @@ def _from_snapshot(run_dir: Any, start_rollout_id: int, snapshot: dict[str, Any]
     return Restored(steps=start_rollout_id - missing, missing=missing, run_id=run_id, snapshot=step), None
 
 
-def prompt_settings(prompts: PromptValueTracker | None) -> dict[str, Any] | None:
-    """What a saved prompt history depends on: a snapshot of other values is not used."""
-    if prompts is None:
-        return None
-    return {"limit": prompts.history.limit, "forgetting": prompts.history.forgetting,
-            "metadata_key": prompts.metadata_key}
-
-
-def _replay(records: Iterable[dict[str, Any]], streak: TechnicalStreak, prompts: PromptValueTracker | None,
-            skips: "SkipTally | None", recent_orders: RecentOrders | None, advisor: Advisor | None = None) -> int:
+def _replay(records: Iterable[dict[str, Any]], state: ResumableState) -> int:
     """Feed ``records`` (the lineage's, in step order) to the state, as the live steps did; returns how many."""
     replayed = 0
     for data in records:
-        record = StepRecord.from_dict(data)
-        for row in sorted(record.decisions, key=lambda row: row.order):
-            technical = row.outcome == C.OUTCOME_DROPPED_TECHNICAL
-            streak.observe((row.failed_check or "unknown") if technical else None)
-        if prompts is not None:
-            prompts.observe(record)
-        if skips is not None:
-            skips.replay(record)
-        if recent_orders is not None:
-            recent_orders.observe_record(record)
-        if advisor is not None:
-            advisor.observe(StepFacts.of_record(record))  # the advisories it raised are in the record already
+        state.replay(StepRecord.from_dict(data))
         replayed += 1
     return replayed
 

@@ -13,9 +13,10 @@ file of the run directory, how many bytes it held then. A resume at s reads the 
 N < s in ``<load>/rollout/`` and replays only the records written after those positions for the steps
 N < rollout_id < s (usually none). Without a usable snapshot it replays everything, as before.
 
-The snapshot holds exactly what the replay would rebuild (a property test checks it), so it is
-written only when the live state is that: the step's record is the latest one closed and no group of
-a later step has been judged yet (always so in slime's ``train.py`` and ``train_async.py``; with the
+The snapshot holds exactly what the replay would rebuild (the pieces registered once in
+:mod:`shopsim_metrics.run.state`, each under its own key; a property test checks it), so it is written
+only when the live state is that: the step's record is the latest one closed and no group of a later
+step has been judged yet (always so in slime's ``train.py`` and ``train_async.py``; with the
 fully-async rollout a save may find later groups judged, and then that checkpoint has no snapshot and
 the resume replays from an older one). A snapshot is copied and written on a thread of the monitor's own,
 so slime's log function does not wait for it (:meth:`~shopsim_metrics.monitor.ShopsimRuntime._save_snapshot`),
@@ -36,15 +37,20 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from shopsim_metrics.sinks.jsonl import steps_files
 from shopsim_metrics.state_file import DamagedStateFile, read_json_object
+
+if TYPE_CHECKING:
+    from shopsim_metrics.run.state import ResumableState
 
 SNAPSHOT_FORMAT = 1
 """The layout of a snapshot; another value is not read (the resume replays the records)."""
 
 SNAPSHOT_KIND = "shopsim-monitor-state"
+SNAPSHOT_HEADER = ("kind", "format", "rollout_id", "run_id", "writer", "missing", "records")
+"""The snapshot's own fields; every other key is an entry of the monitor's state (:mod:`shopsim_metrics.run.state`)."""
 _NAME = re.compile(r"^shopsim_monitor_state_(\d+)\.json$")
 _REMEDY = ("the resume replays the records instead; move the file away, or --load another checkpoint")
 
@@ -144,32 +150,32 @@ def read_snapshot(path: str | os.PathLike) -> dict[str, Any]:
     data = read_json_object(path, what="monitor snapshot", remedy=_REMEDY)
     if data.get("kind") != SNAPSHOT_KIND or data.get("format") != SNAPSHOT_FORMAT:
         raise DamagedStateFile(f"{path}: not a monitor snapshot of format {SNAPSHOT_FORMAT}; {_REMEDY}")
-    for name, kind in (("rollout_id", int), ("streak", dict), ("records", dict), ("missing", int)):
+    for name, kind in (("rollout_id", int), ("records", dict), ("missing", int)):
         if not isinstance(data.get(name), kind) or isinstance(data.get(name), bool):
             raise DamagedStateFile(f"{path}: damaged monitor snapshot ({name} is missing or not a {kind.__name__}); "
                                    f"{_REMEDY}")
     return data
 
 
-def build_snapshot(*, rollout_id: int, run_id: str | None, missing: int, streak: Any, prompts: Any,
-                   prompt_settings: dict[str, Any] | None, skips: Any, run_dir: str | os.PathLike,
-                   recent_orders: Any = None, advisor: Any = None,
-                   writer: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The snapshot of the state after step ``rollout_id`` (the objects' own ``state_dict``), with the
-    records positions of ``run_dir`` taken now: every record up to this step is already written.
+def build_snapshot(state: ResumableState, *, rollout_id: int, run_id: str | None, missing: int,
+                   run_dir: str | os.PathLike, writer: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The snapshot of ``state`` after step ``rollout_id`` (every registered entry under its name:
+    :meth:`~shopsim_metrics.run.state.ResumableState.state_dict`), with the records positions of ``run_dir``
+    taken now: every record up to this step is already written.
 
     ``missing``: steps before it whose records the state lacks (a resume that found none). ``writer``:
     the writing process's ``process_started_at`` and ``process_start_rollout_id``, as its records say
     them (a resume from the snapshot knows the lineage it continues without reading those records).
+
+    Example:
+        >>> import tempfile
+        >>> from shopsim_metrics.run.state import monitor_state
+        >>> from shopsim_metrics.step.streak import TechnicalStreak
+        >>> snapshot = build_snapshot(monitor_state(streak=TechnicalStreak()), rollout_id=4, run_id="r", missing=0,
+        ...                           run_dir=tempfile.mkdtemp())
+        >>> list(snapshot)
+        ['kind', 'format', 'rollout_id', 'run_id', 'writer', 'missing', 'streak', 'prompt_settings', 'records']
     """
-    return {
-        "kind": SNAPSHOT_KIND, "format": SNAPSHOT_FORMAT, "rollout_id": rollout_id, "run_id": run_id,
-        "writer": writer,
-        "missing": missing, "streak": streak.state_dict(),
-        "prompt_settings": prompt_settings,
-        "prompts": prompts.state_dict() if prompts is not None else None,
-        "skips": skips.state_dict() if skips is not None else None,
-        "recent_orders": recent_orders.state_dict() if recent_orders is not None else {"orders": []},
-        "advisories": advisor.state_dict() if advisor is not None else None,
-        "records": records_positions(run_dir),
-    }
+    header = {"kind": SNAPSHOT_KIND, "format": SNAPSHOT_FORMAT, "rollout_id": rollout_id, "run_id": run_id,
+              "writer": writer, "missing": missing}
+    return {**header, **state.state_dict(), "records": records_positions(run_dir)}

@@ -374,6 +374,10 @@ class Advisor:
             self._quiet[condition] = 0
         return raised
 
+    def replay(self, record: Any) -> None:
+        """Add a recorded step (a resume replaying the records: the advisories it raised are in the record already)."""
+        self.observe(StepFacts.of_record(record))
+
     def state_dict(self) -> dict[str, Any]:
         """The state as JSON-native data (the snapshot's ``advisories``)."""
         return {"window": [asdict(f) for f in self._window], "quiet": dict(self._quiet)}

@@ -15,6 +15,12 @@ Example:
 from __future__ import annotations
 
 from collections import Counter
+from typing import TYPE_CHECKING
+
+from shopsim_metrics.step import contract as C
+
+if TYPE_CHECKING:
+    from shopsim_metrics.step.records import StepRecord
 
 
 class TechnicalStreak:
@@ -34,6 +40,22 @@ class TechnicalStreak:
             self.count += 1
             self._checks[failed_check] += 1
         return self.count
+
+    def replay(self, record: StepRecord) -> None:
+        """Count a recorded step's judgements again, in judgement order (a resume replaying the records; a
+        technical row without its failed check counts as ``unknown``).
+
+        Example:
+            >>> from shopsim_metrics.step.records import DecisionRow, StepRecord
+            >>> row = DecisionRow(order=1, waves_open=1, group_index=0, outcome="dropped_technical", reason=None,
+            ...                   remaining_before=8, unique_rollouts=8, failed_check=None)
+            >>> streak = TechnicalStreak(); streak.replay(StepRecord(rollout_id=0, decisions=[row, row]))
+            >>> streak.count, streak.checks
+            (2, {'unknown': 2})
+        """
+        for row in sorted(record.decisions, key=lambda row: row.order):
+            technical = row.outcome == C.OUTCOME_DROPPED_TECHNICAL
+            self.observe((row.failed_check or "unknown") if technical else None)
 
     def state_dict(self) -> dict[str, object]:
         """The streak and its checks, as a snapshot saves them."""

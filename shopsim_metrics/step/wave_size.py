@@ -275,7 +275,7 @@ class RecentOrders:
         """One closed step: its judged groups' kinds (``SPREAD``, ``ZERO_STD``, ``TECHNICAL``) in judgement order."""
         self._steps.append("".join(LETTER_OF_KIND[kind] for kind in kinds))
 
-    def observe_record(self, record: StepRecord) -> None:
+    def replay(self, record: StepRecord) -> None:
         """One closed step, from its record (a resume replaying the records)."""
         self.observe([C.KIND_OF_REASON.get(row.reason, SPREAD) for row in record.decisions or []])
 
