@@ -100,32 +100,11 @@ class ShopsimRuntime:
         self.snapshots = snapshots or SnapshotPlan(save=None, load=None, save_interval=None, num_rollout=None)
         """Where the monitor's state is saved beside slime's checkpoints and read back on a resume."""
         self.loop_state: LoopState = loop_state or NoLoopState()
-        self.waves: WavePlanner | None = (
-            WavePlanner(rollout_batch_size=settings.rollout_batch_size,
-                        over_sampling_batch_size=settings.over_sampling_batch_size,
-                        fill_probability=settings.wave_fill_probability, cap=settings.wave_size_cap,
-                        loop_state=self.loop_state)
-            if settings.rollout_batch_size is not None else None)
+        accounted = settings.rollout_batch_size is not None  # without slime's knobs nothing is accounted
+        self.waves: WavePlanner | None = wave_planner(settings, self.loop_state) if accounted else None
         """Sizes and records each wave the data source serves (its one owner); None when nothing is accounted."""
-        self.accountant = (
-            StepAccountant(
-                rollout_batch_size=settings.rollout_batch_size,
-                over_sampling_batch_size=settings.over_sampling_batch_size,
-                max_consecutive_failed_groups=settings.max_consecutive_failed_groups,
-                n_samples=settings.n_samples_per_prompt,
-                global_batch_size=settings.global_batch_size,
-                clock=getattr(self.loop_state, "clock", None),  # a simulated loop's own clock, else monotonic
-                prompts=PromptValueTracker(metadata_key=settings.prompt_key, limit=settings.prompt_history_limit,
-                                           table_every=settings.prompts_table_every,
-                                           forgetting=settings.prompt_skip_forgetting)
-                if settings.prompt_history_limit else None,  # 0: no prompt tracking
-                tokens=GeneratedTokens(continues=settings.partial_rollout),
-                first_rollout_id=settings.start_rollout_id,
-                waves=self.waves,
-            )
-            if settings.rollout_batch_size is not None
-            else None
-        )
+        self.accountant = step_accountant(settings, self.loop_state, self.waves) if accounted else None
+        """Each step's ledger and close (:mod:`~shopsim_metrics.step.accounting`); None when nothing is accounted."""
         self.streak = TechnicalStreak()
         """The run's technical streak: fed by every judgement, read by the records, alerts and termination."""
         self._judge_kwargs = dict(
@@ -137,11 +116,8 @@ class ShopsimRuntime:
         )
         self.alerts = StreakAlertPolicy(
             max_consecutive_failed_groups=settings.max_consecutive_failed_groups,
-            warn_fraction=settings.alert_warn_fraction,
-            warn_level=settings.alert_warn_level,
-            error_level=settings.alert_error_level,
-            enabled=settings.alerts,
-        )
+            warn_fraction=settings.alert_warn_fraction, warn_level=settings.alert_warn_level,
+            error_level=settings.alert_error_level, enabled=settings.alerts)
         self.advisor: Advisor | None = Advisor() if settings.alerts else None
         """The recent steps' advisories (:mod:`~shopsim_metrics.step.advisories`): fed as each step is emitted."""
         self._explicit_sinks = sinks
@@ -513,6 +489,30 @@ class ShopsimRuntime:
             if self._sinks is not None:  # no sinks built: no record was ever written, no table either
                 self.recorder.final_prompt_table(self.accountant.current_rollout_id if self.accountant else None)
                 self._sinks.close()
+
+def wave_planner(settings: ShopsimSettings, loop_state: LoopState) -> WavePlanner:
+    """The run's wave planner, from its settings (``shopsim_wave_fill_probability``, ``shopsim_wave_size_cap``)."""
+    assert settings.rollout_batch_size is not None and settings.over_sampling_batch_size is not None
+    return WavePlanner(rollout_batch_size=settings.rollout_batch_size,
+                       over_sampling_batch_size=settings.over_sampling_batch_size,
+                       fill_probability=settings.wave_fill_probability, cap=settings.wave_size_cap, loop_state=loop_state)
+
+
+def step_accountant(settings: ShopsimSettings, loop_state: LoopState, waves: WavePlanner | None) -> StepAccountant:
+    """The run's accountant, from slime's knobs and the settings, with its prompt tracker (none when
+    ``shopsim_prompt_history_limit`` is 0) and its count of every generated token."""
+    assert settings.rollout_batch_size is not None and settings.over_sampling_batch_size is not None
+    prompts = (PromptValueTracker(metadata_key=settings.prompt_key, limit=settings.prompt_history_limit,
+                                  table_every=settings.prompts_table_every, forgetting=settings.prompt_skip_forgetting)
+               if settings.prompt_history_limit else None)
+    return StepAccountant(
+        rollout_batch_size=settings.rollout_batch_size, over_sampling_batch_size=settings.over_sampling_batch_size,
+        max_consecutive_failed_groups=settings.max_consecutive_failed_groups, n_samples=settings.n_samples_per_prompt,
+        global_batch_size=settings.global_batch_size,
+        clock=getattr(loop_state, "clock", None),  # a simulated loop's own clock, else monotonic
+        prompts=prompts, tokens=GeneratedTokens(continues=settings.partial_rollout),
+        first_rollout_id=settings.start_rollout_id, waves=waves)
+
 
 class OwnTime:
     """The ``with`` block of one hook call, timed for ``filter_seconds`` (:meth:`ShopsimRuntime.own_time`)."""

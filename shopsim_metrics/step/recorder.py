@@ -65,7 +65,8 @@ class RecordSinks(Protocol):
 
 
 class PromptTable(Protocol):
-    """The prompt tracker as the recorder reads it: the run's prompts table (:class:`~shopsim_metrics.prompts.value.PromptValueTracker`)."""
+    """The prompt tracker as the recorder reads it: the run's prompts table
+    (:class:`~shopsim_metrics.prompts.value.PromptValueTracker`)."""
 
     history: Sized  # the prompts seen
 
