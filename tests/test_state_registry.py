@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 from shopsim_metrics.prompts.skip_record import SkipTally
 from shopsim_metrics.prompts.value import PromptValueTracker
 from shopsim_metrics.run.resume import restore
-from shopsim_metrics.run.snapshot import SNAPSHOT_FORMAT, SNAPSHOT_HEADER, build_snapshot, snapshot_path
+from shopsim_metrics.run.snapshot import SNAPSHOT_FORMAT, build_snapshot, snapshot_path
+from shopsim_metrics.run.state import SNAPSHOT_HEADER
 from shopsim_metrics.run.state import ResumableState, monitor_state, prompt_settings
 from shopsim_metrics.sinks import JsonlSink
 from shopsim_metrics.state_file import write_json

@@ -37,20 +37,16 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from shopsim_metrics.sinks.jsonl import steps_files
 from shopsim_metrics.state_file import DamagedStateFile, read_json_object
-
-if TYPE_CHECKING:
-    from shopsim_metrics.run.state import ResumableState
+from shopsim_metrics.run.state import SNAPSHOT_HEADER, ResumableState
 
 SNAPSHOT_FORMAT = 1
 """The layout of a snapshot; another value is not read (the resume replays the records)."""
 
 SNAPSHOT_KIND = "shopsim-monitor-state"
-SNAPSHOT_HEADER = ("kind", "format", "rollout_id", "run_id", "writer", "missing", "records")
-"""The snapshot's own fields; every other key is an entry of the monitor's state (:mod:`shopsim_metrics.run.state`)."""
 _NAME = re.compile(r"^shopsim_monitor_state_(\d+)\.json$")
 _REMEDY = ("the resume replays the records instead; move the file away, or --load another checkpoint")
 

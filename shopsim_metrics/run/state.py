@@ -36,11 +36,14 @@ from typing import Any, Mapping, Protocol
 
 from shopsim_metrics.prompts.skip_record import SkipTally
 from shopsim_metrics.prompts.value import PromptValueTracker
-from shopsim_metrics.run.snapshot import SNAPSHOT_HEADER
 from shopsim_metrics.step.advisories import Advisor
 from shopsim_metrics.step.records import StepRecord
 from shopsim_metrics.step.streak import TechnicalStreak
 from shopsim_metrics.step.wave_size import RecentOrders
+
+SNAPSHOT_HEADER = ("kind", "format", "rollout_id", "run_id", "writer", "missing", "records")
+"""The snapshot's own fields (:mod:`shopsim_metrics.run.snapshot`); every other key of a snapshot is a registered
+piece of the monitor's state, so no piece may take one of these names."""
 
 
 class Resumable(Protocol):
