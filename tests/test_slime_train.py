@@ -43,9 +43,12 @@ PREFIX = "rollout/shopsim/"
 TIMING_SUFFIXES = ("_seconds", "_time_fraction")
 # the fake engine makes tokens over time: what an aborted request had made when slime aborted it, and the
 # figures built on it, follow the wall clock as the timings do (generated_token_count, the judged groups'
-# tokens, does not)
+# tokens, does not). Whether an aborted request had made its first token decides whether it counts as
+# started, so the started and aborted counts and lengths follow the clock too; test_slime_train_bias.py
+# checks each of them against the engine's own log of the step
 CLOCK_TOKEN_FIELDS = ("total_token_count", "aborted_token_count", "total_wasted_token_fraction",
-                      "tokens_per_informative_group")
+                      "tokens_per_informative_group", "started_rollout_count", "started_response_length_mean",
+                      "aborted_rollout_count", "aborted_response_length_mean", "length_bias")
 # who wrote a record: another process, another run (record_sequence counts per writing process)
 WRITER_KEYS = (*WRITER_FIELDS, "record_sequence")
 PROMPTS = harness.dataset_rows()
@@ -307,3 +310,21 @@ def test_resumed_records_equal_an_unbroken_runs_except_timing(slime):
             if "decisions" in differing:
                 differences[a["rollout_id"]]["decisions"] = "ledger rows differ"
     assert not differences, f"resumed (left) vs unbroken (right), by rollout_id: {differences}"
+    # the clock-dependent counts left out above: in each run, what the engine served in the step
+    for run, records in ((resumed, got[FIRST_STEPS:]), (unbroken, want)):
+        assert [_started_and_aborted(r) for r in records] == _engine_started_and_aborted(run), run.work.name
+
+
+def _started_and_aborted(record: dict) -> tuple[int, int]:
+    return record["started_rollout_count"], record["aborted_rollout_count"]
+
+
+def _engine_started_and_aborted(run) -> list[tuple[int, int]]:
+    """Per rollout step of ``run`` (its engine log split at slime's aborts): the requests that made a token
+    (started) and those of them aborted part-way."""
+    by_step: dict[int, list[dict]] = {}
+    for line in run.server_log():
+        by_step.setdefault(line["aborts_before"], []).append(line)
+    return [(sum(1 for line in lines if line["finish"] != "abort" or line["tokens"] > 0),
+             sum(1 for line in lines if line["finish"] == "abort" and line["tokens"] > 0))
+            for _, lines in sorted(by_step.items())]
