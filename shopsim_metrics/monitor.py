@@ -32,7 +32,9 @@ Who owns what (one owner per piece of state):
   (:func:`shopsim_metrics.sinks.factory.build_sinks`), lazily, at the first record;
 - the alerts' policy (one warning per step at most, the error at the limit): the alert policy;
 - the advisories (what the recent steps say is wrong, once per condition): the advisor
-  (:class:`~shopsim_metrics.step.advisories.Advisor`), fed each step as it is emitted, restored on a resume.
+  (:class:`~shopsim_metrics.step.advisories.Advisor`), fed each step as it is emitted, restored on a resume;
+- which of these pieces a resume restores: registered once, by name, in ``self.resumable``
+  (:func:`shopsim_metrics.run.state.monitor_state`); the snapshot, its load and the replay iterate it.
 
 Two threads meet here: slime calls the filter and the all-samples hook on its rollout thread (an
 asyncio loop in a background thread) and the log function on its own. One lock orders each
