@@ -23,8 +23,8 @@ import time
 
 from shopsim_metrics.simulator.config import SimConfig
 from shopsim_metrics.simulator.latency import LatencyCompletions
-from shopsim_metrics.simulator.loop import (TUNING_ARGS, SimulatedSlimeLoop, latency_model, make_group_source,
-                                            rng_streams, simulate)
+from shopsim_metrics.simulator.loop import (SimulatedSlimeLoop, latency_model, make_group_source, rng_streams,
+                                            tuning_run)
 from shopsim_metrics.simulator.tune import tune
 from shopsim_metrics.step.loop_state import ManualLoopState
 
@@ -43,7 +43,7 @@ def cpu_seconds() -> float:
 
 def with_hooks() -> float:
     """Microseconds per judged group, the simulated loop with the real hooks (tuning mode, no sinks)."""
-    result = simulate(SimConfig(steps=SPLIT_STEPS), extra_args=TUNING_ARGS)
+    result = tuning_run(SimConfig(steps=SPLIT_STEPS))
     return result.wall_seconds / sum(len(o.judged_ids) for o in result.outcomes) * 1e6
 
 

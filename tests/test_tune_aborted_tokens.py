@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import shopsim_metrics.simulator.loop as loop_module
@@ -209,3 +209,23 @@ def test_the_plot_titles_every_axis_labels_the_second_axes_and_wraps_a_long_titl
     assert layout.margin.t >= 80 + 20 * (len(lines) - 1) and layout.height == 900
     names = {trace.name for trace in figure.data}
     assert {"judged groups' tokens", "aborted groups' tokens (simulated)", "seconds per step (right axis)"} <= names
+
+
+@given(zero_std=st.floats(0.0, 0.8), technical=st.floats(0.0, 0.2), over=st.sampled_from([16, 24, 48]),
+       seed=st.integers(0, 10_000))
+@settings(max_examples=12, deadline=None)
+def test_a_tuning_run_leaves_the_sample_hook_unwired_and_tune_figures_nothing_from_it(zero_std, technical, over,
+                                                                                       seed):
+    from shopsim_metrics.simulator.loop import TUNING_ARGS, tuning_run
+    from shopsim_metrics.simulator.tune import summarize
+
+    config = SimConfig(steps=12, seed=seed, zero_std_rate=zero_std, technical_rate=technical,
+                       over_sampling_batch_size=over, max_consecutive_failed_groups=10_000)
+    tuned = tuning_run(config)
+    wired = Simulator(config, sinks=[], extra_args=TUNING_ARGS).run()
+    assert all(r.total_token_count is None for r in tuned.records)  # the sample hook was not called
+    assert all(r.total_token_count >= r.generated_token_count for r in wired.records)
+    figures = [summarize(over, result, reference_seconds=1.0, max_consecutive_failed_groups=10_000)
+               for result in (tuned, wired)]
+    assert figures[0] == figures[1]
+    assert [r.decisions for r in tuned.records] == [r.decisions for r in wired.records]

@@ -172,7 +172,7 @@ def calibrate(observed: ObservedCost | Sequence[StepRecord], run: SimConfig, *, 
     ``run`` is the run's own loop: its knobs, ``over_sampling_batch_size`` and rates (the rates model).
     ValueError when no judged group has tokens.
     """
-    from shopsim_metrics.simulator.loop import TUNING_ARGS, simulate
+    from shopsim_metrics.simulator.loop import tuning_run
 
     if not isinstance(observed, ObservedCost):
         observed = ObservedCost.of_records(observed)
@@ -186,7 +186,7 @@ def calibrate(observed: ObservedCost | Sequence[StepRecord], run: SimConfig, *, 
                        seconds_per_token=run.seconds_per_token or SimConfig.seconds_per_token)
     simulated = target
     for _ in range(ROUNDS):
-        simulated = judged_tokens_per_rollout(simulate(config, extra_args=TUNING_ARGS).records)[0] or 1.0
+        simulated = judged_tokens_per_rollout(tuning_run(config).records)[0] or 1.0
         gap = target / simulated
         if abs(gap - 1) < TOLERANCE:
             break
@@ -194,7 +194,7 @@ def calibrate(observed: ObservedCost | Sequence[StepRecord], run: SimConfig, *, 
     simulated_seconds = None
     if target_seconds is not None:
         for _ in range(ROUNDS):
-            outcomes = simulate(config, extra_args=TUNING_ARGS).outcomes
+            outcomes = tuning_run(config).outcomes
             simulated_seconds = sum(o.rollout_time for o in outcomes) / len(outcomes) if outcomes else 0.0
             gap = target_seconds / simulated_seconds if simulated_seconds else 1.0
             if abs(gap - 1) < TOLERANCE:

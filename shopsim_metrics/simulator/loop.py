@@ -409,9 +409,29 @@ class Simulator:
 
 
 TUNING_ARGS: dict[str, Any] = {"shopsim_prompt_history_limit": 0, "shopsim_alerts": False}
-"""``extra_args`` of the runs ``tune`` and its calibration make: they read no prompt-value field and no alert, so
-the prompts are not tracked and no alert is sent (a candidate's advisories would fill ``tune``'s output; the
-filter, the accounting and every other field are the same)."""
+"""``extra_args`` of a :func:`tuning_run`: the prompts are not tracked and no alert is sent."""
+
+
+def tuning_run(config: SimConfig) -> SimulationResult:
+    """The run ``tune`` and its calibration make of ``config``: the real filter and accounting, and nothing
+    they do not read.
+
+    They read no prompt-value field and no alert (:data:`TUNING_ARGS`: a candidate's advisories would fill
+    ``tune``'s output), and none of the sample hook's fields: a candidate's cost is the judged groups' tokens
+    from the records and the aborted groups' from the loop itself (``StepOutcome.aborted_tokens``), so the
+    sample hook is left unwired (it counts every generated sample, and was half of a tuning run's time).
+    The filter, the accounting and every other field are a full run's.
+
+    Example:
+        >>> from shopsim_metrics.simulator.config import SimConfig
+        >>> config = SimConfig(steps=3, seed=2)
+        >>> tuned, full = tuning_run(config).records, simulate(config).records
+        >>> [r.generated_token_count for r in tuned] == [r.generated_token_count for r in full]
+        True
+        >>> tuned[0].total_token_count is None, full[0].total_token_count > 0
+        (True, True)
+    """
+    return Simulator(config, sinks=[], extra_args=TUNING_ARGS, sample_hook=False).run()
 
 
 def simulate(config: SimConfig, **kwargs: Any) -> SimulationResult:

@@ -61,7 +61,7 @@ from shopsim_metrics.simulator.config import FailureBurst, SimConfig
 from shopsim_metrics.simulator.step_rates import RateEstimate, estimate_rates
 from shopsim_metrics.simulator.latency import reference_wave_time
 from shopsim_metrics import tables
-from shopsim_metrics.simulator.loop import TUNING_ARGS, SimulationResult, Simulator, rng_streams, wave_time_model
+from shopsim_metrics.simulator.loop import SimulationResult, rng_streams, tuning_run, wave_time_model
 
 TUNING_LIMIT = 10**9
 """The termination limit while tuning: effectively none (``p_limit`` reports the real one)."""
@@ -451,7 +451,7 @@ def _simulate_sizes(sizes: Sequence[int], base: SimConfig, reference: float, job
 def _simulate_candidate(item: tuple[SimConfig, float, int]) -> CandidateResult:
     """One candidate's simulation in tuning mode (a module-level function, so worker processes can run it)."""
     config, reference, max_consecutive_failed_groups = item
-    result = Simulator(config, sinks=[], extra_args=TUNING_ARGS).run()
+    result = tuning_run(config)
     return summarize(config.over_sampling_batch_size, result, reference_seconds=reference,
                      max_consecutive_failed_groups=max_consecutive_failed_groups,
                      burst_steps=frozenset(b.step for b in config.bursts))
