@@ -216,14 +216,15 @@ class PromptHistory:
             raise ValueError("a saved prompt history's columns must be lists of one length")
         start = max(len(keys) - self.limit, 0)
         keys = keys[start:]
-        if not all(type(key) in (int, str) for key in keys):
+        if not set(map(type, keys)) <= {int, str}:
             raise ValueError("a saved prompt key must be an int or a string")
+        kept = {name: column[start:] for name, column in zip(PromptRecord.__slots__, values)}
         with _collector_paused():
-            self._records = OrderedDict(zip(keys, map(PromptRecord, *(v[start:] for v in values))))
+            self._records = OrderedDict(zip(keys, map(PromptRecord, *kept.values())))
         evicted = columns.get("evicted", 0)
         self.evicted = (evicted if isinstance(evicted, int) else 0) + start
-        self._tokens = sum(record.tokens for record in self._records.values())
-        self._visits = sum(record.visits for record in self._records.values())
+        self._tokens = sum(kept["tokens"])  # the records' own values, summed as the column
+        self._visits = sum(kept["visits"])
 
     def _evict(self, *, count: bool = True) -> None:
         """Drop the least recently seen prompt (and its tokens and visits from the sums)."""
