@@ -34,7 +34,10 @@ Who owns what (one owner per piece of state):
 - the advisories (what the recent steps say is wrong, once per condition): the advisor
   (:class:`~shopsim_metrics.step.advisories.Advisor`), fed each step as it is emitted, restored on a resume;
 - which of these pieces a resume restores: registered once, by name, in ``self.resumable``
-  (:func:`shopsim_metrics.run.state.monitor_state`); the snapshot, its load and the replay iterate it.
+  (:func:`shopsim_metrics.run.state.monitor_state`); the snapshot, its load and the replay iterate it;
+- the snapshot being written beside slime's checkpoint, its thread and when the run waits for it: the snapshot
+  writer (:class:`~shopsim_metrics.run.snapshot_writer.SnapshotWriter`); the monitor says whether the live state
+  is the state after the step.
 
 Two threads meet here: slime calls the filter and the all-samples hook on its rollout thread (an
 asyncio loop in a background thread) and the log function on its own. One lock orders each
@@ -79,9 +82,9 @@ from shopsim_metrics.settings import ShopsimSettings
 from shopsim_metrics.step.streak import TechnicalStreak
 from shopsim_metrics.settings import missing_knobs_warning
 from shopsim_metrics.run.resume import restore, resume_warning
-from shopsim_metrics.run.snapshot import SnapshotPlan, build_snapshot, snapshot_path
+from shopsim_metrics.run.snapshot import SnapshotPlan, build_snapshot
+from shopsim_metrics.run.snapshot_writer import SnapshotWriter
 from shopsim_metrics.run.state import ResumableState, monitor_state
-from shopsim_metrics.state_file import write_json
 from shopsim_metrics.run.identity import check_fresh_run_dir, new_run_id
 
 logger = logging.getLogger("shopsim_metrics")
@@ -128,7 +131,6 @@ class ShopsimRuntime:
         self._judge_lock = threading.Lock()  # one judgement at a time: streak and ledger in the same order
         self._hook_started = threading.local()  # perf_counter at the entry of the hook running on this thread
         self._missing_steps = 0  # steps before start_rollout_id a resume found no record of (the snapshots say it on)
-        self._snapshot_writer: threading.Thread | None = None  # the snapshot being written, off the log thread
         prompts = self.accountant.prompts if self.accountant is not None else None
         self.skip_tally: SkipTally | None = (
             SkipTally(limit=prompts.history.limit)
@@ -143,6 +145,9 @@ class ShopsimRuntime:
         self.prompt_skip_source: Any = None
         """The data source that skips prompts in this process (it attaches itself): its skips go in the records."""
         self._warn_once = WarnOnce(logger)
+        self.snapshot_writer = SnapshotWriter(self.snapshots, self._judge_lock, copy=self._snapshot_data,
+                                              warn=self._warn_once)
+        """Writes the state beside slime's checkpoints, off the log function's thread (its one writer)."""
         self._sample_rollout_id: int | None = None  # the rollout_id slime last handed the sample hook
         self.process_started_at = time.time()
         """When this process's monitor started (every record says it: the readers order writes by it)."""
@@ -414,63 +419,29 @@ class ShopsimRuntime:
         return records
 
     def _save_snapshot(self, rollout_id: int) -> None:
-        """Write the state after step ``rollout_id`` beside slime's checkpoint of it (:mod:`~shopsim_metrics.run.snapshot`),
-        when slime checkpoints after it and the live state is what a replay of the records would rebuild.
+        """Have the snapshot writer save the state after step ``rollout_id`` beside slime's checkpoint of it, when
+        slime checkpoints after it (:mod:`~shopsim_metrics.run.snapshot_writer`: slime's log function does not wait
+        for it, but at the run's last step)."""
+        if self.accountant is not None:
+            self.snapshot_writer.save(rollout_id, live_after=self._live_after)
 
-        slime's log function does not wait for it: the state is copied and written on a thread of its own
-        (:meth:`_write_snapshot`), which this thread hands the judgement lock to, so the copy is the state right
-        after this step (a judgement of the next step that comes during the copy waits for it; the writing
-        itself waits for nobody). One snapshot at a time; the run's last step waits for its own (the process
-        may end right after it), and so does :meth:`shutdown`.
-        """
-        plan, accountant = self.snapshots, self.accountant
-        if accountant is None or plan.save is None or not plan.due(rollout_id):
-            return
-        self.wait_for_snapshot()
-        self._judge_lock.acquire()
-        handed = False
-        try:
-            prompts = accountant.prompts
-            if accountant.open_judgements() or accountant.closed or (
-                    prompts is not None and prompts.last_step is not None and prompts.last_step[0] != rollout_id):
-                logger.info("shopsim-metrics: no monitor snapshot at step %d: groups of a later step are already "
-                            "judged (a resume from it replays from an older snapshot)", rollout_id)
-                return
-            writer = threading.Thread(target=self._write_snapshot, args=(rollout_id,), name="shopsim-snapshot")
-            writer.start()  # it releases the judgement lock once it has copied the state
-            handed = True
-            self._snapshot_writer = writer
-        except Exception as exc:  # noqa: BLE001 - monitoring never stops training
-            self._warn_once("snapshot", "shopsim-metrics: writing the monitor snapshot of step %s failed (%s: %s); a "
-                            "resume from it replays the records instead.", rollout_id, type(exc).__name__, exc)
-        finally:
-            if not handed:
-                self._judge_lock.release()
-        if plan.num_rollout is not None and rollout_id == plan.num_rollout - 1:
-            self.wait_for_snapshot()
+    def _live_after(self, rollout_id: int) -> bool:
+        """Whether the live state is what a replay of the records up to step ``rollout_id`` rebuilds: that step is
+        the newest closed and no group of a later step is judged yet (called under the judgement lock)."""
+        accountant = self.accountant
+        assert accountant is not None  # only asked with accounting on
+        prompts = accountant.prompts
+        return not (accountant.open_judgements() or accountant.closed or (
+            prompts is not None and prompts.last_step is not None and prompts.last_step[0] != rollout_id))
 
-    def _write_snapshot(self, rollout_id: int) -> None:
-        """The snapshot writer's thread: copy the state (holding the judgement lock it was handed), let the
-        judgements go on, then write the copy durably (temporary file, ``fsync``, replace: a crash at any
-        moment leaves the snapshots already written whole, and this one whole or absent)."""
-        assert self.accountant is not None  # only started with accounting on
-        try:
-            try:
-                data = build_snapshot(self.resumable, rollout_id=rollout_id, run_id=self.run_id,
-                                      missing=self._missing_steps, run_dir=self.settings.run_dir, writer=self.writer)
-            finally:
-                self._judge_lock.release()
-            write_json(snapshot_path(self.snapshots.save, rollout_id), data)  # fsync'ed, then replaced
-        except Exception as exc:  # noqa: BLE001 - monitoring never stops training
-            self._warn_once("snapshot", "shopsim-metrics: writing the monitor snapshot of step %s failed (%s: %s); a "
-                            "resume from it replays the records instead.", rollout_id, type(exc).__name__, exc)
+    def _snapshot_data(self, rollout_id: int) -> dict[str, Any]:
+        """The snapshot of the state after step ``rollout_id`` (the writer's copy, under the judgement lock)."""
+        return build_snapshot(self.resumable, rollout_id=rollout_id, run_id=self.run_id,
+                              missing=self._missing_steps, run_dir=self.settings.run_dir, writer=self.writer)
 
     def wait_for_snapshot(self) -> None:
         """Return once the snapshot being written (if any) is on disk (or has failed, with its warning)."""
-        writer = self._snapshot_writer
-        if writer is not None:
-            writer.join()
-            self._snapshot_writer = None
+        self.snapshot_writer.wait()
 
     def flush(self) -> None:
         """Emit closed steps that no log function picked up (termination, process exit)."""

@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from conftest import fifo_batches, make_args, run_scripted_step, scripted_loop
-from shopsim_metrics import monitor, state_file
+from shopsim_metrics import state_file
+from shopsim_metrics.run import snapshot_writer
 from shopsim_metrics.prompts.skip_record import SkipTally
 from shopsim_metrics.prompts.value import PromptValueTracker
 from shopsim_metrics.readers import read_steps
@@ -66,14 +67,14 @@ def snapshot_state(path: Path) -> tuple:
 @pytest.fixture
 def held_writes(monkeypatch):
     """The snapshot writer waits at the write until ``release`` is set (20 s at most: then it fails)."""
-    release, real = threading.Event(), monitor.write_json
+    release, real = threading.Event(), snapshot_writer.write_json
 
     def held(path, data):
         if not release.wait(20):
             raise TimeoutError("the snapshot's write was never released")
         real(path, data)
 
-    monkeypatch.setattr(monitor, "write_json", held)
+    monkeypatch.setattr(snapshot_writer, "write_json", held)
     return release
 
 
@@ -93,14 +94,14 @@ def test_the_log_function_returns_before_the_snapshot_is_written_and_it_holds_th
 
 
 def test_the_runs_last_step_and_the_shutdown_wait_for_the_snapshot(tmp_path: Path, monkeypatch) -> None:
-    real = monitor.write_json
+    real = snapshot_writer.write_json
 
     def late(path, data):  # written a moment after the writer is asked to, on a thread of its own
         done = threading.Event()
         threading.Timer(0.3, lambda: (real(path, data), done.set())).start()
         done.wait()
 
-    monkeypatch.setattr(monitor, "write_json", late)
+    monkeypatch.setattr(snapshot_writer, "write_json", late)
     run, ckpt = tmp_path / "run", tmp_path / "ckpt"
     process = Process(run, ckpt, num_rollout=4)
     process.step(0)
@@ -185,3 +186,41 @@ def test_a_process_killed_while_writing_leaves_every_snapshot_whole(tmp_path: Pa
     assert newest is not None and newest[1] == (3 if moment == "after-replace" else 1)
     assert replayed_state(run, 4, ckpt) == (newest[1], replayed_state(run, 4)[1])
     json.loads(newest[0].read_text())  # the file a resume reads parses
+
+
+def test_the_writer_writes_no_snapshot_when_the_live_state_is_past_its_step_and_lets_go_of_the_lock(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    from shopsim_metrics.run.snapshot import SnapshotPlan
+
+    lock, warned = threading.Lock(), []
+    writer = snapshot_writer.SnapshotWriter(SnapshotPlan(save=str(tmp_path), load=None, save_interval=1, num_rollout=9),
+                                            lock, copy=lambda step: {"step": step},
+                                            warn=lambda *args: warned.append(args))
+    with caplog.at_level(logging.INFO, logger="shopsim_metrics"):
+        writer.save(2, live_after=lambda step: False)
+    writer.wait()
+    assert not snapshot_path(tmp_path, 2).exists() and not lock.locked() and not warned
+    assert any("no monitor snapshot at step 2" in r.getMessage() for r in caplog.records)
+    writer.save(3, live_after=lambda step: step == 3)
+    writer.wait()
+    assert json.loads(snapshot_path(tmp_path, 3).read_text()) == {"step": 3} and not lock.locked()
+
+
+def test_a_copy_or_a_check_that_fails_is_one_warning_and_the_lock_is_free_again(tmp_path: Path) -> None:
+    from shopsim_metrics.run.snapshot import SnapshotPlan
+
+    def broken_copy(step):
+        raise RuntimeError("copy")
+
+    def broken_check(step):
+        raise RuntimeError("check")
+
+    lock, warned = threading.Lock(), []
+    plan = SnapshotPlan(save=str(tmp_path), load=None, save_interval=1, num_rollout=9)
+    writer = snapshot_writer.SnapshotWriter(plan, lock, copy=broken_copy, warn=lambda *args: warned.append(args))
+    writer.save(1, live_after=lambda step: True)
+    writer.wait()
+    writer.save(2, live_after=broken_check)
+    writer.wait()
+    assert [(w[0], w[2], str(w[4])) for w in warned] == [("snapshot", 1, "copy"), ("snapshot", 2, "check")]
+    assert not lock.locked() and not (tmp_path / "rollout").exists()
