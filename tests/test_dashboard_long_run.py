@@ -7,9 +7,15 @@ import json
 import re
 from pathlib import Path
 
+import pytest
+
 from shopsim_metrics.dashboards.data import load_dashboard_data
 from shopsim_metrics.dashboards.downsample import MAX_POINTS, minmax_buckets
-from shopsim_metrics.dashboards.html import render_html
+from shopsim_metrics.dashboards.html import page_names, render_html
+from shopsim_metrics.dashboards.spec import dashboard_spec
+from shopsim_metrics.simulator.config import FailureBurst, SimConfig
+from shopsim_metrics.simulator.loop import Simulator
+from shopsim_metrics.sinks import JsonlSink
 
 STEPS = 20_000  # 4x the points a trace may draw (benchmarks/bench_big_files.py renders 120,000)
 PAGE_LIMIT = 15_000_000
@@ -73,3 +79,18 @@ def test_minmax_buckets_keep_every_extreme_and_the_order() -> None:
     assert len(dx) <= MAX_POINTS and dx == sorted(dx)
     assert max(dy) == 5_000 and min(dy) == -5
     assert all(y[i] == v for i, v in zip(dx, dy))
+
+
+@pytest.mark.parametrize("knobs", [
+    dict(prompt_skip="predictive", wave_size="adaptive", prompt_pool=96, bursts=(FailureBurst(step=5, rate=0.9),)),
+    dict(rollout="fully-async"),
+])
+def test_the_page_read_from_its_own_columns_is_the_page_read_from_every_column(tmp_path: Path, knobs) -> None:
+    """A records file is read into the columns the page draws (a long run's memory), and the page is the same."""
+    run_dir = tmp_path / "run"
+    Simulator(SimConfig(steps=24, seed=11, max_consecutive_failed_groups=1000, **knobs),
+              sinks=[JsonlSink(run_dir)]).run()
+    every, own = load_dashboard_data(run_dir), load_dashboard_data(run_dir, names=page_names(dashboard_spec()))
+    assert set(own.columns) < set(every.columns)  # some columns are not read
+    assert render_html(own) == render_html(every)
+    assert [k for k, v in every.columns.items() if k not in own.columns and any(x is not None for x in v)]

@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any, Collection, Iterable
 
 from shopsim_metrics.step import contract
 from shopsim_metrics.step.alerts import alert_scalars
@@ -266,20 +266,22 @@ class LedgerKeeper:
                 for step, line in self._lines.items()}
 
 
-def load_dashboard_data(source: Any, *, ledger_step: int | None = None) -> DashboardData:
+def load_dashboard_data(source: Any, *, ledger_step: int | None = None,
+                        names: Collection[str] | None = None) -> DashboardData:
     """Load from step records, a ``steps.jsonl`` path, a run directory or a W&B offline run directory.
 
     A directory holding ``steps.jsonl`` wins over a W&B run inside it, because only the JSONL
     record has the decision ledger. From a file, the ledgers kept are those of :class:`LedgerKeeper`
-    and the one of ``ledger_step``.
+    and the one of ``ledger_step``, and the columns those of ``names`` (default: every per-step name;
+    a long run's file is read into the columns a renderer draws, not all of them).
     """
     if isinstance(source, (str, os.PathLike)):
         path = Path(source)
         if path.is_file():
-            return _from_steps_file(path, ledger_step)
+            return _from_steps_file(path, ledger_step, names)
         if path.is_dir():
             if _has_steps_files(path):
-                return _from_steps_file(path, ledger_step)  # every records file of the run directory
+                return _from_steps_file(path, ledger_step, names)  # every records file of the run directory
             run_dir = find_wandb_offline_run(path)
             if run_dir is not None:
                 return from_wandb_offline_run(run_dir)
@@ -320,12 +322,15 @@ def _has_steps_files(run_dir: Path) -> bool:
     return bool(steps_files(run_dir))
 
 
-def _from_steps_file(path: Path, ledger_step: int | None = None) -> DashboardData:
-    """Stream a records file, or every records file of a run directory, into columns and kept ledgers."""
-    from shopsim_metrics.readers.steps import read_step_columns
+def _from_steps_file(path: Path, ledger_step: int | None = None,
+                     names: Collection[str] | None = None) -> DashboardData:
+    """Stream a records file, or every records file of a run directory, into columns (those of ``names``, or every
+    per-step name) and kept ledgers."""
+    from shopsim_metrics.readers.steps import COLUMN_NAMES, read_step_columns
 
     keeper = LedgerKeeper(wanted=ledger_step)
-    table = read_step_columns(path, keep_ledger=keeper)
+    read = COLUMN_NAMES if names is None else tuple(n for n in COLUMN_NAMES if n == "rollout_id" or n in names)
+    table = read_step_columns(path, keep_ledger=keeper, names=read)
     return DashboardData(
         rollout_ids=table.rollout_ids, columns=table.columns, ledgers=keeper.ledgers(),
         source=str(table.report.path), notes=table.report.notes(),

@@ -59,12 +59,32 @@ def write_html_dashboard(
     ``source``: step records, a ``steps.jsonl``, a run directory or a W&B offline run directory.
     ``ledger_step``: the step the ledger panel opens on (default: the latest multi-wave step).
     """
-    data = source if isinstance(source, DashboardData) else load_dashboard_data(source, ledger_step=ledger_step)
+    spec = spec or dashboard_spec()
+    data = source if isinstance(source, DashboardData) else load_dashboard_data(
+        source, ledger_step=ledger_step, names=page_names(spec))
     page = render_html(data, title=title, ledger_step=ledger_step, spec=spec)
     out = Path(out_path)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(page, encoding="utf-8")
     return out
+
+
+PAGE_NAMES = ("alerts", "technical_failure_warn_at", "wave_count", "terminated", "wasted_sample_fraction",
+              "rollout_batch_size", "n_samples_per_prompt", "over_sampling_batch_size", "skipped_prompt_count",
+              "skip_p_easy", "loop_state_source")
+"""The per-step names the page reads besides its panels': the alerts and their numbers, the header's run modes
+and the ledger step picker."""
+
+
+def page_names(spec: DashboardSpec) -> tuple[str, ...]:
+    """Every per-step name the page of ``spec`` reads (a records file is read into these columns only).
+
+    Example:
+        >>> names = page_names(dashboard_spec())
+        >>> "wave_count" in names and "alerts" in names and "decisions" not in names
+        True
+    """
+    return tuple(dict.fromkeys((*spec.step_names(), *PAGE_NAMES)))
 
 
 def render_html(

@@ -117,6 +117,10 @@ class DashboardSpec:
     sections: tuple[str, ...]
     panels: tuple[Panel, ...] = field(default_factory=tuple)
 
+    def step_names(self) -> tuple[str, ...]:
+        """Every per-step name the panels read: their series, step summaries and reference lines."""
+        return tuple(dict.fromkeys(k for p in self.panels for k in (*p.step_keys(), *p.knob_lines)))
+
     def panel(self, panel_id: str) -> Panel:
         for p in self.panels:
             if p.id == panel_id:
