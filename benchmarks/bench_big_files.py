@@ -1,4 +1,4 @@
-"""The tools on a big run: a ~1 GB, 120,000-step ``steps.jsonl``, and a 100,000-step demo.
+"""The tools on a big run: a ~1.6 GB, 120,000-step ``steps.jsonl``, and a 100,000-step demo.
 
 1. A records file of the shape the project writes (records of the demo's simulated run, converted
    and serialised as the JSONL sink does, cycled with fresh rollout ids) is generated in a temporary
