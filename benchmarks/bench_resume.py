@@ -146,13 +146,19 @@ def main() -> int:
         restored = measure("restore", str(run_dir), str(options.steps), str(ckpt))
         (snapshot,) = (ckpt / "rollout").iterdir()
         snapshot_mb = snapshot.stat().st_size / 1e6
+        def read_once() -> dict:
+            return measure("snapshot-read", str(snapshot))
+
+        def resume_once() -> dict:
+            return measure("first-judgement", str(run_dir), str(options.steps), str(ckpt))
+
         pairs = []
-        for pair in range(PAIRS):
-            order = ("read", "first") if pair % 2 == 0 else ("first", "read")
-            measured = {name: measure("snapshot-read", str(snapshot)) if name == "read" else
-                        measure("first-judgement", str(run_dir), str(options.steps), str(ckpt)) for name in order}
-            pairs.append((measured["first"]["seconds"] / measured["read"]["seconds"], measured["read"],
-                          measured["first"]))
+        for pair in range(PAIRS):  # which goes first alternates (a tuple is evaluated left to right)
+            if pair % 2 == 0:
+                read, first = read_once(), resume_once()
+            else:
+                first, read = resume_once(), read_once()
+            pairs.append((first["seconds"] / read["seconds"], read, first))
         ratio, read, first = sorted(pairs, key=lambda p: p[0])[PAIRS // 2]  # the median pair
     print(f"records: {options.steps:,} steps, {size / 1e6:,.0f} MB")
     print(f"json.loads pass (reference): {reference['seconds']:.1f} s, peak {reference['peak_mb']:.0f} MB")

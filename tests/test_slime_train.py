@@ -312,19 +312,6 @@ def test_resumed_records_equal_an_unbroken_runs_except_timing(slime):
     assert not differences, f"resumed (left) vs unbroken (right), by rollout_id: {differences}"
     # the clock-dependent counts left out above: in each run, what the engine served in the step
     for run, records in ((resumed, got[FIRST_STEPS:]), (unbroken, want)):
-        assert [_started_and_aborted(r) for r in records] == _engine_started_and_aborted(run), run.work.name
-
-
-def _started_and_aborted(record: dict) -> tuple[int, int]:
-    return record["started_rollout_count"], record["aborted_rollout_count"]
-
-
-def _engine_started_and_aborted(run) -> list[tuple[int, int]]:
-    """Per rollout step of ``run`` (its engine log split at slime's aborts): the requests that made a token
-    (started) and those of them aborted part-way."""
-    by_step: dict[int, list[dict]] = {}
-    for line in run.server_log():
-        by_step.setdefault(line["aborts_before"], []).append(line)
-    return [(sum(1 for line in lines if line["finish"] != "abort" or line["tokens"] > 0),
-             sum(1 for line in lines if line["finish"] == "abort" and line["tokens"] > 0))
-            for _, lines in sorted(by_step.items())]
+        served = [(len(harness.started_tokens(lines)), len(harness.aborted_tokens(lines)))
+                  for lines in run.server_log_by_step()]
+        assert [(r["started_rollout_count"], r["aborted_rollout_count"]) for r in records] == served, run.work.name

@@ -56,25 +56,15 @@ def records(run) -> list[dict]:
     return harness.finished_records(run, STEPS)
 
 
-def engine_steps(run) -> list[list[dict]]:
-    """The engine's log lines of each rollout step, in order (a step ends at slime's abort)."""
-    by_epoch: dict[int, list[dict]] = {}
-    for line in run.server_log():
-        by_epoch.setdefault(line["aborts_before"], []).append(line)
-    return [by_epoch[epoch] for epoch in sorted(by_epoch)]
-
-
 def mean(values: list[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
 def test_every_length_field_is_what_the_engine_served(run, records):
-    steps = engine_steps(run)
+    steps = run.server_log_by_step()
     assert len(steps) == STEPS, f"the engine's log splits into {len(steps)} steps at slime's aborts"
     for r, served in zip(records, steps):
-        # a request aborted before its first token (still waiting in the engine) never started
-        started = [line["tokens"] for line in served if line["finish"] != "abort" or line["tokens"] > 0]
-        aborted = [line["tokens"] for line in served if line["finish"] == "abort" and line["tokens"] > 0]
+        started, aborted = harness.started_tokens(served), harness.aborted_tokens(served)
         assert r["started_rollout_count"] == len(started), r["rollout_id"]
         assert r["started_response_length_mean"] == pytest.approx(mean(started))
         assert r["aborted_rollout_count"] == len(aborted)

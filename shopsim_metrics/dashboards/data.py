@@ -105,6 +105,10 @@ class DashboardData:
         return (multi or with_rows)[-1]
 
 
+ALERT_SOURCE_NAMES = ("alerts", "technical_failure_warn_at")
+"""The per-step names :func:`alert_columns` reads."""
+
+
 def alert_columns(columns: dict[str, list[Any]]) -> dict[str, list[Any]]:
     """``contract.ALERT_FIELDS`` per step, from the records' ``alerts`` (as the W&B sink logs them), unless
     the columns hold them already (a W&B run's history); empty without an ``alerts`` column.
@@ -329,7 +333,7 @@ def _from_steps_file(path: Path, ledger_step: int | None = None,
     from shopsim_metrics.readers.steps import COLUMN_NAMES, read_step_columns
 
     keeper = LedgerKeeper(wanted=ledger_step)
-    read = COLUMN_NAMES if names is None else tuple(n for n in COLUMN_NAMES if n == "rollout_id" or n in names)
+    read = COLUMN_NAMES if names is None else tuple(n for n in COLUMN_NAMES if n in names)
     table = read_step_columns(path, keep_ledger=keeper, names=read)
     return DashboardData(
         rollout_ids=table.rollout_ids, columns=table.columns, ledgers=keeper.ledgers(),

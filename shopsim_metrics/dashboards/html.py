@@ -25,7 +25,8 @@ from typing import Any
 
 from shopsim_metrics.step import contract
 from shopsim_metrics.dashboards.data import (
-    LEDGER_KINDS, DashboardData, ledger_kinds, ledger_score, load_dashboard_data, off_reason, series_values,
+    ALERT_SOURCE_NAMES, LEDGER_KINDS, DashboardData, ledger_kinds, ledger_score, load_dashboard_data, off_reason,
+    series_values,
 )
 from shopsim_metrics.dashboards.downsample import MAX_POINTS, mean_buckets, minmax_buckets
 from shopsim_metrics.dashboards.spec import OUTCOME_COLORS, DashboardSpec, Panel, Series, dashboard_spec
@@ -69,9 +70,9 @@ def write_html_dashboard(
     return out
 
 
-PAGE_NAMES = ("alerts", "technical_failure_warn_at", "wave_count", "terminated", "wasted_sample_fraction",
-              "rollout_batch_size", "n_samples_per_prompt", "over_sampling_batch_size", "skipped_prompt_count",
-              "skip_p_easy", "loop_state_source")
+PAGE_NAMES = (*ALERT_SOURCE_NAMES, "wave_count", "terminated", "wasted_sample_fraction", "rollout_batch_size",
+              "n_samples_per_prompt", "over_sampling_batch_size", "skipped_prompt_count", "skip_p_easy",
+              "loop_state_source")
 """The per-step names the page reads besides its panels': the alerts and their numbers, the header's run modes
 and the ledger step picker."""
 

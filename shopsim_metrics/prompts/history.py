@@ -211,14 +211,14 @@ class PromptHistory:
         Raises ``ValueError`` (``KeyError``, ``TypeError``) for columns that are not a saved history.
         """
         keys = columns["keys"]
-        values = [columns[name] for name in PromptRecord.__slots__]
-        if not isinstance(keys, list) or any(not isinstance(v, list) or len(v) != len(keys) for v in values):
+        saved = {name: columns[name] for name in PromptRecord.__slots__}
+        if not isinstance(keys, list) or any(not isinstance(v, list) or len(v) != len(keys) for v in saved.values()):
             raise ValueError("a saved prompt history's columns must be lists of one length")
         start = max(len(keys) - self.limit, 0)
         keys = keys[start:]
         if not set(map(type, keys)) <= {int, str}:
             raise ValueError("a saved prompt key must be an int or a string")
-        kept = {name: column[start:] for name, column in zip(PromptRecord.__slots__, values)}
+        kept = {name: column[start:] for name, column in saved.items()}
         with _collector_paused():
             self._records = OrderedDict(zip(keys, map(PromptRecord, *kept.values())))
         evicted = columns.get("evicted", 0)

@@ -19,8 +19,9 @@ only when the live state is that: the step's record is the latest one closed and
 step has been judged yet (always so in slime's ``train.py`` and ``train_async.py``; with the
 fully-async rollout a save may find later groups judged, and then that checkpoint has no snapshot and
 the resume replays from an older one). A snapshot is copied and written on a thread of its own, so slime's
-log function does not wait for it (:class:`~shopsim_metrics.run.snapshot_writer.SnapshotWriter`), durably (``fsync``, then replace: :mod:`shopsim_metrics.state_file`); a damaged one is named in one warning and
-the records are replayed.
+log function does not wait for it (:class:`~shopsim_metrics.run.snapshot_writer.SnapshotWriter`), durably
+(``fsync``, then replace: :mod:`shopsim_metrics.state_file`); a damaged one is named in one warning and the
+records are replayed.
 
 Example:
     >>> plan = SnapshotPlan(save="/ckpt", load=None, save_interval=5, num_rollout=12)

@@ -29,6 +29,7 @@ import signal
 import socket
 import subprocess
 import sys
+from collections import Counter
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -289,25 +290,25 @@ class TrainRun:
             text = handle.read(size).decode()
         return [json.loads(line) for line in text.splitlines() if line.strip()]
 
-    def server_requests_by_step(self) -> list[dict[str, int]]:
-        """This run's requests by prompt key, one dict per rollout step, in order.
+    def server_log_by_step(self) -> list[list[dict]]:
+        """This run's engine log lines, one list per rollout step, in order.
 
         A step's requests are those that arrived between two of slime's aborts (the log's
         ``aborts_before``): slime aborts the engine once at the end of each step, and again only
         while requests are still in flight, so the distinct values, in order, are the steps.
         """
-        by_epoch: dict[int, dict[str, int]] = {}
+        by_epoch: dict[int, list[dict]] = {}
         for line in self.server_log():
-            counts = by_epoch.setdefault(line["aborts_before"], {})
-            counts[str(line["key"])] = counts.get(str(line["key"]), 0) + 1
+            by_epoch.setdefault(line["aborts_before"], []).append(line)
         return [by_epoch[epoch] for epoch in sorted(by_epoch)]
+
+    def server_requests_by_step(self) -> list[dict[str, int]]:
+        """This run's requests by prompt key, one dict per rollout step, in order."""
+        return [dict(Counter(str(line["key"]) for line in lines)) for lines in self.server_log_by_step()]
 
     def server_tokens_by_step(self) -> list[int]:
         """The response tokens the engine returned in each rollout step (answered and aborted requests), in order."""
-        by_epoch: dict[int, int] = {}
-        for line in self.server_log():
-            by_epoch[line["aborts_before"]] = by_epoch.get(line["aborts_before"], 0) + int(line["tokens"])
-        return [by_epoch[epoch] for epoch in sorted(by_epoch)]
+        return [sum(int(line["tokens"]) for line in lines) for lines in self.server_log_by_step()]
 
     def snapshot_records(self) -> Path:
         """A copy of the run directory's records as this run left them (a resumed run appends to it)."""
@@ -481,6 +482,17 @@ def one_train_run(work: Path, name: str, num_rollout: int, *, server_args: tuple
     process started here, by its id (:func:`engine_and_ray`)."""
     with engine_and_ray(work, server_args=server_args) as rig:
         yield rig.train(name, num_rollout, **train_kwargs)
+
+
+def started_tokens(lines: list[dict]) -> list[int]:
+    """The tokens of each request of ``lines`` (engine log lines) that made a token: answered, or aborted
+    part-way (a request aborted before its first token, still waiting in the engine, never started)."""
+    return [line["tokens"] for line in lines if line["finish"] != "abort" or line["tokens"] > 0]
+
+
+def aborted_tokens(lines: list[dict]) -> list[int]:
+    """The tokens each request of ``lines`` had made when slime aborted it part-way."""
+    return [line["tokens"] for line in lines if line["finish"] == "abort" and line["tokens"] > 0]
 
 
 def finished_records(run: TrainRun, num_rollout: int) -> list[dict]:
