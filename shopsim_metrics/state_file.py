@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import stat
 from pathlib import Path
 from typing import Any
@@ -34,12 +35,17 @@ class DamagedStateFile(ValueError):
 
 
 def write_json(path: str | os.PathLike, data: Any) -> None:
-    """Write ``data`` as JSON to ``path`` durably: temporary file, ``fsync``, replace, directory ``fsync``."""
+    """Write ``data`` as JSON to ``path`` durably: temporary file, ``fsync``, replace, directory ``fsync``.
+
+    The temporary file is created afresh under an unpredictable name (``O_EXCL``, never through a
+    link), so nothing planted beside ``path`` is followed or overwritten; the replace then puts a
+    regular file at ``path`` (a link planted at ``path`` itself is replaced, never written through).
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    temporary, fd = _create_temporary(path)
     try:
-        with open(temporary, "w", encoding="utf-8") as handle:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
             json.dump(data, handle, allow_nan=False, separators=(",", ":"))
             handle.flush()
             os.fsync(handle.fileno())
@@ -60,6 +66,20 @@ def write_json(path: str | os.PathLike, data: Any) -> None:
         pass
     finally:
         os.close(directory)
+
+
+def _create_temporary(path: Path) -> tuple[Path, int]:
+    """A new file beside ``path`` under a name no one can guess (``.{name}.{pid}.{random}.tmp``), and its fd.
+
+    Created with ``O_EXCL | O_NOFOLLOW``: a file or link already at the name is never opened.
+    """
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    while True:
+        temporary = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(8)}.tmp")
+        try:
+            return temporary, os.open(temporary, flags, 0o644)
+        except FileExistsError:
+            continue  # 64 random bits taken already: draw again
 
 
 def file_kind(mode: int) -> str | None:

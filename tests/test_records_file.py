@@ -390,6 +390,26 @@ def test_a_symlink_planted_at_steps_jsonl_is_never_followed(tmp_path: Path, capl
     assert [r.rollout_id for r in read_steps(run)] == [0, 1]
 
 
+def test_links_planted_at_steps_jsonl_and_at_its_predictable_sibling_lose_no_record(tmp_path: Path, caplog) -> None:
+    target = tmp_path / "elsewhere.txt"
+    target.write_text("precious\n")
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / MAIN).symlink_to(target)
+    sibling_path(run / MAIN).symlink_to(target)
+    sink = JsonlSink(run, fsync=False)
+    with caplog.at_level(logging.WARNING, logger="shopsim_metrics"):
+        sink.emit(make_record(0))
+        sink.emit(make_record(1))
+    assert target.read_text() == "precious\n"
+    assert sink.path.parent == run and not sink.path.is_symlink()
+    assert sink.path not in (run / MAIN, sibling_path(run / MAIN))
+    (warning,) = _warnings(caplog, "symbolic link")
+    assert str(sink.path) in warning
+    assert steps_files(run) == [sink.path]
+    assert [r.rollout_id for r in read_steps(run)] == [0, 1]
+
+
 @pytest.mark.parametrize("kind", ["directory", "fifo"])
 def test_a_directory_or_fifo_at_steps_jsonl_is_refused_without_blocking(tmp_path: Path, caplog, kind: str) -> None:
     if kind == "directory":

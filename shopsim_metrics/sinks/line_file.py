@@ -36,6 +36,7 @@ import json
 import logging
 import os
 import re
+import secrets
 import socket
 import stat
 from collections.abc import Callable, Sequence
@@ -51,13 +52,18 @@ logger = logging.getLogger("shopsim_metrics")
 _TAIL_CHUNK = 1 << 16
 
 
-def sibling_path(path: Path) -> Path:
+def sibling_path(path: Path, *, unguessable: bool = False) -> Path:
     """The file a second writer uses beside ``path``: ``steps.jsonl`` -> ``steps.<host>-<pid>.jsonl``.
+
+    ``unguessable`` adds random hex, for when something was planted at the predictable name too.
 
     >>> sibling_path(Path("run/steps.jsonl")).name == f"steps.{_host()}-{os.getpid()}.jsonl"
     True
+    >>> sibling_path(Path("run/steps.jsonl"), unguessable=True).name.startswith(f"steps.{_host()}-{os.getpid()}-")
+    True
     """
-    return path.with_name(f"{path.stem}.{_host()}-{os.getpid()}{path.suffix}")
+    random = f"-{secrets.token_hex(8)}" if unguessable else ""
+    return path.with_name(f"{path.stem}.{_host()}-{os.getpid()}{random}{path.suffix}")
 
 
 def _host() -> str:
@@ -175,8 +181,12 @@ class LineFile:
             return fd
         sibling = sibling_path(self.main_path)
         fd, sibling_refusal = _open_locked(sibling)
-        if fd is None:
-            raise OSError(errno.EEXIST, f"cannot write {self.main_path} ({refusal}) nor {sibling} ({sibling_refusal})")
+        if fd is None:  # the predictable sibling is planted too: a name no one can guess, created afresh
+            sibling = sibling_path(self.main_path, unguessable=True)
+            fd, unguessable_refusal = _open_locked(sibling, new=True)
+            if fd is None:
+                raise OSError(errno.EEXIST, f"cannot write {self.main_path} ({refusal}) nor {sibling} "
+                                            f"({unguessable_refusal})")
         if self.path != sibling:  # once per writer, not once per reopening
             logger.warning(
                 "shopsim-metrics: %s %s; this process writes its step records to %s instead. Readers "
@@ -200,13 +210,18 @@ class LineFile:
         return start
 
 
-def _open_locked(path: Path) -> tuple[int | None, str]:
-    """Open ``path`` for appending with an exclusive lock: (fd, "") or (None, why it was refused)."""
+def _open_locked(path: Path, *, new: bool = False) -> tuple[int | None, str]:
+    """Open ``path`` for appending with an exclusive lock: (fd, "") or (None, why it was refused).
+
+    ``new``: the file must not exist yet (``O_EXCL``).
+    """
     flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
-    flags |= getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    flags |= getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | (os.O_EXCL if new else 0)
     try:
         fd = os.open(path, flags, 0o644)
     except OSError as exc:
+        if exc.errno == errno.EEXIST:
+            return None, "exists already"
         if exc.errno == errno.ELOOP:
             return None, "is a symbolic link, which is never followed"
         if exc.errno in (errno.EISDIR, errno.ENXIO):
