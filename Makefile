@@ -1,6 +1,6 @@
 # Two commands do all set-up on a fresh machine:
 #   make demo   - the main job: simulated slime loop, W&B offline, dashboards written
-#   make test   - the test suite (with the docstring examples as doctests)
+#   make test   - the linter (ruff), then the test suite (with the docstring examples as doctests)
 #   make bench  - the speed targets, a few minutes (installs the `bench` extra)
 #   make bench-big - the big-file and 100,000-step checks, many minutes
 PYTHON ?= python3
@@ -30,6 +30,7 @@ demo: $(STAMP)
 	$(BIN)/shopsim-metrics demo --out demo_out
 
 test: $(STAMP) browser
+	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q
 
 $(BENCH_STAMP): $(STAMP)

@@ -14,7 +14,7 @@ from shopsim_metrics.simulator.loop import Simulator
 from shopsim_metrics.simulator.samples import SimSample
 from shopsim_metrics.step.contract import SAMPLE_HOOK_PATH
 from shopsim_metrics.step.generated_tokens import GeneratedTokens, StepTokens
-from shopsimrl.slime_runtime import configure, get_runtime, reset_runtime
+from shopsimrl.slime_runtime import configure, reset_runtime
 
 TOKENS = dict(seconds_per_token=0.01, response_length_median=200.0)
 

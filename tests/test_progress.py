@@ -31,7 +31,10 @@ def test_a_log_gets_plain_lines_with_the_total_and_a_terminal_a_bar() -> None:
 def test_a_total_that_grows_is_shown_grown() -> None:
     log = io.StringIO()
     with Progress(2, unit="candidate", desc="c", stream=log) as progress:
-        progress.update(); progress.update(); progress.grow(3); progress.update()
+        progress.update()
+        progress.update()
+        progress.grow(3)
+        progress.update()
     assert log.getvalue().splitlines()[-1] == "c: 3/3 candidates (done)"
 
 

@@ -18,7 +18,7 @@ from tests.wandb_helpers import wandb_env  # noqa: F401 - a fixture
 
 N = 4
 HOOKS = importlib.import_module("shopsimrl.slime_runtime")
-DATA_SOURCE = getattr(importlib.import_module("shopsimrl.data_source"), "PromptSkipDataSource")
+DATA_SOURCE = importlib.import_module("shopsimrl.data_source").PromptSkipDataSource
 
 
 def is_hard(group) -> bool:

@@ -219,7 +219,8 @@ def test_history_runs_count_equal_zero_std_verdicts_and_reset_on_spread_or_techn
     assert h.zero_std_run("a") == (1, EASY)
     h.observe("a", "technical")
     assert h.zero_std_run("a") == (0, None)
-    h.observe("a", OTHER); h.observe("a", "spread")
+    h.observe("a", OTHER)
+    h.observe("a", "spread")
     assert h.zero_std_run("a") == (0, None)
     with pytest.raises(ValueError, match=r"verdict: expected one of spread, .*technical; got 'zero_std'"):
         h.observe("a", "zero_std")

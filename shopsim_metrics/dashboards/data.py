@@ -16,7 +16,6 @@ Example:
 
 from __future__ import annotations
 
-import math
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Collection, Iterable

@@ -41,7 +41,7 @@ from typing import Any
 
 from shopsim_metrics.sinks.jsonl import steps_files
 from shopsim_metrics.state_file import DamagedStateFile, read_json_object
-from shopsim_metrics.run.state import SNAPSHOT_HEADER, ResumableState
+from shopsim_metrics.run.state import ResumableState
 
 SNAPSHOT_FORMAT = 1
 """The layout of a snapshot; another value is not read (the resume replays the records)."""

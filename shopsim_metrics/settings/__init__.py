@@ -540,10 +540,10 @@ def skip_rule_settings(values: Mapping[str, Any], rollout_seed: Any = None) -> S
         shopsim_metrics.settings.ShopsimConfigError: shopsim_prompt_skip_p_min: expected a number <= p_max (0.9); got 0.92
     """
     kwargs = {}
-    for field in fields(SkipRuleSettings):
-        value = values.get(PROMPT_SKIP_RULE_PREFIX + field.name)
+    for rule_field in fields(SkipRuleSettings):
+        value = values.get(PROMPT_SKIP_RULE_PREFIX + rule_field.name)
         if value is not None:
-            kwargs[field.name] = value
+            kwargs[rule_field.name] = value
     if "seed" not in kwargs and isinstance(rollout_seed, int) and not isinstance(rollout_seed, bool) and rollout_seed >= 0:
         kwargs["seed"] = rollout_seed
     try:

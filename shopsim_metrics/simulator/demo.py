@@ -327,7 +327,7 @@ def format_cost(records: list[StepRecord]) -> str:
         + ("" if all(r.first_wave_fill_seconds is None for r in steps)  # the fully-async path has no waves
            else f", {fill / n:.1f} first-wave fill, {extra / n:.1f} in extra waves"
            + (f" ({sum(r.extra_wave_seconds or 0.0 for r in timed) / rollout:.1%} of the rollout time)" if rollout else "")),
-        f"own time (measured): filter_seconds / simulated rollout_seconds = "
+        "own time (measured): filter_seconds / simulated rollout_seconds = "
         + (f"{own / rollout:.4%} ({own / len(timed) * 1000:.1f} ms per step)" if rollout else "- (no rollout time)"),
     ]
     return "\n".join(lines)

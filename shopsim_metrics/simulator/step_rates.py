@@ -147,7 +147,7 @@ class RateEstimate:
             noun = "burst step" if len(self.bursts) == 1 else "burst steps"
             how = (f"simulated as bursts at that frequency (rate {self.burst_rate:.2f} in them), the other steps at the "
                    f"background technical rate {self.technical_background:.4f}"
-                   if rule == "schedule" else f"pooled into every step (--burst-rule pooled)")
+                   if rule == "schedule" else "pooled into every step (--burst-rule pooled)")
             out.append(f"technical failures: {len(self.bursts)} {noun} in {self.steps} ({shown}{more}); {how}; "
                        f"pooled over every step the rate would be {self.technical_pooled:.4f}")
             if rule == "schedule":

@@ -32,7 +32,6 @@ Example:
 
 from __future__ import annotations
 
-import math
 import threading
 import time
 from dataclasses import dataclass, field
@@ -40,12 +39,12 @@ from typing import Any, Callable, Protocol
 
 from shopsim_metrics.step import contract as C
 from shopsim_metrics.step.drop_rule import filter_flags, should_drop
-from shopsim_metrics.step.generated_tokens import GeneratedTokens, StepTokens
+from shopsim_metrics.step.generated_tokens import GeneratedTokens
 from shopsim_metrics.step.closed_step import DROP_OUTCOMES, ClosedStep, GenerationStats, JudgedGroup, StepKnobs
 from shopsim_metrics.step.draft import RecordPart
 from shopsim_metrics.step.records import DecisionRow
 from shopsim_metrics.step.wave_planner import OpenStepCounts, StepWaves, WavePlanner
-from shopsim_metrics.judging.group_judgement import SPREAD, TECHNICAL, ZERO_STD, GroupJudgement, finite_mean
+from shopsim_metrics.judging.group_judgement import SPREAD, TECHNICAL, GroupJudgement
 from shopsim_metrics.judging.tokens import group_tokens
 
 

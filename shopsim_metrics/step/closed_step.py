@@ -27,7 +27,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from shopsim_metrics.judging.group_judgement import SPREAD, TECHNICAL, ZERO_STD, GroupJudgement, finite_mean
+from shopsim_metrics.judging.group_judgement import ZERO_STD, GroupJudgement, finite_mean
 from shopsim_metrics.judging.verdicts import ZERO_STD_ALL_FAIL, ZERO_STD_ALL_PASS, ZERO_STD_OTHER, verdict_of
 from shopsim_metrics.step import contract as C
 from shopsim_metrics.step.draft import RecordPart, StepDraft
