@@ -8,6 +8,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from shopsim_metrics.step.loop_state import ManualLoopState
 from shopsim_metrics.simulator.samples import SimSample
@@ -21,6 +22,11 @@ from shopsimrl import slime_runtime
 # test_slime_train.py runs slime's own train.py with (processes and plugins, not tests): not collected
 collect_ignore = ["slime_real_loop_check.py", "slime_train"]
 sys.path.insert(0, str(Path(__file__).resolve().parent / "slime_train"))  # `import harness` in the train.py tests
+
+# no test depends on the machine's speed: hypothesis's per-example deadline and its "too slow" health
+# check are clocks (on a busy machine they fail a test that is right), so both are off for every test
+settings.register_profile("no_clock", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("no_clock")
 
 
 def make_args(**overrides) -> SimpleNamespace:

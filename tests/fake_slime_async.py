@@ -4,12 +4,23 @@
 :func:`shopsimrl.async_rollout.generate_rollout_fully_async` imports when called:
 ``slime.rollout.base_types`` (``RolloutFnTrainOutput``), ``slime.utils.async_utils`` (``run``),
 ``slime.utils.http_utils`` (``get_rollout_num_engines``), ``slime.utils.types`` (``Sample`` with its
-``Status``), ``slime.rollout.sglang_rollout`` (``GenerateState``, ``generate_and_rm_group``: waits the
-group's scripted latency, then sets its scripted rewards and the engine's weight version) and
-``slime.rollout.fully_async_rollout``: slime's own file when ``SLIME_SRC`` names a checkout (it
-imports only the fakes above), else :class:`PlainWorker`, written here to slime's documented
-behaviour (a pool topped up every ``poll_interval`` while fewer than ``concurrency`` groups are in
-flight and fewer than ``concurrency`` wait; aborted groups back to the buffer; the rest queued).
+``Status``), ``slime.rollout.sglang_rollout`` (``GenerateState``, ``generate_and_rm_group``: the
+group ends after its scripted latency on the engine's clock, then gets its scripted rewards and the
+engine's weight version) and ``slime.rollout.fully_async_rollout``: slime's own file when
+``SLIME_SRC`` names a checkout (it imports only the fakes above), else :class:`PlainWorker`, written
+here to slime's documented behaviour (a pool topped up every ``poll_interval`` while fewer than
+``concurrency`` groups are in flight and fewer than ``concurrency`` wait; aborted groups back to the
+buffer; the rest queued).
+
+The engine's clock is its own, not the wall clock, so no outcome depends on how busy the machine is:
+a generation ends only when the step asks the worker for a finished group and none is waiting
+(:meth:`Engine.completed_groups`). Then, once the worker has refilled its pool (every drawn group
+started, ``concurrency`` in flight or the data source empty), the generation with the earliest
+scripted end (ties: the earlier start) ends, the clock moves to its end, and the step gets it once
+the worker has queued it (or put it back, aborted) and refilled the pool again. That is the order of
+events the simulator's pool keeps (:mod:`shopsim_metrics.simulator.fully_async_pool`): groups end
+in order of their scripted ends, and a slot is refilled when it frees, with the weights of the step
+that freed it. The worker's own thread, event loop and polling are slime's (or written to them).
 
 The script: one :class:`GroupScript` per group, in the order the data source serves them.
 """
@@ -23,6 +34,7 @@ import os
 import queue
 import sys
 import threading
+import time
 import types
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -84,7 +96,14 @@ class RolloutFnTrainOutput:
 
 
 class Engine:
-    """The scripted engine: the groups' latencies and rewards, and the weight version it reports."""
+    """The scripted engine: the groups' latencies and rewards, and the weight version it reports.
+
+    Its clock (``now``, in scripted seconds) moves only in :meth:`completed_groups` (see the module
+    docstring): a started generation waits until that call ends it.
+    """
+
+    WAIT_SECONDS = 120.0
+    """How long :meth:`completed_groups` waits for the worker's thread before it fails (a hang, not a race)."""
 
     def __init__(self, scripts: list[GroupScript], n_samples: int, sample_hook: Any = None) -> None:
         self.scripts = scripts
@@ -95,15 +114,27 @@ class Engine:
         self.finished: list[int] = []
         self.version_of: dict[int, int] = {}  # group_index -> the weight version it was first generated with
         self.attempts: dict[int, int] = {}  # group_index -> generations started
+        self.now = 0.0
+        self._lock = threading.Lock()
+        self._seq = 0
+        self._waiting: dict[int, tuple[float, int, bool, Any, Any]] = {}  # gi -> (ends, seq, aborted, loop, future)
 
     async def generate_and_rm_group(self, args: Any, group: list, sampling_params: dict, evaluation: bool = False):
         gi = group[0].group_index
         script = self.scripts[gi]
-        self.started.append(gi)
-        self.attempts[gi] = attempt = self.attempts.get(gi, 0) + 1
-        aborted = script.aborted_at(attempt)
-        version = self.weight_version  # the weights the generation ran with
-        await asyncio.sleep(script.latency)
+        loop = asyncio.get_running_loop()
+        end = loop.create_future()
+        with self._lock:
+            self.started.append(gi)
+            self.attempts[gi] = attempt = self.attempts.get(gi, 0) + 1
+            aborted = script.aborted_at(attempt)
+            version = self.weight_version  # the weights the generation ran with
+            self._waiting[gi] = (self.now + script.latency, self._seq, aborted, loop, end)
+            self._seq += 1
+        if await end == "stopped":  # the worker stopped with the group in flight: it goes back, unfinished
+            for sample in group:
+                sample.status = Status.ABORTED
+            return group
         for sample, reward in zip(group, script.rewards):
             sample.status = Status.ABORTED if aborted else Status.COMPLETED
             sample.reward = None if aborted else reward
@@ -111,9 +142,68 @@ class Engine:
             sample.weight_versions.append(str(version))
             if self.sample_hook is not None:
                 self.sample_hook(args, sample)
-        self.finished.append(gi)
-        self.version_of.setdefault(gi, version)
+        with self._lock:
+            self.finished.append(gi)
+            self.version_of.setdefault(gi, version)
         return group
+
+    def completed_groups(self, worker: Any, queued: Any, limit: int | None) -> list:
+        """The worker's ``get_completed_groups(limit)`` on the engine's clock: when nothing is queued, the
+        next generation ends first (the module docstring); empty only when nothing is generating."""
+        while True:
+            got = queued(limit)
+            if got or not self._end_next(worker):
+                return got
+
+    def stop(self) -> None:
+        """The worker stops: every generation still waiting ends at once, unfinished (put back, not queued)."""
+        with self._lock:
+            waiting, self._waiting = self._waiting, {}
+        for _, _, _, loop, end in waiting.values():
+            _resolve(loop, end, "stopped")
+
+    def _end_next(self, worker: Any) -> bool:
+        source = getattr(worker.data_buffer, "source", worker.data_buffer)  # through the project's DrawLog
+        self._wait_until(lambda: self._pool_refilled(worker, source), "refill its pool")
+        with self._lock:
+            if not self._waiting:
+                return False
+            gi = min(self._waiting, key=lambda g: self._waiting[g][:2])
+            ends, _, aborted, loop, end = self._waiting.pop(gi)
+            self.now = ends
+            requeued = len(source.requeued)
+        _resolve(loop, end, "ended")
+        if aborted:
+            self._wait_until(lambda: len(source.requeued) > requeued, f"put back aborted group {gi}")
+        else:
+            self._wait_until(lambda: worker.output_queue.qsize() > 0, f"queue finished group {gi}")
+        self._wait_until(lambda: self._pool_refilled(worker, source), "refill its pool")
+        return True
+
+    def _pool_refilled(self, worker: Any, source: "DataSource") -> bool:
+        with self._lock:
+            in_flight, started = len(self._waiting), len(self.started)
+        return started == source.drawn and (
+            in_flight >= worker.concurrency or worker.output_queue.qsize() >= worker.concurrency or source.empty())
+
+    def _wait_until(self, condition: Any, what: str) -> None:
+        """Wait for the worker's thread (polling: its queue and the data source are not ours to signal)."""
+        deadline = time.monotonic() + self.WAIT_SECONDS
+        while not condition():
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the worker did not {what} within {self.WAIT_SECONDS:g} s")
+            time.sleep(0.0005)
+
+
+def _resolve(loop: asyncio.AbstractEventLoop, future: asyncio.Future, value: str) -> None:
+    """Resolve ``future`` on its own loop, from any thread (nothing to do if the loop or the future is done)."""
+    def resolve() -> None:
+        if not future.done():
+            future.set_result(value)
+    try:
+        loop.call_soon_threadsafe(resolve)
+    except RuntimeError:  # the worker's loop has closed: its tasks are gone
+        pass
 
 
 class DataSource:
@@ -124,6 +214,7 @@ class DataSource:
         self.limit = limit  # groups the script has
         self.buffer: list[list[Sample]] = []
         self.served = 0
+        self.drawn = 0  # groups handed out, put-back ones again
         self.requeued: list[int] = []
         self._lock = threading.Lock()
 
@@ -138,7 +229,13 @@ class DataSource:
                     self.served += 1
                     out.append([Sample(index=gi * self.n_samples + k, group_index=gi, prompt=f"p{gi}")
                                 for k in range(self.n_samples)])
+            self.drawn += len(out)
         return out
+
+    def empty(self) -> bool:
+        """Nothing left to serve: no group put back, every scripted group served."""
+        with self._lock:
+            return not self.buffer and self.served >= self.limit
 
     def add_samples(self, groups: list[list[Sample]]) -> None:
         with self._lock:
@@ -211,7 +308,27 @@ class PlainWorker:
 
 
 POLL_INTERVAL = 0.005
-"""The worker's top-up period in these tests (slime's is 1 s): small next to the scripted latencies."""
+"""The worker's top-up period in these tests (slime's is 1 s): how soon a freed slot is refilled."""
+
+
+def on_engine_clock(worker_cls: type, engine: Engine) -> type:
+    """``worker_cls`` with its finished groups taken on ``engine``'s clock and a short top-up period."""
+
+    class Worker(worker_cls):  # type: ignore[misc, valid-type]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self.poll_interval = POLL_INTERVAL
+
+        def get_completed_groups(self, limit: int | None = None) -> list:
+            return engine.completed_groups(self, super().get_completed_groups, limit)
+
+        def stop(self) -> None:
+            self.running = False
+            engine.stop()
+            super().stop()
+
+    Worker.__name__ = Worker.__qualname__ = worker_cls.__name__
+    return Worker
 
 
 def install(engine: Engine) -> dict[str, Any]:
@@ -240,15 +357,9 @@ def install(engine: Engine) -> dict[str, Any]:
         module = importlib.util.module_from_spec(spec)
         sys.modules[spec.name] = module
         spec.loader.exec_module(module)
-        original = module.AsyncRolloutWorker.__init__
-
-        def init(self: Any, *args: Any, **kwargs: Any) -> None:
-            original(self, *args, **kwargs)
-            self.poll_interval = POLL_INTERVAL
-
-        module.AsyncRolloutWorker.__init__ = init
+        module.AsyncRolloutWorker = on_engine_clock(module.AsyncRolloutWorker, engine)
     else:
-        _module("slime.rollout.fully_async_rollout", AsyncRolloutWorker=PlainWorker)
+        _module("slime.rollout.fully_async_rollout", AsyncRolloutWorker=on_engine_clock(PlainWorker, engine))
     del base_types, async_utils, http_utils, types_module
     return before
 
@@ -262,7 +373,7 @@ def uninstall(before: dict[str, Any]) -> None:
 
 
 def uses_real_worker() -> bool:
-    return sys.modules["slime.rollout.fully_async_rollout"].AsyncRolloutWorker is not PlainWorker
+    return not issubclass(sys.modules["slime.rollout.fully_async_rollout"].AsyncRolloutWorker, PlainWorker)
 
 
 def _module(name: str, **attrs: Any) -> types.ModuleType:

@@ -537,7 +537,7 @@ wandb_workspace.save_to_wandb = save_to_wandb
 from shopsim_metrics.cli import main
 sys.exit(main(["dashboard", "wandb", "--entity", "me", "--project", "p"]))
 """
-    done = subprocess.run([_sys.executable, "-c", script], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    done = subprocess.run([_sys.executable, "-c", script], capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert done.returncode == 2
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "W&B refused to save the workspace (CommError" in lines[0]

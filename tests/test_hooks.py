@@ -171,17 +171,15 @@ def test_unclosed_step_is_emitted_when_the_next_begins(tmp_path):
     assert [r.rollout_id for r in memory.records] == [0, 1, 2]
 
 
-def test_import_is_light_and_fast():
+def test_import_is_light():
+    """The hooks' import loads no heavy dependency (how long it takes is benchmarks/bench_import.py's ratio)."""
     code = (
-        "import sys, time; t = time.perf_counter(); import shopsimrl.slime_runtime; "
-        "dt = time.perf_counter() - t; heavy = [m for m in ('wandb', 'torch', 'slime', 'plotly', 'numpy') "
-        "if m in sys.modules]; print(dt, heavy)"
+        "import sys; import shopsimrl.slime_runtime; "
+        "print([m for m in ('wandb', 'torch', 'slime', 'plotly', 'numpy') if m in sys.modules])"
     )
     env = {"PATH": "/usr/bin:/bin"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
-    seconds, heavy = out.stdout.split(" ", 1)
-    assert heavy.strip() == "[]"
-    assert float(seconds) < 1.0
+    assert out.stdout.strip() == "[]"
 
 
 def test_termination_record_is_on_disk_before_the_exception_leaves(tmp_path):
@@ -202,26 +200,24 @@ def test_termination_record_is_on_disk_before_the_exception_leaves(tmp_path):
 
 def test_filter_works_with_slime_torch_wandb_numpy_unimportable():
     code = """
-import sys, time
+import sys
 class Block:
     def find_spec(self, name, path=None, target=None):
         if name.split('.')[0] in {'slime', 'torch', 'wandb', 'numpy', 'sglang', 'plotly'}:
             raise ImportError('blocked for the test: ' + name)
 sys.meta_path.insert(0, Block())
-t = time.perf_counter()
 from shopsimrl import slime_runtime
 from shopsim_metrics.simulator.samples import SimSample
 from types import SimpleNamespace
 args = SimpleNamespace(n_samples_per_prompt=2, reward_key=None)
 out = slime_runtime.fully_scored_group_filter(args, [SimSample(index=0, reward=0.0), SimSample(index=1, reward=1.0)])
-print(type(out).__module__, out.keep, round(time.perf_counter() - t, 3))
+print(type(out).__module__, out.keep)
 """
     env = {"PATH": "/usr/bin:/bin"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     assert out.returncode == 0, out.stderr
-    module, keep, seconds = out.stdout.split()
+    module, keep = out.stdout.split()
     assert module == "shopsimrl.slime_bridge" and keep == "True"  # the stand-in output class
-    assert float(seconds) < 1.0
 
 
 def test_cli_reports_bad_inputs_in_one_line(tmp_path, capsys):

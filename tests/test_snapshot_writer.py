@@ -66,11 +66,11 @@ def snapshot_state(path: Path) -> tuple:
 
 @pytest.fixture
 def held_writes(monkeypatch):
-    """The snapshot writer waits at the write until ``release`` is set (20 s at most: then it fails)."""
+    """The snapshot writer waits at the write until ``release`` is set (a hang fails after 120 s)."""
     release, real = threading.Event(), snapshot_writer.write_json
 
     def held(path, data):
-        if not release.wait(20):
+        if not release.wait(120):
             raise TimeoutError("the snapshot's write was never released")
         real(path, data)
 

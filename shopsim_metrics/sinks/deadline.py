@@ -6,7 +6,7 @@ handed to ``on_late`` on its own thread (the sink finishes the run it no longer 
 caller.
 
 Example:
-    >>> call_within(1.0, lambda: 42)
+    >>> call_within(60.0, lambda: 42)   # returns as soon as the call does
     42
     >>> import threading
     >>> never = threading.Event()
