@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import os
 
+from shopsim_metrics.judging.failure_cause import leading_cause_text
+
 
 def missing_path(path: str | os.PathLike, expected: str) -> FileNotFoundError:
     """The error every command gives for a path that does not exist: the path, then what was expected."""
@@ -30,16 +32,20 @@ class TechnicalFailureLimitExceeded(RuntimeError):
     """
 
     def __init__(
-        self, *, streak: int, max_consecutive_failed_groups: int, rollout_id: int | None, failed_checks: dict[str, int]
+        self, *, streak: int, max_consecutive_failed_groups: int, rollout_id: int | None, failed_checks: dict[str, int],
+        causes: dict[str, int] | None = None,
     ) -> None:
         self.streak = streak
         self.max_consecutive_failed_groups = max_consecutive_failed_groups
         self.rollout_id = rollout_id
         self.failed_checks = dict(failed_checks)
+        self.causes = dict(causes or {})
+        """The causes the streak's generate functions left (``metadata["shopsim_failure_cause"]``), most frequent first."""
         checks = ", ".join(f"{name}={count}" for name, count in sorted(failed_checks.items())) or "none recorded"
+        leading = leading_cause_text(self.causes)
         super().__init__(
             f"shopsim: {streak} consecutive technical groups reached shopsim_max_consecutive_failed_groups="
-            f"{max_consecutive_failed_groups} at rollout step {rollout_id}; failing checks in the streak: {checks}. The step's record "
+            f"{max_consecutive_failed_groups} at rollout step {rollout_id}{leading}; failing checks in the streak: {checks}. The step's record "
             "was written (terminated=true). Fix the environment / reward service, or raise the limit in the "
             "--custom-config-path YAML."
         )

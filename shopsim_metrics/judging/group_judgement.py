@@ -26,6 +26,9 @@ Example:
     >>> j = judge_group([S(index=0, reward=0.0, status="failed"), S(index=1, reward=1.0)])
     >>> (j.failed_check, j.rewards)  # the failed rollout's reward is not a completed generation's
     ('status_failed', (1.0,))
+    >>> broken = S(index=0, status="aborted", metadata={"shopsim_failure_cause": "ToolTimeout: search_products"})
+    >>> judge_group([broken, S(index=1, reward=1.0)]).failure_cause   # what the generate function left
+    'ToolTimeout: search_products'
 """
 
 from __future__ import annotations
@@ -36,6 +39,8 @@ from dataclasses import dataclass
 from decimal import Decimal
 from enum import Enum
 from typing import Any, Hashable, Sequence
+
+from shopsim_metrics.judging.failure_cause import read_failure_cause
 
 SPREAD = "spread"
 ZERO_STD = "zero_std"
@@ -67,6 +72,7 @@ class GroupJudgement:
     unique_rollouts: int
     rewards: tuple[float, ...] = ()
     success_count: int = 0
+    failure_cause: str | None = None  # technical: the first failing rollout's cause (judging.failure_cause), if left
 
     def reward_figures(self) -> tuple[float | None, float | None, float, float | None]:
         """``(min, max, sum, mean)`` of ``rewards`` (``(None, None, 0.0, None)`` without rewards); the sum is
@@ -105,6 +111,7 @@ def judge_group(
 
     rewards: list[float] = []
     successes = 0
+    cause: str | None = None
     for segments in rollouts.values():
         try:
             reward, success, check = read_rollout(segments, reward_key, success_threshold, success_key, unscored_key)
@@ -112,6 +119,7 @@ def judge_group(
             reward, success, check = None, False, "sample_unreadable"
         if check is not None:
             failed = failed or check
+            cause = cause or next(filter(None, map(read_failure_cause, segments)), None)
             continue
         rewards.append(reward)
         successes += success
@@ -123,7 +131,7 @@ def judge_group(
     else:
         kind = ZERO_STD
     first = next(iter(rollouts.values()))[0] if rollouts else None
-    return GroupJudgement(kind, failed, group_index_of(first), len(rollouts), tuple(rewards), successes)
+    return GroupJudgement(kind, failed, group_index_of(first), len(rollouts), tuple(rewards), successes, cause)
 
 
 def segments_by_rollout(group: Sequence[Any]) -> dict[Hashable, list[Any]]:

@@ -1,4 +1,8 @@
-"""Response tokens of a judged group: ``response_length`` summed over its rollouts' segments.
+"""Tokens of a judged group: the tokens the model generated, summed over its rollouts' segments.
+
+A rollout's generated tokens follow slime's rule (``Sample.effective_response_length``): the 1s of
+``loss_mask`` when it is a list of 0s and 1s exactly as long as the response (a multi-turn episode marks the
+environment's tokens 0), else ``response_length`` (a single-turn sample has no mask).
 
 A group is ``list[Sample]`` or, with fan-out, ``list[list[Sample]]``. Every segment of a rollout
 counts its own tokens (segments of one fanned-out rollout are separate generations), and a sample
@@ -17,6 +21,8 @@ Example:
     15
     >>> group_tokens([S(index=0, response_length=None), S(index=1, response_length=-3), "odd"])
     0
+    >>> group_tokens([S(index=0, response_length=5, loss_mask=[1, 1, 0, 0, 1])])   # 2 tool tokens
+    3
 """
 
 from __future__ import annotations
@@ -49,8 +55,44 @@ def read_response_length(sample: Any) -> int:
     return int(number)
 
 
+def read_generated_tokens(sample: Any) -> int:
+    """The tokens the model sampled in ``sample``: the 1s of an aligned ``loss_mask``, else ``response_length``.
+
+    Example:
+        >>> from types import SimpleNamespace as N
+        >>> read_generated_tokens(N(response_length=4, loss_mask=[1, 0, 0, 1]))
+        2
+        >>> read_generated_tokens(N(response_length=4, loss_mask=[1, 0]))   # not aligned: the response
+        4
+    """
+    length = read_response_length(sample)
+    mask = trainable_mask(sample, length)
+    return length if mask is None else mask.count(1)
+
+
+def trainable_mask(sample: Any, length: int) -> bytes | None:
+    """``sample.loss_mask`` as bytes when it is a list or tuple of 0s and 1s exactly ``length`` long, else None.
+
+    Example:
+        >>> from types import SimpleNamespace as N
+        >>> trainable_mask(N(loss_mask=[1, 0, True]), 3), trainable_mask(N(loss_mask=[1, 2]), 2)
+        (b'\\x01\\x00\\x01', None)
+    """
+    try:
+        mask = getattr(sample, "loss_mask", None)
+    except Exception:  # noqa: BLE001 - a property that raises reads as no mask
+        return None
+    if not isinstance(mask, (list, tuple)) or len(mask) != length or not length:
+        return None
+    try:
+        data = bytes(mask)  # ints 0..255 (bools, numpy integers); anything else raises
+    except Exception:  # noqa: BLE001 - floats, text, None inside: not a mask slime would train with
+        return None
+    return data if data.count(0) + data.count(1) == length else None
+
+
 def group_tokens(group: Any) -> int:
-    """Response tokens of every segment of every rollout of ``group`` (0 for an unreadable group)."""
+    """Generated tokens of every segment of every rollout of ``group`` (0 for an unreadable group)."""
     try:
         items = list(group)
     except Exception:  # noqa: BLE001 - not iterable: nothing readable was generated
@@ -63,5 +105,5 @@ def group_tokens(group: Any) -> int:
             if id(sample) in seen:
                 continue
             seen.add(id(sample))
-            total += read_response_length(sample)
+            total += read_generated_tokens(sample)
     return total

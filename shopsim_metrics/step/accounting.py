@@ -343,6 +343,7 @@ class StepAccountant:
                 response_tokens=group_tokens(judged.group),
                 judged_at=judged.clock - start,
                 prompt_key=key,
+                technical_cause=j.failure_cause if technical else None,
             ))
         return rows
 

@@ -27,6 +27,7 @@ import math
 import threading
 from dataclasses import dataclass, field
 
+from shopsim_metrics.judging.failure_cause import leading_cause_text
 from shopsim_metrics.step import contract
 from shopsim_metrics.step.streak import TechnicalStreak
 
@@ -48,6 +49,7 @@ class _Burst:
     crossings: int = 0  # streaks that reached warn_at in the step
     longest: int = 0  # the longest streak value reached in the step after a crossing
     checks: dict[str, int] = field(default_factory=dict)  # the failed checks of that longest streak
+    causes: dict[str, int] = field(default_factory=dict)  # the causes its groups left, most frequent first
 
 
 class StreakAlertPolicy:
@@ -88,15 +90,15 @@ class StreakAlertPolicy:
                 burst.crossings += 1
                 self._crossed_in = rollout_id
             if burst is not None and count > burst.longest:
-                burst.longest, burst.checks = count, streak.checks
+                burst.longest, burst.checks, burst.causes = count, streak.checks, streak.causes
             if count < limit:
                 return None
             self._bursts.pop(rollout_id, None)  # the ERROR is the step's one alert
             earlier = burst.crossings - (self._crossed_in == rollout_id) if burst is not None else 0
         return Alert(
             title=f"shopsim: technical-failure limit reached at rollout step {rollout_id}, terminating",
-            text=(f"{count} consecutive technical groups reached the limit {limit} at rollout step {rollout_id}; "
-                  f"failing checks: {_checks_text(streak.checks)}"
+            text=(f"{count} consecutive technical groups reached the limit {limit} at rollout step {rollout_id}"
+                  f"{leading_cause_text(streak.causes)}; failing checks: {_checks_text(streak.checks)}"
                   + (f"; {earlier} earlier streak(s) in this step reached {self.warn_at}" if earlier > 0 else "")
                   + ". The run is being terminated."),
             level=self.error_level,
@@ -116,7 +118,8 @@ class StreakAlertPolicy:
         return Alert(
             title=f"shopsim: technical failures piling up at rollout step {rollout_id}",
             text=(f"at rollout step {rollout_id}, {streaks} of consecutive technical groups reached {self.warn_at} "
-                  f"(limit {limit}), the longest {burst.longest}; failing checks of the longest: "
+                  f"(limit {limit}), the longest {burst.longest}{leading_cause_text(burst.causes)}; failing checks of "
+                  "the longest: "
                   f"{_checks_text(burst.checks)}. The run terminates at {limit} in a row."),
             level=self.warn_level,
             rollout_id=rollout_id,

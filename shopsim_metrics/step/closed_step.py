@@ -132,6 +132,7 @@ def closed_step_fields(closed: ClosedStep) -> dict[str, Any]:
     knobs, rows = closed.knobs, closed.rows
     counts, samples, tokens = Counter(), Counter(), Counter()  # groups, unique rollouts, tokens per outcome
     failed_checks: Counter[str] = Counter()
+    causes: Counter[str] = Counter()  # technical groups by the cause their generate function left
     zero_std_seen = 0  # zero-std groups: dropped, fallback or surplus
     zero_std_causes: Counter[str] = Counter()  # the same groups by verdict: all pass, all fail, other
     for row in rows:
@@ -143,6 +144,8 @@ def closed_step_fields(closed: ClosedStep) -> dict[str, Any]:
             zero_std_causes[verdict_of(ZERO_STD, row.success_count, row.scorable_rollouts)] += 1
         if row.failed_check:
             failed_checks[row.failed_check] += 1
+        if row.technical_cause:
+            causes[row.technical_cause] += 1
     accepted = len(rows)
     train = counts[C.OUTCOME_TRAINED] + counts[C.OUTCOME_FALLBACK]
     accepted_samples = sum(samples.values())
@@ -221,11 +224,74 @@ def closed_step_fields(closed: ClosedStep) -> dict[str, Any]:
         **train_bias_fields(train_tokens=train_tokens, train_rollouts=train_samples, judged_tokens=generated,
                             judged_rollouts=accepted_samples, live=live),
         **unequal_size_fields(rows, knobs.n_samples_per_prompt),
+        **agent_fields(live),
+        technical_cause_counts=top_causes(causes),
         decisions=rows,
     )
     if closed.fully_async:
         fields.update(fully_async_fields(closed))
     return fields
+
+
+def agent_fields(live: StepTokens | None) -> dict[str, Any]:
+    """The agent fields of a step whose episodes show a turn structure (``live.episodes``); none otherwise.
+
+    ``environment_time_fraction`` needs slime's rollout time: the recorder adds it (:func:`environment_time_fraction`).
+
+    Example:
+        >>> from shopsim_metrics.step.generated_tokens import EpisodeTally
+        >>> tally = EpisodeTally(episodes=4, turns_total=10, turns_max=4, turns_from="loss_mask",
+        ...                      environment_seconds=6.0, truncated=1)
+        >>> f = agent_fields(StepTokens(total=300, aborted=0, observation=100, episodes=tally))
+        >>> f["observation_token_fraction"], f["turns_per_episode_mean"], f["environment_seconds_per_episode"]
+        (0.25, 2.5, 1.5)
+        >>> agent_fields(StepTokens(total=300, aborted=0))   # single-turn: no agent field at all
+        {}
+    """
+    if live is None or live.episodes is None:
+        return {}
+    tally = live.episodes
+    return {
+        "observation_token_count": live.observation,
+        "observation_token_fraction": ratio(live.observation, live.observation + live.total),
+        "episode_count": tally.episodes,
+        "turns_per_episode_mean": tally.turns_mean,
+        "turns_per_episode_max": tally.turns_max,
+        "turn_count_source": tally.turns_from,
+        "environment_seconds": tally.environment_seconds,
+        "environment_seconds_per_episode": tally.environment_seconds / tally.episodes,
+        "truncated_episode_fraction": tally.truncated / tally.episodes,
+    }
+
+
+def environment_time_fraction(per_episode: float | None, rollout_seconds: float | None) -> float | None:
+    """The share of the step's rollout (wall) time a mean episode spent in the environment.
+
+    Example:
+        >>> environment_time_fraction(3.0, 12.0), environment_time_fraction(None, 12.0)
+        (0.25, None)
+    """
+    return ratio(per_episode, rollout_seconds) if per_episode is not None and rollout_seconds else None
+
+
+def top_causes(causes: Counter[str]) -> dict[str, int] | None:
+    """The step's ``technical_cause_counts``: the :data:`~shopsim_metrics.step.contract.TECHNICAL_CAUSE_LIMIT` most
+    frequent causes (ties by name), the rest summed under ``(other causes)``; None when no group left one.
+
+    Example:
+        >>> top_causes(Counter({"ToolTimeout: search": 7, "EnvError: cart": 1}))
+        {'ToolTimeout: search': 7, 'EnvError: cart': 1}
+        >>> top_causes(Counter()) is None
+        True
+    """
+    if not causes:
+        return None
+    ranked = sorted(causes.items(), key=lambda item: (-item[1], item[0]))
+    kept = dict(ranked[:C.TECHNICAL_CAUSE_LIMIT])
+    rest = sum(count for _, count in ranked[C.TECHNICAL_CAUSE_LIMIT:])
+    if rest:
+        kept[C.OTHER_CAUSES] = kept.get(C.OTHER_CAUSES, 0) + rest
+    return kept
 
 
 def unequal_size_fields(rows: list[DecisionRow], n_samples: int | None) -> dict[str, int | None]:

@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import fields
 from typing import Final
 
+from shopsim_metrics.judging import failure_cause
 from shopsim_metrics.judging.group_judgement import SPREAD, TECHNICAL, ZERO_STD
 from shopsim_metrics.step import records
 from shopsim_metrics.step.records import DecisionRow, step_fields
@@ -130,11 +131,20 @@ NULL_ON_FULLY_ASYNC: Final = ("submitted_group_count", "wave_count", "remaining_
 LOOP_FULLY_ASYNC: Final = "fully_async"
 """``loop_state_source`` of a step judged by :func:`shopsimrl.async_rollout.generate_rollout_fully_async`."""
 
+# --- agent episodes (per step; only in steps where some episode shows a turn structure) -----------
+AGENT_FIELDS: Final = step_fields(records.AGENT)
+"""The agent table of the contract: the environment's tokens, episodes, turns, environment time, truncation."""
+FAILURE_CAUSE_KEY: Final = failure_cause.FAILURE_CAUSE_KEY
+"""The metadata key where a generate function leaves why an episode failed (``judging.failure_cause``)."""
+TECHNICAL_CAUSE_LIMIT: Final = 5
+"""``technical_cause_counts`` keeps this many causes, the most frequent; the rest are summed under OTHER_CAUSES."""
+OTHER_CAUSES: Final = "(other causes)"
+
 RECONCILE_FIELD: Final = "reconcile_mismatch_count"
 """Logged by the log function: drop counts that disagree with slime's own counters (0 = agree)."""
 
 WANDB_STEP_FIELDS: Final = (STEP_FIELDS + EXTRA_FIELDS + COST_FIELDS + TRAIN_BIAS_FIELDS + PROMPT_VALUE_FIELDS
-                             + ZERO_STD_CAUSE_FIELDS + PROMPT_SKIP_FIELDS + FULLY_ASYNC_FIELDS)
+                             + ZERO_STD_CAUSE_FIELDS + PROMPT_SKIP_FIELDS + FULLY_ASYNC_FIELDS + AGENT_FIELDS)
 """Every per-step scalar field of the record the W&B sink logs under WANDB_PREFIX."""
 
 # --- the alerts of a step as numbers on the timeline (derived from the record's ``alerts``) -------

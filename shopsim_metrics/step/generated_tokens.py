@@ -8,10 +8,12 @@ were never judged (``aborted_token_count``), instead of seeing the judged groups
 
 Rules:
 
-- a call counts the sample's ``response_length`` (read as :func:`~shopsim_metrics.judging.tokens.read_response_length`
-  reads it); each leaf of a fanned-out generate call is its own call, and counts its own tokens;
+- a call counts the tokens the model generated in the sample (read as :func:`~shopsim_metrics.judging.episodes.read_episode`
+  reads it: the 1s of an aligned ``loss_mask``, else ``response_length``); the rest of the response is the
+  environment's (a multi-turn episode's tool output, ``loss_mask`` 0): its **observation** tokens, counted apart;
+  each leaf of a fanned-out generate call is its own call, and counts its own tokens;
 - with ``--partial-rollout`` (``continues=True``) an aborted sample goes back to slime's buffer and is
-  continued in a later step with its earlier tokens still in ``response_length``: that later call counts
+  continued in a later step with its earlier tokens still in its response: that later call counts
   only the tokens past the length it had at its abort, so no token is counted twice (the lengths at the
   abort are remembered by ``Sample.index``, at most :data:`CARRIED_LIMIT` of them, oldest forgotten first);
 - evaluation samples are not counted (the caller leaves them out);
@@ -19,7 +21,7 @@ Rules:
   in the step: ``total`` minus the tokens the step's judged samples were counted for in it.
 - the rollouts the hook saw and no judged group of the step holds (by ``rollout_id``, else ``index``:
   the judged rollout with the same id is that rollout, judged) are the step's **unjudged** rollouts, each
-  at its response length as last seen (the sum over its segments); those whose last generate call was
+  at its generated length as last seen (the sum over its segments); those whose last generate call was
   aborted are its **aborted** rollouts, at the partial length slime's abort left them (a lower bound of
   the length they would have reached). A sample aborted before it made a token in the step (still queued
   in the engine) never started: it is in neither.
@@ -35,19 +37,20 @@ Example:
     >>> for sample in [*judged, aborted]:
     ...     tokens.observe(sample, step=5)
     >>> tokens.take(5, [judged])
-    StepTokens(total=190, aborted=30, unjudged_rollouts=1, unjudged_length=30, aborted_rollouts=1, aborted_length=30)
+    StepTokens(total=190, aborted=30, unjudged_rollouts=1, unjudged_length=30, aborted_rollouts=1, aborted_length=30, observation=0, episodes=None)
     >>> tokens.take(6, []) is None   # nothing reported for step 6: unknown, not 0
     True
 """
 
 from __future__ import annotations
 
+import math
 import threading
 from dataclasses import dataclass
 from typing import Any, Hashable, Iterable, NamedTuple
 
+from shopsim_metrics.judging.episodes import Episode, read_episode
 from shopsim_metrics.judging.group_judgement import rollout_key, status_check
-from shopsim_metrics.judging.tokens import read_response_length
 
 CARRIED_LIMIT = 1_000_000
 """Aborted samples whose length at the abort is remembered for their continuation (``--partial-rollout``)."""
@@ -56,26 +59,67 @@ ABORTED = "status_aborted"
 
 
 @dataclass(frozen=True)
+class EpisodeTally:
+    """The episodes (samples) the hook saw start in one step, as agent episodes: the inputs of the agent fields.
+
+    Example:
+        >>> from shopsim_metrics.judging.episodes import Episode
+        >>> tally = EpisodeTally.of([Episode(9, 6, 3, 3, "loss_mask", 2.0, False, True),
+        ...                          Episode(4, 4, 0, 1, None, 0.0, True, False)])
+        >>> tally.episodes, tally.turns_max, tally.turns_mean, tally.turns_from, tally.truncated
+        (2, 3, 2.0, 'loss_mask', 1)
+    """
+
+    episodes: int
+    turns_total: int
+    turns_max: int
+    turns_from: str | None  # "loss_mask", "metadata", "mixed" (episodes read both ways), None
+    environment_seconds: float
+    truncated: int
+
+    @property
+    def turns_mean(self) -> float:
+        return self.turns_total / self.episodes
+
+    @classmethod
+    def of(cls, episodes: list[Episode]) -> "EpisodeTally | None":
+        """The tally of ``episodes``; None when none shows a turn structure (single-turn generation)."""
+        if not any(e.multi_turn for e in episodes):
+            return None
+        sources = {e.turns_from for e in episodes} - {None}
+        return cls(episodes=len(episodes), turns_total=sum(e.turns for e in episodes),
+                   turns_max=max(e.turns for e in episodes),
+                   turns_from=sources.pop() if len(sources) == 1 else ("mixed" if sources else None),
+                   environment_seconds=math.fsum(e.environment_seconds for e in episodes),
+                   truncated=sum(e.truncated for e in episodes))
+
+
+@dataclass(frozen=True)
 class StepTokens:
-    """One step's generation as the sample hook saw it: every token, those of groups never judged, and the
-    rollouts never judged with their response lengths (see the module docstring)."""
+    """One step's generation as the sample hook saw it: every generated token, those of groups never judged, the
+    rollouts never judged with their generated lengths, the environment's tokens and the episodes (see the module
+    docstring)."""
 
     total: int
     aborted: int
     unjudged_rollouts: int = 0  # rollouts the hook saw start that no judged group of the step holds
-    unjudged_length: int = 0  # their response lengths as last seen, summed
+    unjudged_length: int = 0  # their generated lengths as last seen, summed
     aborted_rollouts: int = 0  # of those, the rollouts whose last generate call was aborted
     aborted_length: int = 0  # their partial lengths at the abort, summed
+    observation: int = 0  # the environment's tokens (loss_mask 0) in every response the hook saw, aborted included
+    episodes: EpisodeTally | None = None  # None: no episode of the step shows a turn structure
 
 
 class _Call(NamedTuple):
     """A sample's generate calls in one step, as the hook saw them."""
 
     sample: Any  # held, so its id stays its own until the step is taken
-    tokens: int  # tokens generated in the step
-    length: int  # response_length at the latest call
+    tokens: int  # generated tokens in the step
+    observation: int  # the environment's tokens in the step
+    length: int  # generated tokens of the whole response at the latest call
     aborted: bool  # the latest call was aborted
     rollout: Hashable  # its rollout (rollout_key), read at the call
+    episode: Episode  # the sample read as an episode at the latest call
 
 
 class GeneratedTokens:
@@ -88,24 +132,29 @@ class GeneratedTokens:
         # step -> id(sample) -> its calls in the step; the sample is held so its id stays its own until the step
         # is taken (an aborted sample slime drops could otherwise lend its id to a judged one)
         self._steps: dict[int | None, dict[int, _Call]] = {}
-        self._carried: dict[Hashable, int] = {}  # Sample.index -> response_length at its abort
+        # Sample.index -> (response_length, generated tokens) at its abort
+        self._carried: dict[Hashable, tuple[int, int]] = {}
 
     def observe(self, sample: Any, step: int | None) -> None:
         """Count one generate call of ``sample`` in ``step`` (None: the step is not known; the next step taken gets it)."""
-        length = read_response_length(sample)
         aborted = status_check(getattr(sample, "status", None)) == ABORTED
         key = _carry_key(sample)
         rollout = rollout_key(sample)
         with self._lock:
-            earlier = self._carried.pop(key, 0) if self.continues and key is not None else 0
+            earlier, earlier_generated = (self._carried.pop(key, (0, 0)) if self.continues and key is not None
+                                          else (0, 0))
+            episode = read_episode(sample, start=earlier)
+            length = earlier_generated + episode.generated
             if self.continues and aborted and key is not None:
-                self._carried[key] = length
+                self._carried[key] = (earlier + episode.response, length)
                 if len(self._carried) > CARRIED_LIMIT:
                     self._carried.pop(next(iter(self._carried)))
             bucket = self._steps.setdefault(step, {})
             held = bucket.get(id(sample))
-            tokens = (held.tokens if held is not None else 0) + max(length - earlier, 0)
-            bucket[id(sample)] = _Call(sample, tokens, length, aborted, rollout)
+            tokens, observation = episode.generated, episode.observation
+            if held is not None:
+                tokens, observation = tokens + held.tokens, observation + held.observation
+            bucket[id(sample)] = _Call(sample, tokens, observation, length, aborted, rollout, episode)
 
     def take(self, step: int, judged_groups: Iterable[Any]) -> StepTokens | None:
         """The figures of ``step`` (and of calls whose step was unknown), forgetting them and any earlier step's.
@@ -122,7 +171,8 @@ class GeneratedTokens:
         for bucket in mine:
             for sample_id, call in bucket.items():
                 held = calls.get(sample_id)
-                calls[sample_id] = call if held is None else call._replace(tokens=held.tokens + call.tokens)
+                calls[sample_id] = call if held is None else call._replace(
+                    tokens=held.tokens + call.tokens, observation=held.observation + call.observation)
         total = sum(call.tokens for call in calls.values())
         judged_ids: set[int] = set()
         judged_rollouts: set[Hashable] = set()
@@ -134,15 +184,23 @@ class GeneratedTokens:
         for sample_id, call in calls.items():
             if sample_id in judged_ids or call.rollout in judged_rollouts:
                 continue
-            if call.aborted and not call.tokens:  # aborted before its first token: it never started
+            if _never_started(call):
                 continue
             entry = unjudged.setdefault(call.rollout, [0, False])
             entry[0] += call.length
             entry[1] = entry[1] or call.aborted
         aborted = [length for length, was_aborted in unjudged.values() if was_aborted]
+        started = [call.episode for call in calls.values() if not _never_started(call)]
         return StepTokens(total=total, aborted=total - judged, unjudged_rollouts=len(unjudged),
                           unjudged_length=sum(length for length, _ in unjudged.values()),
-                          aborted_rollouts=len(aborted), aborted_length=sum(aborted))
+                          aborted_rollouts=len(aborted), aborted_length=sum(aborted),
+                          observation=sum(call.observation for call in calls.values()),
+                          episodes=EpisodeTally.of(started))
+
+
+def _never_started(call: _Call) -> bool:
+    """Aborted before its first token in the step (still queued in the engine): it never started."""
+    return call.aborted and not call.tokens and not call.observation
 
 
 def _carry_key(sample: Any) -> Hashable | None:

@@ -42,7 +42,7 @@ from typing import Any, Callable, Iterable, Protocol, Sized
 from shopsim_metrics.step import contract as C
 from shopsim_metrics.step.advisories import Advisor, StepFacts
 from shopsim_metrics.step.alerts import Alert, StreakAlertPolicy
-from shopsim_metrics.step.closed_step import ClosedStep, step_draft
+from shopsim_metrics.step.closed_step import ClosedStep, environment_time_fraction, step_draft
 from shopsim_metrics.step.draft import RecordPart, StepDraft
 from shopsim_metrics.step.group_sizes import unequal_size_warning
 from shopsim_metrics.step.records import StepRecord
@@ -192,6 +192,9 @@ class StepRecorder:
         part: dict[str, Any] = {"rollout_seconds": seconds}
         if seconds:
             part["filter_time_fraction"] = draft.value("filter_seconds") / seconds
+        if draft.has("environment_seconds_per_episode"):
+            part["environment_time_fraction"] = environment_time_fraction(
+                draft.value("environment_seconds_per_episode"), seconds)
         if slime.rollout_extra_metrics is not None:
             part.update(reconcile({C.REASON_TECHNICAL: draft.value("technical_group_drop_count"),
                                    C.REASON_ZERO_STD: draft.value("zero_std_group_drop_count")},

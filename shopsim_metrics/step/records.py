@@ -21,9 +21,9 @@ from typing import Any
 
 from shopsim_metrics.step.json_values import json_native, json_native_fields
 
-COUNT, RATIO, STREAK, EXTRA, COST, PROMPT_VALUE, ZERO_STD_CAUSE, PROMPT_SKIP, FULLY_ASYNC, TRAIN_BIAS = (
+COUNT, RATIO, STREAK, EXTRA, COST, PROMPT_VALUE, ZERO_STD_CAUSE, PROMPT_SKIP, FULLY_ASYNC, TRAIN_BIAS, AGENT = (
     "count", "ratio", "streak", "extra", "cost", "prompt_value", "zero_std_cause", "prompt_skip", "fully_async",
-    "train_bias")
+    "train_bias", "agent")
 """The contract's tables of per-step fields (``contract.COUNT_FIELDS`` ... are derived from :class:`StepRecord`)."""
 
 RECORD_ONLY = {"record_only": True}
@@ -70,9 +70,11 @@ class DecisionRow:
     judged_at: float | None = None  # seconds since the step's first judgement (monotonic clock)
     # prompt value over time
     prompt_key: str | None = None  # the group's prompt (shopsim_metrics.prompts.keys); None: no key
+    # what broke, as the generate function left it (metadata shopsim_failure_cause); absent from the row when None
+    technical_cause: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return json_native_fields(self, _ROW_FIELDS)
+        return json_native_fields(self, _ROW_FIELDS if self.technical_cause is not None else _ROW_FIELDS_BUT_CAUSE)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "DecisionRow":
@@ -205,6 +207,19 @@ class StepRecord:
     policy_version_lag_mean: float | None = per_step(FULLY_ASYNC, None)  # newest weight version - trained group's oldest
     policy_version_lag_max: int | None = per_step(FULLY_ASYNC, None)  # the largest of those lags
     policy_version_lag_token_mean: float | None = per_step(FULLY_ASYNC, None)  # those lags weighted by the groups' tokens
+    # agent episodes (None, and absent from to_dict: a step in which no episode shows a turn structure)
+    observation_token_count: int | None = per_step(AGENT, None)  # the environment's tokens (loss_mask 0), aborted incl.
+    observation_token_fraction: float | None = per_step(AGENT, None)  # observation / (observation + total_token_count)
+    episode_count: int | None = per_step(AGENT, None)  # episodes (samples) the sample hook saw start in the step
+    turns_per_episode_mean: float | None = per_step(AGENT, None)
+    turns_per_episode_max: int | None = per_step(AGENT, None)
+    turn_count_source: str | None = None  # "metadata" (round_number), "loss_mask" (runs of 1s) or "mixed"
+    environment_seconds: float | None = per_step(AGENT, None)  # sum of the episodes' non_generation_time
+    environment_seconds_per_episode: float | None = per_step(AGENT, None)
+    environment_time_fraction: float | None = per_step(AGENT, None)  # environment_seconds_per_episode / rollout_seconds
+    truncated_episode_fraction: float | None = per_step(AGENT, None)  # episodes with status truncated / episode_count
+    # technical groups by the cause their generate function left (None, and absent: no technical group left one)
+    technical_cause_counts: dict[str, int] | None = None
     # the prompts table on the steps it is due: for W&B only, not part of the record (JSONL, equality)
     prompt_table: list[list[Any]] | None = field(default=None, compare=False, repr=False)
     decisions: list[DecisionRow] = field(default_factory=list)
@@ -216,8 +231,9 @@ class StepRecord:
 
     def _field_names(self) -> tuple[str, ...]:
         """The record's fields; the skip fields only when one is set (a run that skips), the fully-async fields
-        only on that path, so other runs' records stay as they were."""
-        hidden = [group for group in (_SKIP_FIELDS, _FULLY_ASYNC_FIELDS)
+        only on that path, the agent fields only in a step with agent episodes, the technical causes only when
+        one was left, so other runs' records stay as they were."""
+        hidden = [group for group in (_SKIP_FIELDS, _FULLY_ASYNC_FIELDS, _AGENT_FIELDS, _CAUSE_FIELDS)
                   if not any(getattr(self, name, None) is not None for name in group)]
         if not hidden:
             return _STEP_FIELDS
@@ -232,9 +248,12 @@ class StepRecord:
 
 
 _ROW_FIELDS = tuple(f.name for f in fields(DecisionRow))
+_ROW_FIELDS_BUT_CAUSE = tuple(name for name in _ROW_FIELDS if name != "technical_cause")
 _STEP_FIELDS = tuple(f.name for f in fields(StepRecord) if f.name not in ("decisions", "prompt_table"))
 _SKIP_FIELDS = (*step_fields(PROMPT_SKIP), "skipped_prompts")
 _FULLY_ASYNC_FIELDS = step_fields(FULLY_ASYNC)
+_AGENT_FIELDS = (*step_fields(AGENT), "turn_count_source")
+_CAUSE_FIELDS = ("technical_cause_counts",)
 
 
 def _rows(decisions: Any) -> list[Any]:

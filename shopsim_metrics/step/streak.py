@@ -2,7 +2,9 @@
 
 One :class:`TechnicalStreak` per run is fed by every judgement the filter makes (whether or not
 the step accounting is on); the step records, the alerts and the termination at
-``shopsim_max_consecutive_failed_groups`` all read it. Any scorable group ends the streak.
+``shopsim_max_consecutive_failed_groups`` all read it. Any scorable group ends the streak. Beside the
+checks that failed, it counts the causes the generate functions left (``judging.failure_cause``), so an
+alert can say what broke.
 
 Example:
     >>> streak = TechnicalStreak()
@@ -10,6 +12,8 @@ Example:
     [1, 0, 1, 2]
     >>> streak.checks
     {'reward_missing': 1, 'status_failed': 1}
+    >>> _ = streak.observe("status_aborted", "ToolTimeout: search_products"); streak.causes
+    {'ToolTimeout: search_products': 1}
 """
 
 from __future__ import annotations
@@ -29,16 +33,21 @@ class TechnicalStreak:
     def __init__(self) -> None:
         self.count = 0
         self._checks: Counter[str] = Counter()
+        self._causes: Counter[str] = Counter()
 
-    def observe(self, failed_check: str | None) -> int:
-        """Count one judgement (``failed_check`` None: not technical); returns the streak after it."""
+    def observe(self, failed_check: str | None, cause: str | None = None) -> int:
+        """Count one judgement (``failed_check`` None: not technical; ``cause``: what its generate function said
+        broke); returns the streak after it."""
         if failed_check is None:
             if self.count:
                 self.count = 0
                 self._checks.clear()
+                self._causes.clear()
         else:
             self.count += 1
             self._checks[failed_check] += 1
+            if cause:
+                self._causes[cause] += 1
         return self.count
 
     def replay(self, record: StepRecord) -> None:
@@ -55,11 +64,14 @@ class TechnicalStreak:
         """
         for row in sorted(record.decisions, key=lambda row: row.order):
             technical = row.outcome == C.OUTCOME_DROPPED_TECHNICAL
-            self.observe((row.failed_check or "unknown") if technical else None)
+            self.observe((row.failed_check or "unknown") if technical else None, row.technical_cause)
 
     def state_dict(self) -> dict[str, object]:
-        """The streak and its checks, as a snapshot saves them."""
-        return {"count": self.count, "checks": self.checks}
+        """The streak, its checks and its causes (when its groups left any), as a snapshot saves them."""
+        state: dict[str, object] = {"count": self.count, "checks": self.checks}
+        if self._causes:
+            state["causes"] = self.causes
+        return state
 
     def load_state_dict(self, state: dict) -> None:
         """Put back :meth:`state_dict`'s state.
@@ -69,13 +81,19 @@ class TechnicalStreak:
             >>> b.load_state_dict(a.state_dict()); b.count, b.checks
             (1, {'status_failed': 1})
         """
-        count, checks = state["count"], state["checks"]
-        if not isinstance(count, int) or count < 0 or not isinstance(checks, dict):
-            raise ValueError("a saved technical streak must be a count >= 0 and a dict of checks")
+        count, checks, causes = state["count"], state["checks"], state.get("causes", {})  # older snapshots: no causes
+        if not isinstance(count, int) or count < 0 or not isinstance(checks, dict) or not isinstance(causes, dict):
+            raise ValueError("a saved technical streak must be a count >= 0, a dict of checks and a dict of causes")
         self.count = count
         self._checks = Counter({str(k): int(v) for k, v in checks.items()})
+        self._causes = Counter({str(k): int(v) for k, v in causes.items()})
 
     @property
     def checks(self) -> dict[str, int]:
         """The failed checks of the current streak, by name (sorted)."""
         return dict(sorted(self._checks.items()))
+
+    @property
+    def causes(self) -> dict[str, int]:
+        """The causes left by the current streak's groups, the most frequent first (ties by name)."""
+        return dict(sorted(self._causes.items(), key=lambda item: (-item[1], item[0])))

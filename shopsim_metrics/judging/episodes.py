@@ -1,0 +1,108 @@
+"""One rollout as an agent episode: the tokens the model sampled, the observations, turns and environment time.
+
+slime's multi-turn generate functions append the environment's output (tool results, the user's reply) to the
+response with ``loss_mask`` 0, so ``response_length`` counts it. The model sampled only the rest: slime's own
+``Sample.effective_response_length`` is ``sum(loss_mask)``. :func:`read_episode` reads a sample by these rules,
+never raising:
+
+- **generated** tokens: the 1s of ``loss_mask`` when it is a list (or tuple) of 0s and 1s exactly as long as the
+  response, else ``response_length`` (a single-turn sample has no mask: generated == response_length);
+- **observation** tokens: the rest of the response (``response_length - generated``);
+- **turns**: ``metadata["round_number"]`` (slime's own key, the one ``--log-multi-turn`` logs) when it is an int
+  >= 0, else the runs of trainable tokens in the mask (a model turn is a maximal run of 1s), else 1 for a
+  sample with a response; ``turns_from`` says which (``"metadata"``, ``"loss_mask"``, or None: no structure);
+- **environment seconds**: ``Sample.non_generation_time`` (finite and >= 0, else 0);
+- **multi_turn**: the sample shows a turn structure (an observation token, a ``round_number`` or environment
+  seconds): the per-step agent fields exist only in steps where some episode does.
+
+``start`` reads only the response from that token on (a continued ``--partial-rollout`` sample: the tokens
+before it were counted when they were generated).
+
+Example:
+    >>> from shopsim_metrics.simulator.samples import SimSample as S
+    >>> e = read_episode(S(response_length=9, loss_mask=[1, 1, 1, 0, 0, 1, 1, 0, 1], non_generation_time=2.5))
+    >>> e.generated, e.observation, e.turns, e.turns_from, e.environment_seconds, e.multi_turn
+    (6, 3, 3, 'loss_mask', 2.5, True)
+    >>> e = read_episode(S(response_length=7))   # single-turn: no mask
+    >>> e.generated, e.observation, e.turns, e.turns_from, e.multi_turn
+    (7, 0, 1, None, False)
+"""
+
+from __future__ import annotations
+
+import math
+from enum import Enum
+from typing import Any, NamedTuple
+
+from shopsim_metrics.judging.group_judgement import as_float
+from shopsim_metrics.judging.tokens import read_response_length, trainable_mask
+
+ROUND_NUMBER_KEY = "round_number"
+"""slime's metadata key for an episode's turns (``slime.ray.rollout`` logs it with ``--log-multi-turn``)."""
+
+
+class Episode(NamedTuple):
+    """One rollout read as an episode (see the module docstring)."""
+
+    response: int  # response_length (from ``start``)
+    generated: int  # tokens the model sampled
+    observation: int  # tokens the environment appended (loss_mask 0)
+    turns: int
+    turns_from: str | None  # "metadata", "loss_mask", or None (a plain sample)
+    environment_seconds: float
+    truncated: bool  # status truncated
+    multi_turn: bool
+
+
+def read_episode(sample: Any, start: int = 0) -> Episode:
+    """``sample`` read as an episode, its response from token ``start`` on; never raises."""
+    length = read_response_length(sample)
+    response = max(length - start, 0)
+    mask = trainable_mask(sample, length)
+    if mask is not None:
+        mask = mask[start:]
+        generated = mask.count(1)
+        runs = mask.count(b"\x00\x01") + (mask[:1] == b"\x01")
+    else:
+        generated, runs = response, 1 if response else 0
+    rounds = _round_number(_attribute(sample, "metadata"))
+    seconds = _seconds(_attribute(sample, "non_generation_time"))
+    observation = response - generated
+    if rounds is not None:
+        turns, turns_from = rounds, "metadata"
+    elif observation:
+        turns, turns_from = runs, "loss_mask"
+    else:
+        turns, turns_from = runs, None
+    truncated = _status(sample) == "truncated"
+    return Episode(response, generated, observation, turns, turns_from, seconds, truncated,
+                   multi_turn=bool(observation or rounds is not None or seconds))
+
+
+def _attribute(sample: Any, name: str) -> Any:
+    try:
+        return getattr(sample, name, None)
+    except Exception:  # noqa: BLE001 - a property that raises reads as absent
+        return None
+
+
+def _round_number(metadata: Any) -> int | None:
+    if not isinstance(metadata, dict):
+        return None
+    value = metadata.get(ROUND_NUMBER_KEY)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        return None
+    return value
+
+
+def _seconds(value: Any) -> float:
+    try:
+        seconds = as_float(value)
+    except Exception:  # noqa: BLE001 - absent or unreadable: no environment time known
+        return 0.0
+    return seconds if math.isfinite(seconds) and seconds > 0 else 0.0
+
+
+def _status(sample: Any) -> Any:
+    status = _attribute(sample, "status")
+    return status._value_ if isinstance(status, Enum) else status
