@@ -201,7 +201,7 @@ def test_the_streak_alert_and_the_termination_name_the_leading_cause(wired):
     with pytest.raises(TechnicalFailureLimitExceeded) as raised:
         run_scripted_step(loop, 0, lambda gid: _broken(gid, CAUSE if gid != 3 else "EnvError: cart"),
                           fifo_batches(1))
-    assert f"8 consecutive technical groups" in str(raised.value) and f"7 of them `{CAUSE}`" in str(raised.value)
+    assert "8 consecutive technical groups" in str(raised.value) and f"7 of them `{CAUSE}`" in str(raised.value)
     assert raised.value.causes == {CAUSE: 7, "EnvError: cart": 1}
     (error,) = [a for a in memory.alerts if a.level == "ERROR"]
     assert f"7 of them `{CAUSE}`" in error.text
