@@ -444,6 +444,23 @@ def test_cli_dashboard_html_takes_the_source_once(tmp_path: Path, records: list[
     assert "give the source once" in capsys.readouterr().err
 
 
+def test_cli_dashboard_wandb_dry_run_of_a_run_needs_out_and_leaves_the_templates_alone(
+        tmp_path: Path, records: list[StepRecord], no_network: None, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    sink = JsonlSink(tmp_path / "run", fsync=False)
+    for rec in records:
+        sink.emit(rec)
+    monkeypatch.chdir(tmp_path)  # as in the repository's root, where dashboards/ holds the generic templates
+    assert cli_main(["dashboard", "wandb", "--dry-run", "--from", "run"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("shopsim-metrics dashboard wandb: error: ") and "give --out DIR" in err
+    assert err.count("\n") == 1 and not (tmp_path / "dashboards").exists()
+    assert cli_main(["dashboard", "wandb", "--dry-run", "--from", "run", "--out", "tpl"]) == 0
+    assert {p.name for p in (tmp_path / "tpl").iterdir()} == {"wandb_workspace.json", "wandb_report.json"}
+    assert cli_main(["dashboard", "wandb", "--dry-run"]) == 0  # the generic templates: dashboards/ by default
+    assert {p.name for p in (tmp_path / "dashboards").iterdir()} == {"wandb_workspace.json", "wandb_report.json"}
+
+
 def test_cli_dashboard_wandb_without_dry_run_needs_entity_and_project(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli_main(["dashboard", "wandb", "--project", "P"]) == 2
     assert "--entity required to save to W&B" in capsys.readouterr().err

@@ -3,8 +3,10 @@
 - ``dashboard html --from <steps.jsonl | run dir | W&B run dir> --out dashboard.html`` (the source may
   also be given without ``--from``)
 - ``dashboard wandb --entity E --project P`` saves the workspace and the report to W&B;
-  with ``--dry-run --out DIR`` it writes their JSON instead (no network, no API key); with
-  ``--from RUN`` each section also says which of its panels are off in that run.
+  with ``--dry-run --out DIR`` it writes their JSON instead (no network, no API key; without
+  ``--out``, into ``dashboards/``, where the repository keeps its templates); with ``--from RUN``
+  each section also says which of its panels are off in that run (a run's templates need ``--out``:
+  they never replace the generic ones in ``dashboards/``).
 - ``dashboard spec --out dashboards/panels.json`` writes the panel spec.
 
 Example:
@@ -43,7 +45,9 @@ def register(subparsers: Any) -> None:
     wb.add_argument("--entity", default=None, help="W&B entity (user or team); required unless --dry-run")
     wb.add_argument("--project", default=None, help="W&B project; required unless --dry-run")
     wb.add_argument("--dry-run", action="store_true", help="write the JSON only: no network, no API key")
-    wb.add_argument("--out", default="dashboards", help="directory for the dry-run JSON (default: dashboards)")
+    wb.add_argument("--out", default=None,
+                    help=f"directory for the dry-run JSON (default: {TEMPLATES_DIR}, the generic templates; "
+                         "required with --from)")
     wb.add_argument("--from", dest="source", default=None,
                     help="a run (steps.jsonl, its run directory, or a W&B offline run directory): each section "
                          "names its panels that are off in that run")
@@ -68,6 +72,9 @@ def run_html(args: argparse.Namespace) -> int:
     return 0
 
 
+TEMPLATES_DIR = "dashboards"
+"""Where ``dashboard wandb --dry-run`` writes without ``--out``: the repository's generic templates."""
+
 SAVE_TIMEOUT_SECONDS = 120
 """How long ``dashboard wandb`` waits for W&B to save the workspace and report before it gives up."""
 
@@ -76,11 +83,16 @@ def run_wandb(args: argparse.Namespace) -> int:
     from shopsim_metrics.dashboards import wandb_workspace as wbw
     from shopsim_metrics.dashboards.data import load_dashboard_data
 
+    if args.dry_run and args.source and args.out is None:
+        print(f"shopsim-metrics dashboard wandb: error: --dry-run --from writes that run's templates: give --out DIR "
+              f"(without --out they would replace the generic templates in {TEMPLATES_DIR}/)", file=sys.stderr)
+        return 2
     data = load_dashboard_data(args.source) if args.source else None
     if args.dry_run:
         entity = args.entity or wbw.TEMPLATE_ENTITY
         project = args.project or wbw.TEMPLATE_PROJECT
-        ws_path, rep_path = wbw.write_wandb_templates(args.out, entity=entity, project=project, data=data)
+        ws_path, rep_path = wbw.write_wandb_templates(args.out or TEMPLATES_DIR, entity=entity, project=project,
+                                                      data=data)
         print(f"workspace JSON: {ws_path}")
         print(f"report JSON:    {rep_path}")
         return 0
