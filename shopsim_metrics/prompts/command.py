@@ -1,4 +1,4 @@
-"""``shopsim-metrics prompts RUN``: the prompts table from a run's records, and a skip list.
+"""``shopsim-metrics prompts RUN``: the prompts table from a run's records (or a framework's dump), and a skip list.
 
 The run's ``steps.jsonl`` ledger rows carry each judged group's ``prompt_key``; replaying them in
 step and judgement order through the same :class:`~shopsim_metrics.prompts.value.PromptValueTracker`
@@ -13,6 +13,9 @@ for every reader).
      "verdicts": ["spread", "zero_std_all_pass", …], "wasted_tokens": 1234}
 
 so that a data pipeline can drop or down-weight those prompts.
+
+RUN may also be slime's or verl's rollout dumps (:mod:`shopsim_metrics.dumps`, with ``--whole-run`` or
+``--kept-only``): their visits, in step order, go through the same prompt history (:func:`tracker_from_trace`).
 
 Example:
     >>> parser = __import__("argparse").ArgumentParser(); sub = parser.add_subparsers(dest="command")
@@ -29,9 +32,15 @@ import os
 from pathlib import Path
 from typing import Any, Iterable
 
-from shopsim_metrics.judging.verdicts import ZERO_STD_VERDICTS
+from shopsim_metrics.dumps.sources import (
+    DUMP_KINDS, add_dump_arguments, dump_options, load_outcomes, refuse_dump_options, source_kind,
+)
+from shopsim_metrics.judging.group_judgement import SPREAD, ZERO_STD
+from shopsim_metrics.judging.verdicts import ZERO_STD_VERDICTS, verdict_of
 from shopsim_metrics.prompts.history import DEFAULT_LIMIT, PromptStats
+from shopsim_metrics.prompts.keys import history_key
 from shopsim_metrics.prompts.value import PROMPT_TABLE_ROWS, PromptValueTracker, table_row
+from shopsim_metrics.replay.trace import Trace
 from shopsim_metrics.step.contract import PROMPT_TABLE_COLUMNS
 from shopsim_metrics.step.records import StepRecord
 from shopsim_metrics.tables import Column, format_table
@@ -47,12 +56,14 @@ PROMPT_COLUMNS = tuple(Column(name, align="<" if name in _TEXT_COLUMNS else ">")
 def register(sub: Any) -> None:
     cmd = sub.add_parser("prompts", help="the prompts that wasted the most generation, from a run's steps.jsonl; "
                                          "--out writes a skip list")
-    cmd.add_argument("run", help="a steps.jsonl file or the run directory holding it")
+    cmd.add_argument("run", help="a steps.jsonl file or the run directory holding it; or slime's / verl's rollout "
+                                 "dumps (with --whole-run or --kept-only)")
     cmd.add_argument("--top", default=str(PROMPT_TABLE_ROWS), help=f"rows to print (default {PROMPT_TABLE_ROWS})")
     cmd.add_argument("--out", default=None, help="write the skip list (JSON lines) to this file")
     cmd.add_argument("--min-visits", default=str(DEFAULT_MIN_VISITS),
                      help=f"consecutive equal zero-std visits that put a prompt on the skip list "
                           f"(default {DEFAULT_MIN_VISITS})")
+    add_dump_arguments(cmd)
     cmd.set_defaults(func=run_prompts)
 
 
@@ -63,6 +74,29 @@ def replay(records: Iterable[StepRecord]) -> PromptValueTracker:
     tracker = PromptValueTracker(limit=limits[-1] if limits else DEFAULT_LIMIT)
     for record in ordered:
         tracker.observe(record)
+    return tracker
+
+
+def tracker_from_trace(trace: Trace) -> PromptValueTracker:
+    """The prompt history of a trace's visits, in step order (a dump's; its keys are the monitor's).
+
+    Example:
+        >>> from shopsim_metrics.dumps.groups import DumpGroup, DumpOptions, WHOLE_RUN, trace_from_groups
+        >>> groups = [DumpGroup(step, "k", 4, successes, "spread" if successes % 4 else "zero_std", 10)
+        ...           for step, successes in enumerate([2, 0, 0])]
+        >>> stats = tracker_from_trace(trace_from_groups(groups, origin="d", options=DumpOptions(WHOLE_RUN)))
+        >>> [(s.key, s.verdict_letters, s.zero_std_run, s.wasted_tokens) for s in stats.history]
+        [('k', 'SFF', 2, 20)]
+    """
+    tracker = PromptValueTracker(limit=max(DEFAULT_LIMIT, len(trace.prompts)))
+    n = trace.n_samples
+    order = sorted(((visit.step or 0, index, visit) for index, visits in enumerate(trace.visits) for visit in visits),
+                   key=lambda item: (item[0], item[1]))
+    for step, index, visit in order:
+        verdict = verdict_of(ZERO_STD if visit.zero_std else SPREAD, visit.successes, n)
+        tracker.history.visit(history_key(trace.prompts[index]), verdict, visit.tokens, successes=visit.successes,
+                              scored=n, step=step)
+    tracker.tokens_known = trace.tokens_recorded
     return tracker
 
 
@@ -103,13 +137,22 @@ def run_prompts(args: argparse.Namespace) -> int:
     min_visits = _positive(args.min_visits, "--min-visits")
     if args.out is not None:
         check_output_file(args.out)
-    records = read_steps(args.run)
-    if not any(row.prompt_key is not None for record in records for row in record.decisions):
-        raise ValueError(f"{args.run}: no ledger row carries a prompt_key (records written before prompt tracking?)")
-    tracker = replay(records)
+    kind = source_kind(args.run)
+    if kind in DUMP_KINDS:
+        trace = load_outcomes(args.run, options=dump_options(args))
+        tracker, steps = tracker_from_trace(trace), trace.run.steps if trace.run else 0
+        for note in trace.notes:
+            print(f"note: {note}")
+    else:
+        refuse_dump_options(args.run, dump_options(args))
+        records = read_steps(args.run)
+        if not any(row.prompt_key is not None for record in records for row in record.decisions):
+            raise ValueError(f"{args.run}: no ledger row carries a prompt_key (records written before prompt "
+                             "tracking?)")
+        tracker, steps = replay(records), len(records)
     rows = [table_row(stats, tracker.tokens_known) for stats in tracker.history.most_wasted(top)]
     print(format_table(PROMPT_COLUMNS, rows))
-    print(f"{len(tracker.history)} prompts tracked over {len(records)} steps; verdicts oldest first: "
+    print(f"{len(tracker.history)} prompts tracked over {steps} steps; verdicts oldest first: "
           "S spread, P all-pass, F all-fail, O other zero-std, T technical")
     if args.out is not None:
         entries = skip_list(tracker, min_visits)

@@ -29,10 +29,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from shopsim_metrics.dumps.sources import SOURCE_HELP, add_dump_arguments, dump_options, load_outcomes
 from shopsim_metrics.replay.measure import (
     ORACLE, REPLAY_SKIPS, ReplayKnobs, ReplayRow, default_steps, replay_rows,
 )
-from shopsim_metrics.replay.trace import Trace, TraceError, load_trace
+from shopsim_metrics.replay.trace import Trace, TraceError
 from shopsim_metrics.settings import WAVE_SIZE_MODES
 from shopsim_metrics.simulator.commands import _positive_int, _probability, _step_count
 from shopsim_metrics.simulator.progress import Progress
@@ -56,8 +57,7 @@ def register(subparsers: Any) -> None:
                     "generation included) against off, the signal lost (skipped draws whose recorded visit was "
                     "informative, per informative trained group), P(second wave) and aborted tokens per step, "
                     "pooled over seeds. A draw gets its prompt's visit nearest in training time (steps, not epochs).")
-    replay.add_argument("trace", help="a JSON object {prompt_key: [success fraction per visit]}, or a run "
-                                      "directory / steps.jsonl of shopsim-metrics records (a run without skipping)")
+    replay.add_argument("trace", help=SOURCE_HELP + " (best: a run without skipping)")
     replay.add_argument("--n-samples-per-prompt", type=_positive_int, metavar="N",
                         help="a JSON trace's group size: each fraction is successes out of N (required for JSON)")
     replay.add_argument("--rollout-batch-size", type=_positive_int,
@@ -78,6 +78,7 @@ def register(subparsers: Any) -> None:
     replay.add_argument("--prompt-skip-forgetting", type=_probability, help="predictive's forgetting per step")
     replay.add_argument("--prompt-skip-min-yield", type=_probability, help="predictive's min_yield")
     replay.add_argument("--wave-fill-probability", type=_probability, help="adaptive waves' fill probability")
+    add_dump_arguments(replay)
     replay.add_argument("--json", metavar="OUT", help="also write the rows as a JSON list to OUT")
     replay.add_argument("--no-progress", action="store_true", help="no progress bar")
     replay.set_defaults(func=_replay)
@@ -120,15 +121,19 @@ def describe(trace: Trace, knobs: ReplayKnobs, seeds: tuple[int, ...]) -> str:
     """What is replayed, at which knobs, and where the tokens come from."""
     tokens = ("the recorded response tokens" if trace.tokens_recorded
               else "the token model (the trace records none)")
+    unsaid = trace.run is not None and trace.run.over_sampling_batch_size is None
     return (f"replay of {trace.origin}: {len(trace.prompts)} prompts, {trace.visit_count} visits "
             f"(n = {trace.n_samples}; zero-std {trace.zero_std_share:.2f}); tokens: {tokens}\n"
+            + "".join(f"note: {note}\n" for note in trace.notes) +
             f"rollout_batch_size {knobs.rollout_batch_size}, over_sampling_batch_size "
-            f"{knobs.over_sampling_batch_size}, {knobs.steps} steps, seeds {', '.join(map(str, seeds))}; each draw "
+            f"{knobs.over_sampling_batch_size}" + (" (the run's is not recorded: --over-sampling-batch-size)"
+                                                   if unsaid else "") +
+            f", {knobs.steps} steps, seeds {', '.join(map(str, seeds))}; each draw "
             f"gets its prompt's visit nearest in training time; figures pooled over the seeds")
 
 
 def _replay(args: argparse.Namespace) -> int:
-    trace = load_trace(args.trace, args.n_samples_per_prompt)
+    trace = load_outcomes(args.trace, n_samples=args.n_samples_per_prompt, options=dump_options(args))
     if trace.run is None and args.n_samples_per_prompt is None:
         raise TraceError("a JSON trace needs --n-samples-per-prompt N")
     knobs = knobs_for(trace, args)

@@ -61,6 +61,7 @@ class Visit:
     zero_std: bool  # the group's rewards did not differ (it taught nothing)
     time: float  # when in the recorded run, as a share of it: in [0, 1)
     tokens: int | None = None  # the group's response tokens (None: not recorded)
+    step: int | None = None  # the recorded run's step (None: not recorded, a JSON trace)
 
 
 @dataclass(frozen=True)
@@ -81,6 +82,7 @@ class Trace:
     n_samples: int
     origin: str  # what it was read from, for the output
     run: RunKnobs | None = None  # the recorded run's knobs (records only)
+    notes: tuple[str, ...] = ()  # what the output must say about how the trace was read (a dump's biases)
     _times: tuple[tuple[float, ...], ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -194,7 +196,7 @@ def trace_from_records(path: str | os.PathLike) -> Trace:
             spread = (row.reward_max or 0.0) - (row.reward_min or 0.0) > ZERO_STD_TOLERANCE
             found.setdefault(row.prompt_key, []).append(
                 Visit(successes=int(row.success_count or 0), zero_std=not spread, time=time,
-                      tokens=row.response_tokens or None))
+                      tokens=row.response_tokens or None, step=record.rollout_id))
     if not found:
         raise TraceError(f"{path}: no per-prompt outcomes in the records (no decision row with a prompt key and "
                          f"{n} scored rollouts; were prompts tracked? shopsim_prompt_history_limit must not be 0)")

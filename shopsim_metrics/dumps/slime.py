@@ -1,0 +1,184 @@
+"""slime's rollout dumps: ``--save-debug-rollout-data PATH_{rollout_id}.pt`` and ``--dump-details DIR``.
+
+slime writes, per step, ``torch.save({"rollout_id": id, "samples": [Sample.to_dict(), ...]})``
+(``observability/rollout_data_utils.py``): the samples of the groups the step trained, each with its
+``group_index`` (the data source's running group number), ``index``, ``prompt``, ``label``,
+``reward``, ``status``, ``response_length``, ``loss_mask`` and ``metadata``. ``--dump-details DIR``
+writes the same files to ``DIR/rollout_data/{rollout_id}.pt``. Evaluation dumps (``eval_{id}.pt``)
+are not training steps and are left out.
+
+A path is one file, a directory (its ``*.pt``, or ``rollout_data/*.pt`` of a ``--dump-details``
+directory) or a glob (``'dump/rollout_*.pt'``). Each file is loaded with ``torch.load(weights_only=True)``:
+plain containers and tensors only, never code (torch is needed here and only here).
+
+Samples are grouped by ``group_index``, judged and keyed (:mod:`.groups`). What the reader checks:
+one ``rollout_id`` per file and no step twice; a ``group_index`` in one step only, and each step's
+groups numbered after the previous step's (files of two runs otherwise); groups of one size.
+
+**Groups the dump cannot hold.** slime stops a step when the batch is full and aborts the groups still
+generating: they are in no dump. Their group numbers are missing between the dump's, and the reader
+counts them: they are the slowest to finish (long answers, often the hardest prompts), so their
+prompts' visits and tokens are missing and a replay's savings are understated (:data:`ABORTED_NOTE`).
+
+Example:
+    >>> import tempfile, pathlib
+    >>> torch = __import__("pytest").importorskip("torch")
+    >>> folder = pathlib.Path(tempfile.mkdtemp())
+    >>> sample = lambda g, i, r: {"group_index": g, "index": i, "prompt": f"p{g % 2}", "reward": r,
+    ...                           "status": "completed", "response_length": 3, "metadata": {}}
+    >>> for step in range(2):
+    ...     samples = [sample(2 * step + g, 4 * step + 2 * g + i, float(i)) for g in range(2) for i in range(2)]
+    ...     torch.save({"rollout_id": step, "samples": samples}, folder / f"rollout_{step}.pt")
+    >>> trace = read_slime_dump(folder, DumpOptions(WHOLE_RUN))
+    >>> len(trace.prompts), trace.n_samples, trace.visit_count, trace.tokens_recorded
+    (2, 2, 4, True)
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from shopsim_metrics.dumps.groups import (
+    KEPT_ONLY, WHOLE_RUN, DumpError, DumpGroup, DumpOptions, DumpSample, holds_text, judge_dump_group, require_holds,
+    trace_from_groups,
+)
+from shopsim_metrics.replay.trace import Trace
+
+TORCH_MISSING = ("reading slime's .pt dumps needs torch (pip install torch; the rest of shopsim-metrics does "
+                 "not): it is not installed in this Python")
+
+ABORTED_NOTE = ("{missing} groups slime started are not in the dump (numbers missing between its group indices): "
+                "groups aborted when the batch filled{dropped}, the slowest to finish (long answers, often the "
+                "hardest prompts), so their prompts' visits and tokens are missing and the savings shown are "
+                "likely understated")
+
+_EVAL_NAME = re.compile(r"eval_\d+")
+_SAMPLE_FIELDS = ("prompt", "label", "reward", "status", "metadata", "response_length", "loss_mask", "index",
+                  "rollout_id")
+
+
+def dump_files(path: str | os.PathLike) -> list[Path]:
+    """The ``.pt`` files of ``path`` (a file, a directory, a ``--dump-details`` directory or a glob), eval dumps out.
+
+    Example:
+        >>> dump_files("no/such/dir")
+        Traceback (most recent call last):
+        ...
+        shopsim_metrics.dumps.groups.DumpError: no/such/dir: no such file, directory or glob match (expected slime's rollout dumps: a .pt file, a directory of them or a glob)
+    """
+    text = os.fspath(path)
+    target = Path(text)
+    if target.is_dir():
+        inner = target / "rollout_data"
+        folder = inner if inner.is_dir() and not any(target.glob("*.pt")) else target
+        files = sorted(folder.glob("*.pt"))
+    elif target.is_file():
+        files = [target]
+    elif glob.has_magic(text):
+        files = sorted(Path(p) for p in glob.glob(text) if Path(p).is_file())
+    else:
+        files = []
+    if not files and not target.exists() and not glob.has_magic(text):
+        raise DumpError(f"{text}: no such file, directory or glob match (expected slime's rollout dumps: a .pt "
+                        "file, a directory of them or a glob)")
+    training = [f for f in files if not _EVAL_NAME.search(f.name)]
+    if not training:
+        raise DumpError(f"{text}: no slime rollout dump there (no .pt file" + (", only evaluation dumps eval_*.pt"
+                                                                            if files else "") + ")")
+    return training
+
+
+def load_dump_file(path: Path) -> tuple[int, list[dict[str, Any]]]:
+    """One file's ``(rollout_id, samples)``; :class:`DumpError` for a file that is not a slime rollout dump."""
+    try:
+        import torch
+    except ImportError:
+        raise DumpError(f"{path}: {TORCH_MISSING}") from None
+    try:
+        data = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # noqa: BLE001 - a torn file, another format, an object torch refuses to unpickle
+        reason = " ".join(str(exc).split())[:160]
+        raise DumpError(f"{path}: not a slime rollout dump torch can load safely ({type(exc).__name__}: "
+                        f"{reason})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("samples"), list):
+        raise DumpError(f"{path}: not a slime rollout dump (expected a dict with 'rollout_id' and a 'samples' list, "
+                        "as --save-debug-rollout-data writes)")
+    rollout_id = data.get("rollout_id")
+    if isinstance(rollout_id, bool) or not isinstance(rollout_id, int) or rollout_id < 0:
+        raise DumpError(f"{path}: its rollout_id is {rollout_id!r}, not a step number (an evaluation dump?)")
+    return rollout_id, data["samples"]
+
+
+def step_groups(path: Path, samples: list[Any]) -> dict[int, list[DumpSample]]:
+    """A step's samples by ``group_index`` (in the order slime wrote them)."""
+    groups: dict[int, list[DumpSample]] = {}
+    for position, raw in enumerate(samples):
+        if not isinstance(raw, dict):
+            raise DumpError(f"{path}: sample {position} is a {type(raw).__name__}, not a dict (Sample.to_dict())")
+        group_index = raw.get("group_index")
+        if isinstance(group_index, bool) or not isinstance(group_index, int):
+            raise DumpError(f"{path}: sample {position} has no integer group_index ({group_index!r}): its group "
+                            "cannot be told")
+        groups.setdefault(group_index, []).append(DumpSample(**{name: raw.get(name) for name in _SAMPLE_FIELDS}))
+    return groups
+
+
+def read_slime_dump(path: str | os.PathLike, options: DumpOptions) -> Trace:
+    """The trace of slime's rollout dumps at ``path`` (module docstring). Files are read one at a time and
+    only their judged groups kept."""
+    origin = os.fspath(path)
+    require_holds(options, origin, "slime")
+    files = dump_files(path)
+    groups: list[DumpGroup] = []
+    file_of: dict[int, Path] = {}
+    numbers: dict[int, list[int]] = {}  # step -> its group numbers
+    owner: dict[int, int] = {}  # group number -> its step
+    for file in files:
+        step, samples = load_dump_file(file)
+        if step in file_of:
+            raise DumpError(f"{file}: step {step} twice (also in {file_of[step]}): files of two runs, or copies")
+        file_of[step] = file
+        by_index = step_groups(file, samples)
+        del samples
+        for group_index, members in by_index.items():
+            if group_index in owner:
+                raise DumpError(f"{file}: group {group_index} is in step {owner[group_index]} and step {step}: "
+                                "files of two runs")
+            owner[group_index] = step
+            groups.append(judge_dump_group(step, members, options))
+        numbers[step] = sorted(by_index)
+    check_numbering(numbers, file_of)
+    if not groups:
+        raise DumpError(f"{origin}: the dump holds no sample")
+    missing = (max(owner) - min(owner) + 1) - len(owner)
+    notes = []
+    if missing:
+        dropped = " or dropped by the dynamic filter" if options.holds == KEPT_ONLY else ""
+        notes.append(ABORTED_NOTE.format(missing=missing, dropped=dropped))
+    return trace_from_groups(groups, origin=f"{origin} (slime's rollout dumps, {len(files)} files, "
+                                            f"{holds_text(options)})", options=options, notes=notes)
+
+
+def check_numbering(numbers: dict[int, list[int]], file_of: dict[int, Path]) -> None:
+    """Each step's groups numbered after the previous step's (slime's data source counts up): else files of two runs.
+
+    Example:
+        >>> check_numbering({0: [0, 1], 1: [2, 5]}, {})
+        >>> check_numbering({0: [0, 9], 1: [2, 5]}, {1: Path("rollout_1.pt")})
+        Traceback (most recent call last):
+        ...
+        shopsim_metrics.dumps.groups.DumpError: rollout_1.pt: step 1's groups are numbered before step 0's (up to 5 against 9): files of two runs
+    """
+    previous: tuple[int, int] | None = None
+    for step in sorted(numbers):
+        if not numbers[step]:
+            continue
+        top = numbers[step][-1]
+        if previous is not None and top <= previous[1]:
+            raise DumpError(f"{file_of.get(step, step)}: step {step}'s groups are numbered before step "
+                            f"{previous[0]}'s (up to {top} against {previous[1]}): files of two runs")
+        previous = (step, top)
