@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from shopsim_metrics.cli import main
-from shopsim_metrics.dumps.groups import KEPT_ONLY, WHOLE_RUN, DumpError, DumpOptions
+from shopsim_metrics.dumps.groups import WHOLE_RUN, DumpError, DumpOptions
 from shopsim_metrics.dumps.sources import load_outcomes, source_kind
 from shopsim_metrics.prompts.keys import hash_prompt
 

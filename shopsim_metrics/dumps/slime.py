@@ -29,6 +29,7 @@ Example:
     >>> for step in range(2):
     ...     samples = [sample(2 * step + g, 4 * step + 2 * g + i, float(i)) for g in range(2) for i in range(2)]
     ...     torch.save({"rollout_id": step, "samples": samples}, folder / f"rollout_{step}.pt")
+    >>> from shopsim_metrics.dumps.groups import WHOLE_RUN
     >>> trace = read_slime_dump(folder, DumpOptions(WHOLE_RUN))
     >>> len(trace.prompts), trace.n_samples, trace.visit_count, trace.tokens_recorded
     (2, 2, 4, True)
@@ -43,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from shopsim_metrics.dumps.groups import (
-    KEPT_ONLY, WHOLE_RUN, DumpError, DumpGroup, DumpOptions, DumpSample, holds_text, judge_dump_group, require_holds,
+    KEPT_ONLY, DumpError, DumpGroup, DumpOptions, DumpSample, holds_text, judge_dump_group, require_holds,
     trace_from_groups,
 )
 from shopsim_metrics.replay.trace import Trace
