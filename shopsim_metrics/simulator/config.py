@@ -14,6 +14,10 @@ Technical failures come at ``technical_rate`` per group, and at a burst's rate d
 ``max_technical_streak`` caps the consecutive technical groups the source emits (a service that
 recovers briefly), which keeps a burst below the termination limit when wanted.
 
+With ``agent`` (an :class:`AgentModel`) every rollout is an agent episode (turns, tool calls, observations:
+:mod:`~shopsim_metrics.simulator.episodes`) and every technical group an environment failure: one episode's
+tool call failed, with a cause drawn from ``agent.failure_causes`` (or the burst's ``cause``).
+
 Example:
     >>> cfg = SimConfig(steps=5, bursts=(FailureBurst(step=2, rate=0.9),))
     >>> (cfg.over_sampling_batch_size, cfg.technical_rate_at(2), cfg.technical_rate_at(3))
@@ -38,14 +42,65 @@ step's end) or the fully-async pool (:mod:`shopsim_metrics.simulator.fully_async
 
 @dataclass(frozen=True)
 class FailureBurst:
-    """A scheduled burst of technical failures: ``rate`` per group during ``steps`` steps from ``step``."""
+    """A scheduled burst of technical failures: ``rate`` per group during ``steps`` steps from ``step``;
+    ``cause``: with agent episodes, the environment failure's cause in the burst (None: drawn as outside it)."""
 
     step: int
     rate: float = 0.9
     steps: int = 1
+    cause: str | None = None
 
     def covers(self, step: int) -> bool:
         return self.step <= step < self.step + self.steps
+
+
+DEFAULT_FAILURE_CAUSES: tuple[tuple[str, float], ...] = (
+    ("ToolTimeout: search_products", 0.4),
+    ("ConnectionError: catalogue service unavailable", 0.25),
+    ("ToolError: view_item returned HTTP 500", 0.2),
+    ("EnvironmentError: cart session expired", 0.15),
+)
+"""The causes of the simulated environment failures, with their weights."""
+
+
+@dataclass(frozen=True)
+class AgentModel:
+    """What an agent episode looks like: turns, tool calls' seconds and output, failures' causes
+    (:mod:`shopsim_metrics.simulator.episodes`); ``SimConfig.agent``.
+
+    Example:
+        >>> AgentModel(max_turns=0)
+        Traceback (most recent call last):
+        ...
+        ValueError: AgentModel.max_turns must be a positive integer; got 0
+    """
+
+    turns_mean: float = 6.0  # mean turns per episode (before the max_turns cap)
+    max_turns: int = 10  # an episode needing more stops here, truncated
+    tool_seconds_median: float = 2.0  # seconds per tool call: lognormal
+    tool_seconds_sigma: float = 0.8
+    observation_tokens_median: float = 150.0  # tokens of a tool call's output: lognormal
+    observation_tokens_sigma: float = 0.7
+    failure_causes: tuple[tuple[str, float], ...] = DEFAULT_FAILURE_CAUSES  # (cause, weight) of environment failures
+    round_number: bool = True  # leave metadata["round_number"] (else the turns are only in loss_mask)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.max_turns, bool) or not isinstance(self.max_turns, int) or self.max_turns < 1:
+            raise ValueError(f"AgentModel.max_turns must be a positive integer; got {self.max_turns!r}")
+        if not (isinstance(self.turns_mean, (int, float)) and 1.0 <= self.turns_mean <= 1000.0):
+            raise ValueError(f"AgentModel.turns_mean must be a number from 1 to 1000; got {self.turns_mean!r}")
+        for name in ("tool_seconds_median", "observation_tokens_median"):
+            value = getattr(self, name)
+            if not (isinstance(value, (int, float)) and 0 < value < math.inf):
+                raise ValueError(f"AgentModel.{name} must be a finite number > 0; got {value!r}")
+        for name in ("tool_seconds_sigma", "observation_tokens_sigma"):
+            value = getattr(self, name)
+            if not (isinstance(value, (int, float)) and 0 <= value <= 5):
+                raise ValueError(f"AgentModel.{name} must be a number from 0 to 5; got {value!r}")
+        causes = self.failure_causes
+        if (not causes or any(not (isinstance(c, str) and c and isinstance(w, (int, float)) and w > 0)
+                              for c, w in causes)):
+            raise ValueError(f"AgentModel.failure_causes must be (cause, weight > 0) pairs, at least one; got {causes!r}")
 
 
 @dataclass(frozen=True)
@@ -104,6 +159,9 @@ class SimConfig:
     rollout: str = "sync"
     async_zero_std_drop_limit: int | None = None  # shopsim_async_zero_std_drop_limit (None: rollout_batch_size)
     async_abort_rate: float = 0.0  # fully-async: a generation is aborted part-way and put back with this probability
+    # agent episodes (simulator/episodes.py): turns, tool calls and observations per rollout; every technical group
+    # is then an environment failure (None: single-turn rollouts)
+    agent: AgentModel | None = None
 
     def __post_init__(self) -> None:
         for name in ("rollout_batch_size", "n_samples_per_prompt", "over_sampling_batch_size", "global_batch_size"):
@@ -159,6 +217,13 @@ class SimConfig:
                                  "prompt_skip) and has no waves (wave_size fixed)")
         if not (isinstance(self.async_abort_rate, (int, float)) and 0.0 <= self.async_abort_rate < 1.0):
             raise ValueError(f"SimConfig.async_abort_rate must be in [0, 1); got {self.async_abort_rate!r}")
+        if self.agent is not None:
+            if not isinstance(self.agent, AgentModel):
+                raise ValueError(f"SimConfig.agent must be an AgentModel or None; got {self.agent!r}")
+            if self.seconds_per_token is None or self.rollout != "sync":
+                raise ValueError("SimConfig.agent models episodes on the synchronous loop with token timing: it needs "
+                                 "seconds_per_token (an episode's time is its tokens' plus its tool calls') and "
+                                 f"rollout sync; got seconds_per_token={self.seconds_per_token!r}, rollout={self.rollout!r}")
         if self.max_technical_streak is not None and self.max_technical_streak < 1:
             raise ValueError(f"SimConfig.max_technical_streak must be >= 1 or None; got {self.max_technical_streak!r}")
         ShopsimSettings.from_args(self.to_args())  # the knobs are checked where the hooks check them
@@ -171,6 +236,11 @@ class SimConfig:
             if burst.covers(step):
                 rate = max(rate, burst.rate)
         return rate
+
+    def failure_cause_at(self, step: int) -> str | None:
+        """The environment failure's cause of the burst covering ``step`` (the highest rate wins), else None."""
+        covering = [burst for burst in self.bursts if burst.covers(step)]
+        return max(covering, key=lambda burst: burst.rate).cause if covering else None
 
     def skill_at(self, step: int) -> float:
         """The policy's skill at ``step``: from ``skill_start`` towards ``skill_end`` (exponential approach)."""

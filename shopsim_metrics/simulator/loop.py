@@ -49,10 +49,10 @@ from shopsim_metrics.monitor import configure, get_runtime, reset_runtime
 from shopsim_metrics.step.loop_state import ManualLoopState
 from shopsim_metrics.step.records import StepRecord
 from shopsim_metrics.simulator.config import SimConfig
+from shopsim_metrics.simulator.episodes import AgentWaveTime, EpisodeModel, EpisodeTally
 from shopsim_metrics.simulator.latency import CompletionOrder, LatencyCompletions, LatencyModel
 from shopsim_metrics.simulator.epochs import EpochPromptSource
 from shopsim_metrics.simulator.rewards import GroupSource, PromptGroupSource, RatesGroupSource, flatten
-from shopsim_metrics.simulator.samples import SimSample
 from shopsim_metrics.simulator.tally import RunTally
 from shopsim_metrics.simulator.tokens import TokenModel
 from shopsim_metrics.sinks.base import MemorySink, StepSink
@@ -86,6 +86,7 @@ class StepOutcome:
     # aborted groups at the abort (their partial lengths: 0 for a group still queued in the engine)
     response_lengths: dict[int, list[Any]] = field(default_factory=dict)
     aborted_lengths: list[int] = field(default_factory=list)  # the partial lengths of the rollouts aborted mid-generation
+    episodes: EpisodeTally | None = None  # agent episodes: what the step's episodes held (None: single-turn rollouts)
 
 
 @dataclass
@@ -175,7 +176,7 @@ class SimulatedSlimeLoop:
             for gid in batch:  # step 1c: judge the whole batch in turn
                 group = source.group(gid, len(judged))
                 calls = flatten(group) if group and isinstance(group[0], (list, tuple)) else group
-                response_lengths[gid] = [getattr(sample, "response_length", None) for sample in calls]
+                response_lengths[gid] = [generated_tokens(sample) for sample in calls]
                 if self.sample_hook_fn is not None:  # each rollout was generated before its group is judged
                     for sample in calls:
                         self.sample_hook_fn(args, sample, rollout_id=rollout_id)
@@ -201,23 +202,20 @@ class SimulatedSlimeLoop:
                     drop_metrics[key] = drop_metrics.get(key, 0) + 1
                 dropped[gid] = reason
                 remaining -= 1
+        take_episodes = getattr(source, "take_episodes", None)
         shares = completions.progress()  # step 2: abort what is still generating; its tokens are spent
         aborted = completions.abort()
         aborted_tokens = 0
         aborted_lengths: list[int] = []
         for gid in aborted:
-            response_lengths[gid] = lengths = source.aborted_lengths(gid, shares.get(gid, 0.0))
-            full = source.aborted_lengths(gid, 1.0)
-            for position, length in enumerate(lengths):
+            samples = source.aborted_samples(gid, shares.get(gid, 0.0))
+            response_lengths[gid] = lengths = [generated_tokens(sample) for sample in samples]
+            for sample, length in zip(samples, lengths):
                 aborted_tokens += length
-                finished = length >= full[position]  # a sibling done before the abort: a normal finish
-                if not finished:
+                if sample.status == "aborted":  # not a sibling done before the abort (a normal finish)
                     aborted_lengths.append(length)
                 if self.sample_hook_fn is not None:  # slime's abort hands back each request's partial tokens
-                    self.sample_hook_fn(args, SimSample(index=gid * self.n_samples + position, group_index=gid,
-                                                        status="completed" if finished else "aborted",
-                                                        response_length=length),
-                                        rollout_id=rollout_id)
+                    self.sample_hook_fn(args, sample, rollout_id=rollout_id)
         state.remaining = None
         rollout_time = completions.elapsed
         if self.all_samples_fn is not None:  # step 3
@@ -249,7 +247,21 @@ class SimulatedSlimeLoop:
             aborted_tokens=aborted_tokens,
             response_lengths=response_lengths,
             aborted_lengths=aborted_lengths,
+            episodes=take_episodes() if take_episodes is not None else None,
         )
+
+
+def generated_tokens(sample: Any) -> Any:
+    """The tokens the model generated in one of the simulator's samples: its ``loss_mask`` ones when it has a
+    mask (an agent episode: the rest is tool output), else its ``response_length``.
+
+    Example:
+        >>> from shopsim_metrics.simulator.samples import SimSample as S
+        >>> generated_tokens(S(response_length=5, loss_mask=[1, 1, 0, 0, 1])), generated_tokens(S(response_length=5))
+        (3, 5)
+    """
+    mask = getattr(sample, "loss_mask", None)
+    return sum(mask) if isinstance(mask, list) else getattr(sample, "response_length", None)
 
 
 def rng_streams(seed: int) -> tuple[np.random.Generator, np.random.Generator, np.random.Generator]:
@@ -268,8 +280,12 @@ def token_rng(seed: int) -> np.random.Generator:
     return np.random.default_rng(np.random.SeedSequence(seed).spawn(4)[3])
 
 
-def wave_time_model(config: SimConfig, rng: np.random.Generator) -> LatencyModel | TokenModel:
-    """What a group's generation time follows: its tokens (``seconds_per_token``), else the latency model."""
+def wave_time_model(config: SimConfig, rng: np.random.Generator) -> LatencyModel | TokenModel | AgentWaveTime:
+    """What a group's generation time follows: its agent episodes (``agent``: tokens and tool calls), its tokens
+    (``seconds_per_token``), else the latency model."""
+    if config.agent is not None and config.seconds_per_token:
+        episodes = EpisodeModel(config.agent, seconds_per_token=config.seconds_per_token, rng=rng)
+        return AgentWaveTime(TokenModel.from_config(config, rng), episodes)
     if config.seconds_per_token:
         return TokenModel.from_config(config, rng)
     return latency_model(config, rng)

@@ -4,8 +4,9 @@ A group source has three calls: ``submit(gids, step, served)`` when a wave is su
 properties are drawn then; ``served``: the groups the data source served for the wave, when the loop
 asks one), ``group(gid, slot)`` when the group has finished and is about to be judged
 (contents are drawn then, in judgement order, which is what lets ``max_technical_streak`` cap the
-streak the filter sees), and ``aborted_lengths(gid, share)`` for a group aborted when ``share`` of its
-generation time had passed (the tokens it had spent, never judged). ``slot`` is the group's judgement index within the step: sources reuse
+streak the filter sees), and ``aborted_samples(gid, share)`` for a group aborted when ``share`` of its
+generation time had passed (its rollouts as slime's abort hands them back: the tokens each had made, never
+judged; ``aborted_lengths(gid, share)``: their lengths alone). ``slot`` is the group's judgement index within the step: sources reuse
 the :class:`~shopsim_metrics.simulator.samples.SimSample` objects of a slot from step to step, so building
 a group costs a few attribute writes. A slot's group stays valid until the next step begins (the
 all-samples hook reads every group of the step at its end).
@@ -16,7 +17,11 @@ all-samples hook reads every group of the step at its end).
 
 Technical groups break one sibling in one of three ways (``status_failed``, ``reward_missing``,
 ``metadata_unscored``), so the ledger's ``failed_check`` column varies; their other siblings keep
-their rewards and count as completed generations.
+their rewards and count as completed generations. With agent episodes (``SimConfig.agent``) every rollout
+is an episode (:mod:`~shopsim_metrics.simulator.episodes`, drawn at submission: they set the group's time)
+and a technical group's broken sibling is an environment failure instead: its episode failed at a tool call,
+status ``aborted``, with its cause in the metadata. :meth:`_SlotSource.take_episodes` hands the loop what the
+step's episodes held.
 
 Example:
     >>> import numpy as np
@@ -36,6 +41,7 @@ import numpy as np
 
 from shopsim_metrics.simulator.samples import SimSample
 from shopsim_metrics.simulator.config import SimConfig
+from shopsim_metrics.simulator.episodes import EpisodeModel, EpisodePlan, EpisodeTally, episode_rng
 from shopsim_metrics.simulator.tokens import TokenModel, lengths_generated_by
 
 TECHNICAL_KINDS = ("status_failed", "reward_missing", "metadata_unscored")
@@ -55,6 +61,8 @@ class GroupSource(Protocol):
     def group(self, gid: int, slot: int) -> list: ...
 
     def aborted_lengths(self, gid: int, share: float) -> list[int]: ...
+
+    def aborted_samples(self, gid: int, share: float) -> list: ...
 
 
 class FactoryGroupSource:
@@ -81,6 +89,10 @@ class FactoryGroupSource:
         """Explicit contents are built only for judged groups: an aborted one has no rollouts to count."""
         return []
 
+    def aborted_samples(self, gid: int, share: float) -> list:
+        """As :meth:`aborted_lengths`: none."""
+        return []
+
 
 class _SlotSource:
     """Reusable sample slots plus the technical-streak cap shared by the drawn sources."""
@@ -97,6 +109,16 @@ class _SlotSource:
         self._step: int | None = None
         self._streak = 0  # technical groups emitted in a row (judgement order, across steps)
         self._technical_rate = config.technical_rate
+        self._failure_cause: str | None = None  # the burst's cause of environment failures, at the current step
+        self.episodes: EpisodeModel | None = None  # agent episodes (SimConfig.agent), drawn at submission
+        self._plans: dict[int, list[EpisodePlan]] = {}  # gid -> its rollouts' episodes
+        self._episode_tally = EpisodeTally()
+        if config.agent is not None:
+            if tokens is None or not config.seconds_per_token:
+                raise ValueError("agent episodes need a token model with seconds_per_token: an episode's generated "
+                                 "tokens and time come from it")
+            self.episodes = EpisodeModel(config.agent, seconds_per_token=config.seconds_per_token,
+                                         rng=episode_rng(config.seed))
         self.data_source: Any = self._data_source()
         """What the loop asks for each wave, as slime asks its data source (None: waves of the asked size)."""
 
@@ -105,12 +127,16 @@ class _SlotSource:
         if step != self._step and not carry:
             self._draws.clear()  # groups of earlier steps were aborted: forget them
             self._lengths.clear()
+            self._plans.clear()
             self._forget()
         self._step = step
         self._technical_rate = self.config.technical_rate_at(step)
+        self._failure_cause = self.config.failure_cause_at(step)
         self._prepare(gids, step, served)
         if self.tokens is not None:
             self._lengths.update(zip(gids, self.tokens.lengths(self._hardness(gids))))
+        if self.episodes is not None:
+            self._plans.update(zip(gids, self.episodes.plans([self._lengths[gid] for gid in gids])))
         rows = self.rng.random((len(gids), 3 + 2 * self.n)).tolist()
         self._draws.update(zip(gids, rows))
 
@@ -136,6 +162,8 @@ class _SlotSource:
         """Each submitted group's generation time in ticks: its slowest rollout's tokens (None: no token model)."""
         if self.tokens is None or not self.config.seconds_per_token:
             return None
+        if self.episodes is not None:  # an episode's generation and its tool calls
+            return self.episodes.group_ticks([self._plans[gid] for gid in gids], self.config.latency_tick)
         return self.tokens.group_ticks([self._lengths[gid] for gid in gids])
 
     def aborted_lengths(self, gid: int, share: float) -> list[int]:
@@ -143,6 +171,38 @@ class _SlotSource:
         (:func:`~.tokens.lengths_generated_by` of the lengths drawn at submission; none without a token model)."""
         lengths = self._lengths.get(gid)
         return lengths_generated_by(lengths, share) if lengths is not None else []
+
+    def aborted_samples(self, gid: int, share: float) -> list[SimSample]:
+        """The rollouts of an unjudged group of this step aborted at ``share`` of its generation time, as slime's
+        abort hands them back: each with the tokens it had made (:meth:`aborted_lengths`; an agent episode as
+        :meth:`~.episodes.EpisodePlan.at` says), status ``aborted``, or ``completed`` for one done before."""
+        lengths = self._lengths.get(gid)
+        if lengths is None:
+            return []
+        samples = [SimSample(index=gid * self.n + k, group_index=gid) for k in range(len(lengths))]
+        plans = self._plans.get(gid)
+        if plans is None:
+            for sample, made, full in zip(samples, lengths_generated_by(lengths, share), lengths):
+                sample.status, sample.response_length = "completed" if made >= full else "aborted", made
+            return samples
+        spt = self.config.seconds_per_token or 0.0
+        seconds = share * max(plan.seconds(spt) for plan in plans)
+        for sample, plan in zip(samples, plans):
+            episode = plan.at(seconds, spt)
+            self._episode_tally.add(episode, seconds_per_token=spt, aborted_by_slime=episode.status == "aborted")
+            episode.write(sample, round_number=self._round_number)
+        return samples
+
+    @property
+    def _round_number(self) -> bool:
+        return self.config.agent is None or self.config.agent.round_number
+
+    def take_episodes(self) -> EpisodeTally | None:
+        """What the episodes handed out since the last call held (None: single-turn rollouts); starts afresh."""
+        if self.episodes is None:
+            return None
+        tally, self._episode_tally = self._episode_tally, EpisodeTally()
+        return tally
 
     def _slot(self, gid: int, slot: int) -> list[SimSample]:
         slots = self._slots
@@ -172,20 +232,37 @@ class _SlotSource:
         if lengths is not None:
             for sample, length in zip(group, lengths):
                 sample.response_length = length
+        plans = self._plans.pop(gid, None)
+        broken: SimSample | None = None
         if technical:
             self._streak += 1
-            kind = TECHNICAL_KINDS[min(int(u[0] / rate * len(TECHNICAL_KINDS)), len(TECHNICAL_KINDS) - 1)]
             broken = group[int(u[1] * self.n) % self.n]
             self._broken[slot] = broken
-            if kind == "status_failed":
-                broken.status = "failed"
-            elif kind == "reward_missing":
-                broken.reward = None
-            else:
-                broken.metadata = _UNSCORED_METADATA
+            if plans is None:
+                kind = TECHNICAL_KINDS[min(int(u[0] / rate * len(TECHNICAL_KINDS)), len(TECHNICAL_KINDS) - 1)]
+                if kind == "status_failed":
+                    broken.status = "failed"
+                elif kind == "reward_missing":
+                    broken.reward = None
+                else:
+                    broken.metadata = _UNSCORED_METADATA
         else:
             self._streak = 0
+        if plans is not None:
+            self._write_episodes(gid, group, plans, broken)
         return group
+
+    def _write_episodes(self, gid: int, group: list[SimSample], plans: list[EpisodePlan],
+                        broken: SimSample | None) -> None:
+        """Each sample as its episode left it; ``broken``'s episode failed in the environment (a technical group)."""
+        assert self.episodes is not None
+        spt = self.episodes.seconds_per_token
+        for sample, plan in zip(group, plans):
+            episode = plan.finished() if sample is not broken else self.episodes.failure(plan, self._failure_cause)
+            if episode.cause is not None:
+                self._episode_tally.causes[gid] = episode.cause
+            episode.write(sample, round_number=self._round_number)
+            self._episode_tally.add(episode, seconds_per_token=spt)
 
     def _fill(self, group: list[SimSample], gid: int, u: list[float]) -> None:
         raise NotImplementedError
