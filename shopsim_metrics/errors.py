@@ -1,8 +1,13 @@
-"""The exception that ends a run when technical failures pile up, and the one error for a missing path.
+"""The exception that ends a run when technical failures pile up, and the errors every command gives for a path
+it cannot read (missing, or a FIFO, device or socket) or write.
 
 Example:
     >>> str(missing_path("run/steps.jsonl", "a steps.jsonl or the run directory holding it"))
     'run/steps.jsonl: no such file or directory (expected a steps.jsonl or the run directory holding it)'
+    >>> check_input_path("/dev/null", "a steps.jsonl")
+    Traceback (most recent call last):
+    ...
+    ValueError: /dev/null: a character device, not a file (expected a steps.jsonl)
 
     >>> err = TechnicalFailureLimitExceeded(streak=8, max_consecutive_failed_groups=8, rollout_id=3,
     ...                                     failed_checks={"status_failed": 8})
@@ -13,6 +18,7 @@ Example:
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 from shopsim_metrics.judging.failure_cause import leading_cause_text
 
@@ -20,6 +26,50 @@ from shopsim_metrics.judging.failure_cause import leading_cause_text
 def missing_path(path: str | os.PathLike, expected: str) -> FileNotFoundError:
     """The error every command gives for a path that does not exist: the path, then what was expected."""
     return FileNotFoundError(f"{os.fspath(path)}: no such file or directory (expected {expected})")
+
+
+def check_input_path(path: str | os.PathLike, expected: str) -> Path:
+    """``path`` when it is a regular file or a directory (links followed); else one line, before it is opened:
+    :func:`missing_path`, or a ``ValueError`` naming what it is (a FIFO would be waited on forever, a device
+    such as ``/dev/zero`` read forever)."""
+    from shopsim_metrics.state_file import file_kind
+
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        raise missing_path(path, expected) from None
+    kind = file_kind(mode)
+    if kind is not None and kind != "a directory":
+        raise ValueError(f"{os.fspath(path)}: {kind}, not a file (expected {expected})")
+    return Path(path)
+
+
+def check_output_file(path: str | os.PathLike, flag: str) -> None:
+    """Raise before any work when ``path`` cannot be written as a file: a directory, a FIFO or device, or under
+    a file or an unwritable directory; ``flag`` names the option in the message.
+
+    Example:
+        >>> check_output_file(".", "--out")
+        Traceback (most recent call last):
+        ...
+        IsADirectoryError: --out .: is a directory; give the path of a file (in it, say)
+    """
+    from shopsim_metrics.state_file import file_kind
+
+    out = Path(path)
+    if out.is_dir():
+        raise IsADirectoryError(f"{flag} {os.fspath(path)}: is a directory; give the path of a file (in it, say)")
+    if out.exists():
+        kind = file_kind(os.stat(out).st_mode)
+        if kind is not None:
+            raise ValueError(f"{flag} {os.fspath(path)}: {kind}, not a file")
+    for parent in out.absolute().parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise NotADirectoryError(f"{flag} {os.fspath(path)}: {parent} is a file, not a directory")
+            if not os.access(parent, os.W_OK):
+                raise PermissionError(f"{flag} {os.fspath(path)}: {parent} is not writable")
+            return
 
 
 class TechnicalFailureLimitExceeded(RuntimeError):

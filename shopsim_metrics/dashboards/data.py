@@ -279,23 +279,19 @@ def load_dashboard_data(source: Any, *, ledger_step: int | None = None,
     a long run's file is read into the columns a renderer draws, not all of them).
     """
     if isinstance(source, (str, os.PathLike)):
-        path = Path(source)
-        if path.is_file():
-            return _from_steps_file(path, ledger_step, names)
-        if path.is_dir():
-            if _has_steps_files(path):
-                return _from_steps_file(path, ledger_step, names)  # every records file of the run directory
-            run_dir = find_wandb_offline_run(path)
-            if run_dir is not None:
-                return from_wandb_offline_run(run_dir)
-            raise FileNotFoundError(
-                f"{path} holds neither {contract.STEPS_FILE_NAME} nor a W&B offline run (a directory with a "
-                "run-*.wandb file, e.g. wandb/offline-run-*): pass a steps.jsonl, a run directory or a W&B run directory"
-            )
-        from shopsim_metrics.errors import missing_path
+        from shopsim_metrics.errors import check_input_path
 
-        raise missing_path(path, f"a {contract.STEPS_FILE_NAME}, the run directory holding it, or a W&B offline run "
-                                 "directory")
+        path = check_input_path(source, f"a {contract.STEPS_FILE_NAME}, the run directory holding it, or a W&B "
+                                        "offline run directory")
+        if path.is_file() or _has_steps_files(path):  # a directory: every records file of the run directory
+            return _from_steps_file(path, ledger_step, names)
+        run_dir = find_wandb_offline_run(path)
+        if run_dir is not None:
+            return from_wandb_offline_run(run_dir)
+        raise FileNotFoundError(
+            f"{path} holds neither {contract.STEPS_FILE_NAME} nor a W&B offline run (a directory with a "
+            "run-*.wandb file, e.g. wandb/offline-run-*): pass a steps.jsonl, a run directory or a W&B run directory"
+        )
     records = list(source)
     if records and not all(isinstance(r, StepRecord) for r in records):
         kinds = sorted({type(r).__name__ for r in records})

@@ -28,13 +28,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 from pathlib import Path
 from typing import Any, Iterable
 
 from shopsim_metrics.dumps.sources import (
     DUMP_KINDS, add_dump_arguments, dump_options, load_outcomes, refuse_dump_options, source_kind,
 )
+from shopsim_metrics.errors import check_output_file
 from shopsim_metrics.judging.group_judgement import SPREAD, ZERO_STD
 from shopsim_metrics.judging.verdicts import ZERO_STD_VERDICTS, verdict_of
 from shopsim_metrics.prompts.history import DEFAULT_LIMIT, PromptStats
@@ -136,7 +136,7 @@ def run_prompts(args: argparse.Namespace) -> int:
     top = _positive(args.top, "--top")
     min_visits = _positive(args.min_visits, "--min-visits")
     if args.out is not None:
-        check_output_file(args.out)
+        check_output_file(args.out, "--out")
     kind = source_kind(args.run)
     if kind in DUMP_KINDS:
         trace = load_outcomes(args.run, options=dump_options(args))
@@ -163,22 +163,3 @@ def run_prompts(args: argparse.Namespace) -> int:
     return 0
 
 
-def check_output_file(path: str | Path) -> None:
-    """Raise before any work when ``path`` cannot be written as a file: a directory, or under a file.
-
-    Example:
-        >>> check_output_file(".")
-        Traceback (most recent call last):
-        ...
-        IsADirectoryError: --out .: is a directory; give a file path such as skip.jsonl
-    """
-    out = Path(path)
-    if out.is_dir():
-        raise IsADirectoryError(f"--out {path}: is a directory; give a file path such as {out / 'skip.jsonl'}")
-    for parent in out.parents:
-        if parent.exists():
-            if not parent.is_dir():
-                raise NotADirectoryError(f"--out {path}: {parent} is a file, not a directory")
-            if not os.access(parent, os.W_OK):
-                raise PermissionError(f"--out {path}: {parent} is not writable")
-            return

@@ -249,15 +249,15 @@ def _id_ranges(ids: list[int]) -> str:
 
 
 def resolve_steps_path(path: str | os.PathLike) -> Path:
-    """``path`` itself, or the ``steps.jsonl`` inside it when it is a run directory; must exist."""
+    """``path`` itself, or the ``steps.jsonl`` inside it when it is a run directory; must exist and be a regular
+    file (a FIFO or a device is refused before it is opened: one line)."""
+    from shopsim_metrics.errors import check_input_path
+
     path = Path(path)
     if path.is_dir():
         path = path / contract.STEPS_FILE_NAME
-    if not path.exists():
-        from shopsim_metrics.errors import missing_path
-
-        raise missing_path(path, f"a {contract.STEPS_FILE_NAME} written by the JSONL sink, or the run directory "
-                                 "holding it")
+    path = check_input_path(path, f"a {contract.STEPS_FILE_NAME} written by the JSONL sink, or the run directory "
+                                  "holding it")  # a FIFO or a device is refused unopened
     if path.is_dir():
         raise IsADirectoryError(f"{path} is a directory, not a {contract.STEPS_FILE_NAME}")
     return path

@@ -35,7 +35,8 @@ from shopsim_metrics.replay.measure import (
 )
 from shopsim_metrics.replay.trace import Trace, TraceError
 from shopsim_metrics.settings import WAVE_SIZE_MODES
-from shopsim_metrics.simulator.commands import _positive_int, _probability, _step_count
+from shopsim_metrics.errors import check_output_file
+from shopsim_metrics.simulator.commands import MAX_COUNT, MAX_STEPS, _positive_int, _probability, _step_count
 from shopsim_metrics.simulator.progress import Progress
 from shopsim_metrics.tables import Column, format_table
 
@@ -85,7 +86,10 @@ def register(subparsers: Any) -> None:
 
 
 def knobs_for(trace: Trace, args: argparse.Namespace) -> ReplayKnobs:
-    """The replay's knobs: the flags, else the recorded run's, else :data:`JSON_DEFAULT_KNOBS`."""
+    """The replay's knobs: the flags, else the recorded run's, else :data:`JSON_DEFAULT_KNOBS`; one line (a
+    :class:`TraceError`) for knobs slime refuses or a replay cannot run: a wave of more than
+    :data:`~shopsim_metrics.simulator.commands.MAX_COUNT` samples, more than
+    :data:`~shopsim_metrics.simulator.commands.MAX_STEPS` steps (a record at rollout_id 10^12)."""
     run = trace.run
     rollout_batch_size = args.rollout_batch_size or (run and run.rollout_batch_size) or JSON_DEFAULT_KNOBS[0]
     over = (args.over_sampling_batch_size or (run and run.over_sampling_batch_size)
@@ -93,8 +97,16 @@ def knobs_for(trace: Trace, args: argparse.Namespace) -> ReplayKnobs:
     if over < rollout_batch_size:
         raise TraceError(f"--over-sampling-batch-size ({over}) must be at least --rollout-batch-size "
                          f"({rollout_batch_size}), as slime requires")
-    return ReplayKnobs(rollout_batch_size=rollout_batch_size, over_sampling_batch_size=over,
-                       steps=args.steps or default_steps(trace, over),
+    if trace.n_samples * over > MAX_COUNT:
+        raise TraceError(f"n_samples_per_prompt {trace.n_samples:,} x over_sampling_batch_size {over:,} = "
+                         f"{trace.n_samples * over:,} samples per wave: a replay simulates at most {MAX_COUNT:,} "
+                         "samples per wave")
+    steps = args.steps or default_steps(trace, over)
+    if steps > MAX_STEPS:
+        reach = f"the records reach rollout_id {run.steps - 1:,}" if run is not None else "the trace's visits ask for"
+        raise TraceError(f"{reach}: {steps:,} steps, more than the {MAX_STEPS:,} a replay runs; replay fewer with "
+                         "--steps N")
+    return ReplayKnobs(rollout_batch_size=rollout_batch_size, over_sampling_batch_size=over, steps=steps,
                        prompt_skip_threshold=args.prompt_skip_threshold,
                        prompt_skip_forgetting=args.prompt_skip_forgetting,
                        prompt_skip_min_yield=args.prompt_skip_min_yield,
@@ -133,6 +145,8 @@ def describe(trace: Trace, knobs: ReplayKnobs, seeds: tuple[int, ...]) -> str:
 
 
 def _replay(args: argparse.Namespace) -> int:
+    if args.json:
+        check_output_file(args.json, "--json")  # before the replay, not after it
     trace = load_outcomes(args.trace, n_samples=args.n_samples_per_prompt, options=dump_options(args))
     if trace.run is None and args.n_samples_per_prompt is None:
         raise TraceError("a JSON trace needs --n-samples-per-prompt N")

@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+from shopsim_metrics.errors import check_input_path
 from shopsim_metrics.judging.group_judgement import ZERO_STD_TOLERANCE
 
 FRACTION_TOLERANCE = 1e-6
@@ -212,10 +213,12 @@ def trace_from_records(path: str | os.PathLike) -> Trace:
 
 
 def load_trace(path: str | os.PathLike, n_samples: int | None = None) -> Trace:
-    """A trace from a JSON file, or from a run directory / ``steps.jsonl`` of the project's records."""
-    target = Path(path)
-    if not target.exists():
-        raise TraceError(f"{path}: no such file or directory")
+    """A trace from a JSON file, or from a run directory / ``steps.jsonl`` of the project's records; a FIFO or
+    a device is refused unopened."""
+    try:
+        target = check_input_path(path, "a JSON trace, or a run directory / steps.jsonl of the project's records")
+    except (FileNotFoundError, ValueError) as exc:
+        raise TraceError(str(exc)) from None
     if target.is_dir() or target.name.endswith(".jsonl"):
         return trace_from_records(target)
     return trace_from_json_file(target, n_samples)

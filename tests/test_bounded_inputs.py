@@ -1,0 +1,128 @@
+"""Inputs no honest run produces: each is one line on stderr and exit code 2, at once, before any work.
+
+``replay`` and the readers (``inspect``, ``tune --from``, ``prompts``) are given what an attacker (or a
+slip of the keyboard) gives them: a FIFO or a device instead of a file, a record whose ``rollout_id`` is
+10^12, a group size of a million, an output path that cannot be written. Each runs in a child process
+under a memory limit (1.5 GB of address space) and a generous time limit that only a hang reaches: before
+these checks, a FIFO waited forever, ``/dev/zero`` was read until memory ran out and 10^12 steps were
+planned and run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from shopsim_metrics.cli import main
+
+HANG = 120
+"""Seconds after which a child counts as hung (each case here answers at once; only a hang gets near)."""
+
+MEMORY_LIMIT = 1536 * 1024 * 1024
+"""The child's address space: a command that reads without bound runs out of it instead of the machine's."""
+
+_CHILD = """
+import resource, sys
+resource.setrlimit(resource.RLIMIT_AS, ({limit}, {limit}))
+from shopsim_metrics.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def run_bounded(args: list[str]) -> subprocess.CompletedProcess:
+    """``shopsim-metrics ARGS`` in a child with bounded memory; a hang fails the test (TimeoutExpired)."""
+    return subprocess.run([sys.executable, "-c", _CHILD.format(limit=MEMORY_LIMIT), *args], capture_output=True,
+                          text=True, timeout=HANG, stdin=subprocess.DEVNULL)
+
+
+def one_line(proc: subprocess.CompletedProcess, *expected: str) -> str:
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    for text in expected:
+        assert text in lines[0], lines[0]
+    return lines[0]
+
+
+@pytest.fixture
+def fifo(tmp_path: Path) -> Path:
+    path = tmp_path / "steps.jsonl"
+    os.mkfifo(path)
+    return path
+
+
+@pytest.mark.parametrize("command", [
+    ["replay", "{path}", "--n-samples-per-prompt", "8"],
+    ["inspect", "{path}"],
+    ["inspect", "--json", "{path}"],
+    ["tune", "--from", "{path}"],
+    ["prompts", "{path}"],
+])
+def test_a_fifo_is_refused_without_being_opened(fifo: Path, command: list[str]) -> None:
+    one_line(run_bounded([a.format(path=fifo) for a in command]), str(fifo), "a FIFO (named pipe), not a file")
+
+
+@pytest.mark.parametrize("command", [
+    ["replay", "/dev/zero", "--n-samples-per-prompt", "8"],
+    ["inspect", "/dev/zero"],
+])
+def test_a_device_is_refused_without_being_read(command: list[str]) -> None:
+    one_line(run_bounded(command), "/dev/zero", "a character device, not a file")
+
+
+def _one_record_run(tmp_path: Path, **fields) -> Path:
+    run = tmp_path / "run"
+    run.mkdir()
+    row = {"order": 1, "waves_open": 1, "group_index": 0, "outcome": "trained", "reason": None,
+           "remaining_before": 4, "unique_rollouts": 8, "prompt_key": "p", "scorable_rollouts": 8,
+           "success_count": 4, "reward_min": 0.0, "reward_max": 1.0}
+    record = {"rollout_id": 0, "n_samples_per_prompt": 8, "rollout_batch_size": 4,
+              "over_sampling_batch_size": 8, "decisions": [row], **fields}
+    row.update(scorable_rollouts=record["n_samples_per_prompt"], success_count=record["n_samples_per_prompt"] // 2)
+    (run / "steps.jsonl").write_text(json.dumps(record) + "\n")
+    return run
+
+
+def test_a_record_at_rollout_id_ten_to_the_twelve_plans_no_replay(tmp_path: Path) -> None:
+    run = _one_record_run(tmp_path, rollout_id=10**12)
+    one_line(run_bounded(["replay", str(run), "--no-progress"]), "rollout_id", "10,000,000", "--steps")
+
+
+def test_steps_given_explicitly_replay_such_a_run(tmp_path: Path, capsys) -> None:
+    run = _one_record_run(tmp_path, rollout_id=10**12)
+    assert main(["replay", str(run), "--no-progress", "--steps", "2", "--seeds", "1", "--prompt-skip", "off",
+                 "--wave-size", "fixed"]) == 0
+    assert "2 steps" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("source", ["json", "records"])
+def test_a_group_of_a_million_samples_is_refused_before_any_replay(tmp_path: Path, source: str) -> None:
+    if source == "json":
+        trace = tmp_path / "trace.json"
+        trace.write_text(json.dumps({"a": [0.5]}))
+        args = ["replay", str(trace), "--n-samples-per-prompt", "1000000", "--no-progress"]
+    else:
+        args = ["replay", str(_one_record_run(tmp_path, n_samples_per_prompt=10**6)), "--no-progress"]
+    one_line(run_bounded(args), "1,000,000", "samples per wave")
+
+
+def test_replay_checks_its_output_path_before_it_replays(tmp_path: Path, monkeypatch, capsys) -> None:
+    from shopsim_metrics.replay import command
+
+    def replayed(*args, **kwargs):
+        raise AssertionError("the replay ran before its output path was checked")
+
+    monkeypatch.setattr(command, "replay_rows", replayed)
+    trace = tmp_path / "trace.json"
+    trace.write_text(json.dumps({"a": [0.5, 1.0]}))
+    blocker = tmp_path / "a_file"
+    blocker.write_text("x")
+    for out in (blocker / "rows.json", tmp_path):
+        assert main(["replay", str(trace), "--n-samples-per-prompt", "2", "--no-progress", "--json", str(out)]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "--json" in err[0], err
