@@ -30,12 +30,12 @@ from pathlib import Path
 from typing import Any
 
 from shopsim_metrics.dumps.sources import SOURCE_HELP, add_dump_arguments, dump_options, load_outcomes
+from shopsim_metrics.errors import check_output_file
 from shopsim_metrics.replay.measure import (
     ORACLE, REPLAY_SKIPS, ReplayKnobs, ReplayRow, default_steps, replay_rows,
 )
 from shopsim_metrics.replay.trace import Trace, TraceError
 from shopsim_metrics.settings import WAVE_SIZE_MODES
-from shopsim_metrics.errors import check_output_file
 from shopsim_metrics.simulator.commands import MAX_COUNT, MAX_STEPS, _positive_int, _probability, _step_count
 from shopsim_metrics.simulator.progress import Progress
 from shopsim_metrics.tables import Column, format_table
