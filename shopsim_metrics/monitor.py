@@ -1,4 +1,4 @@
-"""The process-wide monitor behind slime's hooks: the hub the three hooks call (settings, accountant, recorder).
+"""The process-wide monitor behind slime's hooks: the hub the four hooks call (settings, accountant, recorder).
 
 slime's hooks are plain functions, so the state they share lives in one :class:`ShopsimRuntime`
 per process, created from ``args`` on first use (:func:`get_runtime`) or explicitly with
@@ -91,7 +91,7 @@ logger = logging.getLogger("shopsim_metrics")
 
 
 class ShopsimRuntime:
-    """Holds what the three hooks share; every public method is safe across threads (see the module)."""
+    """Holds what the four hooks share; every public method is safe across threads (see the module)."""
 
     def __init__(
         self,

@@ -19,14 +19,17 @@ CLI = Path(sys.executable).with_name("shopsim-metrics")
 
 
 def readme_command_lines(text: str) -> list[str]:
-    """Every line of a fenced code block that starts with ``shopsim-metrics``, comments stripped.
+    """Every command of a fenced code block that starts with ``shopsim-metrics`` (lines continued with a
+    backslash joined), comments stripped.
 
     >>> readme_command_lines("x\\n```bash\\nshopsim-metrics inspect run   # table\\nmake demo\\n```\\nshopsim-metrics no")
     ['shopsim-metrics inspect run']
+    >>> readme_command_lines("```\\nshopsim-metrics preflight -- --a 1 \\\\\\n    --b x  # c\\n```")
+    ['shopsim-metrics preflight -- --a 1 --b x']
     """
     lines = []
     for block in re.findall(r"^```[^\n]*\n(.*?)^```", text, flags=re.M | re.S):
-        for line in block.splitlines():
+        for line in re.sub(r"\\\n\s*", " ", block).splitlines():
             if line.startswith("shopsim-metrics"):
                 lines.append(shlex.join(shlex.split(line, comments=True)))
     return lines
@@ -50,10 +53,25 @@ def test_the_readme_lists_every_command_of_the_cli() -> None:
     parser = build_parser()
     (sub,) = [a for a in parser._actions if a.dest == "command"]
     commands = {line.split()[1] for line in readme_command_lines(README.read_text())}
-    missing = [name for name in sub.choices if name not in commands and f"shopsim-metrics {name}" not in
-               README.read_text()]
-    assert not missing, f"the README does not list {missing}"
+    missing = [name for name in sub.choices if name not in commands]
+    assert not missing, f"the README's command list leaves out {missing}"
     assert "--version" in commands
+
+
+NUMBER_WORDS = {2: "two", 3: "three", 4: "four", 5: "five", 6: "six"}
+
+
+def test_the_readme_and_docs_count_the_hooks_as_the_launch_lists_them() -> None:
+    """The README's launch block lists the hook paths; "N hooks" anywhere in the README and docs says the same N."""
+    launch = re.search(r"Add \w+ hook paths to a slime launch:\n\n```bash\n(.*?)^```", README.read_text(), re.M | re.S)
+    assert launch is not None
+    hooks = re.findall(r"shopsimrl\.slime_runtime\.\w+", launch.group(1))
+    assert len(hooks) == len(set(hooks)) == 4
+    said = {}
+    for path in (README, *sorted((ROOT / "docs").glob("*.md"))):
+        for word in re.findall(r"\b(two|three|four|five|six) (?:hooks|hook paths)\b", path.read_text()):
+            said.setdefault(word, []).append(path.name)
+    assert set(said) == {NUMBER_WORDS[len(hooks)]}, said
 
 
 def test_every_readme_command_runs_as_written_after_a_small_demo(tmp_path: Path) -> None:
@@ -66,7 +84,7 @@ def test_every_readme_command_runs_as_written_after_a_small_demo(tmp_path: Path)
     subprocess.run(small, cwd=tmp_path, env=env, check=True, capture_output=True, timeout=300)
     failed = []
     for line in lines:
-        argv = shlex.split(line)
+        argv = shlex.split(line.replace("$PWD", str(tmp_path)))  # the shell's $PWD: the repository's root
         done = subprocess.run([str(CLI), *argv[1:]], cwd=tmp_path, env=env, capture_output=True, text=True,
                               timeout=600)
         if done.returncode != 0:

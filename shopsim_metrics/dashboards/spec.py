@@ -594,7 +594,7 @@ def cost_panels(section: str) -> tuple[Panel, ...]:
             id="cost_own_time",
             title="The project's own time against the rollout time",
             description=(
-                "filter_seconds / rollout_seconds: time inside the three hooks as a share of slime's rollout "
+                "filter_seconds / rollout_seconds: time inside the four hooks as a share of slime's rollout "
                 "time (the design's \"the filter adds no rollout time\", measured; expect well below 0.001)."
             ),
             kind="line",
