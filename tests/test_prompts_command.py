@@ -113,3 +113,75 @@ def test_out_is_checked_before_anything_is_printed(tmp_path, capsys) -> None:
         captured = capsys.readouterr()
         assert captured.out == ""
         assert captured.err.startswith(f"shopsim-metrics prompts: error: --out {out}: ")
+
+
+# --- the skip list mapped back to the launch's dataset ------------------------------------------------------
+@pytest.fixture(scope="module")
+def pool_run(tmp_path_factory) -> tuple[Path, Path]:
+    """The demo's simulated run over its prompt pool (revisited epoch after epoch), and the pool as its --prompt-data."""
+    from shopsim_metrics.simulator.demo import demo_config
+    from shopsim_metrics.simulator.epochs import write_prompt_data
+    from shopsim_metrics.simulator.loop import Simulator
+
+    root = tmp_path_factory.mktemp("pool")
+    config = demo_config(steps=16, seed=5)
+    Simulator(config, sinks=[JsonlSink(root / "run")]).run()
+    return root / "run", write_prompt_data(root / "prompts.jsonl", config.prompt_pool)
+
+
+def test_prompt_data_maps_every_skip_list_key_to_its_line_and_prompt(pool_run, tmp_path, capsys) -> None:
+    from shopsim_metrics.prompts.keys import hash_prompt
+    from shopsim_metrics.simulator.epochs import pool_label, pool_prompt
+
+    run, data = pool_run
+    out = tmp_path / "skip.jsonl"
+    assert main(["prompts", str(run), "--out", str(out)]) == 0
+    assert "--prompt-data FILE" in capsys.readouterr().out  # how to map the hashes back is said
+    assert {e["data_line"] for e in read_skip_list(out)} == {None}
+    assert main(["prompts", str(run), "--out", str(out), "--prompt-data", str(data), "--input-key", "prompt",
+                 "--label-key", "label"]) == 0
+    entries = read_skip_list(out)
+    assert entries and f"{len(entries)} of {len(entries)} found in {data}" in capsys.readouterr().out
+    for entry in entries:
+        pool_id = entry["data_line"] - 1  # write_prompt_data writes prompt i on line i + 1
+        assert entry["prompt"] == pool_prompt(pool_id)
+        assert entry["prompt_key"] == hash_prompt(pool_prompt(pool_id), pool_label(pool_id))
+
+
+def test_prompt_data_read_with_other_keys_than_the_launch_finds_nothing_and_says_why(pool_run, tmp_path,
+                                                                                      capsys) -> None:
+    run, data = pool_run
+    out = tmp_path / "skip.jsonl"
+    assert main(["prompts", str(run), "--out", str(out), "--prompt-data", str(data), "--input-key", "prompt"]) == 0
+    entries = read_skip_list(out)
+    assert entries and {e["data_line"] for e in entries} == {None}
+    printed = capsys.readouterr().out
+    assert f"0 of {len(entries)} found" in printed and "--label-key" in printed and "--apply-chat-template" in printed
+
+
+def test_prompt_data_with_the_runs_metadata_key_maps_metadata_ids(tmp_path) -> None:
+    from types import SimpleNamespace
+
+    from shopsim_metrics.prompts.dataset import rows_by_key
+    from shopsim_metrics.prompts.keys import prompt_key
+
+    data = tmp_path / "prompts.jsonl"
+    data.write_text('{"input": "a", "metadata": {"uid": 7}}\n{"input": "b", "metadata": {"uid": "x"}}\n{"input": "c"}\n')
+    rows = rows_by_key(data, prompt_key_name="uid")
+    sample = SimpleNamespace(prompt="a", label=None, metadata={"uid": 7})
+    assert rows[prompt_key([sample], "uid")[0]].line == 1 and rows["x"].line == 2
+    assert rows[prompt_key([SimpleNamespace(prompt="c", label=None, metadata={})], "uid")[0]].line == 3  # the hash
+
+
+@pytest.mark.parametrize("text,expected", [("not json\n", "prompts.jsonl:1: not JSON"),
+                                           ('{"input": "a"}\n[1]\n', "prompts.jsonl:2: expected a JSON object")])
+def test_a_bad_prompt_data_file_is_one_line_before_anything_is_printed(pool_run, tmp_path, capsys, text,
+                                                                        expected) -> None:
+    run, _ = pool_run
+    data = tmp_path / "prompts.jsonl"
+    data.write_text(text)
+    assert main(["prompts", str(run), "--out", str(tmp_path / "s.jsonl"), "--prompt-data", str(data)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and expected in captured.err and captured.err.count("\n") == 1
+    assert main(["prompts", str(run), "--prompt-data", str(data)]) == 2  # without --out there is nothing to map
+    assert "give --out FILE too" in capsys.readouterr().err

@@ -10,9 +10,13 @@ for every reader).
 :data:`DEFAULT_MIN_VISITS`) all had the same zero-std verdict, most wasted generation first::
 
     {"prompt_key": "b2:…", "visits": 6, "zero_std_run": 4, "last_verdict": "zero_std_all_pass",
-     "verdicts": ["spread", "zero_std_all_pass", …], "wasted_tokens": 1234}
+     "verdicts": ["spread", "zero_std_all_pass", …], "wasted_tokens": 1234, "data_line": 17, "prompt": …}
 
-so that a data pipeline can drop or down-weight those prompts.
+so that a data pipeline can drop or down-weight those prompts. A key is the prompt's hash (or its
+``shopsim_prompt_key`` metadata value): ``--prompt-data FILE``, the launch's own dataset read with its
+``--input-key`` / ``--label-key`` / ``--metadata-key`` (and ``--prompt-key`` as the run's
+``shopsim_prompt_key``), maps each entry to its line and prompt (:mod:`shopsim_metrics.prompts.dataset`);
+without it, or for a prompt not found, ``data_line`` and ``prompt`` are null.
 
 RUN may also be slime's or verl's rollout dumps (:mod:`shopsim_metrics.dumps`, with ``--whole-run`` or
 ``--kept-only``): their visits, in step order, go through the same prompt history (:func:`tracker_from_trace`).
@@ -37,8 +41,9 @@ from shopsim_metrics.dumps.sources import (
 from shopsim_metrics.errors import check_output_file
 from shopsim_metrics.judging.group_judgement import SPREAD, ZERO_STD
 from shopsim_metrics.judging.verdicts import ZERO_STD_VERDICTS, verdict_of
+from shopsim_metrics.prompts.dataset import SLIME_INPUT_KEY, SLIME_METADATA_KEY, DatasetRow, rows_by_key
 from shopsim_metrics.prompts.history import DEFAULT_LIMIT, PromptStats
-from shopsim_metrics.prompts.keys import history_key
+from shopsim_metrics.prompts.keys import HASH_PREFIX, history_key
 from shopsim_metrics.prompts.value import PROMPT_TABLE_ROWS, PromptValueTracker, table_row
 from shopsim_metrics.replay.trace import Trace
 from shopsim_metrics.step.contract import PROMPT_TABLE_COLUMNS
@@ -63,6 +68,14 @@ def register(sub: Any) -> None:
     cmd.add_argument("--min-visits", default=str(DEFAULT_MIN_VISITS),
                      help=f"consecutive equal zero-std visits that put a prompt on the skip list "
                           f"(default {DEFAULT_MIN_VISITS})")
+    data = cmd.add_argument_group("the launch's prompt dataset, to map the skip list's keys to its lines")
+    data.add_argument("--prompt-data", metavar="FILE",
+                      help="the launch's --prompt-data (.jsonl): each skip-list entry gets its line (data_line) and "
+                           "prompt; with --prompt-key as the run's shopsim_prompt_key, if it set one")
+    data.add_argument("--input-key", default=SLIME_INPUT_KEY, help=f"as the launch's (default {SLIME_INPUT_KEY})")
+    data.add_argument("--label-key", default=None, help="as the launch's (default: none)")
+    data.add_argument("--metadata-key", default=SLIME_METADATA_KEY,
+                      help=f"as the launch's (default {SLIME_METADATA_KEY})")
     add_dump_arguments(cmd)
     cmd.set_defaults(func=run_prompts)
 
@@ -100,19 +113,22 @@ def tracker_from_trace(trace: Trace) -> PromptValueTracker:
     return tracker
 
 
-def skip_list(tracker: PromptValueTracker, min_visits: int) -> list[dict[str, Any]]:
-    """Prompts whose last ``min_visits`` visits had the same zero-std verdict, most wasted first."""
+def skip_list(tracker: PromptValueTracker, min_visits: int,
+              dataset: dict[str, DatasetRow] | None = None) -> list[dict[str, Any]]:
+    """Prompts whose last ``min_visits`` visits had the same zero-std verdict, most wasted first; ``dataset``
+    (:func:`~shopsim_metrics.prompts.dataset.rows_by_key`) gives each its line and prompt."""
     out = []
     for stats in tracker.history.most_wasted(len(tracker.history)):
         if stats.zero_std_run >= min_visits and stats.last_verdict in ZERO_STD_VERDICTS:
-            out.append(_skip_entry(stats, tracker.tokens_known))
+            out.append(_skip_entry(stats, tracker.tokens_known, (dataset or {}).get(stats.key)))
     return out
 
 
-def _skip_entry(stats: PromptStats, tokens_known: bool) -> dict[str, Any]:
+def _skip_entry(stats: PromptStats, tokens_known: bool, row: DatasetRow | None) -> dict[str, Any]:
     return {"prompt_key": stats.key, "visits": stats.visits, "zero_std_run": stats.zero_std_run,
             "last_verdict": stats.last_verdict, "verdicts": list(stats.verdicts),
-            "wasted_tokens": stats.wasted_tokens if tokens_known else None}
+            "wasted_tokens": stats.wasted_tokens if tokens_known else None,
+            "data_line": row.line if row else None, "prompt": row.prompt if row else None}
 
 
 def read_skip_list(path: str | Path) -> list[dict[str, Any]]:
@@ -137,6 +153,12 @@ def run_prompts(args: argparse.Namespace) -> int:
     min_visits = _positive(args.min_visits, "--min-visits")
     if args.out is not None:
         check_output_file(args.out, "--out")
+    dataset = None
+    if args.prompt_data is not None:
+        if args.out is None:
+            raise ValueError("--prompt-data maps the skip list's keys to the dataset's lines: give --out FILE too")
+        dataset = rows_by_key(args.prompt_data, input_key=args.input_key, label_key=args.label_key,
+                              metadata_key=args.metadata_key, prompt_key_name=args.prompt_key)
     kind = source_kind(args.run)
     if kind in DUMP_KINDS:
         trace = load_outcomes(args.run, options=dump_options(args))
@@ -155,11 +177,28 @@ def run_prompts(args: argparse.Namespace) -> int:
     print(f"{len(tracker.history)} prompts tracked over {steps} steps; verdicts oldest first: "
           "S spread, P all-pass, F all-fail, O other zero-std, T technical")
     if args.out is not None:
-        entries = skip_list(tracker, min_visits)
+        entries = skip_list(tracker, min_visits, dataset)
         out = Path(args.out)
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text("".join(json.dumps(e) + "\n" for e in entries), encoding="utf-8")
         print(f"{len(entries)} prompts with their last {min_visits} visits zero-std (same verdict) written to {out}")
+        print(_mapping_note(entries, args.prompt_data))
     return 0
+
+
+def _mapping_note(entries: list[dict[str, Any]], prompt_data: str | None) -> str:
+    """How the skip list's keys map back to the dataset: found lines, or how to find them."""
+    hashed = any(str(e["prompt_key"]).startswith(HASH_PREFIX) for e in entries)
+    if prompt_data is None:
+        what = "hashes of each prompt and its label" if hashed else "the run's shopsim_prompt_key values"
+        return (f"the keys are {what}: --prompt-data FILE (the launch's, with its --input-key / --label-key) gives "
+                "each entry its line (data_line) and prompt")
+    found = sum(1 for e in entries if e["data_line"] is not None)
+    note = f"{found} of {len(entries)} found in {prompt_data} (data_line: the line, prompt: the prompt)"
+    if found < len(entries):
+        note += ("; the others are not in it as keyed: check --input-key, --label-key and --prompt-key against the "
+                 "launch (a launch with --apply-chat-template hashes the templated text: set shopsim_prompt_key to "
+                 "an id column of the metadata)")
+    return note
 
 

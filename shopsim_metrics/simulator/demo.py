@@ -15,7 +15,8 @@ summary prints it per quarter; early steps, when nearly everything fails, are pe
 Records go where the runtime sends them in slime: ``build_sinks`` from the settings, i.e.
 ``<out>/run/steps.jsonl`` and a standalone W&B run, offline (``WANDB_MODE=offline`` is set for the
 demo unless you set ``WANDB_MODE`` yourself; ``wandb sync <run dir>`` uploads it later). The HTML
-dashboard is written to ``<out>/dashboard.html``.
+dashboard is written to ``<out>/dashboard.html``, and the prompt pool, as a launch's ``--prompt-data``,
+to ``<out>/prompts.jsonl``.
 
 Example:
     >>> cfg = demo_config(steps=40, seed=0)
@@ -117,6 +118,9 @@ def demo_config(*, steps: int = 40, seed: int = 0, prompt_skip: str = "off", wav
     )
 
 
+PROMPT_DATA_FILE = "prompts.jsonl"
+"""The demo's prompt pool as slime's ``--prompt-data`` (``--input-key prompt --label-key label``), in ``<out>``."""
+
 DEMO_MARKER = ".shopsim-demo"
 """The file the demo leaves in ``<out>/run``: only step records beside it are the demo's to replace."""
 
@@ -187,6 +191,10 @@ def run_demo(
             if bar is not None:
                 bar.close()
     dashboard = _write_dashboard(run_dir, out / "dashboard.html", stream)
+    if config.prompt_pool:  # the pool as a launch's --prompt-data: `prompts --prompt-data` maps keys to its lines
+        from shopsim_metrics.simulator.epochs import write_prompt_data
+
+        write_prompt_data(out / PROMPT_DATA_FILE, config.prompt_pool)
     comparison = None
     if prompt_skip != "off":
         from shopsim_metrics.simulator.skip_saving import compare_skipping

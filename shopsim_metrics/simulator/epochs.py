@@ -37,6 +37,9 @@ Example:
 
 from __future__ import annotations
 
+import json
+import os
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -62,6 +65,31 @@ def pool_prompt(prompt_id: int) -> object:
             {"role": "user", "content": f"shopping task {prompt_id}"}]
 
 
+def pool_label(prompt_id: int) -> str:
+    """The label of pool prompt ``prompt_id``.
+
+    Example:
+        >>> pool_label(3)
+        'answer 3'
+    """
+    return f"answer {prompt_id}"
+
+
+def write_prompt_data(path: str | os.PathLike, pool: int) -> Path:
+    """The pool as slime's ``--prompt-data`` would hold it: one JSON object per line, ``prompt`` and ``label``
+    (a launch's ``--input-key prompt --label-key label``), so the ledger's prompt keys map back to its lines.
+
+    Example:
+        >>> import json
+        >>> [json.loads(line)["label"] for line in write_prompt_data("prompts.jsonl", 2).read_text().splitlines()]
+        ['answer 0', 'answer 1']
+    """
+    out = Path(path)
+    out.write_text("".join(json.dumps({"prompt": pool_prompt(i), "label": pool_label(i)}) + "\n" for i in range(pool)),
+                   encoding="utf-8")
+    return out
+
+
 class PoolDataSource:
     """slime's default data source over the pool, for the simulator: epochs in a fresh shuffle each,
     one sample per group carrying the pool prompt (``metadata["pool_id"]``) and a running ``group_index``."""
@@ -74,7 +102,7 @@ class PoolDataSource:
         groups = []
         for _ in range(num_samples):
             prompt_id = self.source._next_prompt()
-            sample = SimSample(prompt=self.source.prompts[prompt_id], label=f"answer {prompt_id}",
+            sample = SimSample(prompt=self.source.prompts[prompt_id], label=pool_label(prompt_id),
                                metadata={"pool_id": prompt_id}, group_index=self.group_index)
             self.group_index += 1
             groups.append([sample])
@@ -162,7 +190,7 @@ class EpochPromptSource(PromptGroupSource):
     def _name(self, group: list[SimSample], gid: int) -> None:
         """Give the group's samples its pool prompt, label and the data source's ``group_index``."""
         prompt_id = self._prompt_of[gid]
-        prompt, label = self.prompts[prompt_id], f"answer {prompt_id}"
+        prompt, label = self.prompts[prompt_id], pool_label(prompt_id)
         group_index = self._group_index_of.get(gid)
         for sample in group:
             sample.prompt = prompt
