@@ -10,13 +10,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from shopsim_metrics.cli import main
 from shopsim_metrics.hooks import Hooks
 from shopsim_metrics.simulator.config import AgentModel, FailureBurst, SimConfig
 from shopsim_metrics.simulator.episodes import (FAILURE_CAUSE_KEY, ROUND_NUMBER_KEY, EpisodeModel, EpisodePlan,
                                                 EpisodeTally)
-from shopsim_metrics.simulator.loop import make_group_source, simulate, token_rng
+from shopsim_metrics.simulator.loop import make_group_source, simulate, token_rng, tuning_run
 from shopsim_metrics.simulator.samples import SimSample
 from shopsim_metrics.simulator.tokens import TokenModel
+from shopsim_metrics.simulator.tune import TUNING_LIMIT, tune, wave_price
 from shopsimrl import slime_runtime
 
 SPT = 0.02
@@ -201,3 +203,42 @@ def test_agent_episodes_need_token_timing_and_the_synchronous_loop():
         SimConfig(agent=AgentModel(), rollout="fully-async")
     with pytest.raises(ValueError, match="failure_causes"):
         AgentModel(failure_causes=(("", 1.0),))
+
+
+# --- tune --agent -----------------------------------------------------------------------------------------
+def test_tune_prices_a_step_in_generation_and_in_environment_time_as_the_simulation_spent_them():
+    base = SimConfig(agent=AgentModel(turns_mean=3.0))
+    report = tune(zero_std_rate=0.3, technical_rate=0.05, candidates=[16, 32], steps=40, seed=4, base=base, widen=False)
+    for candidate in report.candidates:
+        run = tuning_run(report.base.with_(over_sampling_batch_size=candidate.over_sampling_batch_size,
+                                           max_consecutive_failed_groups=TUNING_LIMIT))
+        tallies = [o.episodes for o in run.outcomes]
+        steps = len(tallies)
+        assert candidate.generation_seconds_per_step == pytest.approx(
+            sum(t.generated_tokens for t in tallies) * base.seconds_per_token / steps)
+        assert candidate.environment_seconds_per_step == pytest.approx(sum(t.environment_seconds for t in tallies) / steps)
+        assert candidate.aborted_environment_seconds_per_step == pytest.approx(
+            sum(t.aborted_environment_seconds for t in tallies) / steps)
+        assert 0 < candidate.aborted_environment_seconds_per_step < candidate.environment_seconds_per_step
+    price = wave_price(report)
+    assert f"one wave of {report.recommended} groups" in price and "s in the environment" in price
+    single = tune(zero_std_rate=0.3, technical_rate=0.05, candidates=[16], steps=5, widen=False)
+    assert single.candidates[0].environment_seconds_per_step is None and wave_price(single) is None
+
+
+def test_tune_and_demo_take_the_agent_knobs_and_refuse_them_alone(capsys, tmp_path):
+    assert main(["tune", "--agent", "--turns-mean", "3", "--tool-seconds", "1.5", "--zero-std-rate", "0.3",
+                 "--candidates", "16", "--steps", "20", "--no-widen", "--jobs", "1"]) == 0
+    out = capsys.readouterr().out
+    header = next(line for line in out.splitlines() if line.split()[:1] == ["over"])
+    assert header.split()[-4:] == ["gen.s/step", "env.s/step", "env.s.aborted", "ok"]
+    assert "one wave of 16 groups (128 agent episodes) costs" in out
+    assert main(["tune", "--max-turns", "4", "--zero-std-rate", "0.3", "--steps", "5"]) == 2
+    assert capsys.readouterr().err.strip() == "shopsim-metrics tune: error: --max-turns needs --agent"
+    assert main(["tune", "--agent", "--from", str(tmp_path), "--steps", "5"]) == 2
+    assert "give one of them" in capsys.readouterr().err
+    assert main(["demo", "--agent", "--rollout", "fully-async", "--out", str(tmp_path / "d"), "--no-progress"]) == 2
+    assert "synchronous loop only" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["tune", "--agent", "--turns-mean", "0.5", "--zero-std-rate", "0.3"])
+    assert "--turns-mean: must be a number from 1 to 1000" in capsys.readouterr().err

@@ -16,7 +16,7 @@ import sys
 from typing import Any
 
 from shopsim_metrics.settings import PROMPT_SKIP_MODES, WAVE_SIZE_MODES
-from shopsim_metrics.simulator.config import ROLLOUT_MODES
+from shopsim_metrics.simulator.config import ROLLOUT_MODES, AgentModel
 from shopsim_metrics.simulator.step_rates import BURST_RULES
 
 _ERROR = "shopsim-metrics tune: error:"
@@ -44,6 +44,7 @@ def register(subparsers: Any) -> None:
                       help="slime's rollout to simulate: sync (train.py's loop: waves, remaining, abort at the step's "
                            "end) or fully-async (train_async.py with shopsimrl.async_rollout: a pool of groups in "
                            "flight across steps, each finished group judged; default: sync)")
+    add_agent_arguments(demo)
     demo.set_defaults(func=_demo)
 
     tune = subparsers.add_parser(
@@ -89,7 +90,52 @@ def register(subparsers: Any) -> None:
                            "(default: off)")
     tune.add_argument("--wave-size", choices=WAVE_SIZE_MODES, default="fixed",
                       help="the waves of that comparison: fixed or adaptive (shopsim_wave_size; default: fixed)")
+    add_agent_arguments(tune)
     tune.set_defaults(func=_tune)
+
+
+_AGENT_KNOBS = {"turns_mean": "turns_mean", "max_turns": "max_turns", "tool_seconds_median": "tool_seconds",
+                "observation_tokens_median": "observation_tokens"}
+"""The agent knobs of ``demo`` and ``tune``: :class:`AgentModel` field -> the option's dest (``--turns-mean`` ...)."""
+
+
+def add_agent_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--agent`` and its knobs, the same for ``demo`` and ``tune``."""
+    defaults = AgentModel()
+    group = parser.add_argument_group("agent episodes")
+    group.add_argument("--agent", action="store_true",
+                       help="simulate agent episodes: turns of generation and tool calls, the tool output appended "
+                            "with loss_mask 0, the tool seconds in non_generation_time; every technical failure is "
+                            "then an environment failure (a tool call that raised, its cause in the metadata)")
+    group.add_argument("--turns-mean", type=_turns, help=f"with --agent: mean turns per episode (default "
+                                                         f"{defaults.turns_mean:g})")
+    group.add_argument("--max-turns", type=_max_turns, help="with --agent: an episode needing more turns stops there, "
+                                                            f"truncated (default {defaults.max_turns})")
+    group.add_argument("--tool-seconds", type=_positive_number,
+                       help=f"with --agent: median seconds of a tool call (default {defaults.tool_seconds_median:g})")
+    group.add_argument("--observation-tokens", type=_positive_number,
+                       help="with --agent: median tokens of a tool call's output (default "
+                            f"{defaults.observation_tokens_median:g})")
+
+
+def agent_model(args: argparse.Namespace) -> AgentModel | None:
+    """The :class:`AgentModel` the options ask for (None without ``--agent``); ValueError for a knob without it.
+
+    Example:
+        >>> parser = argparse.ArgumentParser(); add_agent_arguments(parser)
+        >>> agent_model(parser.parse_args(["--agent", "--max-turns", "4"])).max_turns
+        4
+        >>> agent_model(parser.parse_args(["--max-turns", "4"]))
+        Traceback (most recent call last):
+        ...
+        ValueError: --max-turns needs --agent
+    """
+    given = {name: getattr(args, dest) for name, dest in _AGENT_KNOBS.items() if getattr(args, dest) is not None}
+    if not args.agent:
+        if given:
+            raise ValueError(f"--{_AGENT_KNOBS[next(iter(given))].replace('_', '-')} needs --agent")
+        return None
+    return AgentModel(**given)
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -99,8 +145,17 @@ def _demo(args: argparse.Namespace) -> int:
         print("shopsim-metrics demo: error: --rollout fully-async neither skips prompts nor sizes waves (it has "
               "none): leave --prompt-skip off and --wave-size fixed", file=sys.stderr)
         return 2
+    try:
+        agent = agent_model(args)
+    except ValueError as exc:
+        print(f"shopsim-metrics demo: error: {exc}", file=sys.stderr)
+        return 2
+    if agent is not None and args.rollout == "fully-async":
+        print("shopsim-metrics demo: error: --agent simulates agent episodes on the synchronous loop only: leave "
+              "--rollout sync", file=sys.stderr)
+        return 2
     demo = run_demo(args.out, steps=args.steps, seed=args.seed, progress=not args.no_progress,
-                    prompt_skip=args.prompt_skip, wave_size=args.wave_size, rollout=args.rollout)
+                    prompt_skip=args.prompt_skip, wave_size=args.wave_size, rollout=args.rollout, agent=agent)
     return 1 if demo.result.terminated else 0
 
 
@@ -108,8 +163,18 @@ def _tune(args: argparse.Namespace) -> int:
     import os
 
     from shopsim_metrics.simulator.config import SimConfig
-    from shopsim_metrics.simulator.tune import TuneTargets, cost_note, format_table, measured_rates_and_cost, write_plot
+    from shopsim_metrics.simulator.tune import (TuneTargets, cost_note, format_table, measured_rates_and_cost, wave_price,
+                                                write_plot)
 
+    try:
+        agent = agent_model(args)
+    except ValueError as exc:
+        print(f"{_ERROR} {exc}", file=sys.stderr)
+        return 2
+    if agent is not None and args.from_path:
+        print(f"{_ERROR} --agent simulates the episodes its knobs describe; --from calibrates a single-turn cost "
+              "model to a run: give one of them", file=sys.stderr)
+        return 2
     knobs: dict[str, int] = {}
     source = "given rates"
     zero, technical = args.zero_std_rate, args.technical_rate
@@ -159,7 +224,8 @@ def _tune(args: argparse.Namespace) -> int:
         print(f"tune: --candidates: every over_sampling_batch_size must be >= rollout_batch_size ({rbs}, from "
               f"{origin}): slime never keeps more groups than it submits; got {too_small[0]}", file=sys.stderr)
         return 2
-    base = SimConfig(over_sampling_batch_size=rbs, max_consecutive_failed_groups=args.max_consecutive_failed_groups, **knobs)
+    base = SimConfig(over_sampling_batch_size=rbs, max_consecutive_failed_groups=args.max_consecutive_failed_groups,
+                     agent=agent, **knobs)
     calibration = None
     if args.from_path:
         try:
@@ -189,6 +255,9 @@ def _tune(args: argparse.Namespace) -> int:
         for line in rate_lines:
             print(line)
         print(format_table(report))
+        price = wave_price(report)
+        if price is not None:
+            print(price)
         print(f"recommended over_sampling_batch_size: {report.recommended}  ({report.reason})")
         print(f"rel.time = mean step rollout time / one wave of {base.rollout_batch_size} groups run to completion "
               f"({report.reference_wave_seconds:.1f} s in the latency model); simulated in {report.wall_seconds:.1f} s of wall time")
@@ -314,6 +383,29 @@ def _seed(text: str) -> int:
     if not 0 <= value < 2**63:
         raise argparse.ArgumentTypeError(f"must be an integer from 0 to 2**63 - 1; got {text}")
     return value
+
+
+def _positive_number(text: str) -> float:
+    """A finite number > 0 and at most a million (seconds, tokens)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number > 0; got {text!r}") from None
+    if not 0.0 < value <= 1e6:
+        raise argparse.ArgumentTypeError(f"must be a number > 0 and at most 1,000,000; got {text!r}")
+    return value
+
+
+def _turns(text: str) -> float:
+    """Mean turns per episode: 1 to 1000."""
+    value = _positive_number(text)
+    if not 1.0 <= value <= 1000.0:
+        raise argparse.ArgumentTypeError(f"must be a number from 1 to 1000; got {text!r}")
+    return value
+
+
+def _max_turns(text: str) -> int:
+    return _bounded_int(text, most=1000)
 
 
 def _probability(text: str) -> float:

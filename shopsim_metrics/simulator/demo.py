@@ -12,6 +12,10 @@ The prompts come from a finite pool of :data:`DEMO_PROMPT_POOL` prompts revisite
 hard ones stay all-fail, so ``zero_std_persistence`` rises over the run once learning slows (the
 summary prints it per quarter; early steps, when nearly everything fails, are persistent too).
 
+With ``agent`` (``demo --agent``) every rollout is an agent episode (:mod:`shopsim_metrics.simulator.episodes`:
+turns, tool calls and their output, tool seconds) and every technical failure an environment failure with its
+cause; during the burst the search tool times out (:data:`DEMO_BURST_CAUSE`), so the WARN names that cause.
+
 Records go where the runtime sends them in slime: ``build_sinks`` from the settings, i.e.
 ``<out>/run/steps.jsonl`` and a standalone W&B run, offline (``WANDB_MODE=offline`` is set for the
 demo unless you set ``WANDB_MODE`` yourself; ``wandb sync <run dir>`` uploads it later). The HTML
@@ -37,7 +41,7 @@ from typing import Iterator, TextIO
 from shopsim_metrics.step import contract
 from shopsim_metrics.step.records import StepRecord
 from shopsim_metrics.simulator.progress import Progress
-from shopsim_metrics.simulator.config import FailureBurst, SimConfig
+from shopsim_metrics.simulator.config import AgentModel, FailureBurst, SimConfig
 from shopsim_metrics.simulator.loop import SimulationResult, Simulator, StepOutcome
 from shopsim_metrics.simulator.skip_saving import SkipComparison
 from shopsim_metrics.simulator.tally import RunTally, format_headline, format_skipping
@@ -77,15 +81,19 @@ DEMO_ASYNC_POOL = 48
 DEMO_ASYNC_ABORT_RATE = 0.02
 """Share of the fully-async demo's generations aborted part-way (and put back): what weight updates cut short."""
 
+DEMO_BURST_CAUSE = "ToolTimeout: search_products"
+"""The environment failure of the agent demo's burst: the search tool times out."""
+
 
 def demo_config(*, steps: int = 40, seed: int = 0, prompt_skip: str = "off", wave_size: str = "fixed",
-                rollout: str = "sync") -> SimConfig:
+                rollout: str = "sync", agent: AgentModel | None = None) -> SimConfig:
     """The demo's simulated run: slime's defaults, one burst of technical failures, and a policy that
     starts weak on hard prompts (many all-fail groups: zero-std drops and fallback early) and learns.
 
     ``rollout="fully-async"``: slime's fully-async pool instead (:data:`DEMO_ASYNC_POOL` groups in flight,
     fresh prompts rather than the pool of :data:`DEMO_PROMPT_POOL`, :data:`DEMO_ASYNC_ABORT_RATE` of the
-    generations aborted and put back); neither prompt skipping nor adaptive waves apply there.
+    generations aborted and put back); neither prompt skipping nor adaptive waves apply there. ``agent``: the
+    rollouts are agent episodes, the burst's failures the search tool's timeouts (:data:`DEMO_BURST_CAUSE`).
 
     Example:
         >>> cfg = demo_config(rollout="fully-async")
@@ -107,7 +115,7 @@ def demo_config(*, steps: int = 40, seed: int = 0, prompt_skip: str = "off", wav
         difficulty_spread=3.0,
         partial_credit_rate=0.0,
         technical_rate=0.02,
-        bursts=(FailureBurst(step=burst_step, rate=BURST_RATE),),
+        bursts=(FailureBurst(step=burst_step, rate=BURST_RATE, cause=DEMO_BURST_CAUSE if agent else None),),
         max_technical_streak=SERVICE_RECOVERS_AFTER,
         max_consecutive_failed_groups=8,
         prompt_skip=prompt_skip,
@@ -115,6 +123,7 @@ def demo_config(*, steps: int = 40, seed: int = 0, prompt_skip: str = "off", wav
         rollout=rollout,
         max_concurrent_groups=DEMO_ASYNC_POOL if fully_async else 48,
         async_abort_rate=DEMO_ASYNC_ABORT_RATE if fully_async else 0.0,
+        agent=agent,
     )
 
 
@@ -139,6 +148,7 @@ def run_demo(
     prompt_skip: str = "off",
     wave_size: str = "fixed",
     rollout: str = "sync",
+    agent: AgentModel | None = None,
 ) -> DemoResult:
     """Run the demo into ``out_dir`` and print the summary to ``stream`` (default stdout).
 
@@ -161,7 +171,8 @@ def run_demo(
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / DEMO_MARKER).write_text("step records written by `shopsim-metrics demo`: the next demo into "
                                        "this directory replaces them\n", encoding="utf-8")
-    config = demo_config(steps=steps, seed=seed, prompt_skip=prompt_skip, wave_size=wave_size, rollout=rollout)
+    config = demo_config(steps=steps, seed=seed, prompt_skip=prompt_skip, wave_size=wave_size, rollout=rollout,
+                         agent=agent)
 
     from shopsim_metrics.settings import ShopsimSettings
     from shopsim_metrics.sinks.factory import build_sinks

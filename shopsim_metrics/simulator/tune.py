@@ -28,6 +28,17 @@ Figures per candidate (over the simulated steps):
   live field's definition); ``total_wasted_token_fraction``: every token that does not train (aborted
   included) / every token generated.
 
+With agent episodes (``base.agent``, ``tune --agent``) the tokens are the generated ones (tool output is not
+generated: it costs no decoding) and a step's time goes to generation and to the environment apart
+(episode-seconds summed over every episode the step started, aborted ones up to the abort):
+
+- ``generation_seconds_per_step``: generated tokens × ``seconds_per_token``;
+- ``environment_seconds_per_step``: the episodes' tool-call seconds (``non_generation_time``);
+- ``aborted_environment_seconds_per_step``: of those, the seconds of episodes slime aborted at the step's end
+  (a tool call cut short included): environment time spent on episodes that never train.
+
+:func:`wave_price` divides the first two by the waves per step: what one wave costs in each.
+
 **Recommendation rule** (:func:`recommend`): among the candidates whose zero-advantage fraction is at
 most ``max_zero_advantage`` (default 0.05) and whose P(second wave) is at most ``max_second_wave``
 (default 0.05), the one with the lowest cost, ``total_tokens_per_step`` (ties: fewer seconds per step,
@@ -103,6 +114,10 @@ class CandidateResult:
     total_tokens_per_step: float = 0.0  # judged + aborted: every token generated, the cost
     total_wasted_token_fraction: float = 0.0  # tokens that do not train / every token generated
     burst_steps: int = 0  # simulated steps with a scheduled burst: in the cost, not in P(2nd), P(3rd), zero-adv
+    # agent episodes only (None: single-turn rollouts): episode-seconds per step, every episode started
+    generation_seconds_per_step: float | None = None  # generated tokens x seconds_per_token
+    environment_seconds_per_step: float | None = None  # tool calls' seconds
+    aborted_environment_seconds_per_step: float | None = None  # of those, in episodes slime aborted at the step's end
     meets_targets: bool = False
 
 
@@ -147,6 +162,7 @@ class TuneReport:
             "calibration": self.calibration.to_dict() if self.calibration else None,
             "time_measured": self.time_measured, "widened": self.widened,
             "bursts": [list(b) for b in self.bursts],
+            "agent": asdict(self.base.agent) if self.base.agent is not None else None,
         }
 
 
@@ -248,6 +264,12 @@ def summarize(size: int, result: SimulationResult, *, reference_seconds: float,
     completed = {r.rollout_id for r in records}
     aborted_tokens = sum(o.aborted_tokens for o in result.outcomes if o.rollout_id in completed)
     total_tokens = judged_tokens + aborted_tokens
+    episodes = [o.episodes for o in result.outcomes if o.rollout_id in completed and o.episodes is not None]
+    agent = {}
+    if episodes:
+        agent = dict(generation_seconds_per_step=sum(e.generation_seconds for e in episodes) / n,
+                     environment_seconds_per_step=sum(e.environment_seconds for e in episodes) / n,
+                     aborted_environment_seconds_per_step=sum(e.aborted_environment_seconds for e in episodes) / n)
     return CandidateResult(
         over_sampling_batch_size=size,
         steps=len(records),
@@ -267,6 +289,7 @@ def summarize(size: int, result: SimulationResult, *, reference_seconds: float,
         total_tokens_per_step=total_tokens / n,
         total_wasted_token_fraction=(total_tokens - train_tokens) / total_tokens if total_tokens else 0.0,
         burst_steps=len(records) - len(calm),
+        **agent,
     )
 
 
@@ -476,6 +499,13 @@ _COLUMNS = (
 """The terminal table's columns: header, CandidateResult field, format spec. ``tokens/step`` (judged + aborted)
 is the cost the recommendation weighs; ``tok.waste`` counts the aborted tokens too."""
 
+_AGENT_COLUMNS = (
+    ("gen.s/step", "generation_seconds_per_step", ",.0f"),
+    ("env.s/step", "environment_seconds_per_step", ",.0f"),
+    ("env.s.aborted", "aborted_environment_seconds_per_step", ",.0f"),
+)
+"""The columns an agent run adds (episode-seconds per step: generation, tools, tools of aborted episodes)."""
+
 
 def cost_note(report: TuneReport) -> str:
     """Where the cost columns come from: fitted to a run, or the simulator's model (not a measurement).
@@ -504,8 +534,9 @@ def format_table(report: TuneReport) -> str:
         >>> table.splitlines()[0].split()[:3], len(table.splitlines())
         (['over', 'waves', 'P(2nd)'], 4)
     """
-    columns = [tables.Column(name, spec=spec) for name, _, spec in _COLUMNS] + [tables.Column("ok", align="<")]
-    rows = [[getattr(c, attr) for _, attr, _ in _COLUMNS]
+    shown = _COLUMNS + (_AGENT_COLUMNS if report.base.agent is not None else ())
+    columns = [tables.Column(name, spec=spec) for name, _, spec in shown] + [tables.Column("ok", align="<")]
+    rows = [[getattr(c, attr) for _, attr, _ in shown]
             + [("yes" if c.meets_targets else "no") + ("*" if c.over_sampling_batch_size == report.recommended else "")]
             for c in report.candidates]
     return tables.format_table(columns, rows, rule=True)
@@ -521,6 +552,31 @@ PLOT_PANELS = (
 
 PLOT_SECONDARY_Y = {3: "seconds per step", 4: "fraction that does not train"}
 """Panels (numbered as :data:`PLOT_PANELS`, from 1) with a second y axis on the right, and its title."""
+
+
+def wave_price(report: TuneReport) -> str | None:
+    """One wave at the recommended size priced in generation and in environment time (None: single-turn).
+
+    Example:
+        >>> from shopsim_metrics.simulator.config import AgentModel, SimConfig
+        >>> report = tune(zero_std_rate=0.3, technical_rate=0.0, candidates=[16], steps=3, widen=False,
+        ...               base=SimConfig(agent=AgentModel()))
+        >>> wave_price(report).startswith("one wave of 16 groups (128 agent episodes) costs")
+        True
+    """
+    if report.base.agent is None:
+        return None
+    c = report.by_size(report.recommended)
+    waves = c.mean_waves or 1.0
+    generation = (c.generation_seconds_per_step or 0.0) / waves
+    environment = (c.environment_seconds_per_step or 0.0) / waves
+    aborted = (c.aborted_environment_seconds_per_step or 0.0) / waves
+    both = generation + environment
+    share = f"{environment / both:.0%}" if both else "-"
+    return (f"one wave of {c.over_sampling_batch_size} groups ({c.over_sampling_batch_size * report.base.n_samples_per_prompt} "
+            f"agent episodes) costs {generation:,.0f} s of generation and {environment:,.0f} s in the environment "
+            f"(episode-seconds, the mean over the steps' waves; {share} in the environment), {aborted:,.0f} s of them in "
+            f"tool calls of episodes slime aborted at the step's end")
 
 
 def plot_title(report: TuneReport, width: int = 150) -> str:
