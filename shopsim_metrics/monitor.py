@@ -151,15 +151,18 @@ class ShopsimRuntime:
         self._sample_rollout_id: int | None = None  # the rollout_id slime last handed the sample hook
         self.process_started_at = time.time()
         """When this process's monitor started (every record says it: the readers order writes by it)."""
-        self.writer: dict[str, Any] = {"process_started_at": self.process_started_at,
-                                       "process_start_rollout_id": settings.start_rollout_id}
-        """The writing process as its records and snapshots say it (the readers follow the run's lineage by it)."""
         self.run_id = new_run_id()
         """The run's identity: new for a fresh run, the records' own for a resumed one (restored below)."""
+        self._generation = 0  # the run's first process; a resumed one follows every process it learns of
         if sinks is None and settings.start_rollout_id == 0:
             check_fresh_run_dir(settings.run_dir)  # a fresh run never merges with another run's records
         if settings.start_rollout_id > 0:
+            self._generation = 1  # unless the restore learns of later ones
             self._restore()
+        self.writer: dict[str, Any] = {"process_started_at": self.process_started_at,
+                                       "process_start_rollout_id": settings.start_rollout_id,
+                                       "process_generation": self._generation}
+        """The writing process as its records and snapshots say it (the readers follow the run's lineage by it)."""
         self.recorder = StepRecorder(
             lambda: self.sinks, alerts=self.alerts, identity={"run_id": self.run_id, **self.writer},
             num_rollout=settings.num_rollout, advisor=self.advisor, prompts=prompts,
@@ -195,6 +198,7 @@ class ShopsimRuntime:
             logger.warning("shopsim-metrics: the monitor snapshot was not used (%s); the records were replayed.",
                            restored.note)
         self._missing_steps = restored.missing
+        self._generation = restored.generation
         if restored.run_id is not None:
             self.run_id = restored.run_id  # a resumed run stays the same run
         warning = resume_warning(restored, start, self.settings.run_dir)

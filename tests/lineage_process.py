@@ -1,7 +1,7 @@
 """One slime-like training process on a shared run directory, for tests/test_lineage.py (run, not collected).
 
     python tests/lineage_process.py RUN_DIR SAVE_DIR START FIRST LAST [--stall-after N] [--die] [--diverge-from N]
-        [--save-interval N]
+        [--save-interval N] [--clock-offset SECONDS | --clock-at UNIX_TIME]
 
 A fresh monitor (as slime's rollout actor starts one) with ``start_rollout_id`` START (> 0: resumed with
 ``--load SAVE_DIR``), then the steps FIRST..LAST of the simulated slime loop with scripted groups, each
@@ -9,7 +9,9 @@ step's groups from the step alone (slime restores its data source with the check
 serves the same prompts). ``--stall-after N`` prints ``stalled`` after step N and waits for a line on
 stdin (the process keeps its records file locked meanwhile); ``--die`` ends the process without its
 exit handlers (``os._exit``), as a killed trainer; ``--diverge-from N`` gives steps from N on other
-rewards (the policy of a lineage that a later resume superseded learnt otherwise).
+rewards (the policy of a lineage that a later resume superseded learnt otherwise); ``--clock-offset S``
+runs the process on a node whose clock is S seconds off, ``--clock-at T`` on one whose clock says T
+(two processes then start at the same time).
 """
 
 from __future__ import annotations
@@ -52,7 +54,14 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--die", action="store_true")
     parser.add_argument("--diverge-from", type=int)
     parser.add_argument("--save-interval", type=int, default=5)
+    parser.add_argument("--clock-offset", type=float)
+    parser.add_argument("--clock-at", type=float)
     opts = parser.parse_args(argv)
+    if opts.clock_offset is not None or opts.clock_at is not None:
+        import time
+
+        real = time.time
+        time.time = (lambda: real() + opts.clock_offset) if opts.clock_at is None else (lambda: opts.clock_at)
     args = make_args(shopsim_run_dir=opts.run_dir, start_rollout_id=opts.start, num_rollout=STEPS,
                      shopsim_alerts=False, shopsim_wandb="off", save=opts.save,
                      load=opts.save if opts.start else None, save_interval=opts.save_interval or None)

@@ -155,10 +155,13 @@ def test_round_trip_of_every_field(tmp_path_factory, records: list[StepRecord]) 
     for rec in records:
         sink.emit(rec)
     # the records file's rules: the latest record wins (one per rollout_id here), and none that a
-    # later-started process's resume superseded (docs §1.4, the run's lineage)
+    # later process's resume superseded (docs §1.4, the run's lineage: processes by generation, then start)
+    def place(rec: StepRecord) -> tuple:
+        generation = rec.process_generation if rec.process_generation is not None and rec.process_generation >= 0 else 0
+        return generation, rec.process_started_at if rec.process_started_at is not None else float("-inf")
+
     kept = {rec.rollout_id: rec for rec in records if not any(
-        other.process_started_at is not None and (rec.process_started_at is None
-                                                  or other.process_started_at > rec.process_started_at)
+        other.process_started_at is not None and place(other) > place(rec)
         and other.process_start_rollout_id is not None and 0 <= other.process_start_rollout_id <= rec.rollout_id
         for other in records)}
     assert read_steps(run_dir) == [kept[k] for k in sorted(kept)]

@@ -121,6 +121,32 @@ def test_four_processes_on_one_run_dir_restore_and_read_the_runs_lineage(tmp_pat
     assert {i: r for i, (_, r) in printed.items()} == expected
 
 
+@pytest.mark.parametrize("save_interval", ["5", "0"], ids=["from P2's snapshot", "replaying the records"])
+@pytest.mark.parametrize("clocks", [(), ("--clock-offset", "-3600")], ids=["equal starts", "P2 an hour behind"])
+def test_a_resumed_process_continues_the_lineage_whatever_the_clocks_say(tmp_path: Path, unbroken, save_interval,
+                                                                          clocks, caplog) -> None:
+    """P1 writes 0..9 (learning otherwise from 5 on) and dies; P2 resumes at 5 and writes 5..12 on a node whose
+    clock is an hour behind, or that starts at the same second: P2 resumed from P1's checkpoint, so its 5..12
+    are the run, and a resume at 10 restores P2's lineage."""
+    run, ckpt = tmp_path / "run", tmp_path / "ckpt"
+    interval = ("--save-interval", save_interval)
+    same_second = ("--clock-at", "1800000000") if not clocks else ()
+    finish(start(run, ckpt, 0, 0, 9, "--die", "--diverge-from", "5", *interval, *same_second))
+    finish(start(run, ckpt, 5, 5, 12, "--die", *interval, *(clocks or same_second)))
+    lines = [json.loads(line) for f in sorted(run.glob("steps*.jsonl")) for line in f.read_text().splitlines()]
+    p1, p2 = ([r for r in lines if r["process_start_rollout_id"] == start_at] for start_at in (0, 5))
+    assert (p2[0]["process_started_at"] < p1[0]["process_started_at"] if clocks
+            else p2[0]["process_started_at"] == p1[0]["process_started_at"])
+    expected = {r.rollout_id: comparable(r.to_dict()) for r in read_steps(unbroken[0])}
+    with caplog.at_level(logging.WARNING, logger="shopsim_metrics"):
+        got = read_steps(run)
+    assert [(r.rollout_id, r.process_start_rollout_id) for r in got] == [(i, 0) for i in range(5)] + [
+        (i, 5) for i in range(5, 13)]
+    assert {r.rollout_id: comparable(r.to_dict()) for r in got} == expected
+    assert not [m for m in caplog.messages if "have no record" in m]  # no stale writer blamed
+    assert restored_state(run, ckpt, 10)[:4] == restored_state(*unbroken, 10)[:4]
+
+
 # --- the rule on records written by hand ----------------------------------------------------------
 def _record(rollout_id: int, started: float, resumed_at: int, sequence: int, tokens: int = 1) -> dict:
     return {"rollout_id": rollout_id, "run_id": "r", "process_started_at": started,
@@ -153,30 +179,30 @@ writes = st.lists(st.tuples(st.integers(0, 5), st.integers(0, 3)), min_size=1, m
 
 
 @settings(max_examples=60, deadline=None)
-@given(processes=st.lists(st.integers(0, 5), min_size=1, max_size=4), writes=writes, seed=st.integers(0, 10**6))
+@given(processes=st.lists(st.tuples(st.integers(0, 5), st.integers(0, 2)), min_size=1, max_size=4), writes=writes,
+       seed=st.integers(0, 10**6))
 def test_whatever_order_the_records_are_read_the_lineage_decides(processes, writes, seed) -> None:
-    """Process p (started at time p) resumed at ``processes[p]`` and wrote the steps ``writes`` give it
-    (never one before its resume point); the winner of a step is the latest write of it, unless a
-    process started after the writer resumed at or before that step: then it has none."""
+    """Process p (started at time p, of the generation ``processes[p][1]``) resumed at ``processes[p][0]`` and
+    wrote the steps ``writes`` give it (never one before its resume point); processes are ordered by generation,
+    then start. The winner of a step is the latest write of it, unless a process after the writer resumed at or
+    before that step: then it has none."""
     records = []
     for sequence, (step, p) in enumerate(writes, start=1):
-        if p < len(processes) and step >= processes[p]:
-            records.append({"rollout_id": step, "process_started_at": float(p),
-                            "process_start_rollout_id": processes[p], "record_sequence": sequence})
+        if p < len(processes) and step >= processes[p][0]:
+            records.append({"rollout_id": step, "process_started_at": float(p), "process_generation": processes[p][1],
+                            "process_start_rollout_id": processes[p][0], "record_sequence": sequence})
     shuffled = records[:]
     random.Random(seed).shuffle(shuffled)
     winners = Winners()
     for index, data in enumerate(shuffled):
         winners.offer(data, index)
     stale = winners.finish()
+    place = lambda r: (r["process_generation"], r["process_started_at"])  # noqa: E731
+    wrote = {place(r): r["process_start_rollout_id"] for r in records}
     expected = {}
     for step in {r["rollout_id"] for r in records}:
-        latest = max((r for r in records if r["rollout_id"] == step),
-                     key=lambda r: (r["process_started_at"], r["record_sequence"]))
-        superseded = any(later > latest["process_started_at"] and resumed <= step
-                         for later, resumed in enumerate(processes) if any(r["process_started_at"] == later
-                                                                           for r in records))
-        if not superseded:
+        latest = max((r for r in records if r["rollout_id"] == step), key=lambda r: (*place(r), r["record_sequence"]))
+        if not any(later > place(latest) and resumed <= step for later, resumed in wrote.items()):
             expected[step] = latest
     assert {rid: shuffled[index] for rid, index in winners.index.items()} == expected
     assert stale == sorted({r["rollout_id"] for r in records} - set(expected))

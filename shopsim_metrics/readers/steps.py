@@ -6,9 +6,9 @@
   ``null``, nesting too deep to parse, binary, a per-step field that is not a number) is skipped and
   counted; :meth:`ReadReport.warn` logs one warning for all of them.
 - The latest record of a ``rollout_id`` wins (a resumed run re-runs steps), by the records' own
-  order (:func:`record_order`: the writing process's start, then its sequence), not by file times;
-  records without them (written before they existed) rank below, in file order. A process that
-  resumed at step s supersedes the records of ``rollout_id >= s`` of every process started before it
+  order (:func:`record_order`: the writing process's generation and start, then its sequence), not by
+  file times; records without them (written before they existed) rank below, in file order. A process
+  that resumed at step s supersedes the records of ``rollout_id >= s`` of every process before it
   (:class:`Winners`): a stale writer's later steps never count. The readers say how many records
   were superseded.
 - A file with no step record at all is an error (:class:`NoStepRecords`), naming the first bad line.
@@ -60,21 +60,36 @@ _REQUIRED_ROW_KEYS = frozenset(
 _NEVER = float("-inf")
 
 
-def record_order(data: dict[str, Any], index: int) -> tuple[float, float, int]:
-    """Where a record stands among the writes of its run: (process start, sequence, position read).
+def record_order(data: dict[str, Any], index: int) -> tuple[int, float, float, int]:
+    """Where a record stands among the writes of its run: (its process's place, :func:`process_order`; its
+    sequence; its position read).
 
-    The later write of a ``rollout_id`` is the one with the larger key; a record without the two
-    fields (an older version's) ranks below any that has them, then by its position in the files.
+    The later write of a ``rollout_id`` is the one with the larger key; a record without these fields (an
+    older version's) ranks below any that has them, then by its position in the files.
 
     Example:
         >>> record_order({"process_started_at": 2.0, "record_sequence": 1}, 0) > record_order(
         ...     {"process_started_at": 1.0, "record_sequence": 9}, 5)
         True
         >>> record_order({}, 3)
-        (-inf, -inf, 3)
+        (0, -inf, -inf, 3)
     """
-    started, sequence = data.get("process_started_at"), data.get("record_sequence")
-    return (_number(started), _number(sequence), index)
+    return (*process_order(data), _number(data.get("record_sequence")), index)
+
+
+def process_order(data: dict[str, Any]) -> tuple[int, float]:
+    """The writing process's place among a run's processes: its ``process_generation`` (0 for the run's first
+    process; a resumed one takes 1 + the highest generation it knew of, so it follows every process whose
+    records or snapshot it resumed from, whatever the clocks say), then its ``process_started_at`` (the clock
+    only orders processes of one generation, which did not know of each other). Records written before these
+    fields existed count as generation 0 (and a missing start as ``-inf``).
+
+    Example (P2 resumed from P1 on a node whose clock is an hour behind):
+        >>> process_order({"process_generation": 1, "process_started_at": 1000.0}) > process_order(
+        ...     {"process_generation": 0, "process_started_at": 4600.0})
+        True
+    """
+    return (_step(data.get("process_generation")) or 0, _number(data.get("process_started_at")))
 
 
 def _number(value: Any) -> float:
@@ -87,15 +102,20 @@ def _step(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
+WRITER_KEYS = ("process_generation", "process_started_at", "process_start_rollout_id")
+"""What a record (or a snapshot) says of its writing process: its place in the run, where it resumed."""
+
+
 class Winners:
     """The record of each ``rollout_id`` that the run's lineage holds, fed one record at a time.
 
-    Two rules decide it (docs §1.4, "the lineage of a run"):
+    Two rules decide it (docs §1.4, "the lineage of a run"), over the run's processes ordered by
+    :func:`process_order` (a resumed process after every process it knew of when it resumed):
 
     - the latest write of a ``rollout_id`` wins, by :func:`record_order`;
     - a process that resumed at step s (its records' ``process_start_rollout_id``) ends the lineage of
-      every process started before it at s: their records of ``rollout_id >= s`` count for nothing,
-      even when written later in wall-clock time (a stale writer that woke up after the resume).
+      every process before it at s: their records of ``rollout_id >= s`` count for nothing, even when
+      written later in wall-clock time (a stale writer that woke up after the resume).
 
     By the second rule a ``rollout_id`` may have no record (only a superseded process wrote it):
     :meth:`finish`, once every record is offered, drops it. No record ever comes back by it: a
@@ -103,22 +123,24 @@ class Winners:
 
     Example (P1 wrote 0..2 and, after P2 resumed at 1 and wrote step 1 only, a stale step 2):
         >>> w = Winners()
-        >>> p1 = {"process_started_at": 1.0, "process_start_rollout_id": 0}
-        >>> p2 = {"process_started_at": 2.0, "process_start_rollout_id": 1}
+        >>> p1 = {"process_generation": 0, "process_started_at": 1.0, "process_start_rollout_id": 0}
+        >>> p2 = {"process_generation": 1, "process_started_at": 2.0, "process_start_rollout_id": 1}
         >>> for i, (rid, writer) in enumerate([(0, p1), (1, p1), (1, p2), (2, p1)]):
         ...     _ = w.offer({"rollout_id": rid, "record_sequence": i, **writer}, i)
         >>> w.finish(), w.index, w.superseded
         ([2], {0: 0, 1: 2}, 1)
+        >>> w.highest_generation, len(w.writers())
+        (1, 2)
     """
 
     def __init__(self) -> None:
-        self.keys: dict[int, tuple[float, float, int]] = {}
+        self.keys: dict[int, tuple[int, float, float, int]] = {}
         self.index: dict[int, int] = {}  # rollout_id -> position (among the good records) of its winner
         self.superseded = 0  # records that lost to a later write of their rollout_id
         self.run_ids: set[str] = set()
         self.latest_run_id: str | None = None  # the run_id of the latest write of all (by record_order)
-        self._latest_key: tuple[float, float, int] | None = None
-        self._resumed_at: dict[float, int] = {}  # a writing process's start -> the step it resumed at
+        self._latest_key: tuple[int, float, float, int] | None = None
+        self._resumed_at: dict[tuple[int, float], int] = {}  # a writing process (process_order) -> its resume step
 
     def offer(self, data: dict[str, Any], index: int) -> bool:
         """Whether this record is now its ``rollout_id``'s winner (it supersedes the earlier one), by the
@@ -140,30 +162,40 @@ class Winners:
         return True
 
     def note_writer(self, data: dict[str, Any]) -> None:
-        """Learn where the process that wrote ``data`` resumed (its ``process_started_at`` and
-        ``process_start_rollout_id``), from a record not offered (outside the steps a caller reads) or a
-        snapshot's writer."""
-        started, resumed = _number(data.get("process_started_at")), _step(data.get("process_start_rollout_id"))
-        if started != _NEVER and resumed is not None:
-            self._resumed_at[started] = min(resumed, self._resumed_at.get(started, resumed))
+        """Learn of the process that wrote ``data`` (its :data:`WRITER_KEYS`: where it stands, where it
+        resumed), from a record not offered (outside the steps a caller reads) or a snapshot's writer."""
+        process, resumed = process_order(data), _step(data.get("process_start_rollout_id"))
+        if process[1] != _NEVER and resumed is not None:
+            self._resumed_at[process] = min(resumed, self._resumed_at.get(process, resumed))
+
+    def writers(self) -> list[dict[str, Any]]:
+        """Every process learnt of, as :data:`WRITER_KEYS` (what a snapshot keeps of them)."""
+        return [dict(zip(WRITER_KEYS, (generation, started, resumed)))
+                for (generation, started), resumed in self._resumed_at.items()]
+
+    @property
+    def highest_generation(self) -> int | None:
+        """The highest ``process_generation`` among the processes learnt of (None: none)."""
+        return max((generation for generation, _ in self._resumed_at), default=None)
 
     def lineage_end(self, writer: dict[str, Any]) -> float:
-        """The step from which a later-started process supersedes the writes of the process that wrote
-        ``writer`` (a record, or a snapshot's writer: its ``process_started_at``); ``inf``: none does."""
-        return self._end(_number(writer.get("process_started_at")))
+        """The step from which a later process supersedes the writes of the process that wrote ``writer``
+        (a record, or a snapshot's writer); ``inf``: none does."""
+        return self._end(process_order(writer))
 
-    def _end(self, started: float) -> float:
-        ends = [resumed for when, resumed in self._resumed_at.items() if when > started]
+    def _end(self, process: tuple[int, float]) -> float:
+        ends = [resumed for other, resumed in self._resumed_at.items() if other > process]
         return float(min(ends)) if ends else math.inf
 
     def finish(self) -> list[int]:
         """Drop the winners that a later process's resume superseded (second rule); their rollout_ids, sorted."""
-        ends: dict[float, float] = {}
+        ends: dict[tuple[int, float], float] = {}
         dropped = []
         for rid, key in self.keys.items():
-            end = ends.get(key[0])
+            process = key[:2]
+            end = ends.get(process)
             if end is None:
-                end = ends[key[0]] = self._end(key[0])
+                end = ends[process] = self._end(process)
             if rid >= end:
                 dropped.append(rid)
         for rid in dropped:

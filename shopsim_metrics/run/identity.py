@@ -1,7 +1,8 @@
 """One run per records directory: the run's identity, and the refusal of a fresh run into another's records.
 
-Every record carries the ``run_id`` of its run, the start of the process that wrote it
-(``process_started_at``), the step that process started at (``process_start_rollout_id``) and its
+Every record carries the ``run_id`` of its run, the writing process's place among the run's processes
+(``process_generation``: 0 for the first, 1 + the highest it learnt of for a resumed one), its start
+(``process_started_at``), the step it started at (``process_start_rollout_id``) and its
 ``record_sequence``: the readers order writes by them and follow the run's lineage
 (:class:`~shopsim_metrics.readers.steps.Winners`). A run's first process (``start_rollout_id``
 0) makes a new ``run_id``; a resumed process (``--load``, ``start_rollout_id`` > 0) keeps the one
@@ -36,9 +37,10 @@ FIRST_RECORD_LINES = 1000
 class RunDirInUse(ShopsimConfigError):
     """A fresh run (``start_rollout_id`` 0) was pointed at a directory holding another run's step records."""
 
-WRITER_FIELDS = ("run_id", "process_started_at", "process_start_rollout_id")
+WRITER_FIELDS = ("run_id", "process_started_at", "process_start_rollout_id", "process_generation")
 """The record fields that say which process wrote it: two runs of the same seed differ only in them
-(and in the wall-clock ``*_seconds``); a resumed run's records also in ``process_start_rollout_id``."""
+(and in the wall-clock ``*_seconds``); a resumed run's records also in ``process_start_rollout_id`` and
+``process_generation``."""
 
 
 def new_run_id() -> str:

@@ -5,7 +5,7 @@ slime resumes with ``--load``: a fresh process whose ``args.start_rollout_id`` i
 steps after the checkpoint with the same prompts. Before its first judgement the monitor replays the
 records of ``rollout_id < s`` that the run's lineage holds (as every reader takes them,
 :class:`~shopsim_metrics.readers.steps.Winners`: the latest write of each ``rollout_id``, and none
-of a process whose steps a later-started process resumed before), in ``rollout_id`` order, through
+of a process whose steps a later process resumed before), in ``rollout_id`` order, through
 the same pieces the live steps feed (the monitor's resumable state, :mod:`shopsim_metrics.run.state`). Records of ``rollout_id >= s`` were written by
 the crashed process for steps that now run again: they count in no history.
 
@@ -66,6 +66,17 @@ class Restored:
     run_id: str | None = field(default=None, repr=False)  # the run resumed (None: its records carry none)
     snapshot: int | None = field(default=None, repr=False)
     note: str | None = field(default=None, repr=False)
+    writers: tuple[dict[str, Any], ...] = field(default=(), repr=False)  # every process of the run learnt of
+
+    @property
+    def generation(self) -> int:
+        """The resumed process's ``process_generation``: 1 + the highest among the processes it learnt of
+        (the records it read, the snapshot's writer): it follows all of them, whatever the clocks say.
+
+        >>> Restored(steps=0, missing=0).generation, Restored(0, 0, writers=({"process_generation": 2},)).generation
+        (1, 3)
+        """
+        return 1 + max((w.get("process_generation") or 0 for w in self.writers), default=0)
 
     @property
     def partial(self) -> bool:
@@ -102,12 +113,13 @@ def restore(run_dir: str | os.PathLike, state: ResumableState, *, start_rollout_
 
 def _replay_all(run_dir: Any, start_rollout_id: int, state: ResumableState, note: str | None) -> Restored:
     try:
-        latest, run_id, _ = _lineage(iter_located_records(run_dir, report=ReadReport(Path(run_dir))), 0,
-                                     start_rollout_id)
+        latest, run_id, winners = _lineage(iter_located_records(run_dir, report=ReadReport(Path(run_dir))), 0,
+                                           start_rollout_id)
     except (OSError, ValueError):
         return Restored(steps=0, missing=start_rollout_id, note=note)
     replayed = _replay(_read_in_step_order(latest), state)
-    return Restored(steps=replayed, missing=start_rollout_id - replayed, run_id=run_id, note=note)
+    return Restored(steps=replayed, missing=start_rollout_id - replayed, run_id=run_id, note=note,
+                    writers=tuple(winners.writers()))
 
 
 def _from_snapshot(run_dir: Any, start_rollout_id: int, snapshot: dict[str, Any],
@@ -135,12 +147,13 @@ def _from_snapshot(run_dir: Any, start_rollout_id: int, snapshot: dict[str, Any]
     if ended <= step:
         logger.warning(
             "shopsim-metrics: resuming at rollout step %d from the monitor snapshot of step %d, written by a process "
-            "whose steps from %d on a later-started process re-ran (two trainers on one --save?). The restored state "
+            "whose steps from %d on a later process re-ran (two trainers on one --save?). The restored state "
             "is the checkpoint's; the readers follow the later process's records (docs §1.4, the run's lineage), so "
             "they may show steps %d..%d from another lineage, or none.", start_rollout_id, step, ended, ended, step)
     missing = snapshot["missing"]
     run_id = snapshot.get("run_id") if isinstance(snapshot.get("run_id"), str) else tail_run_id
-    return Restored(steps=start_rollout_id - missing, missing=missing, run_id=run_id, snapshot=step), None
+    return Restored(steps=start_rollout_id - missing, missing=missing, run_id=run_id, snapshot=step,
+                    writers=tuple(winners.writers())), None
 
 
 def _replay(records: Iterable[dict[str, Any]], state: ResumableState) -> int:

@@ -100,11 +100,12 @@ class StepRecord:
     technical_failure_limit: int | None = per_step(EXTRA, None)
     technical_failure_warn_at: int | None = per_step(EXTRA, None)  # the streak that raises the step's WARN (None: alerts off)
     loop_state_source: str | None = None  # "slime", "mirror", "fully_async", or the name of a test/simulated loop
-    # who wrote the record, and when among the run's writes (the readers' order: process start, then sequence;
-    # a process that resumed at s supersedes the records of steps >= s of every process started before it)
+    # who wrote the record, and when among the run's writes (the readers' order: process generation, then start,
+    # then sequence; a process that resumed at s supersedes the records of steps >= s of every process before it)
     run_id: str | None = None  # the run's identity: made by its first process, kept by every resume
     process_started_at: float | None = None  # Unix time the writing process's monitor started
     process_start_rollout_id: int | None = None  # the step the writing process started at (slime's start_rollout_id)
+    process_generation: int | None = None  # 0 for the run's first process; a resumed one: 1 + the highest it knew of
     record_sequence: int | None = None  # 1, 2, ... per writing process, in the order its records were emitted
     # counts (submitted_group_count, wave_count: None on the fully-async path, which has no waves)
     submitted_group_count: int | None = per_step(COUNT, 0)
