@@ -45,6 +45,7 @@ from typing import Any, BinaryIO, Iterable, Iterator
 from shopsim_metrics.readers.steps import (
     ReadReport, RecordAt, RecordsChanged, Winners, iter_located_records, read_record_at,
 )
+from shopsim_metrics.run.identity import existing_run
 from shopsim_metrics.run.snapshot import find_snapshot, read_snapshot
 from shopsim_metrics.run.state import ResumableState
 from shopsim_metrics.state_file import DamagedStateFile
@@ -92,8 +93,8 @@ def restore(run_dir: str | os.PathLike, state: ResumableState, *, start_rollout_
 
     With ``snapshot_dir`` (slime's ``--load``) holding a snapshot of a step N < s
     (:mod:`shopsim_metrics.run.snapshot`), the state is read from it and only the records written after it,
-    of the steps N < rollout_id < s, are replayed; a snapshot that is damaged, of other prompt
-    settings, or whose records are gone is left aside (``note`` says why) and every record is replayed.
+    of the steps N < rollout_id < s, are replayed; a snapshot that is damaged, of another run, of other
+    prompt settings, or whose records are gone is left aside (``note`` says why) and every record is replayed.
     A missing or unreadable records directory restores nothing (every step is missing); the caller
     warns. Never raises for what the files hold.
     """
@@ -126,6 +127,9 @@ def _from_snapshot(run_dir: Any, start_rollout_id: int, snapshot: dict[str, Any]
                    state: ResumableState) -> tuple[Restored | None, str | None]:
     """Restore from ``snapshot`` and the records after it; (None, why) when it cannot stand for the replay."""
     step = snapshot["rollout_id"]
+    foreign = _another_run(run_dir, snapshot.get("run_id"))
+    if foreign is not None:
+        return None, f"the snapshot of step {step} {foreign}"
     unusable = state.unusable(snapshot)
     if unusable is not None:
         return None, f"the snapshot of step {step} {unusable}"
@@ -154,6 +158,18 @@ def _from_snapshot(run_dir: Any, start_rollout_id: int, snapshot: dict[str, Any]
     run_id = snapshot.get("run_id") if isinstance(snapshot.get("run_id"), str) else tail_run_id
     return Restored(steps=start_rollout_id - missing, missing=missing, run_id=run_id, snapshot=step,
                     writers=tuple(winners.writers())), None
+
+
+def _another_run(run_dir: Any, snapshot_run: Any) -> str | None:
+    """Why a snapshot of the run ``snapshot_run`` is not this run's, as the end of a sentence: the records in
+    ``run_dir`` are another run's (a checkpoint directory copied from another run); None when it is, or
+    either side does not say (an older version's)."""
+    if not isinstance(snapshot_run, str):
+        return None
+    _, records_run = existing_run(run_dir)
+    if records_run is None or records_run == snapshot_run:
+        return None
+    return f"is of another run ({snapshot_run}; the records in {os.fspath(run_dir)} are of run {records_run})"
 
 
 def _replay(records: Iterable[dict[str, Any]], state: ResumableState) -> int:

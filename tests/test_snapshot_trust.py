@@ -1,0 +1,80 @@
+"""What a resume trusts in a snapshot beside slime's checkpoint: only what is the run's own and could be true.
+
+A snapshot is a file anyone with access to ``--load`` can put there: another run's (a checkpoint
+directory copied or shared), one a stale writer wrote, or one whose pieces hold impossible values.
+Each is refused with one warning naming why, and the state is rebuilt from the records instead, or
+loaded with the warning the docs promise (§1.4, §1.5).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+from conftest import make_args
+from shopsim_metrics.run.resume import restore
+from shopsim_metrics.run.snapshot import build_snapshot, snapshot_path
+from shopsim_metrics.run.state import monitor_state
+from shopsim_metrics.sinks import JsonlSink
+from shopsim_metrics.state_file import write_json
+from shopsim_metrics.step.records import DecisionRow, StepRecord
+from shopsim_metrics.step.streak import TechnicalStreak
+from shopsimrl import slime_runtime
+
+
+def row(order: int, outcome: str, prompt: str) -> DecisionRow:
+    technical = outcome == "dropped_technical"
+    return DecisionRow(order=order, waves_open=1, group_index=order, outcome=outcome,
+                       reason="shopsim_technical" if technical else None, remaining_before=4, unique_rollouts=8,
+                       failed_check="status_failed" if technical else None, success_count=None if technical else 4,
+                       scorable_rollouts=0 if technical else 8, response_tokens=100, prompt_key=prompt)
+
+
+def write_run(run_dir: Path, run_id: str, steps: range, outcome: str, prompts: int) -> None:
+    """Records of ``steps``, each with ``prompts`` groups of ``outcome``, by one process of ``run_id``."""
+    sink = JsonlSink(run_dir, fsync=False)
+    for sequence, step in enumerate(steps, start=1):
+        sink.emit(StepRecord(rollout_id=step, run_id=run_id, process_started_at=100.0, process_start_rollout_id=0,
+                             process_generation=0, record_sequence=sequence,
+                             decisions=[row(k + 1, outcome, f"{run_id} p{step}-{k}") for k in range(prompts)]))
+    sink.close()
+
+
+def resumed(run_dir: Path, ckpt: Path, at: int):
+    """What a monitor resumed at ``at`` with ``--load ckpt`` holds before its first judgement."""
+    args = make_args(shopsim_run_dir=str(run_dir), start_rollout_id=at, num_rollout=20, shopsim_alerts=False,
+                     shopsim_wandb="off", save=str(ckpt), load=str(ckpt), save_interval=5)
+    runtime = slime_runtime.configure(args)
+    try:
+        return runtime.streak.state_dict(), runtime.accountant.prompts.state_dict(), runtime.run_id
+    finally:
+        slime_runtime.reset_runtime()
+
+
+# --- item 3: another run's snapshot -----------------------------------------------------------------
+def test_another_runs_snapshot_is_refused_with_one_warning_and_the_records_replayed(tmp_path: Path, caplog) -> None:
+    """Run B's checkpoint directory (its snapshot of step 4) is given to a resume of run A, whose records
+    are longer than B's, so the snapshot's positions fit them: before, A adopted B's run_id and state."""
+    mine, theirs, ckpt = tmp_path / "run-a", tmp_path / "run-b", tmp_path / "ckpt"
+    write_run(mine, "run-a", range(6), "trained", prompts=3)
+    write_run(theirs, "run-b", range(5), "dropped_technical", prompts=1)
+    assert (theirs / "steps.jsonl").stat().st_size < (mine / "steps.jsonl").stat().st_size
+    streak = TechnicalStreak()
+    restore(theirs, monitor_state(streak=streak), start_rollout_id=5)
+    assert streak.count == 5
+    write_json(snapshot_path(ckpt, 4), build_snapshot(monitor_state(streak=streak), rollout_id=4, run_id="run-b",
+                                                      missing=0, run_dir=theirs))
+
+    restored = restore(mine, monitor_state(streak=TechnicalStreak()), start_rollout_id=5, snapshot_dir=ckpt)
+    assert restored.snapshot is None and restored.run_id == "run-a" and restored.missing == 0
+    assert "run-b" in restored.note and "run-a" in restored.note
+
+    (tmp_path / "empty-ckpt").mkdir()
+    with caplog.at_level(logging.WARNING, logger="shopsim_metrics"):
+        from_snapshot = resumed(mine, ckpt, 5)
+    assert from_snapshot == resumed(mine, tmp_path / "empty-ckpt", 5)  # what replaying A's records restores
+    assert from_snapshot[2] == "run-a" and from_snapshot[0]["count"] == 0
+    warned = [m for m in caplog.messages if "snapshot" in m]
+    assert len(warned) == 1 and "run-b" in warned[0], warned
+    assert json.loads((mine / "steps.jsonl").read_text().splitlines()[0])["run_id"] == "run-a"
