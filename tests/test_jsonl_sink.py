@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings as hsettings, strategies as st
 
 from shopsim_metrics.step import contract
-from shopsim_metrics.step.records import DecisionRow, StepRecord
+from shopsim_metrics.step.records import OPTIONAL_ROW_FIELDS, DecisionRow, StepRecord
 from shopsim_metrics.sinks import JsonlSink
 from shopsim_metrics.readers import read_steps
 from tests.wandb_helpers import make_record
@@ -35,7 +35,7 @@ def test_each_step_is_one_flushed_line_with_the_contract_keys(tmp_path: Path) ->
         assert set(contract.STEP_FIELDS) | set(contract.RECORD_IDENTITY_KEYS) <= set(data)
         assert isinstance(data["terminated"], bool)
         for row in data["decisions"]:
-            assert set(contract.LEDGER_COLUMNS) <= set(row)
+            assert set(contract.LEDGER_COLUMNS) - OPTIONAL_ROW_FIELDS <= set(row)
 
 
 @pytest.mark.parametrize("torn", ['{"rollout_id": 3, "wave_co', "{", '{"rollout_id": 3, "decisions": [{"order"'])

@@ -28,6 +28,8 @@ COUNT, RATIO, STREAK, EXTRA, COST, PROMPT_VALUE, ZERO_STD_CAUSE, PROMPT_SKIP, FU
 
 RECORD_ONLY = {"record_only": True}
 """Metadata of a ledger field that the record keeps but the W&B decisions table does not show."""
+ABSENT_WHEN_NONE = {"absent_when_none": True}
+"""Metadata of a ledger field left out of the row's dict when None (added later: older rows stay as they were)."""
 
 
 def per_step(table: str, default: Any) -> Any:
@@ -70,11 +72,12 @@ class DecisionRow:
     judged_at: float | None = None  # seconds since the step's first judgement (monotonic clock)
     # prompt value over time
     prompt_key: str | None = None  # the group's prompt (shopsim_metrics.prompts.keys); None: no key
-    # what broke, as the generate function left it (metadata shopsim_failure_cause); absent from the row when None
-    technical_cause: str | None = None
+    # what broke, as the generate function left it (metadata shopsim_failure_cause)
+    technical_cause: str | None = field(default=None, metadata=ABSENT_WHEN_NONE)
 
     def to_dict(self) -> dict[str, Any]:
-        return json_native_fields(self, _ROW_FIELDS if self.technical_cause is not None else _ROW_FIELDS_BUT_CAUSE)
+        names = tuple(name for name in _ROW_FIELDS if name not in OPTIONAL_ROW_FIELDS or getattr(self, name) is not None)
+        return json_native_fields(self, names)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "DecisionRow":
@@ -249,7 +252,8 @@ class StepRecord:
 
 
 _ROW_FIELDS = tuple(f.name for f in fields(DecisionRow))
-_ROW_FIELDS_BUT_CAUSE = tuple(name for name in _ROW_FIELDS if name != "technical_cause")
+OPTIONAL_ROW_FIELDS = frozenset(f.name for f in fields(DecisionRow) if f.metadata.get("absent_when_none"))
+"""Ledger fields a row's dict holds only when set (``technical_cause``)."""
 _STEP_FIELDS = tuple(f.name for f in fields(StepRecord) if f.name not in ("decisions", "prompt_table"))
 _SKIP_FIELDS = (*step_fields(PROMPT_SKIP), "skipped_prompts")
 _FULLY_ASYNC_FIELDS = step_fields(FULLY_ASYNC)
