@@ -16,10 +16,10 @@ Who owns what (one owner per piece of state):
   counters, the skip fields, the alerts and the final prompts table; every contributor returns its fields,
   none edits a record;
 - the current step, its ledger, its close and the closed steps not yet emitted: the accountant
-  (:class:`~shopsim_metrics.step.accounting.StepAccountant`); the step number comes from the loop
-  state (slime's live ``_current_rollout_id``), else the ``rollout_id`` slime's sample hook received;
-  when neither says, the accountant numbers on from ``start_rollout_id`` and the log function's
-  ``rollout_id`` renumbers the step (never a count from 0 that overwrites earlier steps);
+  (:class:`~shopsim_metrics.step.accounting.StepAccountant`);
+- a step's number: :class:`~shopsim_metrics.step.step_number.StepNumbers`, which the accountant, the wave planner
+  and the hooks ask (slime's live ``_current_rollout_id``, else the ``rollout_id`` slime's sample hook received;
+  when neither says, counted on from ``start_rollout_id`` and renumbered by the log function's ``rollout_id``);
 - every token generated per step (the sample hook's counts): the accountant's
   :class:`~shopsim_metrics.step.generated_tokens.GeneratedTokens`, fed by :meth:`ShopsimRuntime.record_sample`;
 - each step's waves (their sizes, the first one's prediction, the recent steps' orders they are sized from): the
@@ -79,6 +79,7 @@ from shopsim_metrics.sinks.base import SinkSet, StepSink
 from shopsim_metrics.errors import TechnicalFailureLimitExceeded
 from shopsim_metrics.judging.group_judgement import GroupJudgement, judge_group
 from shopsim_metrics.settings import ShopsimSettings
+from shopsim_metrics.step.step_number import StepNumbers
 from shopsim_metrics.step.streak import TechnicalStreak
 from shopsim_metrics.settings import missing_knobs_warning
 from shopsim_metrics.run.resume import restore, resume_warning
@@ -105,10 +106,12 @@ class ShopsimRuntime:
         self.snapshots = snapshots or SnapshotPlan(save=None, load=None, save_interval=None, num_rollout=None)
         """Where the monitor's state is saved beside slime's checkpoints and read back on a resume."""
         self.loop_state: LoopState = loop_state or NoLoopState()
+        self.steps = StepNumbers(self.loop_state, first=settings.start_rollout_id)
+        """The step numbers' one owner: slime's live id, the sample hook's, the accountant's count, the log function's."""
         accounted = settings.rollout_batch_size is not None  # without slime's knobs nothing is accounted
-        self.waves: WavePlanner | None = wave_planner(settings, self.loop_state) if accounted else None
+        self.waves: WavePlanner | None = wave_planner(settings, self.loop_state, self.steps) if accounted else None
         """Sizes and records each wave the data source serves (its one owner); None when nothing is accounted."""
-        self.accountant = step_accountant(settings, self.loop_state, self.waves) if accounted else None
+        self.accountant = step_accountant(settings, self.loop_state, self.steps, self.waves) if accounted else None
         """Each step's ledger and close (:mod:`~shopsim_metrics.step.accounting`); None when nothing is accounted."""
         self.streak = TechnicalStreak()
         """The run's technical streak: fed by every judgement, read by the records, alerts and termination."""
@@ -148,7 +151,6 @@ class ShopsimRuntime:
         self.snapshot_writer = SnapshotWriter(self.snapshots, self._judge_lock, copy=self._snapshot_data,
                                               warn=self._warn_once)
         """Writes the state beside slime's checkpoints, off the log function's thread (its one writer)."""
-        self._sample_rollout_id: int | None = None  # the rollout_id slime last handed the sample hook
         self.process_started_at = time.time()
         """When this process's monitor started (every record says it: the readers order writes by it)."""
         self.run_id = new_run_id()
@@ -231,13 +233,6 @@ class ShopsimRuntime:
         if self.waves is not None:
             self.waves.one_group_at_a_time = True
 
-    def _live_step(self) -> int | None:
-        try:
-            step = self.loop_state.rollout_step()
-        except Exception:  # noqa: BLE001 - unknown
-            return None
-        return step if isinstance(step, int) and not isinstance(step, bool) else None
-
     # --- the project's own time (filter_seconds) ----------------------------------------------
     def own_time(self, *, emits: bool = False) -> "OwnTime":
         """Count one hook call in ``filter_seconds``: the one place the project's own time is measured.
@@ -297,7 +292,7 @@ class ShopsimRuntime:
             streak = self.streak.observe(judgement.failed_check, judgement.failure_cause)
             account(streak)
             if streak:
-                rollout_id = self._current_rollout_id()
+                rollout_id = self.steps.current()
                 alert = self.alerts.after_judgement(self.streak, rollout_id)  # the ERROR at the limit, else None
                 if streak >= self.settings.max_consecutive_failed_groups:
                     checks, causes = self.streak.checks, self.streak.causes  # read with the streak it ends
@@ -320,35 +315,10 @@ class ShopsimRuntime:
         try:
             remaining = self.loop_state.remaining_batch_size()
             source = self.loop_state.source if remaining is not None else "mirror"
-            self.accountant.judge(judgement, self._judged_step(), remaining, source, samples, streak)
+            self.accountant.judge(judgement, self.steps.of_judgement(), remaining, source, samples, streak)
         except Exception as exc:  # noqa: BLE001 - never let accounting break the decision
             self._warn_once("accounting", "shopsim-metrics: accounting failed (%s: %s); the filter's decisions "
                             "are unaffected but this step's record may be incomplete.", type(exc).__name__, exc)
-
-    def _judged_step(self) -> int | None:
-        """The step of a judgement: slime's live rollout id, else the one its sample hook last received.
-
-        None (the accountant numbers on from ``start_rollout_id``, and slime's log function renumbers
-        the step) when neither is known; inside a running slime rollout, that is one warning.
-        """
-        step = self._live_step()
-        if step is not None:
-            return step
-        expected = getattr(self.loop_state, "live_id_expected", None)
-        if callable(expected) and expected():
-            self._warn_once("live_rollout_id", "shopsim-metrics: slime's live rollout id (slime.rollout.sample_hooks."
-                            "_current_rollout_id) cannot be read in this slime version; each step is numbered by the "
-                            "rollout_id slime's sample hook or log function receives, else counted on from "
-                            "start_rollout_id (%d).", self.settings.start_rollout_id)
-        return self._sample_rollout_id
-
-    def _current_rollout_id(self) -> int | None:
-        if self.accountant is not None:
-            return self.accountant.current_rollout_id
-        try:
-            return self.loop_state.rollout_step()
-        except Exception:  # noqa: BLE001 - only for the alert's text
-            return None
 
     def _terminate(self, streak: int, rollout_id: int | None, checks: dict[str, int], causes: dict[str, int]) -> None:
         """Write the step so far (marked terminated) and end the run with the streak's failed checks."""
@@ -368,15 +338,7 @@ class ShopsimRuntime:
         """Count one generate call's tokens in its step (slime's ``rollout_id``, else the loop's step)."""
         if self.accountant is None or self.accountant.tokens is None:
             return
-        step = rollout_id if isinstance(rollout_id, int) and not isinstance(rollout_id, bool) else None
-        if step is not None:
-            self._sample_rollout_id = step
-        if step is None:
-            try:
-                step = self.loop_state.rollout_step()
-            except Exception:  # noqa: BLE001 - an unknown step goes to the next step closed
-                step = None
-        self.accountant.tokens.observe(sample, step)
+        self.accountant.tokens.observe(sample, self.steps.heard(rollout_id))
 
     # --- the all-samples hook's side ----------------------------------------------------------
     def close_step(self, all_groups: list | None) -> ClosedStep | None:
@@ -464,18 +426,20 @@ class ShopsimRuntime:
             self.flush()
             self.recorder.send_warnings()
             if self._sinks is not None:  # no sinks built: no record was ever written, no table either
-                self.recorder.final_prompt_table(self.accountant.current_rollout_id if self.accountant else None)
+                self.recorder.final_prompt_table(self.steps.current() if self.accountant else None)
                 self._sinks.close()
 
-def wave_planner(settings: ShopsimSettings, loop_state: LoopState) -> WavePlanner:
+def wave_planner(settings: ShopsimSettings, loop_state: LoopState, steps: StepNumbers) -> WavePlanner:
     """The run's wave planner, from its settings (``shopsim_wave_fill_probability``, ``shopsim_wave_size_cap``)."""
     assert settings.rollout_batch_size is not None and settings.over_sampling_batch_size is not None
     return WavePlanner(rollout_batch_size=settings.rollout_batch_size,
                        over_sampling_batch_size=settings.over_sampling_batch_size,
-                       fill_probability=settings.wave_fill_probability, cap=settings.wave_size_cap, loop_state=loop_state)
+                       fill_probability=settings.wave_fill_probability, cap=settings.wave_size_cap, loop_state=loop_state,
+                       steps=steps)
 
 
-def step_accountant(settings: ShopsimSettings, loop_state: LoopState, waves: WavePlanner | None) -> StepAccountant:
+def step_accountant(settings: ShopsimSettings, loop_state: LoopState, steps: StepNumbers,
+                    waves: WavePlanner | None) -> StepAccountant:
     """The run's accountant, from slime's knobs and the settings, with its prompt tracker (none when
     ``shopsim_prompt_history_limit`` is 0) and its count of every generated token."""
     assert settings.rollout_batch_size is not None and settings.over_sampling_batch_size is not None
@@ -488,7 +452,7 @@ def step_accountant(settings: ShopsimSettings, loop_state: LoopState, waves: Wav
         global_batch_size=settings.global_batch_size,
         clock=getattr(loop_state, "clock", None),  # a simulated loop's own clock, else monotonic
         prompts=prompts, tokens=GeneratedTokens(continues=settings.partial_rollout),
-        first_rollout_id=settings.start_rollout_id, waves=waves)
+        steps=steps, waves=waves)
 
 
 class OwnTime:

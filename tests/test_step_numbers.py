@@ -85,3 +85,21 @@ def test_one_warning_when_slimes_live_id_is_missing(caplog) -> None:
             _step(args, rollout_id)
     warnings = [r for r in caplog.records if "live rollout id" in r.getMessage()]
     assert len(warnings) == 1
+
+
+@settings(max_examples=60, deadline=None)
+@given(first=st.integers(0, 100), calls=st.lists(st.one_of(st.none(), st.integers(0, 200)), max_size=30))
+def test_the_step_numbers_never_go_back_and_count_on_from_the_latest(first, calls) -> None:
+    from shopsim_metrics.step.step_number import StepNumbers
+
+    steps = StepNumbers(first=first)
+    latest = None
+    for rollout_id in calls:
+        if rollout_id is None:  # a step opens with nothing known: counted
+            number, counted = steps.open(None)
+            assert counted and number == (first if latest is None else latest + 1)
+            latest = number
+        else:  # slime's log function names a finished step
+            assert steps.renumber(rollout_id) == (latest is None or rollout_id > latest)
+            latest = rollout_id if latest is None else max(latest, rollout_id)
+        assert steps.current() == latest

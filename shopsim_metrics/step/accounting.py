@@ -43,6 +43,7 @@ from shopsim_metrics.step.generated_tokens import GeneratedTokens
 from shopsim_metrics.step.closed_step import DROP_OUTCOMES, ClosedStep, GenerationStats, JudgedGroup, StepKnobs
 from shopsim_metrics.step.draft import RecordPart
 from shopsim_metrics.step.records import DecisionRow
+from shopsim_metrics.step.step_number import StepNumbers
 from shopsim_metrics.step.wave_planner import OpenStepCounts, StepWaves, WavePlanner
 from shopsim_metrics.judging.group_judgement import SPREAD, TECHNICAL, GroupJudgement
 from shopsim_metrics.judging.tokens import group_tokens
@@ -90,7 +91,7 @@ class StepAccountant:
         clock: Callable[[], float] | None = None,
         prompts: StepAnnotator | None = None,
         tokens: GeneratedTokens | None = None,
-        first_rollout_id: int = 0,
+        steps: StepNumbers | None = None,
         waves: WavePlanner | None = None,
     ) -> None:
         # the knobs come validated from ShopsimSettings (over_sampling_batch_size >= rollout_batch_size >= 1)
@@ -113,9 +114,8 @@ class StepAccountant:
             waves.judged_so_far = self  # a wave is sized from the step's judged groups so far
         self._open: _OpenStep | None = None
         self.closed: list[ClosedStep] = []  # closed steps not yet emitted (read-only outside this class)
-        self._last_rollout_id: int | None = None
-        self.first_rollout_id = first_rollout_id
-        """The step a process numbers first when the loop cannot say: slime's ``start_rollout_id``."""
+        self.steps = steps or StepNumbers()
+        """The step numbers' one owner: a step the loop could not number is counted there, and renumbered."""
         self._counted_ids: set[int] = set()  # closed, unemitted steps numbered by the accountant
         self._newest_version: int | None = None  # fully-async: the newest policy version any judged group reported
 
@@ -128,7 +128,7 @@ class StepAccountant:
 
         ``streak`` is the run's technical streak after this judgement, read from its one owner
         (:class:`~shopsim_metrics.step.streak.TechnicalStreak`); the step's streak fields come from it.
-        Afterwards :attr:`current_rollout_id` is the step. Kept lean: this runs once per group on
+        Kept lean: this runs once per group on
         slime's rollout thread; ledger rows are built at close.
         """
         with self._lock:
@@ -190,11 +190,6 @@ class StepAccountant:
         if streak > state.max_streak:
             state.max_streak = streak
 
-    @property
-    def current_rollout_id(self) -> int | None:
-        state = self._open
-        return state.rollout_id if state is not None else self._last_rollout_id
-
     def open_judgements(self) -> dict[int, GroupJudgement]:
         """The judgement of every group judged in the open step, by ``id()`` of the group object (the
         ledger holds the groups, so no other live object has their ids)."""
@@ -213,11 +208,8 @@ class StepAccountant:
     def _start(self, step: int | None, source: str) -> _OpenStep:
         if self._open is not None:  # a new step began without the all-samples hook closing the last one
             self._append_closed(self._close(self._open, terminated=False, stats=None, all_groups=None), self._open)
-        counted = step is None
-        if step is None:
-            step = self.first_rollout_id if self._last_rollout_id is None else self._last_rollout_id + 1
+        step, counted = self.steps.open(step)
         self._open = _OpenStep(rollout_id=step, source=source, counted=counted)
-        self._last_rollout_id = step
         return self._open
 
     def renumber(self, rollout_id: int) -> None:
@@ -232,18 +224,18 @@ class StepAccountant:
         Example:
             >>> acc = StepAccountant(rollout_batch_size=1, over_sampling_batch_size=1)
             >>> zero = GroupJudgement("zero_std", None, 0, 8, (0.0,) * 8)
-            >>> _ = acc.judge(zero, step=None, remaining=None); acc.current_rollout_id
+            >>> _ = acc.judge(zero, step=None, remaining=None); acc.open_rollout_id()
             0
             >>> _ = acc.close_step(); acc.renumber(7); [d.rollout_id for d in acc.take_closed()]
             [7]
-            >>> _ = acc.judge(zero, step=None, remaining=None); acc.current_rollout_id
+            >>> _ = acc.judge(zero, step=None, remaining=None); acc.open_rollout_id()
             8
         """
         with self._lock:
-            if self._last_rollout_id is not None and rollout_id <= self._last_rollout_id:
-                return
             state = self._open
             if state is not None and not state.counted:
+                return
+            if not self.steps.renumber(rollout_id):
                 return
             if state is not None:
                 state.rollout_id = rollout_id
@@ -251,7 +243,6 @@ class StepAccountant:
                 counted = [r for r in self.closed if id(r) in self._counted_ids]
                 if counted:
                     counted[-1].rollout_id = rollout_id
-            self._last_rollout_id = rollout_id
 
     # --- the step so far, for the wave planner -------------------------------------------------
     def open_counts(self, step: int | None) -> OpenStepCounts:

@@ -33,9 +33,10 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import dataclass
-from typing import Any, Protocol, Sequence
+from typing import Protocol, Sequence
 
 from shopsim_metrics.step.loop_state import LoopState
+from shopsim_metrics.step.step_number import StepNumbers
 from shopsim_metrics.step.wave_size import RECENT_WINDOW, RecentOrders, adaptive_wave_size
 from shopsim_metrics.step.warn_once import WarnOnce
 
@@ -71,12 +72,15 @@ class WavePlanner:
     """Sizes and records each wave of the live step (:meth:`plan`); hands a step's waves over at its close."""
 
     def __init__(self, *, rollout_batch_size: int, over_sampling_batch_size: int, fill_probability: float,
-                 loop_state: LoopState, cap: int | None = None, window: int = RECENT_WINDOW) -> None:
+                 loop_state: LoopState, steps: StepNumbers | None = None, cap: int | None = None,
+                 window: int = RECENT_WINDOW) -> None:
         self.rollout_batch_size = rollout_batch_size
         self.cap = cap or over_sampling_batch_size
         """Most groups per wave (``shopsim_wave_size_cap``, else ``over_sampling_batch_size``)."""
         self.fill_probability = fill_probability
         self.loop_state = loop_state
+        self.steps = steps or StepNumbers(loop_state)
+        """Whose live step a wave is planned for (the step numbers' one owner)."""
         self.judged_so_far: JudgedSoFar | None = None
         """The step's judged groups so far (the accountant, once it exists; None: nothing judged is known)."""
         self.recent_orders = RecentOrders(window)
@@ -99,7 +103,7 @@ class WavePlanner:
         """
         if self.one_group_at_a_time:
             return asked
-        step = self._live_step()
+        step = self.steps.live()
         try:
             groups, predicted = self._size(step, asked)
         except Exception as exc:  # noqa: BLE001 - monitoring never stops training
@@ -142,10 +146,3 @@ class WavePlanner:
                     del planned[key]
             self.recent_orders.observe(kinds)
         return waves
-
-    def _live_step(self) -> int | None:
-        try:
-            step: Any = self.loop_state.rollout_step()
-        except Exception:  # noqa: BLE001 - unknown
-            return None
-        return step if isinstance(step, int) and not isinstance(step, bool) else None
