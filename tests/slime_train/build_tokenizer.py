@@ -2,7 +2,8 @@
 
 slime loads ``AutoTokenizer.from_pretrained(--hf-checkpoint)`` for its data source and rollout, and
 nothing else of the checkpoint in ``--debug-rollout-only`` mode. The vocabulary is every word of the
-dataset's prompts, the fake engine's answer words and a few special tokens; it is built with the
+dataset's prompts, every word the fake engine may answer with (``agent_dialects.vocabulary``: single-turn
+answers and the multi-turn dialects' turns) and a few special tokens; it is built with the
 ``tokenizers`` package and saved with transformers' ``save_pretrained`` (no hub download)::
 
     python build_tokenizer.py OUT_DIR [DATASET.jsonl]
@@ -14,18 +15,18 @@ import json
 import sys
 from pathlib import Path
 
+from agent_dialects import vocabulary as answer_vocabulary
+
 HERE = Path(__file__).resolve().parent
 DATASET = HERE / "dataset.jsonl"
-# the words the fake engine answers with (fake_sglang_server.ANSWER_WORDS)
-ANSWER_WORDS = ["answer", "item", "cart", "checkout", "done"]
 SPECIAL = ["<unk>", "<pad>", "<eos>"]
 
 
 def vocabulary(dataset: Path) -> list[str]:
-    words: set[str] = set(ANSWER_WORDS)
-    for line in dataset.read_text().splitlines():
-        if line.strip():
-            words.update(json.loads(line)["prompt"].split())
+    rows = [json.loads(line) for line in dataset.read_text().splitlines() if line.strip()]
+    words = set(answer_vocabulary(rows))
+    for row in rows:
+        words.update(row["prompt"].split())
     return SPECIAL + sorted(words)
 
 

@@ -27,7 +27,19 @@ Rewards are not decided here: they come from the dataset's metadata (``harness_r
 
     python fake_sglang_server.py --port P --tokenizer DIR --dataset data.jsonl [--key-column prompt_id]
         [--log-file requests.jsonl] [--base-delay 0.05] [--delay-step 0.1] [--script script.json]
-        [--long-tail 6 --seconds-per-token 0.02]
+        [--long-tail 6 --seconds-per-token 0.02] [--agent retool|shop]
+
+``--agent retool|shop`` answers multi-turn episodes instead (``agent_dialects.py``): a request that
+continues an episode (its ``input_ids`` start with the episode's last input and answer) gets the
+episode's next turn, a tool call or the final answer in the dialect the generate function parses; any
+other request starts an episode of the prompt its ``input_ids`` hold (a chat template may wrap it).
+Each turn takes the prompt's delay. An episode belongs to the rollout step its first request came in
+(``episode_step``: slime's aborts before it), however late its last turn: slime waits for the step's
+episodes after its abort, and one that was in a tool then still asks the engine.
+
+Every log line holds the exact tokens returned (``output_ids``; for an aborted request the partial
+tokens), the request's input length (``input_tokens``) and, with ``--agent``, the ``episode`` (a serial
+number), its ``turn`` (from 0) and ``episode_step``.
 
 ``--script`` (JSON, key -> {"delay": s, "tokens": n, "finish": "stop"|"length"}) overrides the
 defaults per prompt. ``--long-tail MEDIAN`` gives every request its own long-tailed length instead: a
@@ -47,12 +59,29 @@ import math
 import random
 import time
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 
 from aiohttp import web
 
-# words the engine answers with; build_tokenizer.py puts them in the vocabulary
-ANSWER_WORDS = ["answer", "item", "cart", "checkout", "done"]
+from agent_dialects import ANSWER_WORDS, DIALECTS, plan  # build_tokenizer.py puts their words in the vocabulary
+
+
+@dataclass
+class Episode:
+    """One multi-turn episode as the engine sees it: its prompt, its plan and where it stands."""
+
+    serial: int
+    key: str
+    step: int  # slime's aborts before its first request: the rollout step it belongs to
+    turns: list[list[int]]  # the token ids of every planned turn
+    context: tuple[int, ...] = ()  # the last input and answer: the next request starts with it
+    turn: int = 0  # the next turn
+    busy: bool = False  # a request of it is in flight
+    ended: bool = False  # answered its last turn, or aborted
+
+    def continued_by(self, ids: tuple[int, ...]) -> bool:
+        return not (self.busy or self.ended) and len(ids) >= len(self.context) and ids[:len(self.context)] == self.context
 
 
 class FakeEngine:
@@ -60,18 +89,25 @@ class FakeEngine:
 
     def __init__(self, tokenizer_dir: str, dataset: str, key_column: str, script: dict, base_delay: float,
                  delay_step: float, log_file: str | None, host: str, port: int, long_tail: float | None = None,
-                 seconds_per_token: float = 0.02):
+                 seconds_per_token: float = 0.02, agent: str | None = None):
         from tokenizers import Tokenizer
 
         self.base_delay, self.long_tail, self.seconds_per_token = base_delay, long_tail, seconds_per_token
+        self.agent = agent
 
         self.tokenizer = Tokenizer.from_file(str(Path(tokenizer_dir) / "tokenizer.json"))
         self.answer_ids = [self.tokenizer.token_to_id(word) for word in ANSWER_WORDS]
         rows = [json.loads(line) for line in Path(dataset).read_text().splitlines() if line.strip()]
+        self.rows = rows
         self.key_by_ids: dict[tuple[int, ...], str] = {}
+        self.row_by_key: dict[str, dict] = {}
         for row in rows:
             ids = tuple(self.tokenizer.encode(row["prompt"], add_special_tokens=False).ids)
-            self.key_by_ids[ids] = str((row.get("metadata") or {}).get(key_column))
+            key = str((row.get("metadata") or {}).get(key_column))
+            self.key_by_ids[ids] = key
+            self.row_by_key[key] = row
+        self.episodes: dict[str, list[Episode]] = {}  # by prompt key
+        self.episode_count = 0
         keys = sorted(set(self.key_by_ids.values()))
         self.settings = {
             key: {"delay": base_delay + delay_step * rank, "tokens": 2 + rank % 4, "finish": "stop"}
@@ -103,20 +139,59 @@ class FakeEngine:
     def key_of(self, input_ids) -> str | None:
         return self.key_by_ids.get(tuple(int(i) for i in input_ids or []))
 
+    def key_within(self, ids: tuple[int, ...]) -> str | None:
+        """The prompt whose words are in ``ids`` (less its first and last: a template may glue them to its
+        markers), or None."""
+        for prompt_ids, key in self.key_by_ids.items():
+            core = prompt_ids[1:-1] if len(prompt_ids) > 2 else prompt_ids
+            if any(ids[start:start + len(core)] == core for start in range(len(ids) - len(core) + 1)):
+                return key
+        return None
+
+    def episode_of(self, ids: tuple[int, ...]) -> Episode | None:
+        """The episode ``ids`` continues (the longest context it starts with), else a new one of the prompt
+        it holds, else None (an unknown prompt)."""
+        open_ones = [episode for episodes in self.episodes.values() for episode in episodes
+                     if episode.context and episode.continued_by(ids)]
+        if open_ones:
+            return max(open_ones, key=lambda episode: len(episode.context))
+        key = self.key_within(ids)
+        if key is None:
+            return None
+        episodes = self.episodes.setdefault(key, [])
+        words = plan(self.agent, self.row_by_key[key], self.rows, len(episodes))
+        episode = Episode(self.episode_count, key, self.abort_calls,
+                          [[self.tokenizer.token_to_id(word) for word in turn] for turn in words])
+        self.episode_count += 1
+        episodes.append(episode)
+        return episode
+
+    def answer(self, key: str | None, episode: Episode | None) -> tuple[dict, list[int]]:
+        """The request's delay and finish (its setting) and the tokens it answers with."""
+        if key is None:
+            return {"delay": 0.0, "tokens": 1, "finish": "stop"}, list(self.answer_ids[:1])
+        if episode is not None:
+            return dict(self.settings[key], finish="stop"), episode.turns[episode.turn]
+        setting = (self.settings[key] if self.long_tail is None
+                   else self.long_tail_setting(key, self.requests[key]))
+        return setting, [self.answer_ids[i % len(self.answer_ids)] for i in range(int(setting["tokens"]))]
+
     async def generate(self, request: web.Request) -> web.Response:
         payload = await request.json()
-        key = self.key_of(payload.get("input_ids"))
+        ids = tuple(int(i) for i in payload.get("input_ids") or [])
+        episode = self.episode_of(ids) if self.agent else None
+        key = episode.key if episode is not None else (None if self.agent else self.key_of(ids))
         sampling = payload.get("sampling_params") or {}
         if key is None:
             self.unknown += 1
-            setting = {"delay": 0.0, "tokens": 1, "finish": "stop"}
         else:
             self.requests[key] += 1
-            setting = (self.settings[key] if self.long_tail is None
-                       else self.long_tail_setting(key, self.requests[key]))
-        max_new = int(sampling.get("max_new_tokens") or setting["tokens"])
-        n_tokens = min(int(setting["tokens"]), max_new)
+        setting, planned = self.answer(key, episode)
+        max_new = int(sampling.get("max_new_tokens") or len(planned))
+        n_tokens = min(len(planned), max_new)
         finish = setting["finish"] if n_tokens < max_new or setting["finish"] != "stop" else "length"
+        if episode is not None:
+            episode.busy = True
 
         aborts_before = self.abort_calls  # which rollout step the request belongs to (slime aborts once per step)
         abort = asyncio.Event()
@@ -136,21 +211,25 @@ class FakeEngine:
             self.aborted[key] += 1
         else:
             self.answered[key] += 1
-        ids = [self.answer_ids[i % len(self.answer_ids)] for i in range(n_tokens)]
+        output = planned[:n_tokens]
+        line = {"key": key, "finish": finish, "tokens": n_tokens, "aborts_before": aborts_before,
+                "seconds": round(time.monotonic() - started, 4), "input_tokens": len(ids), "output_ids": output}
+        if episode is not None:
+            line.update(episode=episode.serial, turn=episode.turn, episode_step=episode.step)
+            episode.busy, episode.context, episode.turn = False, ids + tuple(output), episode.turn + 1
+            episode.ended = aborted or episode.turn == len(episode.turns)
         if self.log is not None:
-            self.log.write(json.dumps({"key": key, "finish": finish, "tokens": n_tokens, "aborts_before": aborts_before,
-                                       "seconds": round(time.monotonic() - started, 4)}) + "\n")
+            self.log.write(json.dumps(line) + "\n")
         meta = {
             "id": f"req-{sum(self.requests.values()) + self.unknown}",
             "finish_reason": {"type": finish},
-            "prompt_tokens": len(payload.get("input_ids") or []),
+            "prompt_tokens": len(ids),
             "completion_tokens": n_tokens,
             "cached_tokens": 0,
-            "output_token_logprobs": [[-0.25, token, None] for token in ids],
+            "output_token_logprobs": [[-0.25, token, None] for token in output],
             "weight_version": "default",
         }
-        return web.json_response({"text": " ".join(ANSWER_WORDS[i % len(ANSWER_WORDS)] for i in range(n_tokens)),
-                                  "meta_info": meta})
+        return web.json_response({"text": self.tokenizer.decode(output), "meta_info": meta})
 
     async def abort_request(self, request: web.Request) -> web.Response:
         self.abort_calls += 1
@@ -203,7 +282,7 @@ async def serve(options) -> None:
     script = json.loads(Path(options.script).read_text()) if options.script else {}
     engine = FakeEngine(options.tokenizer, options.dataset, options.key_column, script, options.base_delay,
                         options.delay_step, options.log_file, options.host, options.port,
-                        long_tail=options.long_tail, seconds_per_token=options.seconds_per_token)
+                        long_tail=options.long_tail, seconds_per_token=options.seconds_per_token, agent=options.agent)
     runner = web.AppRunner(make_app(engine), access_log=None)
     await runner.setup()
     # slime opens many connections at once and retries on a refused one: a deep listen queue
@@ -227,6 +306,8 @@ def main(argv=None) -> None:
     parser.add_argument("--long-tail", type=float, default=None, metavar="MEDIAN",
                         help="each request a lognormal length of this median (shape 1), its delay following it")
     parser.add_argument("--seconds-per-token", type=float, default=0.02, help="with --long-tail: delay per token")
+    parser.add_argument("--agent", choices=DIALECTS, default=None,
+                        help="answer multi-turn episodes in this generate function's dialect (agent_dialects.py)")
     options = parser.parse_args(argv)
     if options.host != "127.0.0.1":
         parser.error(f"--host must be 127.0.0.1 (got {options.host!r}): the harness stays on loopback")

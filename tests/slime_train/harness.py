@@ -76,6 +76,14 @@ ASYNC_HOOKS = {
 }
 """The hooks of a ``train_async.py`` run with the project's fully-async rollout function (docs §3.8)."""
 REASONS = ("shopsim_unscored_technical_group", "shopsim_zero_std_group")
+SHOP_AGENT = ROOT / "examples" / "shop_agent"
+"""The project's multi-turn example (``generate_shop_agent.generate`` and ``.reward``), put on the path."""
+RETOOL = Path(SLIME_SRC) / "examples" / "retool" if SLIME_SRC else None
+"""slime's own multi-turn example (``generate_with_retool.generate``), run unchanged from the slime checkout."""
+SAMPLE_LOG_HOOK = "sample_log.log_sample"
+"""The harness's own rollout sample hook (``sample_log.py``): what every generate call returned, per line."""
+AGENT_FLAGS = ("--rollout-max-response-len", "16", "--rollout-max-context-len", "4096")
+"""``train.py`` flags of a multi-turn run: a turn of the fake engine's dialects fits in 16 tokens."""
 
 
 def dataset_rows() -> list[dict]:
@@ -175,14 +183,16 @@ def start_fake_server(work: Path, tokenizer: Path, *, python: str = sys.executab
     return FakeServer(port, proc, log_file)
 
 
-def base_env(slime_src: str, megatron_src: str, work: Path) -> dict:
+def base_env(slime_src: str, megatron_src: str, work: Path, python_path: tuple[Path, ...] = ()) -> dict:
     """The environment of Ray (and so of every actor) and of the driver: this checkout's project, slime,
-    Megatron, the torchvision stand-in and the harness on the path; W&B's files under ``work``; loopback only."""
+    Megatron, the torchvision stand-in, the harness and ``python_path`` (e.g. a generate function's
+    directory: :data:`RETOOL`, :data:`SHOP_AGENT`) on the path; W&B's files under ``work``; loopback only."""
     env = dict(os.environ)
     for key in [k for k in env if k.startswith(("RAY_", "WANDB_", "SHOPSIM_"))]:
         del env[key]
     # the project of this checkout first (not another one installed in the venv), so the actors run the code under test
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(ROOT / "filter"), slime_src, megatron_src, str(STUBS), str(HERE)])
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(ROOT / "filter"), slime_src, megatron_src, str(STUBS), str(HERE),
+                                         *map(str, python_path)])
     env.update(
         RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0",
         RAY_USAGE_STATS_ENABLED="0",
@@ -295,12 +305,20 @@ class TrainRun:
 
         A step's requests are those that arrived between two of slime's aborts (the log's
         ``aborts_before``): slime aborts the engine once at the end of each step, and again only
-        while requests are still in flight, so the distinct values, in order, are the steps.
+        while requests are still in flight, so the distinct values, in order, are the steps. A turn of
+        a multi-turn episode counts in its episode's step (``episode_step``: the aborts before its first
+        request), even when it came after the step's abort (the episode was in a tool then).
         """
         by_epoch: dict[int, list[dict]] = {}
         for line in self.server_log():
-            by_epoch.setdefault(line["aborts_before"], []).append(line)
+            by_epoch.setdefault(line.get("episode_step", line["aborts_before"]), []).append(line)
         return [by_epoch[epoch] for epoch in sorted(by_epoch)]
+
+    def sample_log(self) -> list[dict]:
+        """What every generate call of this run returned, as slime handed it to its rollout sample hooks
+        (:data:`SAMPLE_LOG_HOOK`; a run with ``log_samples``), in order."""
+        path = self.work / "samples.jsonl"
+        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
 
     def server_requests_by_step(self) -> list[dict[str, int]]:
         """This run's requests by prompt key, one dict per rollout step, in order."""
@@ -382,11 +400,16 @@ def train_command(run: TrainRun, server: FakeServer, tokenizer: Path, config: Pa
 
 def run_train(run: TrainRun, server: FakeServer, tokenizer: Path, env: dict, ray_address: str, *, slime_src: str,
               python: str = sys.executable, load: Path | None = None, timeout: float = 240,
-              settings: dict | None = None, extra_args: tuple[str, ...] = (), **sizes) -> TrainRun:
+              settings: dict | None = None, extra_args: tuple[str, ...] = (), log_samples: bool = False,
+              **sizes) -> TrainRun:
     """Run ``train.py`` to the end (or ``timeout``) and keep its whole output in ``run.output``.
 
-    ``settings``: the project's settings over the harness's YAML; ``extra_args``: more ``train.py`` flags.
+    ``settings``: the project's settings over the harness's YAML; ``extra_args``: more ``train.py`` flags;
+    ``log_samples``: add the harness's sample hook (:meth:`TrainRun.sample_log` reads what it wrote).
     """
+    if log_samples:
+        settings = {**(settings or {}), "harness_sample_log_path": str(run.work / "samples.jsonl")}
+        extra_args = (*extra_args, "--rollout-sample-hook-path", SAMPLE_LOG_HOOK)
     shopsim_yaml(run.work / "shopsim.yaml", run.run_dir, settings)
     cmd = train_command(run, server, tokenizer, run.work / "shopsim.yaml", slime_src=slime_src, python=python,
                         load=load, extra_args=extra_args, **sizes)
@@ -447,10 +470,12 @@ class Rig:
 
 
 @contextlib.contextmanager
-def engine_and_ray(work: Path, *, server_args: tuple[str, ...] = (), dataset: Path = DATASET):
+def engine_and_ray(work: Path, *, server_args: tuple[str, ...] = (), dataset: Path = DATASET,
+                   python_path: tuple[Path, ...] = ()):
     """Start the fake engine (with ``server_args``, knowing ``dataset``'s prompts) and a private Ray head
-    under ``work``, yield a :class:`Rig` whose ``train`` runs ``train.py`` (as often as wanted, one run at a
-    time), and stop every process started here, by its id.
+    under ``work`` (``python_path``: more directories on every process's path), yield a :class:`Rig` whose
+    ``train`` runs ``train.py`` (as often as wanted, one run at a time), and stop every process started
+    here, by its id.
 
     Raises RuntimeError when this interpreter lacks the CPU accelerator hook (slime refuses to start
     without an accelerator: build the venv with ``setup_env.sh``).
@@ -459,7 +484,7 @@ def engine_and_ray(work: Path, *, server_args: tuple[str, ...] = (), dataset: Pa
         raise RuntimeError("the CPU accelerator hook is not installed in this interpreter (slime refuses to start "
                            "without an accelerator): build the venv with tests/slime_train/setup_env.sh")
     tokenizer = build_tokenizer(work / "tokenizer", dataset)
-    env = base_env(SLIME_SRC, MEGATRON_SRC, work)
+    env = base_env(SLIME_SRC, MEGATRON_SRC, work, python_path)
     server = start_fake_server(work, tokenizer, extra_args=server_args, dataset=dataset)
     head = None
     rig = None
@@ -493,6 +518,22 @@ def started_tokens(lines: list[dict]) -> list[int]:
 def aborted_tokens(lines: list[dict]) -> list[int]:
     """The tokens each request of ``lines`` had made when slime aborted it part-way."""
     return [line["tokens"] for line in lines if line["finish"] == "abort" and line["tokens"] > 0]
+
+
+def engine_episodes(lines: list[dict]) -> list[list[dict]]:
+    """The multi-turn episodes in ``lines`` (engine log lines of an ``--agent`` engine), each its requests
+    in turn order, by serial number."""
+    by_serial: dict[int, list[dict]] = {}
+    for line in lines:
+        by_serial.setdefault(line["episode"], []).append(line)
+    return [sorted(by_serial[serial], key=lambda line: line["turn"]) for serial in sorted(by_serial)]
+
+
+def observation_tokens(turns: list[dict]) -> int:
+    """The tokens a generate function put between an episode's turns (each request's input less the
+    previous input and answer): its observations, when it appends none after its last turn."""
+    return sum(after["input_tokens"] - before["input_tokens"] - before["tokens"]
+               for before, after in zip(turns, turns[1:]))
 
 
 def finished_records(run: TrainRun, num_rollout: int) -> list[dict]:
