@@ -20,6 +20,8 @@ Skipped unless ``SLIME_SRC`` and ``MEGATRON_SRC`` are set (see ``test_slime_trai
 
 from __future__ import annotations
 
+import doctest
+import sys
 from collections import Counter
 
 import pytest
@@ -108,14 +110,16 @@ def check_episodes_are_samples(run, steps: int, *, aborted_turn_kept: bool, turn
         sample_side = Counter((line["prompt_key"], sample_outputs(line), turns_of(line), observed(line))
                               for line in samples)
         assert engine_side == sample_side, f"step {step}: engine episodes and samples differ"
+        # an episode whose sample holds no token never started (aborted while queued in the engine)
+        started = [n for turns, n in zip(episodes, calls) if episode_outputs(turns, aborted_turn_kept=aborted_turn_kept)]
         figures.append({
             "engine_tokens": sum(line["tokens"] for line in lines),
-            "kept_tokens": sum(t["tokens"] for t in kept),
             "discarded_partial_tokens": sum(line["tokens"] for line in lines) - sum(t["tokens"] for t in kept),
             "observation_tokens": sum(harness.observation_tokens(turns) for turns in episodes),
-            "episodes": len(episodes),
-            "turns_mean": sum(calls) / len(calls), "turns_max": max(calls),
+            "episodes": len(started), "turns_mean": sum(started) / len(started), "turns_max": max(started),
             "environment_seconds": sum(line["non_generation_time"] for line in samples),
+            "turn_count_source": "loss_mask" if any(observed(line) for line in samples) else None,
+            "truncated_episodes": sum(line["status"] == "truncated" for line in samples),
         })
     return figures
 
@@ -136,11 +140,23 @@ def test_retool_episodes_are_what_the_engine_answered(retool):
         assert record["episode_count"] == figure["episodes"]
         assert record["turns_per_episode_max"] == figure["turns_max"]
         assert record["turns_per_episode_mean"] == pytest.approx(figure["turns_mean"])
-        assert record["turn_count_source"] == "loss_mask"  # retool leaves no round_number
+        assert record["truncated_episode_fraction"] == figure["truncated_episodes"] / figure["episodes"]
+        assert record["turn_count_source"] == figure["turn_count_source"] == "loss_mask"  # retool leaves no round_number
     assert sum(f["discarded_partial_tokens"] for f in figures) > 0, "no partial turn was thrown away"
 
 
 # --- the project's shop example ---------------------------------------------------------------------
+def test_the_shop_examples_docstrings_run(monkeypatch):
+    """The example imports slime: its docstring examples run here, where slime is importable."""
+    monkeypatch.setattr(sys, "path", [str(harness.SHOP_AGENT), SLIME_SRC, MEGATRON_SRC, *sys.path])
+    import generate_shop_agent
+    import shop_tools
+
+    for module in (generate_shop_agent, shop_tools):
+        failed, attempted = doctest.testmod(module)
+        assert attempted and not failed, module.__name__
+
+
 def test_shop_episodes_are_what_the_engine_answered(shop):
     run = shop["shop"]
     records = harness.finished_records(run, STEPS)
@@ -154,6 +170,7 @@ def test_shop_episodes_are_what_the_engine_answered(shop):
         assert record["episode_count"] == figure["episodes"]
         assert record["turns_per_episode_max"] == figure["turns_max"]
         assert record["turns_per_episode_mean"] == pytest.approx(figure["turns_mean"])
+        assert record["truncated_episode_fraction"] == figure["truncated_episodes"] / figure["episodes"]
         assert record["turn_count_source"] == "metadata"
         assert record["environment_seconds"] == pytest.approx(figure["environment_seconds"])
 
@@ -170,11 +187,11 @@ def test_shop_technical_drops_are_the_injected_failures(shop):
     assert slime_aborted, "slime aborted no episode at the end of a step: the scenario did not happen"
     judged_failures = 0
     for record in records:
-        technical = [row for row in record["decisions"] if row["outcome"] == "technical"]
+        technical = [row for row in record["decisions"] if row["outcome"] == "dropped_technical"]
         injected = [row for row in record["decisions"] if row["group_index"] in failed_groups]
         assert sorted(row["group_index"] for row in technical) == sorted(row["group_index"] for row in injected)
         assert all(row["technical_cause"] == CAUSE for row in technical)
-        assert all(row.get("technical_cause") is None for row in record["decisions"] if row["outcome"] != "technical")
+        assert all(row.get("technical_cause") is None for row in record["decisions"] if row["outcome"] != "dropped_technical")
         assert record["technical_group_drop_count"] == len(injected)
         assert record.get("technical_cause_counts") == ({CAUSE: len(injected)} if injected else None)
         counters = perf[record["rollout_id"]]
