@@ -63,7 +63,7 @@ import time
 from typing import Any, Callable
 
 from shopsim_metrics.step.accounting import StepAccountant
-from shopsim_metrics.step.closed_step import ClosedStep, GenerationStats
+from shopsim_metrics.step.closed_step import ClosedStep, GenerationStats, StepKnobs
 from shopsim_metrics.step.advisories import Advisor
 from shopsim_metrics.step.alerts import StreakAlertPolicy
 from shopsim_metrics.step.generated_tokens import GeneratedTokens
@@ -446,10 +446,12 @@ def step_accountant(settings: ShopsimSettings, loop_state: LoopState, steps: Ste
     prompts = (PromptValueTracker(metadata_key=settings.prompt_key, limit=settings.prompt_history_limit,
                                   table_every=settings.prompts_table_every, forgetting=settings.prompt_skip_forgetting)
                if settings.prompt_history_limit else None)
-    return StepAccountant(
+    knobs = StepKnobs(
         rollout_batch_size=settings.rollout_batch_size, over_sampling_batch_size=settings.over_sampling_batch_size,
-        max_consecutive_failed_groups=settings.max_consecutive_failed_groups, n_samples=settings.n_samples_per_prompt,
-        global_batch_size=settings.global_batch_size,
+        n_samples_per_prompt=settings.n_samples_per_prompt, global_batch_size=settings.global_batch_size,
+        max_consecutive_failed_groups=settings.max_consecutive_failed_groups)
+    return StepAccountant(
+        knobs,
         clock=getattr(loop_state, "clock", None),  # a simulated loop's own clock, else monotonic
         prompts=prompts, tokens=GeneratedTokens(continues=settings.partial_rollout),
         steps=steps, waves=waves)

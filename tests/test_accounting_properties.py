@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from conftest import run_scripted_step, scripted_loop
 from hypothesis import strategies as st
 
-from shopsim_metrics.step.closed_step import step_draft
+from shopsim_metrics.step.closed_step import StepKnobs, step_draft
 from shopsim_metrics.step.accounting import StepAccountant
 from shopsim_metrics.step.loop_state import ManualLoopState
 from shopsim_metrics.simulator.samples import SimSample
@@ -167,7 +167,7 @@ def test_streak_is_the_run_of_technical_groups_and_the_records_read_it(kinds, st
     from shopsim_metrics.judging.group_judgement import GroupJudgement
     from shopsim_metrics.step.streak import TechnicalStreak
 
-    acc = StepAccountant(rollout_batch_size=4, over_sampling_batch_size=4)
+    acc = StepAccountant(StepKnobs(rollout_batch_size=4, over_sampling_batch_size=4))
     streak = TechnicalStreak()
     expected, step, seen = 0, 0, {}
     for i, kind in enumerate(kinds):

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from conftest import group_of, make_args, spread, zero
 
-from shopsim_metrics.step.closed_step import step_draft
+from shopsim_metrics.step.closed_step import StepKnobs, step_draft
 from shopsim_metrics.dashboards.data import load_dashboard_data
 from shopsim_metrics.dashboards.html import render_html, step_figure_dict
 from shopsim_metrics.dashboards.spec import dashboard_spec
@@ -374,7 +374,7 @@ def test_the_token_weighted_lag_weighs_each_trained_group_by_its_tokens(tokens, 
     from shopsim_metrics.judging.group_judgement import judge_group
     from shopsim_metrics.step.accounting import StepAccountant
 
-    accountant = StepAccountant(rollout_batch_size=2, over_sampling_batch_size=2)
+    accountant = StepAccountant(StepKnobs(rollout_batch_size=2, over_sampling_batch_size=2))
     for gid, (version, n) in enumerate(zip((3, 5), tokens)):  # lags 2 and 0 behind the newest version, 5
         group = group_of(gid, [1.0, 0.0], response_length=n // 2)
         accountant.record_decided(judge_group(group, n_samples=2), 0, "trained", group=group, weight_version=version)

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from shopsim_metrics.step.closed_step import step_draft
+from shopsim_metrics.step.closed_step import StepKnobs, step_draft
 from shopsim_metrics.step import contract as C
 from shopsim_metrics.step.accounting import StepAccountant
 from shopsim_metrics.judging.group_judgement import judge_group
@@ -79,7 +79,7 @@ def group(rewards: list[float], lengths: list[int], status: str = "completed") -
 
 def test_tokens_per_outcome_and_ledger_rows() -> None:
     clock = FakeClock()
-    acc = StepAccountant(rollout_batch_size=1, over_sampling_batch_size=3, clock=clock)
+    acc = StepAccountant(StepKnobs(rollout_batch_size=1, over_sampling_batch_size=3), clock=clock)
     groups = [
         group([0.0] * N, [10] * N),  # zero-std, remaining 3 > 1: dropped_zero_std
         group([0.0, 1.0, 0.0, 1.0], [1, 2, 3, 4]),  # trained
@@ -103,7 +103,7 @@ def test_tokens_per_outcome_and_ledger_rows() -> None:
 
 def test_second_wave_times() -> None:
     clock = FakeClock()
-    acc = StepAccountant(rollout_batch_size=2, over_sampling_batch_size=2, clock=clock)
+    acc = StepAccountant(StepKnobs(rollout_batch_size=2, over_sampling_batch_size=2), clock=clock)
     zero, spread = group([1.0] * N, [3] * N), group([0.0, 1.0, 1.0, 1.0], [1] * N)
     # wave 1: remaining 2 -> the zero-std group is fallback (remaining <= rollout_batch_size); a technical drop
     # takes remaining to 1 and triggers wave 2 (remaining 3); the next zero-std drop, then a spread fills
@@ -121,7 +121,7 @@ def test_second_wave_times() -> None:
 
 
 def test_an_empty_step_has_no_fraction_and_no_times() -> None:
-    acc = StepAccountant(rollout_batch_size=2, over_sampling_batch_size=2)
+    acc = StepAccountant(StepKnobs(rollout_batch_size=2, over_sampling_batch_size=2))
     acc.judge(judge_group([], n_samples=N), step=0, remaining=2, group=[])
     rec = step_draft(acc.close_step()).finish()
     assert rec.generated_token_count == 0 and rec.wasted_token_fraction is None

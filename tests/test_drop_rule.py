@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 
 from shopsim_metrics.judging.group_judgement import SPREAD, TECHNICAL, ZERO_STD, GroupJudgement
 from shopsim_metrics.step import contract as C
+from shopsim_metrics.step.closed_step import StepKnobs
 from shopsim_metrics.step.accounting import StepAccountant
 from shopsim_metrics.step.drop_rule import filter_flags, should_drop
 
@@ -31,7 +32,7 @@ def test_both_sides_of_the_threshold():
 
 @given(st.lists(st.tuples(KINDS, st.integers(0, 12)), min_size=1, max_size=30), st.integers(1, 6))
 def test_accountant_drops_exactly_what_the_rule_drops(judged, target):
-    acc = StepAccountant(rollout_batch_size=target, over_sampling_batch_size=target)
+    acc = StepAccountant(StepKnobs(rollout_batch_size=target, over_sampling_batch_size=target))
     for kind, remaining in judged:
         group = GroupJudgement(kind, None, 0, 2, REWARDS[kind])
         outcome = acc.judge(group, step=0, remaining=remaining)

@@ -12,7 +12,7 @@ from shopsim_metrics.judging.group_judgement import GroupJudgement
 from shopsim_metrics.sinks import MemorySink
 from shopsim_metrics.step.accounting import StepAccountant
 from shopsim_metrics.step.alerts import Alert, StreakAlertPolicy
-from shopsim_metrics.step.closed_step import ClosedStep, closed_step_fields
+from shopsim_metrics.step.closed_step import ClosedStep, StepKnobs, closed_step_fields
 from shopsim_metrics.step.recorder import SlimeFacts, StepRecorder
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -27,7 +27,7 @@ def _judgement(kind: str, index: int) -> GroupJudgement:
 
 def _closed_steps(steps: list[list[str]]) -> list[ClosedStep]:
     """The accountant's closed steps for ``steps`` (each a list of judged kinds), remaining from the mirror."""
-    accountant = StepAccountant(rollout_batch_size=2, over_sampling_batch_size=4, n_samples=2)
+    accountant = StepAccountant(StepKnobs(rollout_batch_size=2, over_sampling_batch_size=4, n_samples_per_prompt=2))
     for step, kinds in enumerate(steps):
         for index, kind in enumerate(kinds):
             accountant.judge(_judgement(kind, index), step=step, remaining=None)

@@ -210,14 +210,14 @@ def test_unequal_groups_are_counted_and_named_in_one_warning_per_step(caplog) ->
 
 def test_without_n_samples_per_prompt_no_verdict_on_sizes() -> None:
     from shopsim_metrics.step.accounting import StepAccountant
-    from shopsim_metrics.step.closed_step import step_draft
+    from shopsim_metrics.step.closed_step import StepKnobs, step_draft
     from shopsim_metrics.judging.group_judgement import GroupJudgement
 
-    accountant = StepAccountant(rollout_batch_size=1, over_sampling_batch_size=1, n_samples=None)
+    accountant = StepAccountant(StepKnobs(rollout_batch_size=1, over_sampling_batch_size=1, n_samples_per_prompt=None))
     accountant.judge(GroupJudgement("spread", None, 0, 3, (0.0, 1.0, 1.0), 2), step=0, remaining=1)
     draft = step_draft(accountant.close_step())
     assert draft.value("unequal_size_group_count") is None and draft.value("unequal_size_train_group_count") is None
-    sized = StepAccountant(rollout_batch_size=1, over_sampling_batch_size=1, n_samples=3)
+    sized = StepAccountant(StepKnobs(rollout_batch_size=1, over_sampling_batch_size=1, n_samples_per_prompt=3))
     sized.judge(GroupJudgement("spread", None, 0, 3, (0.0, 1.0, 1.0), 2), step=0, remaining=1)
     assert step_draft(sized.close_step()).value("unequal_size_group_count") == 0
 

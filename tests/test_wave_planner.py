@@ -10,7 +10,7 @@ from hypothesis import given, settings as hsettings, strategies as st
 from shopsim_metrics.judging.group_judgement import GroupJudgement
 from shopsim_metrics.prompts.data_source import PromptSkipDataSource
 from shopsim_metrics.step.accounting import StepAccountant
-from shopsim_metrics.step.closed_step import step_draft
+from shopsim_metrics.step.closed_step import StepKnobs, step_draft
 from shopsim_metrics.step.loop_state import ManualLoopState
 from shopsim_metrics.step.wave_planner import WavePlanner
 
@@ -26,8 +26,8 @@ def _judgement(kind: str, index: int) -> GroupJudgement:
 def _planner(loop: ManualLoopState, target: int = 4, over: int = 8) -> tuple[WavePlanner, StepAccountant]:
     planner = WavePlanner(rollout_batch_size=target, over_sampling_batch_size=over, fill_probability=0.95,
                           loop_state=loop)
-    return planner, StepAccountant(rollout_batch_size=target, over_sampling_batch_size=over, n_samples=2,
-                                   waves=planner)
+    knobs = StepKnobs(rollout_batch_size=target, over_sampling_batch_size=over, n_samples_per_prompt=2)
+    return planner, StepAccountant(knobs, waves=planner)
 
 
 steps = st.lists(st.tuples(st.lists(st.integers(1, 12), min_size=1, max_size=4),

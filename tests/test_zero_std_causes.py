@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from shopsim_metrics.step.closed_step import step_draft
+from shopsim_metrics.step.closed_step import StepKnobs, step_draft
 from shopsim_metrics.judging.group_judgement import GroupJudgement
 from shopsim_metrics.sinks import JsonlSink
 from shopsim_metrics.readers import read_steps
@@ -14,7 +14,7 @@ def _zero(successes: int, reward: float = 1.0) -> GroupJudgement:
 
 
 def test_every_zero_std_outcome_counts_by_its_verdict_and_technical_and_spread_groups_do_not(tmp_path) -> None:
-    acc = StepAccountant(rollout_batch_size=2, over_sampling_batch_size=6)
+    acc = StepAccountant(StepKnobs(rollout_batch_size=2, over_sampling_batch_size=6))
     judgements = [
         _zero(4),  # dropped (remaining 6 > 2): all pass
         _zero(0, 0.0),  # dropped: all fail

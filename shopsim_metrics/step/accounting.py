@@ -23,7 +23,8 @@ the headline cost ``tokens_per_informative_group``; without one those fields sta
 Thread-safe: the filter (rollout thread) and the log function (manager thread) share it.
 
 Example:
-    >>> acc = StepAccountant(rollout_batch_size=2, over_sampling_batch_size=4)
+    >>> from shopsim_metrics.step.closed_step import StepKnobs
+    >>> acc = StepAccountant(StepKnobs(rollout_batch_size=2, over_sampling_batch_size=4))
     >>> from shopsim_metrics.judging.group_judgement import GroupJudgement
     >>> zero = GroupJudgement("zero_std", None, 0, 8, (0.0,) * 8)
     >>> [acc.judge(zero, step=0, remaining=r) for r in (4, 3, 2)]
@@ -82,25 +83,16 @@ class StepAccountant:
 
     def __init__(
         self,
+        knobs: StepKnobs,
         *,
-        rollout_batch_size: int,
-        over_sampling_batch_size: int,
-        max_consecutive_failed_groups: int = 8,
-        n_samples: int | None = None,
-        global_batch_size: int | None = None,
         clock: Callable[[], float] | None = None,
         prompts: StepAnnotator | None = None,
         tokens: GeneratedTokens | None = None,
         steps: StepNumbers | None = None,
         waves: WavePlanner | None = None,
     ) -> None:
-        # the knobs come validated from ShopsimSettings (over_sampling_batch_size >= rollout_batch_size >= 1)
-        self.knobs = StepKnobs(rollout_batch_size=rollout_batch_size, over_sampling_batch_size=over_sampling_batch_size,
-                               n_samples_per_prompt=n_samples, global_batch_size=global_batch_size,
-                               max_consecutive_failed_groups=max_consecutive_failed_groups)
-        """slime's knobs, as every closed step repeats them."""
-        self.rollout_batch_size = rollout_batch_size
-        self.over_sampling_batch_size = over_sampling_batch_size
+        self.knobs = knobs
+        """slime's knobs, as every closed step repeats them (validated by the settings: over >= rollout batch >= 1)."""
         self.clock: Callable[[], float] = clock or time.monotonic
         """Seconds on a monotonic clock: ``judged_at`` and the wave timings read it."""
         self.prompts = prompts
@@ -137,17 +129,17 @@ class StepAccountant:
                 state = self._start(step, source)
             drops = state.drops
             if remaining is None:  # filter-side mirror: open waves as slime would between batches
-                while state.submitted - drops < self.rollout_batch_size:
-                    state.submitted += self.over_sampling_batch_size
+                while state.submitted - drops < self.knobs.rollout_batch_size:
+                    state.submitted += self.knobs.over_sampling_batch_size
                 remaining = state.submitted - drops
             else:
                 state.submitted = remaining + drops
             kind = judgement.kind
             # slime's drop rule on the filter's answer for this kind; a group not dropped enters the
             # train batch while it has room, else it is surplus
-            if should_drop(*filter_flags(kind), remaining_batch_size=remaining, target_data_size=self.rollout_batch_size):
+            if should_drop(*filter_flags(kind), remaining_batch_size=remaining, target_data_size=self.knobs.rollout_batch_size):
                 outcome = C.OUTCOME_DROPPED_TECHNICAL if kind == TECHNICAL else C.OUTCOME_DROPPED_ZERO_STD
-            elif state.train_len < self.rollout_batch_size:
+            elif state.train_len < self.knobs.rollout_batch_size:
                 outcome = C.OUTCOME_TRAINED if kind == SPREAD else C.OUTCOME_FALLBACK
             else:
                 outcome = C.OUTCOME_SURPLUS
@@ -183,7 +175,7 @@ class StepAccountant:
             state.drops += 1
         elif judged.outcome in (C.OUTCOME_TRAINED, C.OUTCOME_FALLBACK):
             state.train_len += 1
-            if state.train_len == self.rollout_batch_size:
+            if state.train_len == self.knobs.rollout_batch_size:
                 state.filled_at = len(state.judged)
         state.judged.append(judged)
         state.streak = streak
@@ -222,7 +214,7 @@ class StepAccountant:
         log function lagging behind the rollout), and a step numbered by the loop is never renumbered.
 
         Example:
-            >>> acc = StepAccountant(rollout_batch_size=1, over_sampling_batch_size=1)
+            >>> acc = StepAccountant(StepKnobs(rollout_batch_size=1, over_sampling_batch_size=1))
             >>> zero = GroupJudgement("zero_std", None, 0, 8, (0.0,) * 8)
             >>> _ = acc.judge(zero, step=None, remaining=None); acc.open_rollout_id()
             0
@@ -341,7 +333,7 @@ class StepAccountant:
     def _waves_open(self, submitted: int, wave_sizes: list[int] | None) -> int:
         """Waves it took to submit ``submitted`` groups: the served sizes when known, else fixed waves."""
         if not wave_sizes:
-            return -(-submitted // self.over_sampling_batch_size)
+            return -(-submitted // self.knobs.over_sampling_batch_size)
         waves = served = 0
         for size in wave_sizes:
             if served >= submitted:

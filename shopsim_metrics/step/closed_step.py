@@ -12,7 +12,7 @@ step the loop could not number) and the project's own time (``hook_seconds``: a 
 Example:
     >>> from shopsim_metrics.judging.group_judgement import GroupJudgement
     >>> from shopsim_metrics.step.accounting import StepAccountant
-    >>> accountant = StepAccountant(rollout_batch_size=1, over_sampling_batch_size=2)
+    >>> accountant = StepAccountant(StepKnobs(rollout_batch_size=1, over_sampling_batch_size=2))
     >>> accountant.judge(GroupJudgement("zero_std", None, 0, 2, (0.0, 0.0)), step=0, remaining=2)
     'dropped_zero_std'
     >>> fields = closed_step_fields(accountant.close_step())
