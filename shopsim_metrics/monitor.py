@@ -76,6 +76,7 @@ from shopsim_metrics.step.recorder import SlimeFacts, StepRecorder
 from shopsim_metrics.step.warn_once import WarnOnce
 from shopsim_metrics.step.records import StepRecord
 from shopsim_metrics.sinks.base import SinkSet, StepSink
+from shopsim_metrics.sinks.jsonl import JsonlSink
 from shopsim_metrics.errors import TechnicalFailureLimitExceeded
 from shopsim_metrics.judging.group_judgement import GroupJudgement, judge_group
 from shopsim_metrics.settings import ShopsimSettings
@@ -86,7 +87,7 @@ from shopsim_metrics.run.resume import restore, resume_warning
 from shopsim_metrics.run.snapshot import SnapshotPlan, build_snapshot
 from shopsim_metrics.run.snapshot_writer import SnapshotWriter
 from shopsim_metrics.run.state import ResumableState, monitor_state
-from shopsim_metrics.run.identity import check_fresh_run_dir, new_run_id
+from shopsim_metrics.run.identity import RunWriters, check_fresh_run_dir, new_run_id
 
 logger = logging.getLogger("shopsim_metrics")
 
@@ -156,6 +157,7 @@ class ShopsimRuntime:
         self.run_id = new_run_id()
         """The run's identity: new for a fresh run, the records' own for a resumed one (restored below)."""
         self._generation = 0  # the run's first process; a resumed one follows every process it learns of
+        self._known_writers: tuple[dict[str, Any], ...] = ()  # the run's processes the restore learnt of
         if sinks is None and settings.start_rollout_id == 0:
             check_fresh_run_dir(settings.run_dir)  # a fresh run never merges with another run's records
         if settings.start_rollout_id > 0:
@@ -165,6 +167,8 @@ class ShopsimRuntime:
                                        "process_start_rollout_id": settings.start_rollout_id,
                                        "process_generation": self._generation}
         """The writing process as its records and snapshots say it (the readers follow the run's lineage by it)."""
+        self.run_writers = RunWriters(settings.run_dir, self._known_writers)
+        """The run's other processes known (handed on by the snapshots: a resume from one knows of them)."""
         self.recorder = StepRecorder(
             lambda: self.sinks, alerts=self.alerts, identity={"run_id": self.run_id, **self.writer},
             num_rollout=settings.num_rollout, advisor=self.advisor, prompts=prompts,
@@ -201,6 +205,7 @@ class ShopsimRuntime:
                            restored.note)
         self._missing_steps = restored.missing
         self._generation = restored.generation
+        self._known_writers = restored.writers
         if restored.run_id is not None:
             self.run_id = restored.run_id  # a resumed run stays the same run
         warning = resume_warning(restored, start, self.settings.run_dir)
@@ -401,9 +406,18 @@ class ShopsimRuntime:
             prompts is not None and prompts.last_step is not None and prompts.last_step[0] != rollout_id))
 
     def _snapshot_data(self, rollout_id: int) -> dict[str, Any]:
-        """The snapshot of the state after step ``rollout_id`` (the writer's copy, under the judgement lock)."""
+        """The snapshot of the state after step ``rollout_id`` (the writer's copy, under the judgement lock), with
+        the run's other processes known, once the other records files' new lines are read for them."""
+        sinks = self._sinks
+        own = [sink.path for sink in sinks.sinks if isinstance(sink, JsonlSink)] if sinks is not None else []
+        try:
+            self.run_writers.catch_up(own)
+        except (OSError, ValueError) as exc:  # the snapshot goes on with the processes known so far
+            self._warn_once("writers", "shopsim-metrics: reading the other writers' records for the snapshot failed "
+                            "(%s: %s); it names the processes known before.", type(exc).__name__, exc)
         return build_snapshot(self.resumable, rollout_id=rollout_id, run_id=self.run_id,
-                              missing=self._missing_steps, run_dir=self.settings.run_dir, writer=self.writer)
+                              missing=self._missing_steps, run_dir=self.settings.run_dir, writer=self.writer,
+                              processes=self.run_writers.known())
 
     def wait_for_snapshot(self) -> None:
         """Return once the snapshot being written (if any) is on disk (or has failed, with its warning)."""

@@ -78,3 +78,32 @@ def test_another_runs_snapshot_is_refused_with_one_warning_and_the_records_repla
     warned = [m for m in caplog.messages if "snapshot" in m]
     assert len(warned) == 1 and "run-b" in warned[0], warned
     assert json.loads((mine / "steps.jsonl").read_text().splitlines()[0])["run_id"] == "run-a"
+
+
+# --- item 4: a stale writer's snapshot -------------------------------------------------------------
+def test_a_stale_writers_snapshot_is_restored_with_the_warning_even_when_the_later_records_precede_it(
+        tmp_path: Path, caplog) -> None:
+    """P1 writes 0..7 and stalls; P2 resumes at 5 (P1's checkpoint 4), writes 5..7 and dies; P1 wakes, writes
+    8 and 9 and the snapshot of its checkpoint 9, whose positions cover P2's records. A resume at 10 from that
+    checkpoint restores P1's state: the warning of §1.4 says that the readers follow P2."""
+    from test_lineage import finish, start
+
+    run, ckpt = tmp_path / "run", tmp_path / "ckpt"
+    p1 = start(run, ckpt, 0, 0, 9, "--stall-after", "7")
+    assert p1.stdout.readline() == "stalled\n", p1.stderr.read()
+    finish(start(run, ckpt, 5, 5, 7, "--die"))
+    p1.stdin.write("\n")
+    finish(p1)
+    snapshot = json.loads(snapshot_path(ckpt, 9).read_text())
+    assert snapshot["writer"]["process_start_rollout_id"] == 0  # P1's, written after P2's records
+    args = make_args(shopsim_run_dir=str(run), start_rollout_id=10, num_rollout=13, shopsim_alerts=False,
+                     shopsim_wandb="off", save=str(ckpt), load=str(ckpt), save_interval=5)
+    with caplog.at_level(logging.INFO, logger="shopsim_metrics"):
+        runtime = slime_runtime.configure(args)
+    try:
+        assert any("from the snapshot of step 9" in m for m in caplog.messages), caplog.messages
+        warned = [m for m in caplog.messages if "written by a process whose steps from 5 on a later process" in m]
+        assert len(warned) == 1, caplog.messages
+        assert runtime.writer["process_generation"] == 2  # after P1 (0) and P2 (1), though only P1's snapshot was read
+    finally:
+        slime_runtime.reset_runtime()

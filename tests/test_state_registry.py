@@ -72,13 +72,14 @@ def test_a_snapshot_loaded_and_the_steps_after_it_replayed_hold_what_replaying_e
 
 
 def test_the_snapshot_of_every_piece_has_the_layout_older_versions_wrote(tmp_path: Path) -> None:
-    """Format 1, byte for byte: the header, then each piece under the key it always had, then the records."""
+    """Format 1, byte for byte: the header (with the writer's other known processes since they were kept: a
+    key an older version leaves aside), then each piece under the key it always had, then the records."""
     live, state = fed(CONTENTS)
     writer = {"process_started_at": 1.0, "process_start_rollout_id": 0}
     built = build_snapshot(state, rollout_id=1, run_id="run-1", missing=0, run_dir=tmp_path, writer=writer)
     as_written_before = {  # the snapshot builder of format 1, each piece named
         "kind": "shopsim-monitor-state", "format": 1, "rollout_id": 1, "run_id": "run-1", "writer": writer,
-        "missing": 0, "streak": live["streak"].state_dict(), "prompt_settings": prompt_settings(live["prompts"]),
+        "processes": [], "missing": 0, "streak": live["streak"].state_dict(), "prompt_settings": prompt_settings(live["prompts"]),
         "prompts": live["prompts"].state_dict(), "skips": live["skips"].state_dict(),
         "recent_orders": live["recent_orders"].state_dict(), "advisories": live["advisor"].state_dict(),
         "records": {}}

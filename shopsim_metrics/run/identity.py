@@ -27,6 +27,7 @@ import os
 import time
 import uuid
 from pathlib import Path
+from typing import Any, Iterable
 
 from shopsim_metrics.settings import ShopsimConfigError
 
@@ -94,3 +95,60 @@ def check_fresh_run_dir(run_dir: str | os.PathLike) -> None:
         f"shopsim-metrics: {os.fspath(run_dir)} already holds the step records of {whose}, and this run starts "
         "fresh (start_rollout_id 0): its records would merge with them. Resume that run with --load, point "
         "shopsim_run_dir (or --save) at a new directory, or move the old steps*.jsonl away.")
+
+
+class RunWriters:
+    """The processes known to have written a run's records, each as its records say it (its generation, start
+    and resume step: :data:`~shopsim_metrics.readers.steps.WRITER_KEYS`).
+
+    A resumed process starts from those its restore learnt of (the records it read, the snapshot's writer and
+    the processes that writer knew) and, before each snapshot, learns of the writers of what the other records
+    files gained since it last looked (:meth:`catch_up`: normally nothing, never its own file). A snapshot
+    hands them on, so a resume from it knows of a process whose records precede the snapshot's positions (a
+    later process that resumed while a stale writer still ran: the warning of docs §1.4), and of the highest
+    generation (a resumed process follows all of them).
+
+    Example:
+        >>> import tempfile
+        >>> writers = RunWriters(tempfile.mkdtemp(), [{"process_generation": 1, "process_started_at": 5.0,
+        ...                                            "process_start_rollout_id": 3}])
+        >>> writers.catch_up(); writers.known()
+        [{'process_generation': 1, 'process_started_at': 5.0, 'process_start_rollout_id': 3}]
+    """
+
+    def __init__(self, run_dir: str | os.PathLike, known: Iterable[dict[str, Any]] = ()) -> None:
+        from shopsim_metrics.readers.steps import Winners
+
+        self.run_dir = Path(run_dir)
+        self._seen = Winners()  # only its writers are used
+        for writer in known:
+            self._seen.note_writer(writer)
+        self._read_to = self._sizes()  # bytes of each records file already known
+
+    def known(self) -> list[dict[str, Any]]:
+        """Every process known, as :data:`~shopsim_metrics.readers.steps.WRITER_KEYS`."""
+        return self._seen.writers()
+
+    def catch_up(self, own: Iterable[Path] = ()) -> None:
+        """Learn of the writers of the records appended since the last look, to every records file but ``own``
+        (this process's; a file that shrank is read again whole). Raises ``OSError``/``ValueError`` for
+        files that cannot be read (the caller goes on without)."""
+        from shopsim_metrics.readers.steps import iter_located_records
+
+        sizes = self._sizes()
+        positions = {name: (self._read_to.get(name, 0) if self._read_to.get(name, 0) <= size else 0)
+                     for name, size in sizes.items()}
+        for path in own:
+            if path.name in sizes:
+                positions[path.name] = sizes[path.name]
+        for data, _ in iter_located_records(self.run_dir, positions):
+            self._seen.note_writer(data)
+        self._read_to = sizes
+
+    def _sizes(self) -> dict[str, int]:
+        from shopsim_metrics.run.snapshot import records_positions
+
+        try:
+            return records_positions(self.run_dir)
+        except OSError:
+            return {}

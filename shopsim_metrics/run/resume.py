@@ -135,10 +135,12 @@ def _from_snapshot(run_dir: Any, start_rollout_id: int, snapshot: dict[str, Any]
         return None, f"the snapshot of step {step} {unusable}"
     positions = {str(name): int(size) for name, size in snapshot["records"].items()}
     writer = snapshot.get("writer")  # the process whose lineage the snapshot continues (older snapshots: unknown)
+    known = snapshot.get("processes")  # the other processes its writer knew of (older snapshots: none)
+    writers = [w for w in [writer, *(known if isinstance(known, list) else [])] if isinstance(w, dict)]
     try:
         latest, tail_run_id, winners = _lineage(iter_located_records(run_dir, positions, ReadReport(Path(run_dir))),
                                                 step + 1, start_rollout_id, own_run=snapshot.get("run_id"),
-                                                writers=[writer] if isinstance(writer, dict) else [])
+                                                writers=writers)
         tail = list(_read_in_step_order(latest))  # at most the steps between two checkpoints
     except RecordsChanged as exc:
         return None, f"the records changed since the snapshot of step {step} ({exc})"

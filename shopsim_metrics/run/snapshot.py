@@ -154,7 +154,8 @@ def read_snapshot(path: str | os.PathLike) -> dict[str, Any]:
 
 
 def build_snapshot(state: ResumableState, *, rollout_id: int, run_id: str | None, missing: int,
-                   run_dir: str | os.PathLike, writer: dict[str, Any] | None = None) -> dict[str, Any]:
+                   run_dir: str | os.PathLike, writer: dict[str, Any] | None = None,
+                   processes: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """The snapshot of ``state`` after step ``rollout_id`` (every registered entry under its name:
     :meth:`~shopsim_metrics.run.state.ResumableState.state_dict`), with the records positions of ``run_dir``
     taken now: every record up to this step is already written.
@@ -162,6 +163,8 @@ def build_snapshot(state: ResumableState, *, rollout_id: int, run_id: str | None
     ``missing``: steps before it whose records the state lacks (a resume that found none). ``writer``:
     the writing process's ``process_started_at`` and ``process_start_rollout_id``, as its records say
     them (a resume from the snapshot knows the lineage it continues without reading those records).
+    ``processes``: the other processes its writer knew of, the same way
+    (:class:`~shopsim_metrics.run.identity.RunWriters`).
 
     Example:
         >>> import tempfile
@@ -170,8 +173,8 @@ def build_snapshot(state: ResumableState, *, rollout_id: int, run_id: str | None
         >>> snapshot = build_snapshot(monitor_state(streak=TechnicalStreak()), rollout_id=4, run_id="r", missing=0,
         ...                           run_dir=tempfile.mkdtemp())
         >>> list(snapshot)
-        ['kind', 'format', 'rollout_id', 'run_id', 'writer', 'missing', 'streak', 'prompt_settings', 'records']
+        ['kind', 'format', 'rollout_id', 'run_id', 'writer', 'processes', 'missing', 'streak', 'prompt_settings', 'records']
     """
     header = {"kind": SNAPSHOT_KIND, "format": SNAPSHOT_FORMAT, "rollout_id": rollout_id, "run_id": run_id,
-              "writer": writer, "missing": missing}
+              "writer": writer, "processes": processes or [], "missing": missing}
     return {**header, **state.state_dict(), "records": records_positions(run_dir)}

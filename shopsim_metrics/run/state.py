@@ -41,7 +41,7 @@ from shopsim_metrics.step.records import StepRecord
 from shopsim_metrics.step.streak import TechnicalStreak
 from shopsim_metrics.step.wave_size import RecentOrders
 
-SNAPSHOT_HEADER = ("kind", "format", "rollout_id", "run_id", "writer", "missing", "records")
+SNAPSHOT_HEADER = ("kind", "format", "rollout_id", "run_id", "writer", "processes", "missing", "records")
 """The snapshot's own fields (:mod:`shopsim_metrics.run.snapshot`); every other key of a snapshot is a registered
 piece of the monitor's state, so no piece may take one of these names."""
 
