@@ -155,25 +155,39 @@ class ShopsimRuntime:
         self.process_started_at = time.time()
         """When this process's monitor started (every record says it: the readers order writes by it)."""
         self.run_id = new_run_id()
-        """The run's identity: new for a fresh run, the records' own for a resumed one (restored below)."""
+        """The run's identity: new for a fresh run, the records' own for a resumed one (restored by :meth:`start`)."""
         self._generation = 0  # the run's first process; a resumed one follows every process it learns of
         self._known_writers: tuple[dict[str, Any], ...] = ()  # the run's processes the restore learnt of
-        if sinks is None and settings.start_rollout_id == 0:
-            check_fresh_run_dir(settings.run_dir)  # a fresh run never merges with another run's records
-        if settings.start_rollout_id > 0:
-            self._generation = 1  # unless the restore learns of later ones
-            self._restore()
         self.writer: dict[str, Any] = {"process_started_at": self.process_started_at,
                                        "process_start_rollout_id": settings.start_rollout_id,
                                        "process_generation": self._generation}
         """The writing process as its records and snapshots say it (the readers follow the run's lineage by it)."""
-        self.run_writers = RunWriters(settings.run_dir, self._known_writers)
-        """The run's other processes known (handed on by the snapshots: a resume from one knows of them)."""
         self.recorder = StepRecorder(
             lambda: self.sinks, alerts=self.alerts, identity={"run_id": self.run_id, **self.writer},
             num_rollout=settings.num_rollout, advisor=self.advisor, prompts=prompts,
-            history_partial=self._missing_steps > 0, keeps_alerts=self.accountant is not None)
+            keeps_alerts=self.accountant is not None)
         """Builds each step's record and hands records and alerts to the sinks, in order."""
+        self._started = False
+
+    def start(self) -> "ShopsimRuntime":
+        """The monitor's one look at the disk before its first hook's work: a fresh run's directory is checked (it
+        never merges with another run's records), a resumed run's state is restored from its records and snapshot.
+        Called once, by :func:`get_runtime` / :func:`configure` (the constructor reads nothing)."""
+        if self._started:
+            return self
+        self._started = True
+        settings = self.settings
+        if self._explicit_sinks is None and settings.start_rollout_id == 0:
+            check_fresh_run_dir(settings.run_dir)
+        if settings.start_rollout_id > 0:
+            self._generation = 1  # unless the restore learns of later ones
+            self._restore()
+        self.writer["process_generation"] = self._generation
+        self.run_writers = RunWriters(settings.run_dir, self._known_writers)
+        """The run's other processes known (handed on by the snapshots: a resume from one knows of them)."""
+        self.recorder.identity = {"run_id": self.run_id, **self.writer}
+        self.recorder.history_partial = self._missing_steps > 0
+        return self
 
     # --- sinks (built lazily: the filter path never builds them unless it terminates) ----------
     @property
@@ -538,7 +552,7 @@ def _create(args: Any, **kwargs: Any) -> ShopsimRuntime:
     warning = missing_knobs_warning(args)
     if warning:
         logger.warning(warning)
-    return runtime
+    return runtime.start()
 
 
 def _install(runtime: ShopsimRuntime) -> ShopsimRuntime:

@@ -125,3 +125,20 @@ def test_runs_without_a_run_dir_each_get_their_own(tmp_path: Path, monkeypatch) 
         slime_runtime.reset_runtime()
     assert dirs[0] != dirs[1]
     assert all([r.rollout_id for r in read_steps(d)] == [0] for d in dirs)
+
+
+def test_the_monitors_constructor_reads_nothing_its_start_checks_the_run_directory(tmp_path: Path) -> None:
+    from shopsim_metrics.monitor import ShopsimRuntime
+    from shopsim_metrics.settings import ShopsimSettings
+
+    args = _args(tmp_path)
+    _run_step(args, 0)
+    slime_runtime.reset_runtime()
+    settings = ShopsimSettings.from_args(_args(tmp_path))
+    runtime = ShopsimRuntime(settings)  # another run's records in the directory: not looked at yet
+    with pytest.raises(RunDirInUse):
+        runtime.start()
+    resumed = ShopsimRuntime(ShopsimSettings.from_args(_args(tmp_path, start=1)))
+    first_id = resumed.run_id
+    assert resumed.start() is resumed and resumed.run_id != first_id  # the records' run, restored at the start
+    assert resumed.recorder.identity["run_id"] == resumed.run_id
