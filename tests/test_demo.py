@@ -39,6 +39,10 @@ def demo(tmp_path_factory):
     import io
     from contextlib import redirect_stdout
 
+    import wandb
+
+    wandb.teardown()  # wandb reads its environment once per process setup: an earlier test's must not stay
+
     out_dir = tmp / "out"
     buffer = io.StringIO()
     try:
@@ -46,8 +50,6 @@ def demo(tmp_path_factory):
             code = main(["demo", "--out", str(out_dir), "--steps", str(STEPS), "--seed", "0", "--no-progress"])
         yield {"code": code, "stdout": buffer.getvalue(), "out": out_dir, "wandb_root": root / "dir"}
     finally:
-        import wandb
-
         if wandb.run is not None:
             wandb.run.finish()
         wandb.teardown()

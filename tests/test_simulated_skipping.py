@@ -101,7 +101,7 @@ def test_demo_and_tune_run_with_prompt_skip(tmp_path, capsys, monkeypatch) -> No
     assert main(["demo", "--out", str(tmp_path / "d"), "--steps", "12", "--no-progress", "--prompt-skip", "greso"]) == 0
     out = capsys.readouterr().out
     assert "skipping: " in out and "tokens saved" not in out
-    assert "prompt skipping (greso) on the same pool and seeds (seeds 0, 1, 2;" in out
+    assert "prompt skipping (greso) on the same pool, the same seeds (seeds 0, 1, 2;" in out
     assert "tokens per informative trained group: " in out
     table = {line.split()[0]: line.split() for line in out.splitlines() if line.startswith(("  off ", "  greso "))}
     assert set(table) == {"off", "greso"} and table["off"][-1] == "0" and int(table["greso"][-1]) > 0
@@ -114,3 +114,26 @@ def test_demo_and_tune_run_with_prompt_skip(tmp_path, capsys, monkeypatch) -> No
     assert report["token_ratio"] == pytest.approx(report["off"]["tokens_per_informative_group"]
                                                   / report["skipping"]["tokens_per_informative_group"])
     assert report["skipping"]["total_tokens"] >= report["skipping"]["aborted_tokens"] > 0
+    assert report["pool"].startswith("assumed") and report["run_zero_std_persistence"] is None
+
+
+def test_tune_says_its_skipping_pool_is_assumed_and_weighs_the_runs_own_persistence(tmp_path, capsys,
+                                                                                      monkeypatch) -> None:
+    """tune's model draws zero-std independently (skipping cannot save there): the comparison runs an assumed
+    pool and says so; with --from, the run's measured persistence decides by the advisory's rule."""
+    monkeypatch.setenv("WANDB_MODE", "disabled")
+    tune = ["tune", "--steps", "40", "--jobs", "1", "--candidates", "16,32", "--no-widen", "--prompt-skip", "greso"]
+    assert main([*tune, "--zero-std-rate", "0.4"]) == 0
+    out = capsys.readouterr().out
+    assert "on an assumed pool of 256 simulated prompts whose zero-std follows the prompt, not the independent draws" in out
+    assert "on the same pool" not in out and "`tune --from RUN --prompt-skip MODE`" in out
+    assert main(["demo", "--out", str(tmp_path / "d"), "--steps", "12", "--no-progress"]) == 0
+    capsys.readouterr()
+    lines = [json.loads(x) for x in (tmp_path / "d" / "run" / "steps.jsonl").read_text().splitlines()]
+    persistence = (sum(x["repeat_zero_std_group_count"] for x in lines) / sum(x["skippable_group_count"] for x in lines))
+    share = sum(x["zero_std_group_count"] for x in lines) / sum(x["accepted_group_count"] for x in lines)
+    assert main([*tune, "--from", str(tmp_path / "d" / "run")]) == 0
+    verdict = capsys.readouterr().out.splitlines()[-1]
+    assert verdict.startswith(f"the run: zero-std persistence {persistence:.2f} at a zero-std share of {share:.2f}")
+    assert verdict.endswith("it does (docs §3.2)" if persistence >= (1 + share) / 2 else
+                            "it does not: over-sampling pays (docs §3.2)")

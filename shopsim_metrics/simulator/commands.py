@@ -241,13 +241,17 @@ def _tune(args: argparse.Namespace) -> int:
         print(f"{_ERROR} {exc}", file=sys.stderr)
         return 2
     saving = _skip_saving(args, base, zero, technical, report.recommended) if args.prompt_skip != "off" else None
+    run_persistence = measured.zero_std_persistence if args.from_path else None
+    run_share = measured.zero_std_rate if args.from_path else None
     if args.json:
         out = report.to_dict()
         out["rate_notes"] = rate_lines
         if saving is not None:
             out["prompt_skip"] = {"mode": saving.mode, "wave_size": args.wave_size, "seeds": list(saving.seeds),
+                                  "pool": "assumed: zero-std follows the prompt", "pool_prompts": SKIP_POOL_PROMPTS,
                                   "token_ratio": saving.token_ratio, "off": _run_dict(saving.off),
-                                  "skipping": _run_dict(saving.skipping)}
+                                  "skipping": _run_dict(saving.skipping),
+                                  "run_zero_std_persistence": run_persistence, "run_zero_std_share": run_share}
         print(json.dumps(out, indent=2))
     else:
         print(f"zero-std rate {zero:.4f}, technical rate {technical:.4f} ({source}); rollout_batch_size "
@@ -263,9 +267,11 @@ def _tune(args: argparse.Namespace) -> int:
               f"({report.reference_wave_seconds:.1f} s in the latency model); simulated in {report.wall_seconds:.1f} s of wall time")
         print(cost_note(report))
         if saving is not None:
-            from shopsim_metrics.simulator.skip_saving import format_saving
+            from shopsim_metrics.simulator.skip_saving import ASSUMED_POOL, format_saving, skipping_verdict
 
-            print(format_saving(saving, report.recommended, wave_size=args.wave_size))
+            print(format_saving(saving, report.recommended, wave_size=args.wave_size,
+                                pool=ASSUMED_POOL.format(prompts=SKIP_POOL_PROMPTS)))
+            print(skipping_verdict(run_persistence, run_share))
     if args.plot:
         path = write_plot(report, args.plot)
         print(f"plot: {path}", file=sys.stderr if args.json else sys.stdout)
@@ -285,13 +291,17 @@ def _source(args: argparse.Namespace, measured: Any) -> str:
     return f"{given[0]} given, {other} measured from {run}"
 
 
+SKIP_POOL_PROMPTS = 256
+"""The prompts of the pool ``tune --prompt-skip`` runs its comparison on (tune's own model has no pool)."""
+
+
 def _skip_saving(args: argparse.Namespace, base: Any, zero: float, technical: float, over_sampling: int) -> Any:
     """The pool run without and with skipping at ``over_sampling`` (tune's ``--prompt-skip MODE``), 3 seeds."""
     from dataclasses import replace
 
     from shopsim_metrics.simulator.skip_saving import compare_skipping, pool_for_zero_std_rate
 
-    pool = pool_for_zero_std_rate(replace(base, technical_rate=technical, seed=args.seed), zero)
+    pool = pool_for_zero_std_rate(replace(base, technical_rate=technical, seed=args.seed), zero, pool=SKIP_POOL_PROMPTS)
     pool = replace(pool, over_sampling_batch_size=over_sampling, steps=min(args.steps, 200), wave_size=args.wave_size)
     return compare_skipping(pool, args.prompt_skip, seeds=(args.seed, args.seed + 1, args.seed + 2))
 
@@ -300,7 +310,7 @@ def _run_dict(run: Any) -> dict[str, Any]:
     """One setting's pooled totals and the figures derived from them (tune's JSON)."""
     return {**dataclasses.asdict(run), "tokens_per_informative_group": run.tokens_per_informative_group,
             "informative_share": run.informative_share, "second_wave_probability": run.second_wave_probability,
-            "aborted_tokens_per_step": run.aborted_tokens_per_step}
+            "aborted_tokens_per_step": run.aborted_tokens_per_step, "zero_std_persistence": run.zero_std_persistence}
 
 
 def _calibrate(args: argparse.Namespace, base: Any, observed: Any, over_sampling: int | None, zero: float,

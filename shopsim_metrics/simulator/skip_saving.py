@@ -11,7 +11,14 @@ consistency (:mod:`shopsim_metrics.simulator.epochs`) and the same seeds; only `
 - **informative share**: those groups / the train batch;
 - **P(second wave)**: the share of steps that needed more than one wave;
 - **aborted tokens per step**: generation the step paid for and discarded (skipping raises the
-  informative rate, fixed waves then fill the batch early, and the surplus is aborted).
+  informative rate, fixed waves then fill the batch early, and the surplus is aborted);
+- **zero-std persistence** without skipping: P(zero-std | zero-std at the prompt's last visit), what
+  decides whether skipping can pay at all (:func:`~shopsim_metrics.step.advisories.skipping_pays`).
+
+``tune --prompt-skip`` has no pool of its own (its model draws each group zero-std independently, so
+skipping cannot save there): it runs :func:`pool_for_zero_std_rate`'s pool, whose zero-std follows the
+prompt, and says so (:func:`format_saving`'s ``pool``), with the verdict of the run's own persistence
+when ``--from`` measured it (:func:`skipping_verdict`).
 
 Over several seeds the totals are pooled (the sum of tokens over the sum of informative groups), so no
 seed is chosen. ``demo --prompt-skip`` and ``tune --prompt-skip`` print :func:`format_saving`.
@@ -53,6 +60,8 @@ class SkipRun:
     zero_std_groups: int
     judged_groups: int
     skipped_prompts: int
+    repeat_zero_std_groups: int = 0  # zero-std again at a prompt zero-std at its last visit
+    skippable_groups: int = 0  # judged at a prompt zero-std at its last visit
 
     @property
     def tokens_per_informative_group(self) -> float | None:
@@ -78,6 +87,10 @@ class SkipRun:
     def zero_std_share(self) -> float | None:
         return self.zero_std_groups / self.judged_groups if self.judged_groups else None
 
+    @property
+    def zero_std_persistence(self) -> float | None:
+        return self.repeat_zero_std_groups / self.skippable_groups if self.skippable_groups else None
+
 
 @dataclass(frozen=True)
 class SkipComparison:
@@ -98,7 +111,8 @@ class SkipComparison:
 def run_totals(config: SimConfig, seeds: Iterable[int] | None = None) -> SkipRun:
     """Simulate ``config`` (tuning mode: no sinks) at each seed (default: its own) and pool the totals."""
     totals = dict(steps=0, total_tokens=0, aborted_tokens=0, informative_groups=0, train_groups=0, waves=0,
-                  multi_wave_steps=0, zero_std_groups=0, judged_groups=0, skipped_prompts=0)
+                  multi_wave_steps=0, zero_std_groups=0, judged_groups=0, skipped_prompts=0,
+                  repeat_zero_std_groups=0, skippable_groups=0)
     for seed in (config.seed,) if seeds is None else seeds:
         with alerts_silenced():  # the comparison's alerts are the demo's or tune's own run's, already shown
             records = simulate(replace(config, seed=seed)).records
@@ -113,6 +127,8 @@ def run_totals(config: SimConfig, seeds: Iterable[int] | None = None) -> SkipRun
             totals["zero_std_groups"] += r.zero_std_group_count
             totals["judged_groups"] += r.accepted_group_count
             totals["skipped_prompts"] += r.skipped_prompt_count or 0
+            totals["repeat_zero_std_groups"] += r.repeat_zero_std_group_count or 0
+            totals["skippable_groups"] += r.skippable_group_count or 0
     return SkipRun(**totals)
 
 
@@ -157,8 +173,12 @@ _SAVING_COLUMNS = (Column("skip", align="<"), Column("tokens/inf.grp", spec=",.0
 """The comparison's columns, one row per setting (skipping off, then on)."""
 
 
-def format_saving(saving: SkipComparison, over_sampling_batch_size: int, *, wave_size: str = "fixed") -> str:
-    """The comparison as a few lines: the headline ratio, then one row per setting (a table, indented)."""
+def format_saving(saving: SkipComparison, over_sampling_batch_size: int, *, wave_size: str = "fixed",
+                  pool: str = "the same pool") -> str:
+    """The comparison as a few lines: the headline ratio, then one row per setting (a table, indented).
+
+    ``pool`` names what was run: the run's own pool (the demo's), or the one a caller assumed (tune's).
+    """
     def number(value: float | None, form: str) -> str:
         return "-" if value is None else format(value, form)
 
@@ -172,8 +192,37 @@ def format_saving(saving: SkipComparison, over_sampling_batch_size: int, *, wave
     where = f"seeds {', '.join(map(str, saving.seeds))}; "
     table = format_table(_SAVING_COLUMNS, [row("off", saving.off), row(saving.mode, saving.skipping)])
     return "\n".join([
-        f"prompt skipping ({saving.mode}) on the same pool and seeds ({where}over_sampling_batch_size "
-        f"{over_sampling_batch_size}, {wave_size} waves; zero-std {number(saving.off.zero_std_share, '.2f')} "
-        f"without skipping): total tokens per informative trained group, aborted generation included: {verdict}",
+        f"prompt skipping ({saving.mode}) on {pool}, the same seeds ({where}over_sampling_batch_size "
+        f"{over_sampling_batch_size}, {wave_size} waves; zero-std {number(saving.off.zero_std_share, '.2f')}, "
+        f"persistence {number(saving.off.zero_std_persistence, '.2f')} without skipping): total tokens per "
+        f"informative trained group, aborted generation included: {verdict}",
         *("  " + line for line in table.splitlines()),
     ])
+
+
+ASSUMED_POOL = ("an assumed pool of {prompts} simulated prompts whose zero-std follows the prompt, not the independent "
+                "draws of the table above (where skipping cannot save)")
+"""How ``tune --prompt-skip`` names the pool its comparison ran (:func:`pool_for_zero_std_rate`'s)."""
+
+
+def skipping_verdict(persistence: float | None, share: float | None) -> str:
+    """One line: whether skipping can pay on a run, by its measured zero-std ``persistence`` and ``share``
+    (the advisory's rule, :func:`~shopsim_metrics.step.advisories.skipping_pays`); without them, where to get them.
+
+    Example:
+        >>> skipping_verdict(0.9, 0.5).split("; ")[1]
+        'skipping pays at >= (1 + 0.50) / 2 = 0.75: it does (docs §3.2)'
+        >>> skipping_verdict(0.6, 0.5).endswith("it does not: over-sampling pays (docs §3.2)")
+        True
+    """
+    from shopsim_metrics.step.advisories import skipping_pays
+
+    if share is None:
+        return ("whether skipping pays on your run depends on whether its zero-std follows the prompt, which tune's rates "
+                "alone do not say: `tune --from RUN --prompt-skip MODE` weighs the run's zero_std_persistence (docs §3.2)")
+    if persistence is None:
+        return ("the run: no prompt was revisited, so whether zero-std follows the prompt is unknown: over-sampling "
+                "pays until it is (docs §3.2)")
+    verdict = "it does" if skipping_pays(persistence, share) else "it does not: over-sampling pays"
+    return (f"the run: zero-std persistence {persistence:.2f} at a zero-std share of {share:.2f}; skipping pays at "
+            f">= (1 + {share:.2f}) / 2 = {(1 + share) / 2:.2f}: {verdict} (docs §3.2)")

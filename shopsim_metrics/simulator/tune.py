@@ -179,6 +179,7 @@ class MeasuredRates:
     global_batch_size: int | None
     over_sampling_batch_size: int | None
     estimate: RateEstimate | None = None  # the rates step by step: bursts and dominant steps (:mod:`.step_rates`)
+    zero_std_persistence: float | None = None  # P(zero-std | zero-std at the prompt's last visit), pooled; None: unknown
 
 
 def default_candidates(rollout_batch_size: int) -> list[int]:
@@ -192,7 +193,8 @@ def default_candidates(rollout_batch_size: int) -> list[int]:
 
 
 RATE_COLUMNS = ("rollout_id", "accepted_group_count", "zero_std_group_count", "technical_group_drop_count",
-                "rollout_batch_size", "n_samples_per_prompt", "global_batch_size", "over_sampling_batch_size")
+                "rollout_batch_size", "n_samples_per_prompt", "global_batch_size", "over_sampling_batch_size",
+                "repeat_zero_std_group_count", "skippable_group_count")
 """The per-step columns the rates and the run's knobs are read from."""
 
 
@@ -224,6 +226,7 @@ def rates_of(table: Any, path: str | os.PathLike) -> MeasuredRates:
     if not accepted:
         raise ValueError(f"{path}: no judged group in {len(table)} step record(s); cannot measure rates")
     last = table.last_values
+    skippable = sum(v or 0 for v in table.columns["skippable_group_count"])
     return MeasuredRates(
         zero_std_rate=sum(v or 0 for v in table.columns["zero_std_group_count"]) / accepted,
         technical_rate=sum(v or 0 for v in table.columns["technical_group_drop_count"]) / accepted,
@@ -235,6 +238,8 @@ def rates_of(table: Any, path: str | os.PathLike) -> MeasuredRates:
         over_sampling_batch_size=_knob(last.get("over_sampling_batch_size")),
         estimate=estimate_rates(table.rollout_ids, table.columns["accepted_group_count"],
                                 table.columns["technical_group_drop_count"], table.columns["zero_std_group_count"]),
+        zero_std_persistence=(sum(v or 0 for v in table.columns["repeat_zero_std_group_count"]) / skippable
+                              if skippable else None),
     )
 
 
