@@ -79,7 +79,7 @@ from shopsim_metrics.sinks.base import SinkSet, StepSink
 from shopsim_metrics.sinks.jsonl import JsonlSink
 from shopsim_metrics.errors import TechnicalFailureLimitExceeded
 from shopsim_metrics.judging.group_judgement import GroupJudgement, judge_group
-from shopsim_metrics.settings import ShopsimSettings
+from shopsim_metrics.settings import ShopsimSettings, fresh_run_dir
 from shopsim_metrics.step.step_number import StepNumbers
 from shopsim_metrics.step.streak import TechnicalStreak
 from shopsim_metrics.settings import missing_knobs_warning
@@ -104,6 +104,8 @@ class ShopsimRuntime:
         snapshots: SnapshotPlan | None = None,
     ) -> None:
         self.settings = settings
+        self.run_dir = settings.run_dir or fresh_run_dir()
+        """The directory of the records: the settings' (``shopsim_run_dir``, ``--save`` ...), else a new one per run."""
         self.snapshots = snapshots or SnapshotPlan(save=None, load=None, save_interval=None, num_rollout=None)
         """Where the monitor's state is saved beside slime's checkpoints and read back on a resume."""
         self.loop_state: LoopState = loop_state or NoLoopState()
@@ -178,12 +180,12 @@ class ShopsimRuntime:
         self._started = True
         settings = self.settings
         if self._explicit_sinks is None and settings.start_rollout_id == 0:
-            check_fresh_run_dir(settings.run_dir)
+            check_fresh_run_dir(self.run_dir)
         if settings.start_rollout_id > 0:
             self._generation = 1  # unless the restore learns of later ones
             self._restore()
         self.writer["process_generation"] = self._generation
-        self.run_writers = RunWriters(settings.run_dir, self._known_writers)
+        self.run_writers = RunWriters(self.run_dir, self._known_writers)
         """The run's other processes known (handed on by the snapshots: a resume from one knows of them)."""
         self.recorder.identity = {"run_id": self.run_id, **self.writer}
         self.recorder.history_partial = self._missing_steps > 0
@@ -199,7 +201,7 @@ class ShopsimRuntime:
                 else:
                     from shopsim_metrics.sinks.factory import build_sinks
 
-                    self._sinks = SinkSet(build_sinks(self.settings))
+                    self._sinks = SinkSet(build_sinks(self.settings, self.run_dir))
             return self._sinks
 
     def _restore(self) -> None:
@@ -207,11 +209,11 @@ class ShopsimRuntime:
         start = self.settings.start_rollout_id
         prompts = self.accountant.prompts if self.accountant is not None else None
         try:
-            restored = restore(self.settings.run_dir, self.resumable, start_rollout_id=start,
+            restored = restore(self.run_dir, self.resumable, start_rollout_id=start,
                                snapshot_dir=self.snapshots.load)
         except Exception as exc:  # noqa: BLE001 - monitoring never stops training
             logger.warning("shopsim-metrics: restoring the run's state from %s failed (%s: %s); the streak and the "
-                           "prompt history start empty.", self.settings.run_dir, type(exc).__name__, exc)
+                           "prompt history start empty.", self.run_dir, type(exc).__name__, exc)
             self._missing_steps = start
             return
         if restored.note is not None:
@@ -222,13 +224,13 @@ class ShopsimRuntime:
         self._known_writers = restored.writers
         if restored.run_id is not None:
             self.run_id = restored.run_id  # a resumed run stays the same run
-        warning = resume_warning(restored, start, self.settings.run_dir)
+        warning = resume_warning(restored, start, self.run_dir)
         if warning:
             logger.warning(warning)
         else:
             logger.info("shopsim-metrics: resumed at rollout step %d: streak %d and %d prompts restored from %s",
                         start, self.streak.count, len(prompts.history) if prompts is not None else 0,
-                        self.settings.run_dir if restored.snapshot is None
+                        self.run_dir if restored.snapshot is None
                         else f"the snapshot of step {restored.snapshot} and the records after it")
 
     # --- skipping prompts before generation ---------------------------------------------------
@@ -430,7 +432,7 @@ class ShopsimRuntime:
             self._warn_once("writers", "shopsim-metrics: reading the other writers' records for the snapshot failed "
                             "(%s: %s); it names the processes known before.", type(exc).__name__, exc)
         return build_snapshot(self.resumable, rollout_id=rollout_id, run_id=self.run_id,
-                              missing=self._missing_steps, run_dir=self.settings.run_dir, writer=self.writer,
+                              missing=self._missing_steps, run_dir=self.run_dir, writer=self.writer,
                               processes=self.run_writers.known())
 
     def wait_for_snapshot(self) -> None:

@@ -121,7 +121,7 @@ def test_runs_without_a_run_dir_each_get_their_own(tmp_path: Path, monkeypatch) 
     for _ in range(2):
         args = make_args(rollout_batch_size=2, over_sampling_batch_size=4, shopsim_wandb="off")
         _run_step(args, 0)
-        dirs.append(slime_runtime.get_runtime(args).settings.run_dir)
+        dirs.append(slime_runtime.get_runtime(args).run_dir)
         slime_runtime.reset_runtime()
     assert dirs[0] != dirs[1]
     assert all([r.rollout_id for r in read_steps(d)] == [0] for d in dirs)

@@ -72,7 +72,7 @@ def test_the_default_run_dir_is_absolute_and_fixed_when_the_runtime_starts(tmp_p
     args = SimpleNamespace(**KNOBS, shopsim_wandb="off")  # no --save: ./shopsim_run/run-..., made absolute now
     loop = ManualLoopState()
     runtime = slime_runtime.configure(args, loop_state=loop)
-    run_dir = Path(runtime.settings.run_dir)
+    run_dir = Path(runtime.run_dir)
     assert run_dir.parent == tmp_path / "shopsim_run" and run_dir.name.startswith("run-")
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -18,6 +17,7 @@ from shopsim_metrics.settings import (
     shown,
     ShopsimSettings,
     closest_key,
+    fresh_run_dir,
     resolve_run_dir,
     validate_settings,
     validate_slime_knobs,
@@ -169,7 +169,7 @@ def test_from_args_raises_for_an_unknown_key_with_every_problem() -> None:
 def test_from_args_of_a_bare_args_uses_the_defaults() -> None:
     s = ShopsimSettings.from_args(SimpleNamespace())
     assert (s.rollout_batch_size, s.over_sampling_batch_size, s.max_consecutive_failed_groups, s.wandb) == (None, None, 8, "auto")
-    assert os.path.isabs(s.run_dir)
+    assert s.run_dir is None  # the monitor makes a new one per run when it starts
 
 
 # --- the run directory ----------------------------------------------------------------------------------
@@ -181,9 +181,17 @@ def test_run_dir_order_setting_then_env_then_save_then_cwd(tmp_path: Path, monke
     assert resolve_run_dir(None, save="/ckpt", environ={}) == "/ckpt/shopsim"
     assert resolve_run_dir(None, save="ckpt", environ={}) == str(tmp_path / "ckpt" / "shopsim")
     assert resolve_run_dir(None, save=None, load="/ckpt", environ={}) == "/ckpt/shopsim"  # a resume saving nothing
-    fresh = [resolve_run_dir(None, save=None, environ={}), resolve_run_dir(None, save="", environ={})]
+    assert resolve_run_dir(None, save=None, environ={}) is None and resolve_run_dir(None, save="", environ={}) is None
+    fresh = [fresh_run_dir(), fresh_run_dir()]
     assert all(Path(d).parent == tmp_path / "shopsim_run" and Path(d).name.startswith("run-") for d in fresh)
     assert fresh[0] != fresh[1]  # a new directory per run: runs in one working directory never share records
+
+
+def test_reading_the_settings_twice_gives_the_same_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("SHOPSIM_RUN_DIR", raising=False)
+    for args in (SimpleNamespace(), SimpleNamespace(save="ckpt", rollout_batch_size=4, over_sampling_batch_size=8)):
+        assert ShopsimSettings.from_args(args) == ShopsimSettings.from_args(args)
 
 
 def test_settings_resolve_the_run_dir_against_args_save(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -191,7 +199,7 @@ def test_settings_resolve_the_run_dir_against_args_save(tmp_path: Path, monkeypa
     monkeypatch.chdir(tmp_path)
     assert ShopsimSettings.from_args(SimpleNamespace(save=str(tmp_path / "ckpt"))).run_dir == str(
         tmp_path / "ckpt" / "shopsim")
-    assert Path(ShopsimSettings.from_args(SimpleNamespace(save=None)).run_dir).parent == tmp_path / "shopsim_run"
+    assert ShopsimSettings.from_args(SimpleNamespace(save=None)).run_dir is None  # the monitor's own, per run
     rel = ShopsimSettings.from_args(SimpleNamespace(shopsim_run_dir="rel", save="/x"))
     assert rel.run_dir == str(tmp_path / "rel")
 

@@ -295,7 +295,7 @@ class ShopsimSettings:
         "shopsim_unscored", text, "a non-empty string",
         "metadata flag: the episode could not be scored (the group is technical, check `metadata_unscored`)")
     # local record
-    run_dir: str = setting(  # from_args stores it resolved and absolute (resolve_run_dir), fixed when read
+    run_dir: str | None = setting(  # from_args: resolved and absolute (resolve_run_dir); None: the monitor's own
         None, optional_path, "null or a directory path",
         "directory of `steps.jsonl`; `null` means `$SHOPSIM_RUN_DIR`, else `<--save>/shopsim` when "
         "slime's `--save` is set, else `<--load>/shopsim`, else a new `./shopsim_run/run-<UTC time>-<pid>-<random>` per run "
@@ -578,11 +578,11 @@ def validate_slime_knobs(values: Mapping[str, Any]) -> tuple[dict[str, int | Non
 
 
 def resolve_run_dir(run_dir: str | None, save: Any = None, environ: Mapping[str, str] | None = None,
-                    load: Any = None) -> str:
+                    load: Any = None) -> str | None:
     """The absolute directory of ``steps.jsonl``: ``shopsim_run_dir``, else ``$SHOPSIM_RUN_DIR``, else
     ``<save>/shopsim`` (slime's checkpoint directory, normally on shared storage), else ``<load>/shopsim``
-    (a resume that saves nothing more), else a new directory per run, ``./shopsim_run/<run>``
-    (:func:`fresh_run_name`: runs started in one working directory never share their records).
+    (a resume that saves nothing more), else None: a new directory per run, which the monitor makes when it
+    starts (:func:`fresh_run_dir`), so reading the settings twice gives the same settings.
 
     Relative paths resolve against the current directory of the process that resolves them.
 
@@ -591,8 +591,7 @@ def resolve_run_dir(run_dir: str | None, save: Any = None, environ: Mapping[str,
         '/ckpt/run1/shopsim'
         >>> resolve_run_dir("/data/x", save="/ckpt/run1", environ={})
         '/data/x'
-        >>> a, b = resolve_run_dir(None, environ={}), resolve_run_dir(None, environ={})
-        >>> a != b and os.path.basename(os.path.dirname(a)) == DEFAULT_RUN_DIR
+        >>> resolve_run_dir(None, environ={}) is None
         True
     """
     environ = os.environ if environ is None else environ
@@ -605,21 +604,24 @@ def resolve_run_dir(run_dir: str | None, save: Any = None, environ: Mapping[str,
     elif isinstance(load, (str, os.PathLike)) and os.fspath(load):
         chosen = os.path.join(os.fspath(load), SAVE_SUBDIR)
     else:
-        chosen = os.path.join(DEFAULT_RUN_DIR, fresh_run_name())
+        return None
     return os.path.abspath(os.path.expanduser(chosen))
 
 
-def fresh_run_name() -> str:
-    """The directory of a run without ``shopsim_run_dir``, ``--save`` or ``--load``: its UTC start, its
-    process and a random part (unique per run).
+def fresh_run_dir() -> str:
+    """The directory of a run without ``shopsim_run_dir``, ``--save`` or ``--load``: ``./shopsim_run/run-<UTC
+    start>-<pid>-<random>``, absolute (unique per run: runs started in one working directory never share their
+    records).
 
-    >>> fresh_run_name().startswith("run-")
+    >>> a, b = fresh_run_dir(), fresh_run_dir()
+    >>> a != b and os.path.basename(os.path.dirname(a)) == DEFAULT_RUN_DIR and os.path.isabs(a)
     True
     """
     import time
     import uuid
 
-    return f"run-{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+    name = f"run-{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+    return os.path.abspath(os.path.join(DEFAULT_RUN_DIR, name))
 
 
 def shopsim_attributes(args: Any) -> dict[str, Any]:

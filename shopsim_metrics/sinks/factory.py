@@ -6,7 +6,7 @@ used at all (``shopsim_wandb`` not ``off``, and inside slime only with ``--use-w
 
 Example:
     >>> from types import SimpleNamespace
-    >>> from shopsim_metrics.settings import ShopsimSettings
+    >>> from shopsim_metrics.settings import ShopsimSettings, fresh_run_dir
     >>> s = ShopsimSettings.from_args(SimpleNamespace(use_wandb=False, shopsim_run_dir="run"))
     >>> [sink.name for sink in build_sinks(s)]
     ['jsonl', 'announce']
@@ -18,7 +18,7 @@ import logging
 import socket
 
 from shopsim_metrics.step.records import StepRecord
-from shopsim_metrics.settings import ShopsimSettings
+from shopsim_metrics.settings import ShopsimSettings, fresh_run_dir
 from shopsim_metrics.sinks.base import StepSink
 from shopsim_metrics.sinks.jsonl import JsonlSink
 from shopsim_metrics.sinks.wandb_sink import WandbSink, wandb_role
@@ -56,12 +56,14 @@ class RunLocationAnnouncement(StepSink):
                         self.location[SUMMARY_RUN_DIR], self.location[SUMMARY_HOST])
 
 
-def build_sinks(settings: ShopsimSettings) -> list[StepSink]:
-    """The default sinks for a runtime: JSONL always, the run-location line, then W&B as the settings say.
+def build_sinks(settings: ShopsimSettings, run_dir: str | None = None) -> list[StepSink]:
+    """The default sinks for a runtime writing its records to ``run_dir`` (the monitor's), else to the settings'
+    directory, else to a new one (:func:`~shopsim_metrics.settings.fresh_run_dir`): JSONL always, the run-location
+    line, then W&B as the settings say.
 
     The W&B run's summary gets the run dir and host (:func:`run_location`).
     """
-    run_dir = settings.run_dir  # resolved and absolute since the settings were read
+    run_dir = run_dir or settings.run_dir or fresh_run_dir()
     location = run_location(run_dir)
     jsonl = JsonlSink(run_dir)
     sinks: list[StepSink] = [jsonl, RunLocationAnnouncement(jsonl, location)]
