@@ -4,6 +4,7 @@ against what it drew, the time episodes take, and a one-turn episode without too
 from __future__ import annotations
 
 import math
+from collections import Counter
 
 import numpy as np
 import pytest
@@ -14,11 +15,12 @@ from shopsim_metrics.cli import main
 from shopsim_metrics.hooks import Hooks
 from shopsim_metrics.simulator.config import AgentModel, FailureBurst, SimConfig
 from shopsim_metrics.simulator.episodes import (FAILURE_CAUSE_KEY, ROUND_NUMBER_KEY, EpisodeModel, EpisodePlan,
-                                                EpisodeTally)
+                                                GeneratedEpisodes)
 from shopsim_metrics.simulator.loop import make_group_source, simulate, token_rng, tuning_run
 from shopsim_metrics.simulator.samples import SimSample
 from shopsim_metrics.simulator.tokens import TokenModel
 from shopsim_metrics.simulator.tune import TUNING_LIMIT, tune, wave_price
+from shopsim_metrics.step import contract
 from shopsimrl import slime_runtime
 
 SPT = 0.02
@@ -122,7 +124,7 @@ def test_the_samples_the_hook_sees_hold_what_the_simulator_drew(monkeypatch):
     result = simulate(AGENT)
     assert len(result.outcomes) == AGENT.steps
     for outcome in result.outcomes:
-        tally: EpisodeTally = outcome.episodes
+        tally: GeneratedEpisodes = outcome.episodes
         samples = [s for s in seen if s["step"] == outcome.rollout_id]
         assert tally.episodes == len(samples) > 0
         assert tally.observation_tokens == sum(s["mask"].count(0) for s in samples) > 0
@@ -144,6 +146,51 @@ def test_the_samples_the_hook_sees_hold_what_the_simulator_drew(monkeypatch):
     burst = result.outcomes[3].episodes.causes
     assert burst and set(burst.values()) == {"ToolTimeout: search_products"}
     assert len({c for o in result.outcomes for c in o.episodes.causes.values()}) > 1  # drawn causes outside it
+
+
+def expected_cause_counts(causes: dict[int, str]) -> dict[str, int] | None:
+    """The record's technical_cause_counts of a step whose technical groups had these causes."""
+    counts = Counter(causes.values()).most_common()
+    if not counts:
+        return None
+    kept = dict(counts[:contract.TECHNICAL_CAUSE_LIMIT])
+    rest = sum(n for _, n in counts[contract.TECHNICAL_CAUSE_LIMIT:])
+    return {**kept, contract.OTHER_CAUSES: rest} if rest else kept
+
+
+@settings(max_examples=8, deadline=None)
+@given(seed=st.integers(0, 10_000), turns_mean=st.floats(1.0, 8.0), max_turns=st.integers(2, 10),
+       tool_seconds=st.floats(0.1, 10.0), technical_rate=st.sampled_from([0.0, 0.1, 0.4]),
+       round_number=st.booleans())
+def test_a_simulated_agent_runs_records_hold_what_the_simulator_generated(seed, turns_mean, max_turns, tool_seconds,
+                                                                          technical_rate, round_number):
+    agent = AgentModel(turns_mean=turns_mean, max_turns=max_turns, tool_seconds_median=tool_seconds,
+                       round_number=round_number)
+    result = simulate(SimConfig(steps=3, seed=seed, agent=agent, technical_rate=technical_rate, max_technical_streak=4))
+    for record, outcome in zip(result.records, result.outcomes):
+        tally: GeneratedEpisodes = outcome.episodes
+        if not (round_number or tally.observation_tokens or tally.environment_seconds):  # no turn structure shows
+            assert all(getattr(record, name) is None for name in (*contract.AGENT_FIELDS, "turn_count_source"))
+            assert record.total_token_count == tally.generated_tokens and record.technical_cause_counts is None
+            continue
+        assert record.episode_count == tally.episodes
+        assert record.observation_token_count == tally.observation_tokens  # the loss_mask 0 tokens it appended
+        assert record.total_token_count == tally.generated_tokens  # every token figure counts generated tokens
+        assert record.aborted_token_count == outcome.aborted_tokens
+        assert record.observation_token_fraction == pytest.approx(
+            tally.observation_tokens / (tally.observation_tokens + tally.generated_tokens))
+        assert record.turns_per_episode_mean == pytest.approx(tally.turns / tally.episodes)  # the turns it drew
+        assert record.turns_per_episode_max == tally.turns_max
+        assert record.turn_count_source == ("metadata" if round_number else
+                                            "loss_mask" if tally.observation_tokens else None)
+        assert record.environment_seconds == pytest.approx(tally.environment_seconds)  # the latencies it drew
+        assert record.environment_seconds_per_episode == pytest.approx(tally.environment_seconds / tally.episodes)
+        assert record.environment_time_fraction == pytest.approx(
+            tally.environment_seconds / tally.episodes / outcome.rollout_time)
+        assert record.truncated_episode_fraction == pytest.approx(tally.truncated / tally.episodes)
+        assert record.technical_cause_counts == expected_cause_counts(tally.causes)  # the failures it injected
+        for row in record.decisions:
+            assert row.technical_cause == tally.causes.get(row.group_index)
 
 
 @settings(max_examples=100, deadline=None)

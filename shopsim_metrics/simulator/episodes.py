@@ -53,13 +53,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from shopsim_metrics.judging.episodes import ROUND_NUMBER_KEY
+from shopsim_metrics.judging.failure_cause import FAILURE_CAUSE_KEY
 from shopsim_metrics.simulator.config import AgentModel
 
-ROUND_NUMBER_KEY = "round_number"
-"""slime's metadata key for an episode's turns (what its ``--log-multi-turn`` logs)."""
-
-FAILURE_CAUSE_KEY = "shopsim_failure_cause"
-"""The metadata key where a generate function leaves an environment failure's cause (docs §3.3)."""
 
 @dataclass(frozen=True)
 class Episode:
@@ -240,14 +237,14 @@ class EpisodeModel:
 
 
 @dataclass
-class EpisodeTally:
+class GeneratedEpisodes:
     """What the episodes of one step held, as the simulator made them: the ground truth of the agent fields.
 
     Every episode the sample hook sees counts: those of judged groups, and those slime aborted at the step's
     end (:attr:`aborted_environment_seconds` is their tool time, spent on episodes that never train).
 
     Example:
-        >>> tally = EpisodeTally()
+        >>> tally = GeneratedEpisodes()
         >>> tally.add(EpisodePlan((10, 5), (3, 4), (2.0, 9.0)).finished(), seconds_per_token=0.1)
         >>> (tally.episodes, tally.observation_tokens, tally.turns_max, tally.generation_seconds)
         (1, 3, 2, 1.5)

@@ -49,7 +49,7 @@ from shopsim_metrics.monitor import configure, get_runtime, reset_runtime
 from shopsim_metrics.step.loop_state import ManualLoopState
 from shopsim_metrics.step.records import StepRecord
 from shopsim_metrics.simulator.config import SimConfig
-from shopsim_metrics.simulator.episodes import AgentWaveTime, EpisodeModel, EpisodeTally
+from shopsim_metrics.simulator.episodes import AgentWaveTime, EpisodeModel, GeneratedEpisodes
 from shopsim_metrics.simulator.latency import CompletionOrder, LatencyCompletions, LatencyModel
 from shopsim_metrics.simulator.epochs import EpochPromptSource
 from shopsim_metrics.simulator.rewards import GroupSource, PromptGroupSource, RatesGroupSource, flatten
@@ -86,7 +86,7 @@ class StepOutcome:
     # aborted groups at the abort (their partial lengths: 0 for a group still queued in the engine)
     response_lengths: dict[int, list[Any]] = field(default_factory=dict)
     aborted_lengths: list[int] = field(default_factory=list)  # the partial lengths of the rollouts aborted mid-generation
-    episodes: EpisodeTally | None = None  # agent episodes: what the step's episodes held (None: single-turn rollouts)
+    episodes: GeneratedEpisodes | None = None  # agent episodes: what the step's episodes held (None: single-turn rollouts)
 
 
 @dataclass

@@ -41,7 +41,7 @@ import numpy as np
 
 from shopsim_metrics.simulator.samples import SimSample
 from shopsim_metrics.simulator.config import SimConfig
-from shopsim_metrics.simulator.episodes import EpisodeModel, EpisodePlan, EpisodeTally, episode_rng
+from shopsim_metrics.simulator.episodes import EpisodeModel, EpisodePlan, GeneratedEpisodes, episode_rng
 from shopsim_metrics.simulator.tokens import TokenModel, lengths_generated_by
 
 TECHNICAL_KINDS = ("status_failed", "reward_missing", "metadata_unscored")
@@ -112,7 +112,7 @@ class _SlotSource:
         self._failure_cause: str | None = None  # the burst's cause of environment failures, at the current step
         self.episodes: EpisodeModel | None = None  # agent episodes (SimConfig.agent), drawn at submission
         self._plans: dict[int, list[EpisodePlan]] = {}  # gid -> its rollouts' episodes
-        self._episode_tally = EpisodeTally()
+        self._episode_tally = GeneratedEpisodes()
         if config.agent is not None:
             if tokens is None or not config.seconds_per_token:
                 raise ValueError("agent episodes need a token model with seconds_per_token: an episode's generated "
@@ -197,11 +197,11 @@ class _SlotSource:
     def _round_number(self) -> bool:
         return self.config.agent is None or self.config.agent.round_number
 
-    def take_episodes(self) -> EpisodeTally | None:
+    def take_episodes(self) -> GeneratedEpisodes | None:
         """What the episodes handed out since the last call held (None: single-turn rollouts); starts afresh."""
         if self.episodes is None:
             return None
-        tally, self._episode_tally = self._episode_tally, EpisodeTally()
+        tally, self._episode_tally = self._episode_tally, GeneratedEpisodes()
         return tally
 
     def _slot(self, gid: int, slot: int) -> list[SimSample]:
