@@ -116,7 +116,7 @@ class ShopsimRuntime:
         """Sizes and records each wave the data source serves (its one owner); None when nothing is accounted."""
         self.accountant = step_accountant(settings, self.loop_state, self.steps, self.waves) if accounted else None
         """Each step's ledger and close (:mod:`~shopsim_metrics.step.accounting`); None when nothing is accounted."""
-        self.streak = TechnicalStreak()
+        self.streak = TechnicalStreak(limit=settings.max_consecutive_failed_groups)
         """The run's technical streak: fed by every judgement, read by the records, alerts and termination."""
         self._judge_kwargs = dict(
             n_samples=settings.n_samples_per_prompt,

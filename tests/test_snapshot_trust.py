@@ -12,6 +12,8 @@ import json
 import logging
 from pathlib import Path
 
+import pytest
+
 from conftest import make_args
 from shopsim_metrics.run.resume import restore
 from shopsim_metrics.run.snapshot import build_snapshot, snapshot_path
@@ -107,3 +109,86 @@ def test_a_stale_writers_snapshot_is_restored_with_the_warning_even_when_the_lat
         assert runtime.writer["process_generation"] == 2  # after P1 (0) and P2 (1), though only P1's snapshot was read
     finally:
         slime_runtime.reset_runtime()
+
+
+# --- item 5: impossible values in a well-formed snapshot ------------------------------------------------
+def _pieces():
+    from shopsim_metrics.prompts.skip_record import SkipTally
+    from shopsim_metrics.prompts.value import PromptValueTracker
+    from shopsim_metrics.step.advisories import Advisor
+    from shopsim_metrics.step.wave_size import RecentOrders
+
+    streak, prompts, skips = TechnicalStreak(limit=8), PromptValueTracker(limit=6, forgetting=0.9), SkipTally(limit=4)
+    orders, advisor = RecentOrders(window=3), Advisor()
+    state = monitor_state(streak=streak, prompts=prompts, skips=skips, recent_orders=orders, advisor=advisor)
+    return state, lambda: (streak.state_dict(), prompts.state_dict(), skips.state_dict(), orders.state_dict(),
+                           advisor.state_dict())
+
+
+def _run_with_a_snapshot(tmp_path: Path) -> tuple[Path, Path, dict]:
+    from test_snapshot import record_of
+
+    run, ckpt = tmp_path / "run", tmp_path / "ckpt"
+    sink = JsonlSink(run, fsync=False)
+    ledger = [("trained", 3, 1), ("dropped_zero_std", 8, 2), ("dropped_technical", 0, 3), ("dropped_zero_std", 0, 4)]
+    for step in range(4):
+        sink.emit(record_of(step, 1, step + 1, (ledger[step:] + ledger[:step], [5, 6][: step % 3])))
+    sink.close()
+    state, _ = _pieces()
+    restore(run, state, start_rollout_id=4)
+    snapshot = build_snapshot(state, rollout_id=3, run_id="run-1", missing=0, run_dir=run)
+    return run, ckpt, snapshot
+
+
+def _history(snapshot: dict, column: str, value) -> dict:
+    snapshot["prompts"]["history"][column][0] = value
+    return snapshot
+
+
+IMPOSSIBLE = {
+    "a streak of 10^6 against a limit of 8": lambda s: s["streak"].update(count=10**6, checks={"status_failed": 10**6}),
+    "a streak its checks do not add up to": lambda s: s["streak"].update(count=1, checks={"status_failed": 3}),
+    "a negative check count": lambda s: s["streak"].update(count=0, checks={"status_failed": -1}),
+    "a verdict letter outside the alphabet": lambda s: _history(s, "letters", "SQ"),
+    "negative visits": lambda s: _history(s, "visits", -3),
+    "a zero-std run longer than the visits": lambda s: _history(s, "zero_std_run", 99),
+    "more wasted tokens than tokens": lambda s: _history(s, "wasted_tokens", 10**9),
+    "negative tokens": lambda s: _history(s, "tokens", -5),
+    "a float where a count is": lambda s: _history(s, "visits", 1.5),
+    "a boolean where a count is": lambda s: _history(s, "zero_std_visits", True),
+    "NaN evidence": lambda s: _history(s, "successes", float("nan")),
+    "negative evidence": lambda s: _history(s, "failures", -1.0),
+    "a negative step": lambda s: _history(s, "seen_step", -2),
+    "a prompt twice": lambda s: s["prompts"]["history"]["keys"].__setitem__(1, s["prompts"]["history"]["keys"][0]),
+    "negative evicted prompts": lambda s: s["prompts"]["history"].update(evicted=-4),
+    "a last step of an unknown verdict": lambda s: s["prompts"].update(last_step=[3, {"maybe": 1}]),
+    "a pending skip that is no prompt key": lambda s: s["skips"].update(pending=[{"a": 1}]),
+    "more spread groups than judged": lambda s: s["recent_orders"].update(orders=[[5, 0, 3]]),
+    "an advisory fact that is not a count": lambda s: s["advisories"]["window"][0].update(accepted="many"),
+    "a negative advisory count": lambda s: s["advisories"]["window"][0].update(technical=-1),
+    "negative missing steps": lambda s: s.update(missing=-1),
+    "more missing steps than steps": lambda s: s.update(missing=7),
+    "a records position that is not a byte count": lambda s: s.update(records={"steps.jsonl": "12"}),
+}
+
+
+@pytest.mark.parametrize("case", list(IMPOSSIBLE))
+def test_a_snapshot_with_an_impossible_value_is_refused_and_the_records_replayed(tmp_path: Path, case: str) -> None:
+    run, ckpt, snapshot = _run_with_a_snapshot(tmp_path)
+    state, held = _pieces()
+    assert restore(run, state, start_rollout_id=4, snapshot_dir=_saved(ckpt, snapshot)).snapshot == 3  # as written
+    expected = held()
+    IMPOSSIBLE[case](snapshot)
+    _saved(ckpt, snapshot)
+    state, held = _pieces()
+    restored = restore(run, state, start_rollout_id=4, snapshot_dir=ckpt)
+    assert restored.snapshot is None and restored.note, case  # one warning (the monitor's) names why
+    assert held() == expected  # the records replayed
+    assert restored.missing == 0
+
+
+def _saved(ckpt: Path, snapshot: dict) -> Path:
+    path = snapshot_path(ckpt, snapshot["rollout_id"])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(snapshot))  # NaN written as the JSON reader takes it
+    return ckpt

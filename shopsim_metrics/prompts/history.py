@@ -36,6 +36,7 @@ from shopsim_metrics.judging.verdicts import (
     ZERO_STD_ALL_FAIL, ZERO_STD_ALL_PASS, ZERO_STD_OTHER, ZERO_STD_VERDICTS,
 )
 from shopsim_metrics.prompts.keys import key_text
+from shopsim_metrics.step.saved_values import at_most, count_column, number_column, saved_count
 
 VERDICT_LETTERS = {SPREAD: "S", ZERO_STD_ALL_PASS: "P", ZERO_STD_ALL_FAIL: "F", ZERO_STD_OTHER: "O", TECHNICAL: "T"}
 """One letter per verdict, for the compact verdict history (``"FFFP"``: oldest first)."""
@@ -98,6 +99,37 @@ class PromptRecord:
 def _waste_rank(item: tuple[Hashable, PromptRecord]) -> tuple[int, int, int]:
     record = item[1]
     return record.wasted_tokens, record.zero_std_visits, record.tokens
+
+
+def _check_columns(columns: dict[str, list]) -> None:
+    """``ValueError`` unless the saved columns hold what a history can: counts where counts are, zero-std runs
+    and visits within the visits, wasted tokens within the tokens, finite evidence >= 0, steps >= 0, and
+    verdict letters of :data:`VERDICT_LETTERS`, at most :data:`HISTORY_LENGTH` per prompt.
+
+    Example:
+        >>> _check_columns({"letters": ["SQ"], "visits": [2], "zero_std_run": [0], "zero_std_visits": [0],
+        ...                 "tokens": [0], "wasted_tokens": [0], "successes": [0.0], "failures": [0.0],
+        ...                 "seen_step": [None]})
+        Traceback (most recent call last):
+        ...
+        ValueError: a saved prompt history holds verdict letters outside SPFOT: 'SQ'
+    """
+    for name in ("visits", "zero_std_run", "zero_std_visits", "tokens", "wasted_tokens"):
+        count_column(columns[name], f"the prompt history's {name}")
+    for name in ("successes", "failures"):
+        number_column(columns[name], f"the prompt history's {name}")
+    count_column([step for step in columns["seen_step"] if step is not None], "the prompt history's seen_step")
+    at_most(columns["zero_std_run"], columns["zero_std_visits"], "a prompt's zero-std run within its zero-std visits")
+    at_most(columns["zero_std_visits"], columns["visits"], "a prompt's zero-std visits within its visits")
+    at_most(columns["wasted_tokens"], columns["tokens"], "a prompt's wasted tokens within its tokens")
+    try:
+        histories = set(columns["letters"])
+    except TypeError:
+        raise ValueError("a saved prompt history's letters must be strings") from None
+    alphabet = "".join(VERDICT_LETTERS.values())
+    for letters in histories:
+        if not isinstance(letters, str) or len(letters) > HISTORY_LENGTH or not set(letters) <= set(alphabet):
+            raise ValueError(f"a saved prompt history holds verdict letters outside {alphabet}: {letters!r}"[:200])
 
 
 class PromptHistory:
@@ -208,7 +240,8 @@ class PromptHistory:
     def load_state_columns(self, columns: dict[str, Any]) -> None:
         """Replace the history with :meth:`state_columns`' (the most recently seen ``limit`` prompts kept).
 
-        Raises ``ValueError`` (``KeyError``, ``TypeError``) for columns that are not a saved history.
+        Raises ``ValueError`` (``KeyError``, ``TypeError``) for columns that are not a saved history, or hold
+        what no history could (:func:`_check_columns`).
         """
         keys = columns["keys"]
         saved = {name: columns[name] for name in PromptRecord.__slots__}
@@ -219,10 +252,14 @@ class PromptHistory:
         if not set(map(type, keys)) <= {int, str}:
             raise ValueError("a saved prompt key must be an int or a string")
         kept = {name: column[start:] for name, column in saved.items()}
+        _check_columns(kept)
+        evicted = saved_count(columns.get("evicted", 0), "the prompt history's evicted prompts")
         with _collector_paused():
-            self._records = OrderedDict(zip(keys, map(PromptRecord, *kept.values())))
-        evicted = columns.get("evicted", 0)
-        self.evicted = (evicted if isinstance(evicted, int) else 0) + start
+            records = OrderedDict(zip(keys, map(PromptRecord, *kept.values())))
+        if len(records) != len(keys):
+            raise ValueError("a saved prompt history names a prompt twice")
+        self._records = records
+        self.evicted = evicted + start
         self._tokens = sum(kept["tokens"])  # the records' own values, summed as the column
         self._visits = sum(kept["visits"])
 

@@ -129,8 +129,8 @@ class SkipTally:
             {'pending': ['k']}
         """
         pending = state["pending"]
-        if not isinstance(pending, list):
-            raise ValueError("a saved skip tally's pending prompts must be a list")
+        if not isinstance(pending, list) or not set(map(type, pending)) <= {str, int}:
+            raise ValueError("a saved skip tally's pending prompts must be a list of prompt keys")
         self._pending = OrderedDict((key, None) for key in pending[-self.limit:])
 
     def replay(self, record: StepRecord) -> None:

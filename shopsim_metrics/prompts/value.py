@@ -46,9 +46,12 @@ from typing import Any, Sequence
 from shopsim_metrics.step import contract as C
 from shopsim_metrics.judging.group_judgement import SPREAD
 from shopsim_metrics.judging.verdicts import ZERO_STD_VERDICTS, verdict_of
-from shopsim_metrics.prompts.history import DEFAULT_FORGETTING, DEFAULT_LIMIT, PromptHistory, PromptStats
+from shopsim_metrics.prompts.history import (
+    DEFAULT_FORGETTING, DEFAULT_LIMIT, VERDICT_LETTERS, PromptHistory, PromptStats,
+)
 from shopsim_metrics.prompts.keys import KEY_NONE, combine_sources, history_key, prompt_key
 from shopsim_metrics.step.records import DecisionRow, StepRecord
+from shopsim_metrics.step.saved_values import saved_count, saved_counts
 
 logger = logging.getLogger("shopsim_metrics")
 
@@ -188,7 +191,15 @@ class PromptValueTracker:
             (True, 5)
         """
         last = state["last_step"]
-        last_step = None if last is None else (int(last[0]), Counter({str(k): int(v) for k, v in last[1].items()}))
+        last_step = None
+        if last is not None:
+            if not isinstance(last, list) or len(last) != 2:
+                raise ValueError("a saved last step must be [rollout_id, {verdict: groups}]")
+            verdicts = saved_counts(last[1], "the last step's verdicts")
+            if not set(verdicts) <= set(VERDICT_LETTERS):
+                raise ValueError(f"the last step's verdicts: {sorted(set(verdicts) - set(VERDICT_LETTERS))[:3]} "
+                                 f"are not verdicts ({', '.join(VERDICT_LETTERS)})")
+            last_step = (saved_count(last[0], "the last step"), Counter(verdicts))
         self.history.load_state_columns(state["history"])
         self.tokens_known = bool(state["tokens_known"])
         self.last_step = last_step

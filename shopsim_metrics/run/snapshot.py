@@ -42,6 +42,7 @@ from typing import Any
 from shopsim_metrics.sinks.jsonl import steps_files
 from shopsim_metrics.state_file import DamagedStateFile, read_json_object
 from shopsim_metrics.run.state import ResumableState
+from shopsim_metrics.step.saved_values import saved_count, saved_counts
 
 SNAPSHOT_FORMAT = 1
 """The layout of a snapshot; another value is not read (the resume replays the records)."""
@@ -150,6 +151,12 @@ def read_snapshot(path: str | os.PathLike) -> dict[str, Any]:
         if not isinstance(data.get(name), kind) or isinstance(data.get(name), bool):
             raise DamagedStateFile(f"{path}: damaged monitor snapshot ({name} is missing or not a {kind.__name__}); "
                                    f"{_REMEDY}")
+    try:  # the header's values, as the pieces check theirs (shopsim_metrics.step.saved_values)
+        step = saved_count(data["rollout_id"], "rollout_id")
+        saved_count(data["missing"], "missing", most=step + 1)
+        saved_counts(data["records"], "records")
+    except ValueError as exc:
+        raise DamagedStateFile(f"{path}: damaged monitor snapshot ({exc}); {_REMEDY}") from None
     return data
 
 

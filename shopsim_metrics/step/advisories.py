@@ -45,6 +45,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Callable, Iterable, Sequence
 
 from shopsim_metrics.step.alerts import Alert
+from shopsim_metrics.step.saved_values import saved_count, saved_counts, saved_number
 
 ADVISORY_WINDOW = 8
 """The steps every rule looks at (the one place the window is set); no advisory before the window is full."""
@@ -155,6 +156,35 @@ class StepFacts:
         """The larger of the group-mean and the token-weighted policy lag (None: not on the fully-async path)."""
         known = [lag for lag in (self.lag, self.token_lag) if lag is not None]
         return max(known) if known else None
+
+
+def _saved_facts(item: Any) -> StepFacts:
+    """One saved step of the advisor's window, each value checked by its field's type as a record's are (a count
+    where a count is, a finite number, a flag); ``ValueError`` naming the first that is not.
+
+    >>> _saved_facts({"rollout_id": 2, "accepted": 4, "lag": 1.5}).accepted
+    4
+    >>> _saved_facts({"rollout_id": 2, "technical": -1})
+    Traceback (most recent call last):
+    ...
+    ValueError: technical: -1 is not a count
+    """
+    if not isinstance(item, dict):
+        raise ValueError("a saved step of the advisories is not an object")
+    values: dict[str, Any] = {}
+    for f in fields(StepFacts):
+        if f.name not in item:
+            continue
+        value, kind = item[f.name], str(f.type)
+        if kind == "bool":
+            if not isinstance(value, bool):
+                raise ValueError(f"{f.name}: {value!r} is not true or false"[:200])
+        elif kind.startswith("dict"):
+            value = saved_counts(value, f.name)
+        elif value is not None or "None" not in kind:
+            value = saved_number(value, f.name) if kind.startswith("float") else saved_count(value, f.name)
+        values[f.name] = value
+    return StepFacts(**values)
 
 
 def _share(part: int, whole: int) -> float | None:
@@ -391,10 +421,9 @@ class Advisor:
             >>> b.load_state_dict(a.state_dict()); b.state_dict() == a.state_dict()
             True
         """
-        names = {f.name for f in fields(StepFacts)}
         try:
-            window = [StepFacts(**{k: v for k, v in item.items() if k in names}) for item in state["window"]]
-            quiet = {str(k): int(v) for k, v in dict(state["quiet"]).items() if k in RULES}
+            window = [_saved_facts(item) for item in state["window"]]
+            quiet = {name: count for name, count in saved_counts(state["quiet"], "quiet steps").items() if name in RULES}
         except (AttributeError, KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"advisor state: not one this version saves ({type(exc).__name__}: {exc})") from exc
         self._window = deque(window[-ADVISORY_WINDOW:], maxlen=ADVISORY_WINDOW)

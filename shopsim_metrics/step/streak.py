@@ -22,6 +22,7 @@ from collections import Counter
 from typing import TYPE_CHECKING
 
 from shopsim_metrics.step import contract as C
+from shopsim_metrics.step.saved_values import saved_count, saved_counts
 
 if TYPE_CHECKING:
     from shopsim_metrics.step.records import StepRecord
@@ -30,7 +31,10 @@ if TYPE_CHECKING:
 class TechnicalStreak:
     """The running count of consecutive technical groups and the checks that failed in it."""
 
-    def __init__(self) -> None:
+    def __init__(self, limit: int | None = None) -> None:
+        self.limit = limit
+        """``shopsim_max_consecutive_failed_groups``: the run ends when the streak reaches it, so no saved
+        streak is longer (None: not known here)."""
         self.count = 0
         self._checks: Counter[str] = Counter()
         self._causes: Counter[str] = Counter()
@@ -74,19 +78,23 @@ class TechnicalStreak:
         return state
 
     def load_state_dict(self, state: dict) -> None:
-        """Put back :meth:`state_dict`'s state.
+        """Put back :meth:`state_dict`'s state; ``ValueError`` for one no run could have saved (a count beyond
+        :attr:`limit`, checks that do not add up to it).
 
         Example:
             >>> a = TechnicalStreak(); _ = a.observe("status_failed"); b = TechnicalStreak()
             >>> b.load_state_dict(a.state_dict()); b.count, b.checks
             (1, {'status_failed': 1})
         """
-        count, checks, causes = state["count"], state["checks"], state.get("causes", {})  # older snapshots: no causes
-        if not isinstance(count, int) or count < 0 or not isinstance(checks, dict) or not isinstance(causes, dict):
-            raise ValueError("a saved technical streak must be a count >= 0, a dict of checks and a dict of causes")
+        count = saved_count(state["count"], "the technical streak", most=self.limit)
+        checks = saved_counts(state["checks"], "the streak's failed checks")
+        causes = saved_counts(state.get("causes", {}), "the streak's causes")  # older snapshots: no causes
+        if sum(checks.values()) != count or sum(causes.values()) > count:
+            raise ValueError(f"the technical streak of {count} holds {sum(checks.values())} failed checks and "
+                             f"{sum(causes.values())} causes (one check per group, a cause for some)")
         self.count = count
-        self._checks = Counter({str(k): int(v) for k, v in checks.items()})
-        self._causes = Counter({str(k): int(v) for k, v in causes.items()})
+        self._checks = Counter(checks)
+        self._causes = Counter(causes)
 
     @property
     def checks(self) -> dict[str, int]:

@@ -49,6 +49,7 @@ from typing import Iterator, NamedTuple, Sequence
 from shopsim_metrics.judging.group_judgement import SPREAD, TECHNICAL, ZERO_STD
 from shopsim_metrics.step import contract as C
 from shopsim_metrics.step.records import StepRecord
+from shopsim_metrics.step.saved_values import is_count
 
 NEGLIGIBLE = 1e-12
 """Chances of technical failure counts summed no further once what is left of them is below this: the replay
@@ -316,4 +317,5 @@ def _is_order(step: object) -> bool:
 
 def _are_counts(step: object) -> bool:
     """``[spread, technical, judged]``, or ``[spread, judged]`` (saved before technical groups were counted)."""
-    return isinstance(step, list) and len(step) in (2, 3) and all(isinstance(v, int) and v >= 0 for v in step)
+    return (isinstance(step, list) and len(step) in (2, 3) and all(map(is_count, step))
+            and step[0] + (step[1] if len(step) == 3 else 0) <= step[-1])  # spread and technical among the judged
