@@ -50,7 +50,27 @@ def build_parser() -> argparse.ArgumentParser:
         command = sub.choices[action.dest]
         if command.description is None and action.help:
             command.description = action.help[0].upper() + action.help[1:] + "."
+    name_subcommands(parser)
     return parser
+
+
+def name_subcommands(parser: argparse.ArgumentParser) -> None:
+    """Every required subcommand is named by its choices in errors, as in the usage line, not by its ``dest``.
+
+    Example:
+        >>> import contextlib, io
+        >>> err = io.StringIO()
+        >>> with contextlib.redirect_stderr(err), contextlib.suppress(SystemExit):
+        ...     build_parser().parse_args(["dashboard"])
+        >>> err.getvalue().split("error: ")[1].split(" (see")[0]
+        'the following arguments are required: {html,wandb,spec}'
+    """
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            if action.metavar is None:
+                action.metavar = "{" + ",".join(action.choices) + "}"
+            for command in action.choices.values():
+                name_subcommands(command)
 
 
 def _version() -> str:

@@ -142,11 +142,21 @@ def test_each_problem_names_the_line_of_its_key_and_a_key_set_twice_is_a_problem
     path = tmp_path / "shopsim.yaml"
     path.write_text("# settings\nshopsim_wandb: loud\nlr: 1e-6\nshopsim_alerts: true\nshopsim_alerts: maybe\n")
     assert main(["check-config", str(path)]) == 2
-    assert capsys.readouterr().err.splitlines() == [
-        f"{PREFIX}{path}: line 5: shopsim_alerts: set 2 times (lines 4, 5); slime applies the last",
+    assert capsys.readouterr().err.splitlines() == [  # in the file's order
         f"{PREFIX}{path}: line 2: shopsim_wandb: expected one of auto, join, standalone, off; got 'loud'",
+        f"{PREFIX}{path}: line 5: shopsim_alerts: set 2 times (lines 4, 5); slime applies the last",
         f"{PREFIX}{path}: line 5: shopsim_alerts: expected true or false; got 'maybe'",
     ]
+
+
+def test_problems_are_listed_in_the_files_line_order(tmp_path, capsys) -> None:
+    path = tmp_path / "shopsim.yaml"
+    path.write_text("shopsim_wandb: maybe\nshopsim_max_consecutive_failed_group: 8\nshopsim-alerts: true\n"
+                    "lr: 1\nshopsim_alert_warn_fraction: 2\nshopsim_prompt_skip_p_min: 0.95\n"
+                    "shopsim_prompt_skip_p_max: 0.9\n")
+    assert main(["check-config", str(path)]) == 2
+    lines = [int(line.split(": line ")[1].split(":")[0]) for line in capsys.readouterr().err.splitlines()]
+    assert lines == [1, 2, 3, 5, 6]
 
 
 # --- files that must not be read whole (or at all) ----------------------------------------------------

@@ -189,7 +189,8 @@ def test_train_async_with_slime_default_rollout_keeps_every_hook(tmp_path, capsy
 # --- the command line itself ------------------------------------------------------------------------
 def test_no_arguments_is_a_problem_not_ok(capsys) -> None:
     code, out, err = run([], capsys)
-    assert code == 2 and "no train.py arguments given" in err and "OK" not in out
+    assert code == 2 and "OK" not in out
+    assert err.splitlines() == [err.splitlines()[0]] and "error: no train.py arguments given" in err  # nothing else
 
 
 @pytest.mark.parametrize("typo, right", [("--over-sampling-batch-szie", "--over-sampling-batch-size"),
@@ -219,11 +220,18 @@ def test_skip_or_wave_settings_without_the_data_source_are_a_problem(tmp_path, c
     config = tmp_path / "shopsim.yaml"
     config.write_text(yaml_text + "shopsim_prompt_key: prompt_id\n")
     code, _, err = run(launch(tmp_path, **{"--custom-config-path": str(config)}), capsys)
-    assert code == 2 and named in err and "--data-source-path shopsimrl.data_source.PromptSkipDataSource" in err
+    assert code == 2 and f"{named} acts only through --data-source-path shopsimrl.data_source.PromptSkipDataSource" in err
     with_source = launch(tmp_path, **{"--custom-config-path": str(config),
                                       "--data-source-path": "shopsimrl.data_source.PromptSkipDataSource"})
     code, _, err = run(with_source, capsys)
-    assert "act only through" not in err
+    assert "only through" not in err
+
+
+def test_skip_and_wave_settings_without_the_data_source_are_one_problem_in_the_plural(tmp_path, capsys) -> None:
+    config = tmp_path / "shopsim.yaml"
+    config.write_text("shopsim_prompt_skip: greso\nshopsim_wave_size: adaptive\nshopsim_prompt_key: prompt_id\n")
+    code, _, err = run(launch(tmp_path, **{"--custom-config-path": str(config)}), capsys)
+    assert code == 2 and "shopsim_prompt_skip: greso and shopsim_wave_size: adaptive act only through" in err
 
 
 def test_a_missing_sample_hook_is_a_warning(tmp_path, capsys) -> None:

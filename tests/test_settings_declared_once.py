@@ -182,5 +182,5 @@ def test_preflight_reads_the_skip_and_wave_settings_as_the_table_does(tmp_path: 
             "--global-batch-size", "64", "--save", str(tmp_path / "save")]
     code = cli_main(["preflight", "--", *argv])
     err = capsys.readouterr().err
-    assert ("act only through --data-source-path" in err) is acts, err
+    assert ("acts only through --data-source-path" in err) is acts, err
     assert code == (2 if acts else 0), err

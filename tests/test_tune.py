@@ -155,7 +155,8 @@ def test_cli_needs_rates_or_a_run(tmp_path, capsys):
     assert "technical_rate must be below 1" in capsys.readouterr().err
     assert main(["tune", "--zero-std-rate", "0.3", "--candidates", "8,16", "--steps", "10"]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("tune: --candidates:") and "rollout_batch_size (16" in err and "got 8" in err
+    assert err.startswith("shopsim-metrics tune: error: --candidates:") and err.count("\n") == 1
+    assert "rollout_batch_size (16" in err and "got 8" in err
     assert "YAML" not in err and "check-config" not in err
     assert main(["tune", "--zero-std-rate", "0.3", "--rollout-batch-size", "32", "--candidates", "24,32",
                  "--steps", "10"]) == 2

@@ -288,9 +288,12 @@ def load_dashboard_data(source: Any, *, ledger_step: int | None = None,
         run_dir = find_wandb_offline_run(path)
         if run_dir is not None:
             return from_wandb_offline_run(run_dir)
+        from shopsim_metrics.readers.steps import run_dir_hint
+
         raise FileNotFoundError(
             f"{path} holds neither {contract.STEPS_FILE_NAME} nor a W&B offline run (a directory with a "
             "run-*.wandb file, e.g. wandb/offline-run-*): pass a steps.jsonl, a run directory or a W&B run directory"
+            + run_dir_hint(path)
         )
     records = list(source)
     if records and not all(isinstance(r, StepRecord) for r in records):

@@ -307,9 +307,25 @@ def resolve_steps_files(path: str | os.PathLike) -> tuple[list[Path], str]:
             wandb_run = find_wandb_offline_run(path)
             if wandb_run is not None:  # a W&B offline run directory: its history is read as the records
                 return [wandb_run], f"W&B offline run {wandb_run}"
-            resolve_steps_path(path)  # raises: names the missing steps.jsonl
+            try:
+                resolve_steps_path(path)  # raises: names the missing steps.jsonl
+            except FileNotFoundError as exc:  # a directory above the run's (the demo's out dir): name the run's
+                hint = run_dir_hint(path)
+                if not hint:
+                    raise
+                raise FileNotFoundError(f"{exc}{hint}") from None
         return files, (str(files[0]) if len(files) == 1 else str(path / "steps*.jsonl"))
     return [resolve_steps_path(path)], str(path)
+
+
+def run_dir_hint(path: str | os.PathLike) -> str:
+    """For a directory without records: ``"; did you mean <dir>? ..."`` naming the first directory right below
+    it that holds some (the demo's ``demo_out`` -> ``demo_out/run``), else empty."""
+    try:
+        runs = [sub for sub in sorted(Path(path).iterdir()) if sub.is_dir() and steps_files(sub)]
+    except OSError:
+        return ""
+    return f"; did you mean {runs[0]}? (it holds the records)" if runs else ""
 
 
 def record_problem(data: Any) -> str | None:

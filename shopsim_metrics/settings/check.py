@@ -167,7 +167,7 @@ def read_config(path: str | os.PathLike) -> Any:
 
 
 def check_file(path: str | os.PathLike) -> list[str]:
-    """Every problem of a YAML config file, one line each, with the line of its key when known.
+    """Every problem of a YAML config file, one line each, with the line of its key when known, in line order.
 
     An unreadable file is one problem; a ``shopsim_*`` key set twice is one too (slime applies the last).
     A directory, FIFO or device, a file over 1 MB, or a document whose aliases expand beyond
@@ -204,7 +204,7 @@ def check_file(path: str | os.PathLike) -> list[str]:
     problems = [f"{key}: set {len(lines)} times (lines {', '.join(map(str, lines))}); slime applies the last"
                 for key, lines in key_lines.items() if len(lines) > 1 and key.startswith("shopsim_")]
     problems += check_mapping(loaded)
-    return [_with_line(problem, key_lines) for problem in problems]
+    return [_with_line(problem, key_lines) for problem in sorted(problems, key=lambda p: _line_of(p, key_lines))]
 
 
 def _key_lines(text: str) -> dict[str, list[int]]:
@@ -218,10 +218,16 @@ def _key_lines(text: str) -> dict[str, list[int]]:
     return lines
 
 
-def _with_line(problem: str, key_lines: dict[str, list[int]]) -> str:
-    """``line N: <problem>`` for a problem about one key (every problem starts with ``<key>: ``)."""
+def _line_of(problem: str, key_lines: dict[str, list[int]]) -> int:
+    """The line of the key a problem is about (every problem starts with ``<key>: ``); 0 when none is known."""
     lines = key_lines.get(problem.split(":", 1)[0])
-    return f"line {lines[-1]}: {problem}" if lines else problem
+    return lines[-1] if lines else 0
+
+
+def _with_line(problem: str, key_lines: dict[str, list[int]]) -> str:
+    """``line N: <problem>`` for a problem about one key."""
+    line = _line_of(problem, key_lines)
+    return f"line {line}: {problem}" if line else problem
 
 
 def run(args: argparse.Namespace) -> int:

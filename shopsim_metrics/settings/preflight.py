@@ -83,6 +83,10 @@ def preflight(argv: list[str], *, environ: dict[str, str] | None = None) -> Pref
     """Check a ``train.py`` command line (see the module docstring); never raises for what it is given."""
     env = os.environ if environ is None else environ
     report = PreflightReport()
+    if not argv:  # nothing to check: the one error, and no warning about defaults nobody chose
+        report.problems.append("no train.py arguments given: pass the launch's arguments after `--` "
+                               "(shopsim-metrics preflight -- --rollout-batch-size 16 ...)")
+        return report
     launch, _ = launch_parser().parse_known_args(argv)
     _check_hooks(launch, report)
     settings = _check_config(launch, report)
@@ -385,13 +389,9 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(func=run)
 
 
-
-
-
-
 def check_launch_shape(argv: list[str], launch: argparse.Namespace, settings: dict[str, Any],
                        report: PreflightReport) -> None:
-    """Mistakes of the command line itself: nothing given, flags slime does not know (slime's parser
+    """Mistakes of the command line itself: flags slime does not know (slime's parser
     would stop the launch, after the image and the job started), a relative ``--custom-config-path``,
     skip or wave settings without the data source that applies them, and the sample hook missing.
 
@@ -400,10 +400,6 @@ def check_launch_shape(argv: list[str], launch: argparse.Namespace, settings: di
         ...     launch_parser().parse_known_args([])[0], {}, r); r.problems
         ["--over-sampling-batch-szie: not a flag slime knows; did you mean '--over-sampling-batch-size'?"]
     """
-    if not argv:
-        report.problems.append("no train.py arguments given: pass the launch's arguments after `--` "
-                               "(shopsim-metrics preflight -- --rollout-batch-size 16 ...)")
-        return
     live = slime_parser_flags()
     known = live or SLIME_FLAGS
     report.checked.append("every flag against " + ("slime's own parser" if live else "the slime flags kept in the project"))
@@ -422,7 +418,8 @@ def check_launch_shape(argv: list[str], launch: argparse.Namespace, settings: di
     if settings.get("shopsim_wave_size") == "adaptive":
         wants.append("shopsim_wave_size: adaptive")
     if wants and launch.data_source_path != DATA_SOURCE_PATH:
-        report.problems.append(f"{' and '.join(wants)} act only through --data-source-path {DATA_SOURCE_PATH} "
+        report.problems.append(f"{' and '.join(wants)} {'act' if len(wants) > 1 else 'acts'} only through "
+                               f"--data-source-path {DATA_SOURCE_PATH} "
                                f"(it is {launch.data_source_path or 'not set'}): without it nothing is skipped "
                                "and the waves stay fixed")
     filter_path = getattr(launch, _dest("--dynamic-sampling-filter-path"))

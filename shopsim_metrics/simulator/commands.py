@@ -221,7 +221,7 @@ def _tune(args: argparse.Namespace) -> int:
     if too_small:
         origin = "--rollout-batch-size" if args.rollout_batch_size is not None else (
             f"the run at {args.from_path}" if "rollout_batch_size" in knobs else "the default")
-        print(f"tune: --candidates: every over_sampling_batch_size must be >= rollout_batch_size ({rbs}, from "
+        print(f"{_ERROR} --candidates: every over_sampling_batch_size must be >= rollout_batch_size ({rbs}, from "
               f"{origin}): slime never keeps more groups than it submits; got {too_small[0]}", file=sys.stderr)
         return 2
     base = SimConfig(over_sampling_batch_size=rbs, max_consecutive_failed_groups=args.max_consecutive_failed_groups,
