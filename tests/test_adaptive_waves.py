@@ -431,3 +431,62 @@ def test_a_wave_that_cannot_be_sized_is_what_slime_asks_and_the_step_is_recorded
     assert len(records) == 4 and all(r.train_group_count == config.rollout_batch_size for r in records)
     assert all(r.submitted_group_count == 40 * r.wave_count for r in records)
     assert sum("sizing a wave failed (ZeroDivisionError: a broken estimate)" in m for m in caplog.messages) == 1
+
+
+# --- the work of one sizing is bounded by what it can need, whatever the cap ----------------------
+_SIZING = """
+import resource, sys
+resource.setrlimit(resource.RLIMIT_AS, ({limit}, {limit}))
+from shopsim_metrics.step.wave_size import RecentSteps, adaptive_wave_size
+orders = {orders!r}
+recent = RecentSteps(orders=tuple(orders), spread_rate={spread}, technical_rate=0.02)
+for cap in {caps!r}:
+    print(adaptive_wave_size(target=256, remaining=0, kept=0, judged=0, recent=recent, fill_probability=0.95,
+                             cap=cap).groups)
+"""
+
+
+def _sizes_in_a_child(orders, spread, caps):
+    import subprocess
+    import sys
+
+    code = _SIZING.format(limit=1024**3, orders=orders, spread=spread, caps=caps)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-1500:]
+    return [int(line) for line in proc.stdout.split()]
+
+
+def test_a_huge_cap_sizes_the_wave_as_a_cap_it_does_not_reach_in_bounded_memory():
+    """A batch of 256 whose recent steps had spread about half the time: the wave it needs is a few hundred
+    groups, so a cap of 10^6 or 10^12 sizes it as a cap of 4,096 does, in a child limited to 1 GB (before, the
+    first size tried was half the cap: 76 s and 4.9 GB at 10^6, MemoryError beyond)."""
+    orders = ["sz" * 150 + "ssztz" * 20] * RECENT_WINDOW
+    small, huge, huger = _sizes_in_a_child(orders, 0.5, [4096, 10**6, 10**12])
+    assert 256 < small < 4096 and small == huge == huger
+
+
+def test_a_wave_that_needs_the_cap_is_sized_in_bounded_memory():
+    """Recent steps almost all zero-std: the sizing wants more groups than any cap; it reaches the cap without
+    building the margins it passes over."""
+    orders = ["z" * 400 + "s"] * RECENT_WINDOW
+    (size,) = _sizes_in_a_child(orders, 1e-5, [10**6])
+    assert size == 10**6
+
+
+@settings(max_examples=200, deadline=None)
+@given(margin=st.integers(0, 400), need=st.integers(0, 40), spread=st.floats(0, 1), technical=st.floats(0, 1))
+def test_the_closed_form_beyond_the_table_is_the_tables_recurrence(margin, need, spread, technical):
+    from shopsim_metrics.step.wave_size import _IidTail, _another_closed_form
+
+    table = _IidTail(need, spread, technical).another(margin, need)
+    assert _another_closed_form(margin, need, spread, technical) == pytest.approx(table, abs=1e-12)
+
+
+def test_check_config_refuses_a_cap_past_what_slime_could_ever_submit(tmp_path, capsys):
+    from shopsim_metrics.cli import main
+
+    config = tmp_path / "shopsim.yaml"
+    config.write_text("shopsim_wave_size: adaptive\nshopsim_wave_size_cap: 1000000000000\n")
+    assert main(["check-config", str(config)]) == 2
+    out = capsys.readouterr()
+    assert "shopsim_wave_size_cap" in out.out + out.err and "1,000,000" in out.out + out.err

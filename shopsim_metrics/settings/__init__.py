@@ -88,11 +88,11 @@ class _Invalid(ValueError):
 
 
 # --- parsers: each returns the normalised value or raises _Invalid ---------------------------------
-def integer(minimum: int) -> Callable[[Any], int]:
-    """An ``int`` (never a bool) >= ``minimum``."""
+def integer(minimum: int, most: int | None = None) -> Callable[[Any], int]:
+    """An ``int`` (never a bool) >= ``minimum`` (and <= ``most``, when given)."""
 
     def parse(value: Any) -> int:
-        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum or (most is not None and value > most):
             raise _Invalid
         return value
 
@@ -253,8 +253,14 @@ def _optional_whole(value: Any) -> int | None:
     return None if value is None else integer(0)(value)
 
 
-def _optional_positive(value: Any) -> int | None:
-    return None if value is None else integer(1)(value)
+MAX_WAVE_GROUPS = 1_000_000
+"""The most groups a wave may hold (``shopsim_wave_size_cap``): more than slime could ever submit in one wave (its
+data source serves at most the rest of an epoch and one whole epoch per call; the CLI bounds every batch knob
+alike)."""
+
+
+def _wave_cap(value: Any) -> int | None:
+    return None if value is None else integer(1, MAX_WAVE_GROUPS)(value)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -393,9 +399,10 @@ class ShopsimSettings:
         "with `shopsim_wave_size: adaptive`: the probability a wave (with the groups still generating) fills "
         "the train batch without another wave")
     wave_size_cap: int | None = setting(
-        None, _optional_positive, "null or an integer >= 1",
+        None, _wave_cap, f"null or an integer from 1 to {MAX_WAVE_GROUPS:,}",
         "with `shopsim_wave_size: adaptive`: most groups per wave; `null` = `over_sampling_batch_size` "
-        "(a wave is never smaller than slime needs to leave its inner loop, `rollout_batch_size − remaining`)")
+        "(a wave is never smaller than slime needs to leave its inner loop, `rollout_batch_size − remaining`); "
+        f"at most {MAX_WAVE_GROUPS:,}, more than slime could ever submit in one wave")
     # slime's fully-async path (shopsimrl.async_rollout.generate_rollout_fully_async)
     async_zero_std_drop_limit: int | None = setting(
         None, _optional_whole, "null or an integer >= 0",

@@ -21,7 +21,9 @@ surplus is generated and aborted). :func:`adaptive_wave_size` sizes each wave by
 - the wave is the smallest whose ``P(no other wave)``, averaged over the recent steps, is at least
   ``fill_probability``, never fewer groups than slime needs to leave its inner loop
   (``rollout_batch_size - remaining``, at least 1) and never more than ``cap`` (unless that minimum is
-  larger).
+  larger). Sizes are tried from the smallest up, the step doubling, then halved back: a sizing never
+  looks far past the size it finds, and its work and memory follow the batch and the recent orders,
+  whatever the cap (:data:`TABLE_CELLS`).
 
 Example (recent steps whose groups had spread 9 times in 10, or 3 times in 10 with the zero-std
 groups finishing first; 2% technical):
@@ -59,16 +61,25 @@ LETTER_OF_KIND = {SPREAD: "s", ZERO_STD: "z", TECHNICAL: "t"}
 """One letter per judged group's kind in a recorded finishing order (the snapshot keeps orders as strings)."""
 
 
+TABLE_CELLS = 1 << 20
+"""Most (margin, need) cells one sizing tabulates (:class:`_IidTail`, about 30 MB); beyond them each probability is
+summed in closed form, so a sizing's memory never grows with the cap or the margins it passes over."""
+
+
 class _IidTail:
     """P(another wave) with the kinds drawn independently (:func:`second_wave_probability`): ``another(m, r)`` with
     ``m`` drops to spare and ``r <= need`` groups still needed. Rows of margins are built as they are first asked
-    for, so one sizing (every size tried, every recent step) builds them once."""
+    for, so one sizing (every size tried, every recent step) builds them once; a margin whose rows would pass
+    :data:`TABLE_CELLS` is summed in closed form instead (:func:`_another_closed_form`)."""
 
     def __init__(self, need: int, spread_rate: float, technical_rate: float) -> None:
-        self.spread_rate = spread_rate
+        self.spread_rate, self.technical_rate = spread_rate, technical_rate
         self.rows = [[1.0 - (1.0 - technical_rate) ** r for r in range(need + 1)]]  # no margin: any technical failure
+        self.most_margin = TABLE_CELLS // (need + 1) - 1  # the last margin tabulated
 
     def another(self, margin: int, need: int) -> float:
+        if margin > self.most_margin:
+            return _another_closed_form(margin, need, self.spread_rate, self.technical_rate)
         rows, spread = self.rows, self.spread_rate
         while len(rows) <= margin:
             previous, row = rows[-1], [0.0] * len(rows[-1])
@@ -76,6 +87,29 @@ class _IidTail:
                 row[r] = spread * row[r - 1] + (1.0 - spread) * previous[r]
             rows.append(row)
         return rows[margin][need]
+
+
+def _another_closed_form(margin: int, need: int, spread_rate: float, technical_rate: float) -> float:
+    """:class:`_IidTail`'s recurrence summed in closed form, in O(``need``) whatever the margin: the ``margin``-th
+    drop comes after ``k < need`` groups with spread (negative binomial), and then, with no margin left and
+    ``need - k`` groups to go, any technical failure means another wave.
+
+    >>> round(_another_closed_form(8, 16, 0.5, 0.02), 3), _another_closed_form(10**9, 256, 0.5, 0.02)
+    (0.148, 0.0)
+    """
+    s, t = spread_rate, technical_rate
+    if need <= 0:
+        return 0.0
+    if margin == 0 or s <= 0.0:
+        return 1.0 - (1.0 - t) ** need
+    if s >= 1.0:
+        return 0.0
+    log_term, log_s, total = margin * math.log1p(-s), math.log(s), 0.0  # log P(k = 0) = log (1 - s)^margin
+    for k in range(need):
+        if log_term > -745.0:  # below, exp() is 0.0
+            total += math.exp(log_term) * (1.0 - (1.0 - t) ** (need - k))
+        log_term += log_s + math.log((margin + k) / (k + 1))
+    return total
 
 
 def second_wave_probability(margin: int, need: int, spread_rate: float, technical_rate: float) -> float:
@@ -231,12 +265,16 @@ def adaptive_wave_size(*, target: int, remaining: int, kept: int, judged: int, r
     """The wave's groups (see the module docstring) and its P(another wave); ``judged``: the step's groups judged so
     far (``kept`` of them not dropped); ``recent``: :meth:`RecentOrders.recent`."""
     minimum = max(target - remaining, 1)
-    sizes = range(minimum, max(cap, minimum) + 1)
+    largest = max(cap, minimum)
     tail = _IidTail(target - kept, recent.spread_rate, recent.technical_rate)
     another = functools.cache(lambda size: recent.second_wave_probability(remaining + size - target, target - kept,
                                                                           judged, tail))
-    size = sizes[min(bisect.bisect_left(sizes, True, key=lambda size: another(size) <= 1.0 - fill_probability),
-                     len(sizes) - 1)]
+    fills = lambda size: another(size) <= 1.0 - fill_probability  # noqa: E731 - more groups never fill less often
+    low, high = minimum, minimum  # sizes tried from the smallest up, doubling the step: never far past the answer
+    while not fills(high) and high < largest:
+        low, high = high + 1, min(largest, minimum + 2 * (high - minimum) + 1)
+    sizes = range(low, high + 1)
+    size = sizes[min(bisect.bisect_left(sizes, True, key=fills), len(sizes) - 1)]
     return WaveSize(size, another(size))
 
 
