@@ -139,9 +139,11 @@ def make_step(step: int, kinds: list[str], *, rng: random.Random, streak: int = 
     return rec, streak
 
 
-def make_records(steps: int = 12, *, seed: int = 7, burst_step: int = 6, terminate: bool = True) -> list[StepRecord]:
+def make_records(steps: int = 12, *, seed: int = 7, burst_step: int = 6, terminate: bool = True,
+                 agent: bool = True) -> list[StepRecord]:
     """``steps`` records: ordinary steps, a technical burst at ``burst_step`` (3 waves), and a
-    terminated last step (8 technical groups in a row) when ``terminate``."""
+    terminated last step (8 technical groups in a row) when ``terminate``; of agent episodes (the agent
+    fields, technical groups with causes) when ``agent``, else single-turn."""
     rng = random.Random(seed)
     records: list[SimpleNamespace] = []
     streak = 0
@@ -162,8 +164,39 @@ def make_records(steps: int = 12, *, seed: int = 7, burst_step: int = 6, termina
         records.append(rec)
     add_prompt_value(records, seed=seed)
     add_cost(records, seed=seed)
+    if agent:
+        add_agent(records, seed=seed)
     add_alerts(records)
     return [StepRecord(**vars(rec)) for rec in records]
+
+
+CAUSES = ("ToolTimeout: search_products", "ConnectionError: catalogue service unavailable",
+          "ToolError: view_item returned HTTP 500")
+
+
+def add_agent(records: list[SimpleNamespace], *, seed: int) -> None:
+    """The agent fields, by the monitor's rules, from drawn episodes: every started rollout an episode of 2-9 turns
+    with 30-60% of its tokens tool output and 1-4 s per tool call; each technical group's cause (the burst's
+    technical groups mostly the search tool's timeouts)."""
+    rng = random.Random(seed + 3)
+    for rec in records:
+        episodes = rec.started_rollout_count
+        turns = [rng.randint(2, 9) for _ in range(episodes)]
+        rec.episode_count = episodes
+        rec.observation_token_count = round(rec.total_token_count * rng.uniform(0.45, 1.5))
+        rec.observation_token_fraction = rec.observation_token_count / (rec.observation_token_count + rec.total_token_count)
+        rec.turns_per_episode_mean, rec.turns_per_episode_max = sum(turns) / episodes, max(turns)
+        rec.turn_count_source = "metadata"
+        rec.environment_seconds = sum((t - 1) * rng.uniform(1.0, 4.0) for t in turns)
+        rec.environment_seconds_per_episode = rec.environment_seconds / episodes
+        rec.environment_time_fraction = rec.environment_seconds_per_episode / rec.rollout_seconds
+        rec.truncated_episode_fraction = sum(t == 9 for t in turns) / episodes
+        counts: dict[str, int] = {}
+        for row in rec.decisions:
+            if row.outcome == contract.OUTCOME_DROPPED_TECHNICAL:
+                row.technical_cause = CAUSES[0] if rng.random() < 0.6 else rng.choice(CAUSES)
+                counts[row.technical_cause] = counts.get(row.technical_cause, 0) + 1
+        rec.technical_cause_counts = counts or None
 
 
 def add_alerts(records: list[SimpleNamespace]) -> None:

@@ -558,3 +558,92 @@ sys.exit(main(["dashboard", "wandb", "--entity", "me", "--project", "p"]))
     assert done.returncode == 2
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "W&B refused to save the workspace (CommError" in lines[0]
+
+
+# --- the agent episodes section -----------------------------------------------------------------
+AGENT_PANELS = ("agent_tokens", "agent_turns", "agent_environment_time", "agent_environment_load", "agent_shares",
+                "agent_technical_causes")
+
+
+@pytest.fixture(scope="module")
+def agent_records() -> list[StepRecord]:
+    """The agent demo's run, short: its burst is the search tool timing out."""
+    from shopsim_metrics.simulator.config import AgentModel
+    from shopsim_metrics.simulator.demo import demo_config
+    from shopsim_metrics.simulator.loop import simulate
+
+    return simulate(demo_config(steps=12, seed=3, agent=AgentModel())).records
+
+
+def test_the_agent_section_draws_an_agent_run(tmp_path: Path, agent_records: list[StepRecord]) -> None:
+    from shopsim_metrics.simulator.demo import DEMO_BURST_CAUSE
+
+    assert [p.id for p in SPEC.panels_in("Agent episodes")] == list(AGENT_PANELS)
+    page = write_html_dashboard(agent_records, tmp_path / "agent.html").read_text()
+    sections = _sections(page)
+    for panel_id in AGENT_PANELS:
+        assert "data-off" not in sections[panel_id], panel_id
+    assert "<span>episodes</span><b>agent (turns from metadata)</b>" in page
+    data = load_dashboard_data(agent_records)
+    tokens = step_figure(SPEC.panel("agent_tokens"), data).data
+    assert [sum(t.y[i] for t in tokens) for i in range(len(agent_records))] == [
+        r.total_token_count + r.observation_token_count for r in agent_records]
+    assert [list(t.y) for t in step_figure(SPEC.panel("agent_shares"), data).data[:3]] == [
+        [getattr(r, name) for r in agent_records]
+        for name in ("observation_token_fraction", "environment_time_fraction", "truncated_episode_fraction")]
+    causes = step_figure(SPEC.panel("agent_technical_causes"), data).data
+    bars, line = [t for t in causes if t.type == "bar"], next(t for t in causes if t.type == "scatter")
+    assert bars[0].name == DEMO_BURST_CAUSE  # the most frequent cause of the run stacks first
+    assert list(line.y) == [r.technical_group_drop_count for r in agent_records]
+    for i, record in enumerate(agent_records):
+        counts = record.technical_cause_counts or {}
+        assert {t.name: t.y[i] for t in bars if t.y[i]} == counts  # every cause a technical group of the step left
+        assert sum(counts.values()) <= record.technical_group_drop_count
+
+
+def test_a_single_turn_run_says_the_agent_section_is_off(tmp_path: Path) -> None:
+    page = write_html_dashboard(make_records(agent=False), tmp_path / "single.html").read_text()
+    sections = _sections(page)
+    for panel_id in AGENT_PANELS[:-1]:
+        assert 'data-off="true"' in sections[panel_id]
+        assert "Off in this run: no agent episode: single-turn rollouts" in sections[panel_id], panel_id
+    assert "Off in this run: no technical group left a cause" in sections["agent_technical_causes"]
+    assert "<span>episodes</span><b>single-turn</b>" in page
+
+
+def test_wandb_views_note_the_agent_section_off_in_a_single_turn_run_and_where_the_causes_are(
+        no_network: None, agent_records: list[StepRecord]) -> None:
+    from shopsim_metrics.dashboards import wandb_workspace as wbw
+
+    def agent_notes(source: list[StepRecord]) -> list[str]:
+        workspace = wbw.build_workspace(data=load_dashboard_data(source))
+        section = next(s for s in workspace.sections if s.name == "Agent episodes")
+        return [p.markdown for p in section.panels if type(p).__name__ == "MarkdownPanel"]
+
+    single = agent_notes(make_records(agent=False))
+    off = next(note for note in single if note.startswith("**Off in this run**"))
+    assert all(SPEC.panel(panel_id).title in off for panel_id in AGENT_PANELS)
+    notes = agent_notes(agent_records)
+    assert not any(note.startswith("**Off in this run**") for note in notes)
+    [causes] = notes  # the panel by cause: W&B draws its total, and says where the causes are
+    assert "technical_cause_counts" in causes and "`technical_cause`" in causes and "dashboard html" in causes
+    template = wbw.workspace_json(wbw.build_workspace())
+    drawn = {p["__id__"]: p for p in wbw.iter_workspace_panels(template)}
+    assert wbw.panel_uid("agent_technical_causes", wbw.LEDGER_NOTE_SUFFIX) in drawn
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(st.none(), st.dictionaries(st.sampled_from([f"Cause{i}: x" for i in range(12)]
+                                                                      + [contract.OTHER_CAUSES]),
+                                                     st.integers(1, 9), max_size=6)), max_size=20))
+def test_a_breakdown_keeps_every_count_of_every_step_in_its_stacks(steps) -> None:
+    from shopsim_metrics.dashboards.data import MAX_BREAKDOWN_LABELS, breakdown_values
+
+    data = load_dashboard_data([StepRecord(rollout_id=i, technical_cause_counts=c) for i, c in enumerate(steps)])
+    stacks = breakdown_values(SPEC.panel("agent_technical_causes"), data)
+    assert [sum(counts[i] for _, counts in stacks) for i in range(len(steps))] == [
+        sum((c or {}).values()) for c in steps]
+    labels = [label for label, _ in stacks]
+    assert len(labels) == len(set(labels)) <= MAX_BREAKDOWN_LABELS + 1
+    kept = [sum(counts) for label, counts in stacks if label != contract.OTHER_CAUSES]
+    assert kept == sorted(kept, reverse=True)

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Collection, Iterable
 
 from shopsim_metrics.step import contract
 from shopsim_metrics.step.alerts import alert_scalars
-from shopsim_metrics.step.records import FULLY_ASYNC, PROMPT_SKIP, StepRecord, step_fields
+from shopsim_metrics.step.records import AGENT, FULLY_ASYNC, PROMPT_SKIP, StepRecord, step_fields
 from shopsim_metrics.readers.wandb_offline import find_wandb_offline_run, history_to_steps  # noqa: F401 - re-exported
 
 if TYPE_CHECKING:
@@ -156,6 +156,8 @@ def off_reason(panel: "Panel", data: DashboardData) -> str | None:
     for fields, reason in OPTIONAL_FIELDS:  # a panel of a feature the run does not use: its series are null
         if empty([one for one in panel.series if one.key in fields]):
             return reason
+        if panel.breakdown_key in fields and all(v is None for v in data.column(panel.breakdown_key)):
+            return reason
     if empty(list(panel.series)):
         return "no step of this run carries " + ", ".join(sorted(set(panel.keys())))
     return None
@@ -171,9 +173,53 @@ OPTIONAL_FIELDS: tuple[tuple[frozenset[str], str], ...] = (
                 "aborted_rollout_count", "aborted_response_length_mean", "length_bias"}),
      "no live token counts: the sample hook (--rollout-sample-hook-path "
      "shopsimrl.slime_runtime.record_generated_sample) is not wired"),
+    (frozenset(step_fields(AGENT)), "no agent episode: single-turn rollouts (no loss_mask 0, no "
+                                    "metadata round_number, no non_generation_time), or the sample hook "
+                                    "(--rollout-sample-hook-path shopsimrl.slime_runtime.record_generated_sample), "
+                                    "which counts them, is not wired"),
+    (frozenset({"technical_cause_counts"}), "no technical group left a cause (metadata shopsim_failure_cause: docs "
+                                            "\"Monitoring an agent run\"), or the source is a W&B run (the causes "
+                                            "are in steps.jsonl)"),
     (frozenset(contract.ALERT_FIELDS), "the alerts are off (shopsim_alerts: false)"),
 )
 """Fields of features a run may not use, and what the panel says when they are null throughout."""
+
+
+MAX_BREAKDOWN_LABELS = 8
+"""A breakdown panel stacks at most this many labels, the most frequent over the run; the rest as one,
+``contract.OTHER_CAUSES`` (the records' own name for the causes beyond their top 5)."""
+
+
+def breakdown_values(panel: "Panel", data: DashboardData) -> list[tuple[str, list[int]]]:
+    """``(label, count per step)`` of a panel's ``breakdown_key`` mappings, the most frequent label over the run
+    first; past :data:`MAX_BREAKDOWN_LABELS` labels the rest are summed as ``contract.OTHER_CAUSES``; empty without
+    any mapping.
+
+    Example:
+        >>> from shopsim_metrics.dashboards.spec import dashboard_spec
+        >>> panel = dashboard_spec().panel("agent_technical_causes")
+        >>> data = DashboardData(steps=[{"rollout_id": 0, "technical_cause_counts": {"A: x": 1, "B: y": 3}},
+        ...                             {"rollout_id": 1, "technical_cause_counts": None}])
+        >>> breakdown_values(panel, data)
+        [('B: y', [3, 0]), ('A: x', [1, 0])]
+    """
+    if panel.breakdown_key is None:
+        return []
+    steps = [counts if isinstance(counts, dict) else {} for counts in data.column(panel.breakdown_key)]
+    totals: dict[str, int] = {}
+    for counts in steps:
+        for label, count in counts.items():
+            totals[str(label)] = totals.get(str(label), 0) + int(_number(count))
+    ranked = sorted(totals, key=lambda label: (-totals[label], label))
+    kept, rest = ranked[:MAX_BREAKDOWN_LABELS], set(ranked[MAX_BREAKDOWN_LABELS:])
+    if rest and contract.OTHER_CAUSES in kept:  # the records' own rest joins the labels cut here
+        kept.remove(contract.OTHER_CAUSES)
+        rest.add(contract.OTHER_CAUSES)
+    out = [(label, [int(_number(counts.get(label))) for counts in steps]) for label in kept]
+    if rest:
+        out.append((contract.OTHER_CAUSES, [sum(int(_number(v)) for k, v in counts.items() if str(k) in rest)
+                                   for counts in steps]))
+    return out
 
 
 def _number(value: Any) -> float:

@@ -25,8 +25,8 @@ from typing import Any
 
 from shopsim_metrics.step import contract
 from shopsim_metrics.dashboards.data import (
-    ALERT_SOURCE_NAMES, LEDGER_KINDS, DashboardData, ledger_kinds, ledger_score, load_dashboard_data, off_reason,
-    series_values,
+    ALERT_SOURCE_NAMES, LEDGER_KINDS, DashboardData, breakdown_values, ledger_kinds, ledger_score, load_dashboard_data,
+    off_reason, series_values,
 )
 from shopsim_metrics.dashboards.downsample import MAX_POINTS, mean_buckets, minmax_buckets
 from shopsim_metrics.dashboards.spec import OUTCOME_COLORS, DashboardSpec, Panel, Series, dashboard_spec
@@ -72,7 +72,7 @@ def write_html_dashboard(
 
 PAGE_NAMES = (*ALERT_SOURCE_NAMES, "wave_count", "terminated", "wasted_sample_fraction", "rollout_batch_size",
               "n_samples_per_prompt", "over_sampling_batch_size", "skipped_prompt_count", "skip_p_easy",
-              "loop_state_source")
+              "loop_state_source", "episode_count", "turn_count_source")
 """The per-step names the page reads besides its panels': the alerts and their numbers, the header's run modes
 and the ledger step picker."""
 
@@ -85,7 +85,8 @@ def page_names(spec: DashboardSpec) -> tuple[str, ...]:
         >>> "wave_count" in names and "alerts" in names and "decisions" not in names
         True
     """
-    return tuple(dict.fromkeys((*spec.step_names(), *PAGE_NAMES)))
+    breakdowns = (p.breakdown_key for p in spec.panels if p.breakdown_key is not None)
+    return tuple(dict.fromkeys((*spec.step_names(), *breakdowns, *PAGE_NAMES)))
 
 
 def render_html(
@@ -150,22 +151,24 @@ def _panel_html(panel: Panel, data: DashboardData, ledger_step: int | None) -> s
 
 
 def step_figure_dict(panel: Panel, data: DashboardData) -> dict[str, Any]:
-    """A per-step panel as plain plotly JSON (no template): bars (stacked for ``stacked_bar``), lines,
-    threshold lines, and the terminated steps.
+    """A per-step panel as plain plotly JSON (no template): bars (stacked for ``stacked_bar``; then one per label of
+    its ``breakdown_key``), lines, threshold lines, and the terminated steps.
 
     Past :data:`~shopsim_metrics.dashboards.downsample.MAX_POINTS` steps the series are downsampled for
     drawing: stacked bars by bucket means (the stack still adds up), lines by min/max buckets. Built
     without plotly's objects, whose per-element validation costs seconds on a 100k-step run.
     """
     x = data.step_ids()
-    values = [series_values(s, data) for s in panel.series]
+    breakdown = breakdown_values(panel, data)  # one stacked bar per label (technical causes), after the series
+    series = [*panel.series, *(Series(panel.breakdown_key or "", label, "bar") for label, _ in breakdown)]
+    values = [*(series_values(s, data) for s in panel.series), *(counts for _, counts in breakdown)]
     if panel.kind == "stacked_bar":
         bucket_x, bucketed = mean_buckets(x, values)
         drawn = [(bucket_x, v) for v in bucketed]
     else:
         drawn = [minmax_buckets(x, v) for v in values]
     traces: list[dict[str, Any]] = []
-    for s, (sx, sy) in zip(panel.series, drawn):
+    for s, (sx, sy) in zip(series, drawn):
         trace: dict[str, Any] = {"x": sx, "y": sy, "name": s.label, "meta": s.key}
         if s.style == "bar":
             trace.update(type="bar", marker={"color": s.color})
@@ -473,7 +476,7 @@ def run_modes(data: DashboardData) -> list[tuple[str, str]]:
         >>> run_modes(DashboardData(steps=[{"rollout_id": 0, "rollout_batch_size": 16, "n_samples_per_prompt": 8,
         ...     "over_sampling_batch_size": 32, "skipped_prompt_count": 2, "skip_p_easy": None,
         ...     "loop_state_source": "slime"}]))
-        [('knobs', 'rollout_batch_size 16, n_samples_per_prompt 8, over_sampling_batch_size 32'), ('prompt skip', 'predictive'), ('rollout', 'synchronous')]
+        [('knobs', 'rollout_batch_size 16, n_samples_per_prompt 8, over_sampling_batch_size 32'), ('prompt skip', 'predictive'), ('rollout', 'synchronous'), ('episodes', 'single-turn')]
     """
     def latest(name: str) -> Any:
         return next((v for v in reversed(data.column(name)) if v is not None), None)
@@ -483,7 +486,9 @@ def run_modes(data: DashboardData) -> list[tuple[str, str]]:
     skip = ("off" if latest("skipped_prompt_count") is None
             else "greso" if latest("skip_p_easy") is not None else "predictive")
     rollout = "fully-async" if "fully_async" in data.column("loop_state_source") else "synchronous"
-    return [("knobs", knobs or "unknown"), ("prompt skip", skip), ("rollout", rollout)]
+    turns = latest("turn_count_source")
+    episodes = "single-turn" if latest("episode_count") is None else "agent" + (f" (turns from {turns})" if turns else "")
+    return [("knobs", knobs or "unknown"), ("prompt skip", skip), ("rollout", rollout), ("episodes", episodes)]
 
 
 def _summary_html(data: DashboardData) -> str:

@@ -10,6 +10,8 @@ instead of faked:
 - no per-group scatter: the ledger panel draws its per-step summary (``remaining_min``,
   ``wave_count``), the latest logged ledger table (``rollout/shopsim/decisions``) and a note
   pointing at ``steps.jsonl`` and the offline HTML;
+- no free-text keys: a panel broken down by a record's mapping (the technical failures by cause) draws its
+  total, beside a note on where the breakdown is (``steps.jsonl``, the decisions table, the alert, the HTML);
 - no marks across every chart: the alerts of each step are a panel of their own
   (``rollout/shopsim/alert_count`` and ``alert_level``), and the streak panel draws the warning
   threshold and the limit as the two logged metrics ``technical_failure_warn_at`` and
@@ -133,6 +135,10 @@ def wandb_panels(panel: Panel, spec: DashboardSpec, wr: Any) -> list[Any]:
     )
     plot._id = panel_uid(panel.id)
     out = [plot]
+    if panel.breakdown_key is not None:
+        note = wr.MarkdownPanel(markdown=breakdown_note(panel))
+        note._id = panel_uid(panel.id, LEDGER_NOTE_SUFFIX)
+        out.append(note)
     if panel.kind == "stacked_bar" and derived:
         parts = [k for s in derived for k in s.keys()]
         companion = wr.LinePlot(
@@ -145,6 +151,23 @@ def wandb_panels(panel: Panel, spec: DashboardSpec, wr: Any) -> list[Any]:
         companion._id = panel_uid(panel.id, FALLBACK_SUFFIX)
         out.append(companion)
     return out
+
+
+def breakdown_note(panel: Panel) -> str:
+    """What a W&B view says beside a panel broken down by a record's mapping: the split is not a W&B key.
+
+    Example:
+        >>> breakdown_note(dashboard_spec().panel("agent_technical_causes")).splitlines()[0]
+        '**Technical failures by cause**'
+    """
+    return (
+        f"**{panel.title}**\n\n{panel.description}\n\n"
+        f"W&B draws the total (`{contract.wandb_key(panel.series[0].key)}`): causes are free text, so they are never "
+        f"W&B keys. Per step they are `{panel.breakdown_key}` in `{contract.STEPS_FILE_NAME}`; per group, the column "
+        "`technical_cause` of the decisions table (`rollout/shopsim/decisions`); the streak alert names the leading "
+        "one. The offline dashboard draws them stacked:\n\n"
+        "`shopsim-metrics dashboard html --from <run dir> --out dashboard.html`"
+    )
 
 
 def off_note(section: str, spec: DashboardSpec, data: DashboardData | None) -> str | None:
