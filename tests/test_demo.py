@@ -12,7 +12,7 @@ import pytest
 from shopsim_metrics.step import contract
 from shopsim_metrics.cli import main
 from shopsim_metrics.dashboards.spec import dashboard_spec
-from shopsim_metrics.simulator.demo import _demo_environment, demo_config
+from shopsim_metrics.simulator.demo import DEMO_BURST_CAUSE, _demo_environment, demo_config
 from shopsim_metrics.readers import read_steps
 from shopsim_metrics.readers.wandb_offline import find_run_dirs, read_offline_run
 from shopsim_metrics import monitor as runtime_module
@@ -21,9 +21,9 @@ STEPS = 16
 BURST = demo_config(steps=STEPS).bursts[0].step
 
 
-@pytest.fixture(scope="module")
-def demo(tmp_path_factory):
-    """Run the demo once for the module, in an isolated offline W&B environment (no network, no API key)."""
+def offline_demo(tmp_path_factory, *options: str):
+    """Run the demo with ``options`` in an isolated offline W&B environment (no network, no API key); a module
+    fixture yields from it."""
     mp = pytest.MonkeyPatch()
     tmp = tmp_path_factory.mktemp("demo")
     root = tmp / "wb"
@@ -47,13 +47,26 @@ def demo(tmp_path_factory):
     buffer = io.StringIO()
     try:
         with redirect_stdout(buffer):
-            code = main(["demo", "--out", str(out_dir), "--steps", str(STEPS), "--seed", "0", "--no-progress"])
+            code = main(["demo", "--out", str(out_dir), "--steps", str(STEPS), "--seed", "0", "--no-progress",
+                         *options])
         yield {"code": code, "stdout": buffer.getvalue(), "out": out_dir, "wandb_root": root / "dir"}
     finally:
         if wandb.run is not None:
             wandb.run.finish()
         wandb.teardown()
         mp.undo()
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    """The demo, run once for the module."""
+    yield from offline_demo(tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def agent_demo(tmp_path_factory):
+    """``demo --agent``, run once for the module."""
+    yield from offline_demo(tmp_path_factory, "--agent")
 
 
 def test_demo_exits_cleanly_and_resets_the_runtime(demo):
@@ -120,6 +133,7 @@ def test_summary_names_the_burst_its_waves_and_the_paths(demo):
     burst_line = next(line for line in out.splitlines() if line.split()[:1] == [str(BURST)])
     assert "failure burst" in burst_line and "waves" in burst_line and "WARN alert" in burst_line
     assert "not terminated" in out
+    assert "agent episodes" not in out and "by cause" not in out  # single-turn: no agent line
     assert str(demo["out"] / "run" / "steps.jsonl") in out and str(demo["out"] / "dashboard.html") in out
 
 
@@ -172,3 +186,34 @@ def test_inspect_and_tune_from_read_the_wandb_offline_run_as_they_read_steps_jso
         report = _json.loads(capsys.readouterr().out)
         rates.append((report["zero_std_rate"], report["technical_rate"], report["bursts"], report["recommended"]))
     assert rates[0] == rates[1]
+
+
+# --- demo --agent -------------------------------------------------------------------------------------------
+def test_the_agent_demo_records_its_episodes_and_the_bursts_cause_at_every_step(agent_demo):
+    assert agent_demo["code"] == 0
+    records = read_steps(agent_demo["out"] / "run")
+    assert [r.rollout_id for r in records] == list(range(STEPS)) and not any(r.terminated for r in records)
+    for r in records:
+        assert r.episode_count > 0 and r.observation_token_count > 0 and r.turn_count_source == "metadata"
+        assert r.turns_per_episode_max >= r.turns_per_episode_mean > 1 and r.environment_seconds > 0
+    burst = records[BURST].technical_cause_counts
+    assert max(burst, key=burst.get) == DEMO_BURST_CAUSE
+    run = read_offline_run(_run_dir(agent_demo))
+    rows = [row for row in run.history if contract.wandb_key("episode_count") in row]
+    assert [row[contract.WANDB_STEP_KEY] for row in rows] == list(range(STEPS))
+    for row, record in zip(rows, records):
+        for name in contract.AGENT_FIELDS:
+            assert row[contract.wandb_key(name)] == pytest.approx(getattr(record, name)), name
+    [warn] = [a for a in run.alerts if a["level"] == "WARN"]
+    assert f"`{DEMO_BURST_CAUSE}`" in warn["text"]  # the streak alert names what broke
+
+
+def test_the_agent_demo_draws_the_agent_panels_and_sums_them_up(agent_demo):
+    page = (agent_demo["out"] / "dashboard.html").read_text()
+    for panel in dashboard_spec().panels_in("Agent episodes"):
+        section = re.search(rf'<section [^>]*data-panel-id="{panel.id}"[^>]*>', page).group(0)
+        assert "data-off" not in section, panel.id
+    out = agent_demo["stdout"]
+    assert re.search(r"^agent episodes: \d+\.\d turns per episode \(longest \d+\); \d+\.\d% of the response tokens "
+                     r"were tool output", out, re.M)
+    assert f"technical failures by cause: {DEMO_BURST_CAUSE} " in out

@@ -44,7 +44,7 @@ from shopsim_metrics.simulator.progress import Progress
 from shopsim_metrics.simulator.config import AgentModel, FailureBurst, SimConfig
 from shopsim_metrics.simulator.loop import SimulationResult, Simulator, StepOutcome
 from shopsim_metrics.simulator.skip_saving import SkipComparison
-from shopsim_metrics.simulator.tally import RunTally, format_headline, format_skipping
+from shopsim_metrics.simulator.tally import RunTally, format_agent, format_headline, format_skipping
 
 logger = logging.getLogger("shopsim_metrics")
 
@@ -401,6 +401,9 @@ def print_summary(demo: DemoResult, stream: TextIO, *, notes: list[str] | None =
         print("not terminated: the streak stayed below the limit", file=stream)
     print(format_cost(records), file=stream)
     print(format_headline(tally.cost_totals, tally.steps), file=stream)
+    agent = format_agent(tally.agent_totals, tally.causes)
+    if agent is not None:
+        print(agent, file=stream)
     skipping = format_skipping(tally.skip_totals)
     if skipping is not None:
         print(skipping, file=stream)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections import Counter, deque
 
+from shopsim_metrics.step import contract
 from shopsim_metrics.step.records import StepRecord
 from shopsim_metrics.step.alerts import Alert
 from shopsim_metrics.sinks.base import StepSink
@@ -56,6 +57,38 @@ def format_skipping(totals: Counter) -> str | None:
             f"that was generated); skipped prompts generated again: {again}, {spread} with spread ({rate})")
 
 
+MAX_CAUSES = 20
+"""Distinct technical causes a tally keeps over a run; the causes past them are summed as ``contract.OTHER_CAUSES``."""
+
+
+def format_agent(totals: Counter, causes: Counter) -> str | None:
+    """What the agent episodes of a run were (:attr:`RunTally.agent_totals`), and the technical failures by cause
+    (None: no agent step and no cause).
+
+    Example:
+        >>> print(format_agent(Counter(steps=2, episodes=10, turns=55.0, turns_max=9, observation=600,
+        ...                            generated=1400, environment=40.0, truncated=1.0, rollout_seconds=50.0),
+        ...                    Counter({"ToolTimeout: search_products": 3})))
+        agent episodes: 5.5 turns per episode (longest 9); 30.0% of the response tokens were tool output (every token figure above counts generated tokens only); 4.0 s in the environment per episode (16.0% of the rollout time); 10.0% truncated
+        technical failures by cause: ToolTimeout: search_products 3
+    """
+    lines = []
+    episodes = totals["episodes"]
+    if episodes:
+        tokens = totals["observation"] + totals["generated"]
+        per_episode = totals["environment"] / episodes
+        rollout = totals["rollout_seconds"] / totals["steps"] if totals["steps"] else 0.0
+        share = f" ({per_episode / rollout:.1%} of the rollout time)" if rollout else ""
+        lines.append(f"agent episodes: {totals['turns'] / episodes:.1f} turns per episode (longest "
+                     f"{totals['turns_max']}); {totals['observation'] / tokens if tokens else 0.0:.1%} of the response "
+                     "tokens were tool output (every token figure above counts generated tokens only); "
+                     f"{per_episode:.1f} s in the environment per episode{share}; "
+                     f"{totals['truncated'] / episodes:.1%} truncated")
+    if causes:
+        lines.append("technical failures by cause: " + ", ".join(f"{cause} {n}" for cause, n in causes.most_common()))
+    return "\n".join(lines) or None
+
+
 def format_headline(totals: Counter, steps: int) -> str:
     """The run's headline cost from :attr:`RunTally.cost_totals` (:func:`~shopsim_metrics.step.report.format_cost_headline`).
 
@@ -93,6 +126,8 @@ class RunTally(StepSink):
         self.cost_totals: Counter[str] = Counter()  # sums of the token fields and of the informative trained groups
         self.wanted: set[int] = set()
         self.staleness: Counter[str] = Counter()  # fully-async steps: carried and trained groups, the largest lag
+        self.agent_totals: Counter[str] = Counter()  # agent steps: episodes, turns, tokens, environment seconds
+        self.causes: Counter[str] = Counter()  # technical groups by cause (at most MAX_CAUSES causes)
 
     def emit(self, record: StepRecord) -> None:
         if self.planned_steps:
@@ -104,6 +139,11 @@ class RunTally(StepSink):
             self.cost_totals[name] += getattr(record, name) or 0
         self.cost_totals["informative_groups"] += record.train_group_count - record.fallback_group_count
         self.cost_totals["total_steps"] += record.total_token_count is not None
+        if record.episode_count:  # a step with agent episodes
+            self._add_agent(record)
+        for cause, count in (record.technical_cause_counts or {}).items():
+            known = cause in self.causes or len(self.causes) < MAX_CAUSES - 1
+            self.causes[cause if known else contract.OTHER_CAUSES] += count
         if record.skipped_prompt_count is not None:
             for name in SKIP_SUMS:
                 self.skip_totals[name] += getattr(record, name) or 0
@@ -130,6 +170,18 @@ class RunTally(StepSink):
             self.worst_streak = (streak, record.rollout_id)
         if self.technical_failure_limit is None:
             self.technical_failure_limit = record.technical_failure_limit
+
+    def _add_agent(self, record: StepRecord) -> None:
+        totals, episodes = self.agent_totals, record.episode_count or 0
+        totals["steps"] += 1
+        totals["episodes"] += episodes
+        totals["turns"] += (record.turns_per_episode_mean or 0.0) * episodes
+        totals["turns_max"] = max(totals["turns_max"], record.turns_per_episode_max or 0)
+        totals["observation"] += record.observation_token_count or 0
+        totals["generated"] += record.total_token_count or 0
+        totals["environment"] += record.environment_seconds or 0.0
+        totals["truncated"] += (record.truncated_episode_fraction or 0.0) * episodes
+        totals["rollout_seconds"] += record.rollout_seconds or 0.0
 
     def alert(self, alert: Alert) -> None:
         self.alert_count += 1
