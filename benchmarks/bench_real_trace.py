@@ -8,11 +8,13 @@ replayed by ``shopsim-metrics replay`` (:mod:`shopsim_metrics.replay`): every ru
 predictive at the settings' defaults, and the oracle that skips exactly the recorded zero-std visits) with
 fixed and adaptive waves, through the simulated slime loop at rollout_batch_size 16 and
 over_sampling_batch_size 32, over as many steps as draw each prompt about as often as it was visited,
-3 seeds pooled. The trace records no tokens: the token model gives them (prompts rarely solved answer longer).
+3 seeds pooled. The trace records no tokens: the token model gives them, in both of its modes, neither of which
+reads a prompt's other visits (``replay --lengths``): ``by-outcome`` (a group's lengths from its own visit's
+outcome: more failures, longer answers) and ``independent`` (one distribution for every group).
 
-Target (a miss is printed and exits 1): the best mode at least **1.45x** fewer total tokens per
-informative trained group than off with fixed waves, at a lost signal of at most **0.15** (skipped draws
-whose recorded visit was informative, per informative trained group). The oracle row is printed beside it.
+Target (a miss is printed and exits 1), in each length mode: the best mode at least **1.45x** fewer total
+tokens per informative trained group than off with fixed waves, at a lost signal of at most **0.15** (skipped
+draws whose recorded visit was informative, per informative trained group). The oracle row is printed beside it.
 
 Run: ``python benchmarks/bench_real_trace.py [--trace PATH] [--seeds K]`` (``--trace`` takes the other half,
 or a user's own trace or run directory).
@@ -27,6 +29,7 @@ from pathlib import Path
 
 from shopsim_metrics.replay.command import describe, format_rows
 from shopsim_metrics.replay.measure import ORACLE, ReplayKnobs, default_steps, replay_rows
+from shopsim_metrics.replay.source import LENGTH_MODES
 from shopsim_metrics.replay.trace import load_trace
 
 TRACE = Path(__file__).resolve().parent / "data" / "one_shot_rlvr_dsr_sub_acc.dev.json"
@@ -46,18 +49,26 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     trace = load_trace(args.trace, args.n_samples_per_prompt)
     seeds = tuple(range(args.seeds))
-    knobs = ReplayKnobs(ROLLOUT_BATCH_SIZE, OVER_SAMPLING_BATCH_SIZE, default_steps(trace, OVER_SAMPLING_BATCH_SIZE))
-    print(describe(trace, knobs, seeds))
-    rows = replay_rows(trace, knobs, seeds=seeds)
-    print(format_rows(rows))
-    within = [r for r in rows if r.prompt_skip != ORACLE and r.ratio_vs_off is not None
-              and r.lost_signal_per_informative <= LOST_SIGNAL_TARGET]
-    best = max(within, key=lambda r: r.ratio_vs_off or 0.0)
-    print(f"best within a lost signal of {LOST_SIGNAL_TARGET}: {best.prompt_skip}/{best.wave_size} "
-          f"{best.ratio_vs_off:.2f}x at {best.lost_signal_per_informative:.3f} (target >= {RATIO_TARGET}x)")
+    missed = []
+    for lengths in LENGTH_MODES:
+        knobs = ReplayKnobs(ROLLOUT_BATCH_SIZE, OVER_SAMPLING_BATCH_SIZE,
+                            default_steps(trace, OVER_SAMPLING_BATCH_SIZE), lengths=lengths)
+        print(describe(trace, knobs, seeds))
+        rows = replay_rows(trace, knobs, seeds=seeds)
+        print(format_rows(rows, LOST_SIGNAL_TARGET))
+        within = [r for r in rows if r.prompt_skip != ORACLE and r.ratio_vs_off is not None
+                  and r.lost_signal_per_informative <= LOST_SIGNAL_TARGET]
+        best = max(within, key=lambda r: r.ratio_vs_off or 0.0)
+        met = (best.ratio_vs_off or 0.0) >= RATIO_TARGET
+        print(f"lengths {lengths}: {best.prompt_skip}/{best.wave_size} {best.ratio_vs_off:.2f}x at "
+              f"{best.lost_signal_per_informative:.3f} (target >= {RATIO_TARGET}x at <= {LOST_SIGNAL_TARGET}): "
+              f"{'met' if met else 'MISSED'}\n")
+        if not met:
+            missed.append(lengths)
     print(f"{time.perf_counter() - started:.0f} s")
-    if (best.ratio_vs_off or 0.0) < RATIO_TARGET:
-        print(f"MISS: no mode reaches {RATIO_TARGET}x at a lost signal of at most {LOST_SIGNAL_TARGET}")
+    if missed:
+        print(f"MISS: no mode reaches {RATIO_TARGET}x at a lost signal of at most {LOST_SIGNAL_TARGET} with lengths "
+              f"{' and '.join(missed)}")
         return 1
     print("OK: every target met")
     return 0

@@ -28,6 +28,18 @@ def test_a_log_gets_plain_lines_with_the_total_and_a_terminal_a_bar() -> None:
     assert "\r" in terminal.getvalue() and "3/3" in terminal.getvalue()
 
 
+def test_a_long_wait_asks_for_more_lines_each_with_the_figures_it_was_last_given() -> None:
+    log = io.StringIO()
+    with Progress(200, unit="step", desc="replayed steps", stream=log, parts=50) as progress:
+        for i in range(200):
+            progress.update(setting="greso/adaptive" if i >= 100 else "off/fixed")
+    lines = log.getvalue().splitlines()
+    assert len(lines) == 51  # the start, every 2%, and the end
+    assert lines[1] == "replayed steps: 4/200 steps, setting off/fixed"
+    assert lines[-2] == "replayed steps: 196/200 steps, setting greso/adaptive"
+    assert lines[-1] == "replayed steps: 200/200 steps (done)"
+
+
 def test_a_total_that_grows_is_shown_grown() -> None:
     log = io.StringIO()
     with Progress(2, unit="candidate", desc="c", stream=log) as progress:

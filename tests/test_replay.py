@@ -19,7 +19,7 @@ from shopsim_metrics.cli import main
 from shopsim_metrics.replay.measure import (
     ORACLE, ReplayKnobs, default_steps, oracle_kind, replay_setting,
 )
-from shopsim_metrics.replay.source import TraceGroupSource
+from shopsim_metrics.replay.source import BY_OUTCOME, INDEPENDENT, LENGTH_MODES, TraceGroupSource
 from shopsim_metrics.replay.trace import Trace, TraceError, Visit, load_trace, trace_from_mapping
 from shopsim_metrics.simulator.config import SimConfig
 from shopsim_metrics.simulator.loop import Simulator, rng_streams, token_rng
@@ -36,7 +36,8 @@ def _records(trace: Trace, knobs: ReplayKnobs, skip: str, wave: str, seed: int =
     """The records of one replay run, with the source it drew from."""
     run = replace(knobs.config(trace, skip, wave), seed=seed)
     _, reward_rng, _ = rng_streams(seed)
-    source = TraceGroupSource(run, reward_rng, trace, TokenModel.from_config(run, token_rng(seed)))
+    source = TraceGroupSource(run, reward_rng, trace, TokenModel.from_config(run, token_rng(seed)),
+                              lengths=knobs.lengths)
     if skip == ORACLE:
         source.data_source = data_source_skipping_by(source.data_source, oracle_kind(trace, run.steps))
     memory = MemorySink()
@@ -247,3 +248,81 @@ def test_the_shared_trace_reads_as_its_readme_describes_it():
     after_zero = [b for a, b in pairs if a]
     after_spread = [b for a, b in pairs if not a]
     assert round(sum(after_zero) / len(after_zero), 2) == 0.77 and round(sum(after_spread) / len(after_spread), 2) == 0.22
+
+
+@settings(max_examples=10, deadline=None)
+@given(seed=st.integers(0, 50), lengths=st.sampled_from(LENGTH_MODES),
+       skip=st.sampled_from(["off", "greso", "predictive"]),
+       past=st.lists(st.sampled_from([k / N for k in range(N + 1)]), min_size=36, max_size=36),
+       future=st.lists(st.sampled_from([k / N for k in range(N + 1)]), min_size=36, max_size=36),
+       other=st.lists(st.sampled_from([k / N for k in range(N + 1)]), min_size=36, max_size=36))
+def test_a_replay_never_reads_a_prompts_later_visits(seed, lengths, skip, past, future, other):
+    """Two traces that differ only in visits after the middle of the run replay the first half alike, tokens
+    included: no length (nor a cost a rule reads from the lengths) depends on what a prompt did later."""
+    visits = 6  # per prompt: visits 0-2 recorded alike, 3-5 differ
+    def trace_of(later):
+        return trace_from_mapping({f"p{i}": past[3 * i:3 * i + 3] + later[3 * i:3 * i + 3] for i in range(12)}, N)
+    knobs = ReplayKnobs(rollout_batch_size=2, over_sampling_batch_size=4, steps=12, lengths=lengths,
+                        prompt_skip_threshold=0.6)
+    first, second = (_records(trace_of(later), knobs, skip, "adaptive", seed)[0] for later in (future, other))
+    alike = [s for s in range(knobs.steps) if (s + 0.5) / knobs.steps < 3 / visits]  # nearest visit among 0-2
+    assert alike == list(range(6))
+    for step in alike:
+        assert _replayed(first[step]) == _replayed(second[step])
+
+
+def _replayed(record) -> tuple:
+    """What a replayed step did: its tokens, its skips and every judged group (clocks and run ids left out)."""
+    return (record.total_token_count, record.aborted_token_count, record.skipped_prompt_count,
+            [(r.order, r.prompt_key, r.outcome, r.success_count, r.response_tokens) for r in record.decisions])
+
+
+def test_lengths_by_outcome_follow_the_groups_own_visit_and_independent_ones_nothing():
+    trace = trace_from_mapping({"fails": [0.0], "solves": [1.0]}, N)
+    medians = {}
+    for mode in LENGTH_MODES:
+        config = SimConfig(prompt_pool=2, n_samples_per_prompt=N, steps=1, technical_rate=0.0,
+                           response_length_sigma=0.0)
+        source = TraceGroupSource(config, rng_streams(0)[1], trace, TokenModel.from_config(config, token_rng(0)),
+                                  lengths=mode)
+        source.submit(range(2), step=0)
+        medians[mode] = {trace.prompts[source.prompt_id(g)]: source.aborted_lengths(g, 1.0)[0] for g in range(2)}
+    assert medians[BY_OUTCOME]["fails"] > 700 > medians[BY_OUTCOME]["solves"]
+    assert medians[INDEPENDENT]["fails"] == medians[INDEPENDENT]["solves"] == 700
+
+
+def test_the_best_row_respects_max_lost_signal_and_the_table_has_a_legend_and_a_few_visits_warning(tmp_path, capsys):
+    path = tmp_path / "trace.json"
+    path.write_text(json.dumps({f"p{i}": [0.0, 0.0] if i % 2 else [0.25] for i in range(40)}))  # 1.5 visits each
+    out = tmp_path / "rows.json"
+    base = ["replay", str(path), "--n-samples-per-prompt", str(N), "--rollout-batch-size", "4",
+            "--over-sampling-batch-size", "8", "--seeds", "1", "--no-progress", "--json", str(out)]
+    assert main(base) == 0
+    printed = capsys.readouterr().out
+    for column in ("skip, waves", "tokens/inf.grp", "vs off", "lost sig.", "P(2nd)", "aborted/step", "skipped/step"):
+        assert column in printed.split("-" * 20)[-1], column  # the legend under the table names every column
+    assert "warning: prompts were visited 1.5 times each on average (20 of 40 only once)" in printed
+    rows = json.loads(out.read_text())
+    assert all(row["lengths"] == "by-outcome" for row in rows)
+    losses = sorted(r["lost_signal_per_informative"] for r in rows if r["prompt_skip"] in ("greso", "predictive"))
+    limit = (losses[0] + losses[-1]) / 2 if losses[-1] > losses[0] else losses[0]
+    assert main(base + ["--max-lost-signal", f"{limit:.6f}"]) == 0
+    best = next(line for line in capsys.readouterr().out.splitlines() if line.startswith(("best", "nothing")))
+    assert f"within a lost signal of {float(f'{limit:.6f}'):g} (--max-lost-signal)" in best
+    allowed = [r for r in rows if r["prompt_skip"] != ORACLE and (r["prompt_skip"], r["wave_size"]) != ("off", "fixed")
+               and r["lost_signal_per_informative"] <= float(f"{limit:.6f}")]
+    top = max(allowed, key=lambda r: r["ratio_vs_off"])
+    if top["ratio_vs_off"] > 1.0:
+        assert best.startswith("best within") and f"{top['prompt_skip']} with {top['wave_size']} waves" in best
+    else:
+        assert best.startswith("nothing saves tokens")
+
+
+def test_replay_prints_which_length_model_it_used(tmp_path, capsys):
+    path = tmp_path / "trace.json"
+    path.write_text(json.dumps({f"p{i}": [0.0, 0.5, 1.0] for i in range(16)}))
+    for mode in LENGTH_MODES:
+        assert main(["replay", str(path), "--n-samples-per-prompt", str(N), "--seeds", "1", "--no-progress",
+                     "--prompt-skip", "off", "--wave-size", "fixed", "--lengths", mode]) == 0
+        assert f"lengths {mode}: " in capsys.readouterr().out
+

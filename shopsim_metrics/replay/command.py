@@ -17,7 +17,7 @@ Example:
     >>> with contextlib.redirect_stdout(out):
     ...     _ = args.func(args)
     >>> print(out.getvalue().splitlines()[0])
-    replay of ... 16 prompts, 144 visits (n = 4; zero-std 0.33); tokens: the token model (the trace records none)
+    replay of ... 16 prompts, 144 visits (n = 4; zero-std 0.33); tokens: the token model (the trace records none), lengths by-outcome: ...
 """
 
 from __future__ import annotations
@@ -29,16 +29,23 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from shopsim_metrics.dumps.groups import KEPT_ONLY
 from shopsim_metrics.dumps.sources import SOURCE_HELP, add_dump_arguments, dump_options, load_outcomes
 from shopsim_metrics.errors import check_output_file
 from shopsim_metrics.replay.measure import (
     ORACLE, REPLAY_SKIPS, ReplayKnobs, ReplayRow, default_steps, replay_rows,
 )
+from shopsim_metrics.replay.source import BY_OUTCOME, INDEPENDENT, LENGTH_MODES
 from shopsim_metrics.replay.trace import Trace, TraceError
 from shopsim_metrics.settings import WAVE_SIZE_MODES
 from shopsim_metrics.simulator.commands import MAX_COUNT, MAX_STEPS, _positive_int, _probability, _step_count
 from shopsim_metrics.simulator.progress import Progress
 from shopsim_metrics.tables import Column, format_table
+
+LENGTH_TEXT = {BY_OUTCOME: "each group's from its own visit's outcome (more failures, longer answers), never from "
+                           "the prompt's other visits",
+               INDEPENDENT: "every group's from one distribution, whatever its outcome"}
+"""What the output says of each length mode of the token model."""
 
 JSON_DEFAULT_KNOBS = (16, 32)
 """``rollout_batch_size`` and ``over_sampling_batch_size`` of a JSON trace's replay unless given."""
@@ -46,6 +53,28 @@ JSON_DEFAULT_KNOBS = (16, 32)
 _COLUMNS = (Column("skip", align="<"), Column("waves", align="<"), Column("tokens/inf.grp", spec=",.0f"),
             Column("vs off", spec=".2f"), Column("lost sig.", spec=".3f"), Column("P(2nd)", spec=".3f"),
             Column("aborted/step", spec=",.0f"), Column("skipped/step", spec=".1f"))
+
+LEGEND = """\
+skip, waves      the rule (off, greso, predictive; oracle: skips exactly the recorded zero-std visits, knowing the
+                 future: a bound, not a rule) and the wave size (fixed: over_sampling_batch_size; adaptive: sized
+                 to fill the batch)
+tokens/inf.grp   every token generated, aborted generation included, per trained group with spread
+vs off           off with fixed waves' tokens/inf.grp over this row's: 1.50 = a third fewer tokens per unit of signal
+lost sig.        skipped draws whose recorded visit had spread, per informative trained group: signal forgone for
+                 each unit trained (0.15 = 15 groups with spread not trained for every 100 trained)
+P(2nd)           the share of steps that opened a second wave
+aborted/step     tokens of the groups aborted when the batch filled, per step
+skipped/step     draws skipped without generating, per step"""
+"""What every column of the table means (printed under it)."""
+
+MAX_LOST_SIGNAL = 0.15
+"""``--max-lost-signal``'s default: the most signal a rule may forgo to be the best row (the benchmarks' limit)."""
+
+PROGRESS_LINES = 50
+"""Lines the progress prints into a log (not a terminal) over a replay: one every 2% of its steps."""
+
+FEW_VISITS = 3.0
+"""Prompts visited fewer times than this on average: too few for a prompt's history to matter (a warning)."""
 
 
 def register(subparsers: Any) -> None:
@@ -79,6 +108,12 @@ def register(subparsers: Any) -> None:
     replay.add_argument("--prompt-skip-forgetting", type=_probability, help="predictive's forgetting per step")
     replay.add_argument("--prompt-skip-min-yield", type=_probability, help="predictive's min_yield")
     replay.add_argument("--wave-fill-probability", type=_probability, help="adaptive waves' fill probability")
+    replay.add_argument("--max-lost-signal", type=_probability, default=MAX_LOST_SIGNAL,
+                        help=f"the best row is the largest saving at most this lost signal (default {MAX_LOST_SIGNAL})")
+    replay.add_argument("--lengths", choices=LENGTH_MODES, default=BY_OUTCOME,
+                        help="without recorded tokens, the token model's lengths: by-outcome (default: a group's "
+                             "from its own visit's outcome, longer when it fails more) or independent (one "
+                             "distribution for every group); neither reads a prompt's other visits")
     add_dump_arguments(replay)
     replay.add_argument("--json", metavar="OUT", help="also write the rows as a JSON list to OUT")
     replay.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -110,29 +145,73 @@ def knobs_for(trace: Trace, args: argparse.Namespace) -> ReplayKnobs:
                        prompt_skip_threshold=args.prompt_skip_threshold,
                        prompt_skip_forgetting=args.prompt_skip_forgetting,
                        prompt_skip_min_yield=args.prompt_skip_min_yield,
-                       wave_fill_probability=args.wave_fill_probability)
+                       wave_fill_probability=args.wave_fill_probability, lengths=args.lengths)
 
 
-def format_rows(rows: list[ReplayRow]) -> str:
-    """The table, then the best rule's headline beside the oracle's."""
+def format_rows(rows: list[ReplayRow], max_lost_signal: float = MAX_LOST_SIGNAL) -> str:
+    """The table, its legend, then the best rule within ``max_lost_signal`` beside the oracle."""
     table = format_table(_COLUMNS, [[r.prompt_skip, r.wave_size, r.tokens_per_informative_group, r.ratio_vs_off,
                                      r.lost_signal_per_informative, r.p_second_wave, r.aborted_tokens_per_step,
                                      r.skipped_per_step] for r in rows], rule=True)
-    rules = [r for r in rows if r.prompt_skip != ORACLE and r.ratio_vs_off is not None]
-    lines = [table]
-    if rules:
-        best = max(rules, key=lambda r: r.ratio_vs_off or 0.0)
-        oracle = [r.ratio_vs_off for r in rows if r.prompt_skip == ORACLE and r.ratio_vs_off is not None]
-        lines.append(f"best: {best.prompt_skip} with {best.wave_size} waves, {best.ratio_vs_off:.2f}x fewer tokens per "
-                     f"informative trained group than off with fixed waves, at a lost signal of "
-                     f"{best.lost_signal_per_informative:.3f}" + (f" (the oracle: {max(oracle):.2f}x)" if oracle else ""))
-    return "\n".join(lines)
+    return "\n".join([table, LEGEND, best_line(rows, max_lost_signal)])
+
+
+def best_line(rows: list[ReplayRow], max_lost_signal: float) -> str:
+    """The largest saving of a rule (not the oracle, not off with fixed waves) at a lost signal of at most
+    ``max_lost_signal``; or that none saves within it, and what the rows beyond it would cost.
+
+    Example:
+        >>> row = lambda skip, wave, ratio, lost: ReplayRow(skip, wave, 1.0, ratio, lost, 0.0, 0.0, 0.0, 1, 1, [0], "x")
+        >>> print(best_line([row("off", "fixed", 1.0, 0.0), row("greso", "adaptive", 1.6, 0.22),
+        ...                  row("predictive", "adaptive", 1.4, 0.08), row("oracle", "adaptive", 2.3, 0.0)], 0.15))
+        best within a lost signal of 0.15 (--max-lost-signal): predictive with adaptive waves, 1.40x fewer tokens per informative trained group than off with fixed waves, at a lost signal of 0.080 (the oracle: 2.30x; beyond the limit: greso/adaptive 1.60x at 0.220)
+        >>> print(best_line([row("off", "fixed", 1.0, 0.0), row("greso", "fixed", 0.9, 0.3)], 0.15))
+        nothing saves tokens within a lost signal of 0.15 (--max-lost-signal): keep skipping off and fixed waves (beyond the limit: greso/fixed 0.90x at 0.300)
+    """
+    candidates = [r for r in rows if r.prompt_skip != ORACLE and r.ratio_vs_off is not None
+                  and (r.prompt_skip, r.wave_size) != ("off", "fixed")]
+    within = [r for r in candidates if r.lost_signal_per_informative <= max_lost_signal]
+    beyond = [r for r in candidates if r.lost_signal_per_informative > max_lost_signal]
+    oracle = [r.ratio_vs_off for r in rows if r.prompt_skip == ORACLE and r.ratio_vs_off is not None]
+    limit = f"within a lost signal of {max_lost_signal:g} (--max-lost-signal)"
+    extra = ([f"the oracle: {max(oracle):.2f}x"] if oracle else []) + (
+        ["beyond the limit: " + ", ".join(f"{r.prompt_skip}/{r.wave_size} {r.ratio_vs_off:.2f}x at "
+                                          f"{r.lost_signal_per_informative:.3f}"
+                                          for r in sorted(beyond, key=lambda r: -(r.ratio_vs_off or 0.0))[:2])]
+        if beyond else [])
+    tail = f" ({'; '.join(extra)})" if extra else ""
+    best = max(within, key=lambda r: r.ratio_vs_off or 0.0, default=None)
+    if best is None or (best.ratio_vs_off or 0.0) <= 1.0:
+        return f"nothing saves tokens {limit}: keep skipping off and fixed waves{tail}"
+    return (f"best {limit}: {best.prompt_skip} with {best.wave_size} waves, {best.ratio_vs_off:.2f}x fewer tokens "
+            f"per informative trained group than off with fixed waves, at a lost signal of "
+            f"{best.lost_signal_per_informative:.3f}{tail}")
+
+
+def few_visits_warning(trace: Trace) -> str | None:
+    """A warning when prompts were visited too few times for their history to matter (None otherwise).
+
+    Example:
+        >>> from shopsim_metrics.replay.trace import trace_from_mapping
+        >>> print(few_visits_warning(trace_from_mapping({"a": [0.0, 0.0], "b": [0.5]}, 2)))
+        warning: prompts were visited 1.5 times each on average (1 of 2 only once): a rule skips a prompt on what its earlier visits showed, so at most 33% of the draws had a past to judge by, and one zero-std visit is weak evidence; the savings above come mostly from the waves, and a run of more epochs may skip more (or forgo more signal)
+        >>> few_visits_warning(trace_from_mapping({"a": [0.0] * 3}, 2)) is None
+        True
+    """
+    mean = trace.visit_count / len(trace.prompts)
+    if mean >= FEW_VISITS:
+        return None
+    once = sum(1 for visits in trace.visits if len(visits) == 1)
+    return (f"warning: prompts were visited {mean:.1f} times each on average ({once} of {len(trace.prompts)} only "
+            f"once): a rule skips a prompt on what its earlier visits showed, so at most {1 - 1 / mean:.0%} of the "
+            "draws had a past to judge by, and one zero-std visit is weak evidence; the savings above come mostly "
+            "from the waves, and a run of more epochs may skip more (or forgo more signal)")
 
 
 def describe(trace: Trace, knobs: ReplayKnobs, seeds: tuple[int, ...]) -> str:
     """What is replayed, at which knobs, and where the tokens come from."""
     tokens = ("the recorded response tokens" if trace.tokens_recorded
-              else "the token model (the trace records none)")
+              else f"the token model (the trace records none), lengths {knobs.lengths}: {LENGTH_TEXT[knobs.lengths]}")
     unsaid = trace.run is not None and trace.run.over_sampling_batch_size is None
     return (f"replay of {trace.origin}: {len(trace.prompts)} prompts, {trace.visit_count} visits "
             f"(n = {trace.n_samples}; zero-std {trace.zero_std_share:.2f}); tokens: {tokens}\n"
@@ -156,10 +235,15 @@ def _replay(args: argparse.Namespace) -> int:
     print(describe(trace, knobs, seeds), flush=True)
     settings = 1 + sum(1 for s in skips for w in waves if (s, w) != ("off", "fixed"))
     with (contextlib.nullcontext() if args.no_progress else
-          Progress(settings * len(seeds) * knobs.steps, unit="step", desc="replayed steps")) as bar:
+          Progress(settings * len(seeds) * knobs.steps, unit="step", desc="replayed steps",
+                   parts=PROGRESS_LINES)) as bar:
         rows = replay_rows(trace, knobs, seeds=seeds, skips=skips, waves=waves,
-                           progress=(lambda _: bar.update()) if bar is not None else None)
-    print(format_rows(rows))
+                           progress=(lambda setting: bar.update(setting=setting)) if bar is not None else None)
+    print(format_rows(rows, args.max_lost_signal))
+    for line in (few_visits_warning(trace), *(("the figures above are biased (--kept-only): see the note at the "
+                                              "top",) if args.dump_holds == KEPT_ONLY else ())):
+        if line:
+            print(line)
     if args.json:
         Path(args.json).write_text(json.dumps([row.to_dict() for row in rows], indent=1) + "\n")
         print(f"rows written to {args.json}", file=sys.stderr)

@@ -33,7 +33,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Callable, Iterable
 
 from shopsim_metrics.judging.verdicts import ZERO_STD_ALL_FAIL, ZERO_STD_ALL_PASS, ZERO_STD_OTHER
-from shopsim_metrics.replay.source import TraceGroupSource
+from shopsim_metrics.replay.source import BY_OUTCOME, TraceGroupSource
 from shopsim_metrics.replay.trace import Trace
 from shopsim_metrics.settings import PROMPT_SKIP_MODES, WAVE_SIZE_MODES
 from shopsim_metrics.simulator.config import SimConfig
@@ -57,6 +57,7 @@ class ReplayKnobs:
     prompt_skip_forgetting: float | None = None
     prompt_skip_min_yield: float | None = None
     wave_fill_probability: float | None = None
+    lengths: str = BY_OUTCOME  # the token model's lengths without recorded tokens (replay.source.LENGTH_MODES)
 
     def config(self, trace: Trace, prompt_skip: str, wave_size: str) -> SimConfig:
         """The simulator's config of one setting over ``trace`` (``oracle`` asks the data source as ``greso`` would)."""
@@ -105,7 +106,8 @@ def replay_setting(trace: Trace, knobs: ReplayKnobs, prompt_skip: str, wave_size
 
     def prepare(run: SimConfig) -> tuple[TraceGroupSource, CostSink]:
         _, reward_rng, _ = rng_streams(run.seed)
-        source = TraceGroupSource(run, reward_rng, trace, TokenModel.from_config(run, token_rng(run.seed)))
+        source = TraceGroupSource(run, reward_rng, trace, TokenModel.from_config(run, token_rng(run.seed)),
+                                  lengths=knobs.lengths)
         if prompt_skip == ORACLE:
             source.data_source = data_source_skipping_by(source.data_source, oracle_kind(trace, run.steps))
         return source, TraceSink(source, run.steps)
@@ -128,6 +130,7 @@ class ReplayRow:
     informative_groups: int
     steps: int
     seeds: list[int]
+    lengths: str  # "recorded" (the trace's tokens), else the token model's mode (replay.source.LENGTH_MODES)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -136,11 +139,14 @@ class ReplayRow:
 def replay_rows(trace: Trace, knobs: ReplayKnobs, *, seeds: Iterable[int],
                 skips: Iterable[str] = REPLAY_SKIPS, waves: Iterable[str] = WAVE_SIZE_MODES,
                 progress: Callable[[Any], None] | None = None) -> list[ReplayRow]:
-    """Every (rule, wave size) replayed; ``off`` with fixed waves always runs first (every ratio's baseline)."""
+    """Every (rule, wave size) replayed; ``off`` with fixed waves always runs first (every ratio's baseline).
+    ``progress(setting)`` is called after every replayed step with the setting's name (``"greso/adaptive"``)."""
     seeds = tuple(seeds)
     settings = [("off", "fixed")] + [(s, w) for s in skips for w in waves if (s, w) != ("off", "fixed")]
-    measures = {setting: replay_setting(trace, knobs, *setting, seeds=seeds, progress=progress)
-                for setting in settings}
+    measures = {}
+    for skip, wave in settings:
+        done = (lambda _, name=f"{skip}/{wave}": progress(name)) if progress is not None else None
+        measures[skip, wave] = replay_setting(trace, knobs, skip, wave, seeds=seeds, progress=done)
     base = measures["off", "fixed"].tokens_per_informative_group
     rows = []
     for (skip, wave), m in measures.items():
@@ -150,7 +156,8 @@ def replay_rows(trace: Trace, knobs: ReplayKnobs, *, seeds: Iterable[int],
             ratio_vs_off=base / mine if base and mine else None, lost_signal_per_informative=m.lost_signal,
             p_second_wave=m.second_wave_probability, aborted_tokens_per_step=m.aborted_tokens_per_step,
             skipped_per_step=m.skipped_prompts / m.steps if m.steps else 0.0,
-            informative_groups=m.informative_groups, steps=m.steps, seeds=list(seeds)))
+            informative_groups=m.informative_groups, steps=m.steps, seeds=list(seeds),
+            lengths="recorded" if trace.tokens_recorded else knobs.lengths))
     return rows
 
 

@@ -14,9 +14,16 @@ keeps its verdict: its rewards are made to differ (or not), and each sibling say
 in ``metadata["shopsim_success"]``.
 
 Tokens: a visit's recorded response tokens (split evenly over its rollouts) when the trace has them;
-otherwise the simulator's token model (:mod:`shopsim_metrics.simulator.tokens`) with the prompt's
-hardness ``-logit`` of its recorded success rate (clipped to ``[1/(2n), 1 - 1/(2n)]``): prompts the
-policy rarely solves answer longer, as in the simulator.
+otherwise the simulator's token model (:mod:`shopsim_metrics.simulator.tokens`), whose lengths never
+read the future (:data:`LENGTH_MODES`):
+
+- ``by-outcome`` (the default): a group's hardness is ``-logit`` of its own visit's success fraction
+  (clipped to ``[1/(2n), 1 - 1/(2n)]``, :func:`visit_hardness`): a group that fails more answers
+  longer, as in the simulator, and nothing of the prompt's other visits (later ones included) shapes it;
+- ``independent``: every group's lengths from the same distribution, whatever its outcome.
+
+(A hardness per prompt from its success rate over the whole trace would let a draw's length, and the
+cost a skip rule reads from the prompt's past visits, depend on the prompt's future visits.)
 
 Example:
     >>> import numpy as np
@@ -50,20 +57,21 @@ _PLAIN: dict = {}  # shared and never mutated
 _FLAGS = {True: {SUCCESS_FLAG: True}, False: {SUCCESS_FLAG: False}}
 
 
-def prompt_hardness(trace: Trace) -> list[float]:
-    """Each prompt's hardness for the token model: ``-logit`` of its clipped recorded success rate.
+BY_OUTCOME, INDEPENDENT = "by-outcome", "independent"
+LENGTH_MODES = (BY_OUTCOME, INDEPENDENT)
+"""How the token model sets a replayed group's lengths when the trace records no tokens (module docstring)."""
+
+
+def visit_hardness(visit: Visit, n: int) -> float:
+    """A visit's hardness for the token model: ``-logit`` of its clipped success fraction (its own outcome only).
 
     Example:
-        >>> from shopsim_metrics.replay.trace import trace_from_mapping
-        >>> [round(h, 2) for h in prompt_hardness(trace_from_mapping({"a": [0.5], "b": [0.0], "c": [1.0]}, 2))]
+        >>> [round(visit_hardness(Visit(k, k in (0, 2), 0.5), 2), 2) for k in (1, 0, 2)]
         [0.0, 1.1, -1.1]
     """
-    low = 1.0 / (2 * trace.n_samples)
-    hardness = []
-    for prompt in range(len(trace.prompts)):
-        rate = min(max(trace.success_rate(prompt), low), 1.0 - low)
-        hardness.append(math.log((1.0 - rate) / rate))
-    return hardness
+    low = 1.0 / (2 * n)
+    rate = min(max(visit.successes / n, low), 1.0 - low)
+    return math.log((1.0 - rate) / rate)
 
 
 def even_split(tokens: int, n: int) -> list[int]:
@@ -81,14 +89,16 @@ class TraceGroupSource(EpochPromptSource):
     """The epoch pool over a trace's prompts, each group filled from its prompt's recorded visit (module docstring)."""
 
     def __init__(self, config: SimConfig, rng: np.random.Generator, trace: Trace,
-                 tokens: TokenModel | None = None) -> None:
+                 tokens: TokenModel | None = None, *, lengths: str = BY_OUTCOME) -> None:
         if config.prompt_pool != len(trace.prompts) or config.n_samples_per_prompt != trace.n_samples:
             raise ValueError(f"TraceGroupSource needs SimConfig.prompt_pool = the trace's prompts ({len(trace.prompts)}) "
                              f"and n_samples_per_prompt = its n ({trace.n_samples}); got {config.prompt_pool} and "
                              f"{config.n_samples_per_prompt}")
+        if lengths not in LENGTH_MODES:
+            raise ValueError(f"lengths: expected one of {', '.join(LENGTH_MODES)}; got {lengths!r}")
         super().__init__(config, rng, tokens)
         self.trace = trace
-        self.difficulty = np.asarray(prompt_hardness(trace))  # what the token model reads (no drift: none set)
+        self.length_mode = lengths
         self.prompts = [f"trace prompt {key}" for key in trace.prompts]
         self._visit_of: dict[int, Visit] = {}  # gid -> the recorded visit it replays
 
@@ -107,6 +117,12 @@ class TraceGroupSource(EpochPromptSource):
     def _forget(self) -> None:
         super()._forget()
         self._visit_of.clear()
+
+    def _hardness(self, gids: range) -> list[float]:
+        """What the token model reads: each group's own visit's outcome, or nothing (``independent``)."""
+        if self.length_mode == INDEPENDENT:
+            return [0.0] * len(gids)
+        return [visit_hardness(self._visit_of[gid], self.n) for gid in gids]
 
     def _prepare(self, gids: range, step: int, served: list | None) -> None:
         steps = self.config.steps

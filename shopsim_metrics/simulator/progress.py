@@ -1,8 +1,9 @@
 """Progress of a long wait, with its total: a bar on a terminal, plain lines in a log (never ``\\r``).
 
 On a terminal it is tqdm's bar. Written to a file or a pipe (CI logs, ``2> log``), a bar's carriage
-returns would garble the log, so it prints a plain line at the start, at each quarter of the total and
-at the end instead.
+returns would garble the log, so it prints a plain line at the start, at each ``1/parts`` of the total
+(quarters by default; a long wait asks for more) and at the end instead, with the figures ``update`` was
+last given.
 
 Example:
     >>> import io
@@ -30,8 +31,9 @@ from typing import Any, TextIO
 class Progress:
     """``update()`` once per unit done; ``grow()`` when the total turns out larger; a context manager."""
 
-    def __init__(self, total: int, *, unit: str, desc: str, stream: TextIO | None = None) -> None:
-        self.total, self.unit, self.desc = total, unit, desc
+    def __init__(self, total: int, *, unit: str, desc: str, stream: TextIO | None = None, parts: int = 4) -> None:
+        self.total, self.unit, self.desc, self.parts = total, unit, desc, max(1, parts)
+        self.postfix: dict[str, Any] = {}
         self.stream = stream or sys.stderr
         self.done = 0
         self._bar: Any = None
@@ -50,8 +52,9 @@ class Progress:
                 self._bar.set_postfix(refresh=False, **postfix)
             self._bar.update(1)
             return
-        quarter = max(1, math.ceil(self.total / 4))
-        if self.done % quarter == 0 and self.done < self.total:
+        self.postfix = postfix
+        part = max(1, math.ceil(self.total / self.parts))
+        if self.done % part == 0 and self.done < self.total:
             self._line()
 
     def grow(self, total: int) -> None:
@@ -65,6 +68,7 @@ class Progress:
         if self._bar is not None:
             self._bar.close()
         else:
+            self.postfix = {}
             self._line(" (done)")
 
     def __enter__(self) -> "Progress":
@@ -74,7 +78,8 @@ class Progress:
         self.close()
 
     def _line(self, suffix: str = "") -> None:
-        print(f"{self.desc}: {self.done}/{self.total} {self.unit}s{suffix}", file=self.stream, flush=True)
+        figures = "".join(f", {name} {value}" for name, value in self.postfix.items())
+        print(f"{self.desc}: {self.done}/{self.total} {self.unit}s{figures}{suffix}", file=self.stream, flush=True)
 
 
 def _is_terminal(stream: TextIO) -> bool:
