@@ -374,3 +374,32 @@ def test_a_run_that_skips_draws_its_skipping_panels_and_names_its_rule(browser: 
     assert "skipped_prompts" not in off and "skip_p" not in off, off
     assert "greso" in browser.evaluate("document.querySelector('.summary').innerText")
     assert browser.errors() == [], browser.errors()
+
+
+def test_the_prompts_page_sorts_pages_and_opens_a_prompts_visits(browser: DevTools, tmp_path: Path) -> None:
+    from test_prompts_page import _trace
+
+    from shopsim_metrics.dashboards.prompts_page import ROWS_PER_PAGE, write_prompts_page
+
+    trace = _trace(1000, 5)
+    page = write_prompts_page(trace, tmp_path / "prompts.html", title="prompts check")
+    _open(browser, page)
+    assert browser.evaluate("document.title") == "prompts check"
+    rows = 'document.querySelectorAll("#prompts tbody tr")'
+    assert browser.evaluate(f"{rows}.length") == ROWS_PER_PAGE
+    wasted = browser.evaluate(f"Array.from({rows}).map(r => parseInt(r.cells[4].textContent.replace(/,/g, '')))")
+    assert wasted == sorted(wasted, reverse=True) and wasted[0] > 0  # most wasteful first
+    browser.evaluate('document.querySelector("th[data-sort=key]").click()')
+    keys = browser.evaluate(f"Array.from({rows}).map(r => r.cells[0].textContent)")
+    assert keys == sorted(trace.prompts)[:ROWS_PER_PAGE]
+    browser.evaluate('document.getElementById("next").click()')
+    assert browser.evaluate(f"{rows}[0].cells[0].textContent") == sorted(trace.prompts)[ROWS_PER_PAGE]
+    browser.evaluate(f"{rows}[0].click()")
+    assert browser.evaluate('document.querySelectorAll("#detail circle.visit").length') == 5
+    assert browser.evaluate('document.querySelector("#detail h3").textContent') == sorted(trace.prompts)[ROWS_PER_PAGE]
+    browser.evaluate('const f = document.getElementById("filter"); f.value = "' + trace.prompts[7][-4:] +
+                     '"; f.dispatchEvent(new Event("input"))')
+    assert trace.prompts[7] in browser.evaluate(f"Array.from({rows}).map(r => r.cells[0].textContent)")
+    assert browser.errors() == []
+    _screenshot(browser, "prompts_page.png")
+

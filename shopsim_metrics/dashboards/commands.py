@@ -34,11 +34,18 @@ def register(subparsers: Any) -> None:
     html = sub.add_parser("html", help="write a self-contained HTML dashboard (plotly.js inline, no network)")
     html.add_argument("source_arg", nargs="?", metavar="SOURCE", help="same as --from")
     html.add_argument("--from", dest="source", default=None,
-                      help="steps.jsonl, the run directory holding it, or a W&B offline run directory")
+                      help="steps.jsonl, the run directory holding it, or a W&B offline run directory; or slime's / "
+                           "verl's rollout dumps (with --whole-run or --kept-only): the prompts page only")
     html.add_argument("--out", default="dashboard.html", help="the HTML file to write (default: dashboard.html)")
     html.add_argument("--title", default=None, help="page title (default: the spec's title)")
     html.add_argument("--ledger-step", type=int, default=None,
                       help="step the ledger panel opens on (default: the latest multi-wave step)")
+    html.add_argument("--prompts", action="store_true",
+                      help="also write the prompts page (each prompt's success across steps, sortable, with a "
+                           "drill-down) beside --out as <name>-prompts.html, linked from the dashboard")
+    from shopsim_metrics.dumps.sources import add_dump_arguments
+
+    add_dump_arguments(html)
     html.set_defaults(func=run_html)
 
     wb = sub.add_parser("wandb", help="save the W&B workspace and report template (or write their JSON)")
@@ -66,10 +73,39 @@ def run_html(args: argparse.Namespace) -> int:
               "(a steps.jsonl, its run directory, or a W&B offline run directory)", file=sys.stderr)
         return 2
     source = args.source or args.source_arg
-    path = write_html_dashboard(source, args.out, title=args.title, ledger_step=args.ledger_step)
+    from shopsim_metrics.dashboards.prompts_page import write_prompts_page
+    from shopsim_metrics.dumps.sources import DUMP_KINDS, dump_options, load_outcomes, refuse_dump_options, source_kind
+    from shopsim_metrics.replay.trace import trace_from_records
+
+    options = dump_options(args)
+    if source_kind(source) in DUMP_KINDS:  # a dump has per-prompt outcomes, not the per-step records
+        path = write_prompts_page(load_outcomes(source, options=options), args.out,
+                                  title=args.title or "Prompts across steps")
+        print(f"prompts page written (a dump holds no per-step records: no per-step dashboard): {path.resolve()}")
+        print(f"open it in a browser: file://{path.resolve()}")
+        return 0
+    refuse_dump_options(source, options)
+    trace = trace_from_records(source) if args.prompts else None
+    prompts = prompts_page_path(args.out) if trace is not None else None
+    path = write_html_dashboard(source, args.out, title=args.title, ledger_step=args.ledger_step,
+                                prompts_page=prompts.name if prompts else None)
     print(f"dashboard written: {path.resolve()}")
+    if trace is not None and prompts is not None:
+        write_prompts_page(trace, prompts, title="Prompts across steps", back_link=path.name)
+        print(f"prompts page written: {prompts.resolve()}")
     print(f"open it in a browser: file://{path.resolve()}")
     return 0
+
+
+def prompts_page_path(out: str) -> Path:
+    """Where ``dashboard html --prompts`` writes the prompts page: beside ``out``, ``<name>-prompts.html``.
+
+    Example:
+        >>> prompts_page_path("out/dashboard.html").as_posix()
+        'out/dashboard-prompts.html'
+    """
+    path = Path(out)
+    return path.with_name(f"{path.stem}-prompts{path.suffix or '.html'}")
 
 
 TEMPLATES_DIR = "dashboards"

@@ -54,16 +54,18 @@ def write_html_dashboard(
     title: str | None = None,
     ledger_step: int | None = None,
     spec: DashboardSpec | None = None,
+    prompts_page: str | None = None,
 ) -> Path:
     """Render every panel of ``spec`` from ``source`` into one self-contained HTML file.
 
     ``source``: step records, a ``steps.jsonl``, a run directory or a W&B offline run directory.
     ``ledger_step``: the step the ledger panel opens on (default: the latest multi-wave step).
+    ``prompts_page``: the prompts page beside it (:mod:`~shopsim_metrics.dashboards.prompts_page`), linked from the header.
     """
     spec = spec or dashboard_spec()
     data = source if isinstance(source, DashboardData) else load_dashboard_data(
         source, ledger_step=ledger_step, names=page_names(spec))
-    page = render_html(data, title=title, ledger_step=ledger_step, spec=spec)
+    page = render_html(data, title=title, ledger_step=ledger_step, spec=spec, prompts_page=prompts_page)
     out = Path(out_path)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(page, encoding="utf-8")
@@ -95,6 +97,7 @@ def render_html(
     title: str | None = None,
     ledger_step: int | None = None,
     spec: DashboardSpec | None = None,
+    prompts_page: str | None = None,
 ) -> str:
     """The page as a string (see :func:`write_html_dashboard`)."""
     from plotly.offline import get_plotlyjs
@@ -110,11 +113,12 @@ def render_html(
         panels = "\n".join(_panel_html(p, data, ledger_step) for p in spec.panels_in(section))
         sections.append(f'<h2 class="section">{_esc(section)}</h2>\n<div class="grid">\n{panels}\n</div>')
     return _PAGE.format(
+        start=page_start(_esc(title), _CSS),
         title=_esc(title),
-        css=_CSS,
         plotlyjs=get_plotlyjs(),
         template=template_json(),
-        summary=_summary_html(data),
+        summary=_summary_html(data) + (f'<p class="prompts-link"><a href="{_esc(prompts_page)}">Prompts: each '
+                                       "prompt's success across steps</a></p>" if prompts_page else ""),
         sections="\n".join(sections),
         panel_count=len(spec.panels),
     )
@@ -587,13 +591,12 @@ h2.section { font-size: 17px; margin: 26px 0 8px; border-bottom: 1px solid #ddd;
 .alerts li b { color: #a0307c; }
 """
 
-_PAGE = """<!DOCTYPE html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<title>{title}</title>
-<style>{css}</style>
-<script type="text/javascript">{plotlyjs}</script>
+def page_start(title: str, css: str) -> str:
+    """How every page of the dashboard opens: doctype, charset, ``title`` (escaped already) and ``css``, head left open."""
+    return f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n<title>{title}</title>\n<style>{css}</style>\n'
+
+
+_PAGE = """{start}<script type="text/javascript">{plotlyjs}</script>
 <script type="application/json" id="plotly-template">{template}</script>
 <script>var PAGE_TEMPLATE = JSON.parse(document.getElementById("plotly-template").textContent);</script>
 </head>
