@@ -33,10 +33,12 @@ pytestmark = harness.pytest_marks(timeout=900)
 
 N_SAMPLES = 4
 ROLLOUT_BATCH = 2
-OVER_SAMPLING = 4
+# waves of 8 groups for a batch of 2: most of a wave is not needed, so slime's abort at the end of every step
+# finds episodes mid-turn (their partial output is what retool throws away) or in a tool
+OVER_SAMPLING = 8
 STEPS = 4
 SIZES = dict(rollout_batch_size=ROLLOUT_BATCH, over_sampling_batch_size=OVER_SAMPLING, n_samples_per_prompt=N_SAMPLES)
-ENGINE = ("--base-delay", "0.05", "--delay-step", "0.02")  # each turn: 0.05 s + 0.02 s per prompt rank
+ENGINE = ("--base-delay", "0.1", "--delay-step", "0.03")  # each turn: 0.1 s + 0.03 s per prompt rank
 CAUSE = "ToolTimeout: search_products"
 SHOP = ("--custom-generate-function-path", "generate_shop_agent.generate",
         "--custom-rm-path", "generate_shop_agent.reward")
@@ -163,6 +165,7 @@ def test_shop_episodes_are_what_the_engine_answered(shop):
     figures = check_episodes_are_samples(run, STEPS, aborted_turn_kept=True,
                                          turns_of=lambda line: line["round_number"])
     print("shop per step:", figures)
+    assert any(line["finish"] == "abort" and line["tokens"] > 0 for line in run.server_log()), "no turn aborted part-way"
     for record, figure in zip(records, figures):
         # the shop example keeps an aborted turn's partial output: every token the engine returned counts
         assert record["total_token_count"] == figure["engine_tokens"]

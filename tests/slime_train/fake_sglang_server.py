@@ -108,6 +108,7 @@ class FakeEngine:
             self.row_by_key[key] = row
         self.episodes: dict[str, list[Episode]] = {}  # by prompt key
         self.episode_count = 0
+        self.newest: Episode | None = None
         keys = sorted(set(self.key_by_ids.values()))
         self.settings = {
             key: {"delay": base_delay + delay_step * rank, "tokens": 2 + rank % 4, "finish": "stop"}
@@ -149,12 +150,18 @@ class FakeEngine:
         return None
 
     def episode_of(self, ids: tuple[int, ...]) -> Episode | None:
-        """The episode ``ids`` continues (the longest context it starts with), else a new one of the prompt
-        it holds, else None (an unknown prompt)."""
+        """The episode ``ids`` continues, else a new one of the prompt it holds, else None (an unknown prompt).
+
+        It continues an episode of the latest step whose context it starts with (the longest; the newest of
+        equals: episodes with the same context are alike so far): an episode of an earlier step never goes
+        on (slime waits for a step's episodes before the next step starts), as one its generate function
+        ended without telling the engine (a tool failed) may look the same as a live one.
+        """
+        latest = self.newest.step if self.newest is not None else None
         open_ones = [episode for episodes in self.episodes.values() for episode in episodes
-                     if episode.context and episode.continued_by(ids)]
+                     if episode.step == latest and episode.context and episode.continued_by(ids)]
         if open_ones:
-            return max(open_ones, key=lambda episode: len(episode.context))
+            return max(open_ones, key=lambda episode: (len(episode.context), episode.serial))
         key = self.key_within(ids)
         if key is None:
             return None
@@ -163,6 +170,7 @@ class FakeEngine:
         episode = Episode(self.episode_count, key, self.abort_calls,
                           [[self.tokenizer.token_to_id(word) for word in turn] for turn in words])
         self.episode_count += 1
+        self.newest = episode
         episodes.append(episode)
         return episode
 
