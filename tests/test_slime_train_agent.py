@@ -39,6 +39,9 @@ OVER_SAMPLING = 8
 STEPS = 4
 SIZES = dict(rollout_batch_size=ROLLOUT_BATCH, over_sampling_batch_size=OVER_SAMPLING, n_samples_per_prompt=N_SAMPLES)
 ENGINE = ("--base-delay", "0.1", "--delay-step", "0.03")  # each turn: 0.1 s + 0.03 s per prompt rank
+# retool runs its sandbox's subprocess inside slime's event loop, which then answers nothing: turns long
+# against it, so the requests in flight at slime's abort are part-way through whatever the machine's load
+RETOOL_ENGINE = ("--base-delay", "0.5", "--delay-step", "0.05")
 CAUSE = "ToolTimeout: search_products"
 SHOP = ("--custom-generate-function-path", "generate_shop_agent.generate",
         "--custom-rm-path", "generate_shop_agent.reward")
@@ -50,7 +53,7 @@ OUTAGE_SETTINGS = {"shop_agent_failure_rate": 1.0, "shopsim_max_consecutive_fail
 @pytest.fixture(scope="module")
 def retool(tmp_path_factory):
     work = tmp_path_factory.mktemp("slime_train_retool")
-    with harness.engine_and_ray(work, server_args=("--agent", "retool", *ENGINE), python_path=(harness.RETOOL,)) as rig:
+    with harness.engine_and_ray(work, server_args=("--agent", "retool", *RETOOL_ENGINE), python_path=(harness.RETOOL,)) as rig:
         yield rig.train("retool", STEPS, log_samples=True, **SIZES, extra_args=(
             *harness.AGENT_FLAGS, "--custom-generate-function-path", "generate_with_retool.generate"))
 
