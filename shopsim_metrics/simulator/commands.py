@@ -259,10 +259,10 @@ def _tune(args: argparse.Namespace) -> int:
         for line in rate_lines:
             print(line)
         print(format_table(report))
+        print(f"recommended over_sampling_batch_size: {report.recommended}  ({report.reason})")
         price = wave_price(report)
         if price is not None:
             print(price)
-        print(f"recommended over_sampling_batch_size: {report.recommended}  ({report.reason})")
         print(f"rel.time = mean step rollout time / one wave of {base.rollout_batch_size} groups run to completion "
               f"({report.reference_wave_seconds:.1f} s in the latency model); simulated in {report.wall_seconds:.1f} s of wall time")
         print(cost_note(report))

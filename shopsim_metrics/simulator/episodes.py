@@ -83,12 +83,12 @@ class Episode:
 
     def loss_mask(self) -> list[int]:
         """1 per generated token, 0 per observation token, in the order they were appended."""
-        mask: list[int] = []
+        parts = []
         for turn, tokens in enumerate(self.turn_tokens):
-            mask += [1] * tokens
+            parts.append(b"\x01" * tokens)
             if turn < len(self.observation_tokens):
-                mask += [0] * self.observation_tokens[turn]
-        return mask
+                parts.append(b"\x00" * self.observation_tokens[turn])
+        return list(b"".join(parts))  # built as bytes: a list of ints in one pass
 
     def write(self, sample: Any, *, round_number: bool = True) -> Any:
         """Fill ``sample`` as a multi-turn generate function leaves it (see the module docstring); returns it."""

@@ -261,7 +261,7 @@ def generated_tokens(sample: Any) -> Any:
         (3, 5)
     """
     mask = getattr(sample, "loss_mask", None)
-    return sum(mask) if isinstance(mask, list) else getattr(sample, "response_length", None)
+    return mask.count(1) if isinstance(mask, list) else getattr(sample, "response_length", None)
 
 
 def rng_streams(seed: int) -> tuple[np.random.Generator, np.random.Generator, np.random.Generator]:
