@@ -234,3 +234,27 @@ def test_generated_plus_observation_is_every_response_token_the_hook_saw(shapes)
     step = tokens.take(0, [samples])
     assert step.total + step.observation == sum(s.response_length for s in samples)
     assert step.total == sum(turns * per_turn for turns, per_turn, _ in shapes)
+
+
+def test_environment_time_nobody_measured_is_unknown_not_zero():
+    tokens = GeneratedTokens()
+    tokens.observe(_episode(0, 3, 10, 5), step=0)  # a generate function that leaves non_generation_time at 0
+    tally = tokens.take(0, []).episodes
+    assert tally.episodes == 1 and tally.environment_seconds is None
+
+
+def test_once_an_agent_run_every_step_has_its_episodes_even_one_turn_answers():
+    tokens = GeneratedTokens()
+    tokens.observe(_episode(0, 3, 10, 5, seconds=1.0), step=0)
+    assert tokens.take(0, []).episodes.turns_max == 3
+    tokens.observe(_episode(1, 1, 10, 0), step=1)  # every episode of the step answered at once
+    tally = tokens.take(1, []).episodes
+    assert (tally.episodes, tally.turns_max, tally.environment_seconds) == (1, 1, None)
+
+
+def test_an_agent_step_without_environment_time_records_null_environment_fields(wired):
+    loop, memory, run = wired(rollout_batch_size=2, over_sampling_batch_size=2)
+    run_scripted_step(loop, 0, lambda gid: _agent_group(gid, [1.0, 0.0] * 4, seconds=0.0), fifo_batches(1))
+    line = json.loads((run / contract.STEPS_FILE_NAME).read_text().splitlines()[-1])
+    assert line["observation_token_count"] > 0 and line["episode_count"] == 16
+    assert line["environment_seconds"] is None and line["environment_time_fraction"] is None

@@ -259,7 +259,8 @@ def agent_fields(live: StepTokens | None) -> dict[str, Any]:
         "turns_per_episode_max": tally.turns_max,
         "turn_count_source": tally.turns_from,
         "environment_seconds": tally.environment_seconds,
-        "environment_seconds_per_episode": tally.environment_seconds / tally.episodes,
+        "environment_seconds_per_episode": (tally.environment_seconds / tally.episodes
+                                            if tally.environment_seconds is not None else None),
         "truncated_episode_fraction": tally.truncated / tally.episodes,
     }
 

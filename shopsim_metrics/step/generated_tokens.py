@@ -25,6 +25,13 @@ Rules:
   aborted are its **aborted** rollouts, at the partial length slime's abort left them (a lower bound of
   the length they would have reached). A sample aborted before it made a token in the step (still queued
   in the engine) never started: it is in neither.
+- every sample the hook saw start in the step is an **episode**: its turns, environment seconds and status
+  (:class:`EpisodeTally`) are kept as last seen (an episode aborted before its first token, or whose generate
+  function threw away its only turn, never started). Once an episode showed a turn structure (an observation
+  token, a ``round_number``, environment seconds), the process is an agent run and every step has a tally (a
+  step whose episodes all answered in one turn included); before that (single-turn generation) no step has one
+  (``StepTokens.episodes`` None), and its record no agent fields. No episode reporting environment seconds
+  makes them unknown (None), not 0.
 
 A step no call reported (the hook is not wired) has no figures: :meth:`GeneratedTokens.take` returns None,
 and the record's fields stay null rather than guessed.
@@ -74,7 +81,7 @@ class EpisodeTally:
     turns_total: int
     turns_max: int
     turns_from: str | None  # "loss_mask", "metadata", "mixed" (episodes read both ways), None
-    environment_seconds: float
+    environment_seconds: float | None  # None: no episode reported any (the generate function does not measure it)
     truncated: int
 
     @property
@@ -83,14 +90,15 @@ class EpisodeTally:
 
     @classmethod
     def of(cls, episodes: list[Episode]) -> "EpisodeTally | None":
-        """The tally of ``episodes``; None when none shows a turn structure (single-turn generation)."""
-        if not any(e.multi_turn for e in episodes):
+        """The tally of ``episodes`` (None for none)."""
+        if not episodes:
             return None
         sources = {e.turns_from for e in episodes} - {None}
+        timed = any(e.environment_seconds for e in episodes)
         return cls(episodes=len(episodes), turns_total=sum(e.turns for e in episodes),
                    turns_max=max(e.turns for e in episodes),
                    turns_from=sources.pop() if len(sources) == 1 else ("mixed" if sources else None),
-                   environment_seconds=math.fsum(e.environment_seconds for e in episodes),
+                   environment_seconds=math.fsum(e.environment_seconds for e in episodes) if timed else None,
                    truncated=sum(e.truncated for e in episodes))
 
 
@@ -134,6 +142,8 @@ class GeneratedTokens:
         self._steps: dict[int | None, dict[int, _Call]] = {}
         # Sample.index -> (response_length, generated tokens) at its abort
         self._carried: dict[Hashable, tuple[int, int]] = {}
+        self.agent_run = False
+        """Some episode this process saw showed a turn structure: from then on every step has its episode tally."""
 
     def observe(self, sample: Any, step: int | None) -> None:
         """Count one generate call of ``sample`` in ``step`` (None: the step is not known; the next step taken gets it)."""
@@ -191,11 +201,12 @@ class GeneratedTokens:
             entry[1] = entry[1] or call.aborted
         aborted = [length for length, was_aborted in unjudged.values() if was_aborted]
         started = [call.episode for call in calls.values() if not _never_started(call)]
+        self.agent_run = self.agent_run or any(episode.multi_turn for episode in started)
         return StepTokens(total=total, aborted=total - judged, unjudged_rollouts=len(unjudged),
                           unjudged_length=sum(length for length, _ in unjudged.values()),
                           aborted_rollouts=len(aborted), aborted_length=sum(aborted),
                           observation=sum(call.observation for call in calls.values()),
-                          episodes=EpisodeTally.of(started))
+                          episodes=EpisodeTally.of(started) if self.agent_run else None)
 
 
 def _never_started(call: _Call) -> bool:
