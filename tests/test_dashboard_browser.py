@@ -141,8 +141,9 @@ def _open(tools: DevTools, path: Path) -> None:
         tools.send(f"{domain}.enable")
     tools.send("Page.navigate", url=path.resolve().as_uri())
     tools.wait_for("Page.loadEventFired")
-    # plotly draws synchronously at parse time; give late work (fonts, resize) a moment
-    tools.evaluate("new Promise(r => requestAnimationFrame(() => setTimeout(r, 300)))")
+    # the page unpacks plotly.js, then draws (PAGE_DRAWN); give late work (fonts, resize) a moment
+    tools.evaluate("(window.PAGE_DRAWN || Promise.resolve()).then(() => "
+                   "new Promise(r => requestAnimationFrame(() => setTimeout(r, 300))))")
 
 
 _PANELS_STATE_JS = """
@@ -403,3 +404,42 @@ def test_the_prompts_page_sorts_pages_and_opens_a_prompts_visits(browser: DevToo
     assert browser.errors() == []
     _screenshot(browser, "prompts_page.png")
 
+
+
+_LAYOUT_JS = """
+(() => {
+  const rows = {};
+  for (const s of document.querySelectorAll("section.panel")) {
+    const r = s.getBoundingClientRect();
+    (rows[Math.round(r.top)] = rows[Math.round(r.top)] || []).push(r.width);
+  }
+  const grid = document.querySelector(".grid").getBoundingClientRect().width;
+  const titles = Array.from(document.querySelectorAll("section.panel")).map(s => {
+    const plot = s.querySelector(".js-plotly-plot");
+    const title = plot.querySelector(".g-ytitle text");
+    const ticks = Array.from(plot.querySelectorAll(".yaxislayer-above .ytick text")).map(t => t.getBoundingClientRect());
+    if (!title || !ticks.length) return null;
+    const t = title.getBoundingClientRect(), p = plot.getBoundingClientRect();
+    return {id: s.dataset.panelId, inside: t.left >= p.left - 0.5 && t.top >= p.top - 0.5 && t.bottom <= p.bottom + 0.5,
+            clear: t.right <= Math.min(...ticks.map(r => r.left)) + 0.5};
+  }).filter(x => x);
+  return {rows: Object.values(rows).map(ws => ws.reduce((a, b) => a + b, 0) / grid), titles: titles};
+})()
+"""
+
+
+def test_every_row_is_full_and_every_axis_title_is_whole(browser: DevTools, tmp_path: Path) -> None:
+    """At the width of a laptop screen: no row half empty, no y-axis title cut at the edge or under its ticks."""
+    from shopsim_metrics.simulator.demo import demo_config
+    from shopsim_metrics.simulator.loop import simulate
+
+    page = write_html_dashboard(simulate(demo_config(steps=40)).records, tmp_path / "demo.html")
+    _open(browser, page)
+    browser.send("Emulation.setDeviceMetricsOverride", width=1400, height=1000, deviceScaleFactor=1, mobile=False)
+    browser.evaluate("new Promise(r => setTimeout(r, 500))")  # the responsive plots relayout
+    layout = browser.evaluate(_LAYOUT_JS)
+    assert all(share > 0.95 for share in layout["rows"]), layout["rows"]
+    assert len(layout["titles"]) >= len(SPEC.panels) - 2
+    assert all(t["inside"] and t["clear"] for t in layout["titles"]), [t for t in layout["titles"]
+                                                                      if not (t["inside"] and t["clear"])]
+    assert browser.errors() == [], browser.errors()

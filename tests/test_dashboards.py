@@ -253,11 +253,16 @@ def test_html_draws_every_panel_self_contained(tmp_path: Path, records: list[Ste
         assert f'id="plot-{panel.id}"' in body and "Plotly.newPlot" in body
         assert f'data-keys="{" ".join(panel.keys())}"' in body
     assert "<title>run 42</title>" in page
-    # self-contained: plotly.js inline; outside it no external script, stylesheet, CDN or URL at all
+    # self-contained: plotly.js inline (gzip, base64); outside it no external script, stylesheet, CDN or URL at all
+    import base64
+    import gzip
+
     from plotly.offline import get_plotlyjs
 
-    assert page.count(get_plotlyjs()) == 1
-    rest = page.replace(get_plotlyjs(), "")
+    (packed,) = re.findall(r'<script type="application/octet-stream" id="plotly-js-gzip">([A-Za-z0-9+/=]+)</script>',
+                           page)
+    assert gzip.decompress(base64.b64decode(packed)).decode() == get_plotlyjs()
+    rest = page.replace(packed, "")
     assert not re.search(r"<script[^>]+src=", rest) and "<link" not in rest
     assert not re.search(r"https?://", rest), re.findall(r".{40}https?://.{40}", rest)[:3]
 
@@ -483,6 +488,44 @@ def test_html_from_the_simulator_draws_every_panel(tmp_path: Path) -> None:
     assert set(sections) == {p.id for p in SPEC.panels}
     latest_multi = max(r.rollout_id for r in records if r.wave_count >= 2)
     assert f'data-ledger-step="{latest_multi}"' in sections["remaining_ledger"]
+
+
+def test_every_row_of_the_page_is_full(records: list[StepRecord]) -> None:
+    """Two panels to a row; a panel that would stand alone in its row (a section's odd one out) takes the row."""
+    page = render_html(load_dashboard_data(records))
+    sections = page.split('<h2 class="section">')[1:]
+    assert len(sections) == len(SPEC.sections) + 1  # the alerts' heading first
+    for section in sections:
+        classes = re.findall(r'<section class="panel( wide)?"', section)
+        halves = 0
+        for wide in classes:
+            if wide:
+                assert halves % 2 == 0, "a half-width panel stands alone before a full-width one"
+            else:
+                halves += 1
+        assert halves % 2 == 0, "the section ends with a half-width panel alone in its row"
+    assert 'class="panel wide" id="panel-remaining_ledger"' in page
+
+
+def test_alert_and_termination_labels_sit_above_the_plot_area(records: list[StepRecord]) -> None:
+    data = load_dashboard_data(records)
+    layout = step_figure_dict(SPEC.panel("outcomes"), data)["layout"]
+    labels = [a for a in layout["annotations"] if a["text"] in ("WARN", "INFO", "terminated")]
+    assert labels and {a["text"] for a in labels} >= {"terminated"}
+    for label in labels:  # anchored at their bottom on the plot area's top edge: in the margin, never on a bar
+        assert (label["y"], label["yref"], label["yanchor"]) == (1, "paper", "bottom"), label
+    assert layout["margin"]["t"] >= 30 and layout["yaxis"]["automargin"] and layout["xaxis"]["automargin"]
+
+
+def test_a_40_step_page_weighs_less_than_plotly_js_alone(tmp_path: Path) -> None:
+    """plotly.js is embedded gzip-compressed: the demo's 40-step page (5.4 MB with it plain) is about half of it."""
+    from plotly.offline import get_plotlyjs
+
+    from shopsim_metrics.simulator.demo import demo_config
+    from shopsim_metrics.simulator.loop import simulate
+
+    page = write_html_dashboard(simulate(demo_config(steps=40)).records, tmp_path / "d.html")
+    assert page.stat().st_size < 0.6 * len(get_plotlyjs())
 
 
 @settings(max_examples=200, deadline=None)

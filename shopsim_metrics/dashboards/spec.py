@@ -309,7 +309,7 @@ def dashboard_spec() -> DashboardSpec:
             kind="line",
             source="steps",
             section=signal,
-            y_title="train mean length / started mean length",
+            y_title="train / started mean length",
             series=(Series("length_bias", "length bias (train / every rollout started)", color="#000000"),),
         ),
         Panel(
