@@ -126,3 +126,58 @@ def test_replay_checks_its_output_path_before_it_replays(tmp_path: Path, monkeyp
         assert main(["replay", str(trace), "--n-samples-per-prompt", "2", "--no-progress", "--json", str(out)]) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and "--json" in err[0], err
+
+
+# --- a big but honest trace: bounded memory, progress from the first byte ---------------------------------
+def _big_trace(path: Path, prompts: int) -> Path:
+    import random
+
+    rng = random.Random(0)
+    with open(path, "w") as out:
+        out.write("{" + ",".join(f'"prompt-{i:07d}": [' + ", ".join(str(rng.randint(0, 8) / 8) for _ in range(
+            rng.randint(1, 9))) + "]" for i in range(prompts)) + "}")
+    return path
+
+
+def test_a_big_json_trace_is_read_in_memory_a_few_times_its_size(tmp_path: Path) -> None:
+    """The trace is read one prompt at a time into columns: Python's allocations peak below 8 times the file's
+    size (json.loads of the whole file and an object per visit: about 25 times)."""
+    import tracemalloc
+
+    from shopsim_metrics.replay.trace import load_trace
+
+    path = _big_trace(tmp_path / "trace.json", 40_000)
+    size = path.stat().st_size
+    tracemalloc.start()
+    try:
+        trace = load_trace(path, 8)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert len(trace.prompts) == 40_000 and trace.visit_count > 150_000
+    assert peak < 8 * size, (peak, size)
+
+
+def test_a_big_trace_shows_its_progress_from_the_first_byte(tmp_path: Path, capsys) -> None:
+    path = _big_trace(tmp_path / "trace.json", 40_000)
+    assert main(["replay", str(path), "--n-samples-per-prompt", "8", "--steps", "2", "--seeds", "1",
+                 "--prompt-skip", "off", "--wave-size", "fixed"]) == 0
+    err = capsys.readouterr().err.splitlines()
+    size = path.stat().st_size
+    assert err[0] == f"reading {path}: 0/{size} bytes"  # before the first byte is read
+    assert f"reading {path}: {size}/{size} bytes (done)" in err
+
+
+def test_a_streamed_trace_reads_as_json_loads_reads_it(tmp_path: Path) -> None:
+    """Item by item, across chunk boundaries anywhere (NaN, Infinity, escapes, non-ASCII keys): the same trace."""
+    from shopsim_metrics.replay import json_items
+    from shopsim_metrics.replay.trace import trace_from_json_file, trace_from_mapping
+
+    text = '{"a\\u00e9\\"": [0.5, 1.0, 0], "é ключ": [0.125], "c": [], "d": [1e0, 0.75]}'
+    path = tmp_path / "t.json"
+    path.write_text(text, encoding="utf-8")
+    expected = trace_from_mapping(json.loads(text), 8, origin=str(path))
+    for chunk in range(1, len(text.encode()) + 1):
+        with open(path, "rb") as handle:
+            assert list(json_items.iter_object_items(handle, chunk=chunk)) == list(json.loads(text).items())
+    assert trace_from_json_file(path, 8) == expected

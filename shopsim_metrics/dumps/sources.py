@@ -20,7 +20,7 @@ import argparse
 import glob
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from shopsim_metrics.dumps.groups import KEPT_ONLY, WHOLE_RUN, DumpError, DumpOptions
 from shopsim_metrics.dumps.verl import STEP_FILE
@@ -57,8 +57,9 @@ def source_kind(path: str | os.PathLike) -> str:
 
 
 def load_outcomes(path: str | os.PathLike, *, n_samples: int | None = None,
-                  options: DumpOptions | None = None) -> Trace:
-    """The trace of any source (module docstring); ``options`` read a dump (and only a dump)."""
+                  options: DumpOptions | None = None, on_read: Callable[[int], None] | None = None) -> Trace:
+    """The trace of any source (module docstring); ``options`` read a dump (and only a dump); ``on_read(n)``
+    after each ``n`` bytes of a JSON trace read (:func:`~shopsim_metrics.replay.trace.load_trace`)."""
     options = options or DumpOptions(None)
     kind = source_kind(path)
     if kind == SLIME:
@@ -70,7 +71,7 @@ def load_outcomes(path: str | os.PathLike, *, n_samples: int | None = None,
 
         return read_verl_dump(path, options)
     refuse_dump_options(path, options)
-    return load_trace(path, n_samples)
+    return load_trace(path, n_samples, on_read)
 
 
 def refuse_dump_options(path: str | os.PathLike, options: DumpOptions) -> None:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -46,6 +47,9 @@ LENGTH_TEXT = {BY_OUTCOME: "each group's from its own visit's outcome (more fail
                            "the prompt's other visits",
                INDEPENDENT: "every group's from one distribution, whatever its outcome"}
 """What the output says of each length mode of the token model."""
+
+PROGRESS_BYTES = 1 << 20
+"""A trace file at least this large is read under a progress bar."""
 
 JSON_DEFAULT_KNOBS = (16, 32)
 """``rollout_batch_size`` and ``over_sampling_batch_size`` of a JSON trace's replay unless given."""
@@ -223,10 +227,20 @@ def describe(trace: Trace, knobs: ReplayKnobs, seeds: tuple[int, ...]) -> str:
             f"gets its prompt's visit nearest in training time; figures pooled over the seeds")
 
 
+def _read_with_progress(args: argparse.Namespace) -> Trace:
+    """The trace, with a bar over the bytes of a JSON trace from its first byte (a big one takes minutes)."""
+    size = os.path.getsize(args.trace) if os.path.isfile(args.trace) else 0
+    if args.no_progress or size < PROGRESS_BYTES:
+        return load_outcomes(args.trace, n_samples=args.n_samples_per_prompt, options=dump_options(args))
+    with Progress(size, unit="byte", desc=f"reading {args.trace}") as bar:
+        return load_outcomes(args.trace, n_samples=args.n_samples_per_prompt, options=dump_options(args),
+                             on_read=bar.update)
+
+
 def _replay(args: argparse.Namespace) -> int:
     if args.json:
         check_output_file(args.json, "--json")  # before the replay, not after it
-    trace = load_outcomes(args.trace, n_samples=args.n_samples_per_prompt, options=dump_options(args))
+    trace = _read_with_progress(args)
     if trace.run is None and args.n_samples_per_prompt is None:
         raise TraceError("a JSON trace needs --n-samples-per-prompt N")
     knobs = knobs_for(trace, args)

@@ -29,16 +29,19 @@ Example:
 
 from __future__ import annotations
 
+import functools
 from dataclasses import asdict, dataclass
 from typing import Any, Callable, Iterable
 
 from shopsim_metrics.judging.verdicts import ZERO_STD_ALL_FAIL, ZERO_STD_ALL_PASS, ZERO_STD_OTHER
-from shopsim_metrics.replay.source import BY_OUTCOME, TraceGroupSource
+from shopsim_metrics.replay.source import BY_OUTCOME, TraceGroupSource, trace_prompt_names
 from shopsim_metrics.replay.trace import Trace
 from shopsim_metrics.settings import PROMPT_SKIP_MODES, WAVE_SIZE_MODES
 from shopsim_metrics.simulator.config import SimConfig
 from shopsim_metrics.simulator.loop import rng_streams, token_rng
-from shopsim_metrics.simulator.skip_measure import CostSink, SkipMeasure, data_source_skipping_by, pooled_measure
+from shopsim_metrics.simulator.skip_measure import (
+    CostSink, SkipMeasure, data_source_skipping_by, pool_ids, pooled_measure,
+)
 from shopsim_metrics.simulator.tokens import TokenModel
 
 ORACLE = "oracle"
@@ -74,12 +77,17 @@ class ReplayKnobs:
 class TraceSink(CostSink):
     """A replay's figures; a skipped draw forgoes one informative group exactly when its recorded visit had spread."""
 
-    def __init__(self, source: TraceGroupSource, steps: int) -> None:
-        super().__init__(source.prompts, steps)
+    def __init__(self, source: TraceGroupSource, steps: int, pool_of: Callable[[], dict[str, int]] | None = None) -> None:
+        super().__init__(source.prompts, steps, pool_of)
         self.trace = source.trace
 
     def forgone(self, step: int, pool_id: int) -> float:
         return 0.0 if self.trace.visit_at(pool_id, step, self.steps).zero_std else 1.0
+
+
+def trace_pool_ids(trace: Trace) -> Callable[[], dict[str, int]]:
+    """The trace's prompt keys -> pool ids, computed once when first called."""
+    return functools.cache(lambda: pool_ids(trace_prompt_names(trace)))
 
 
 def oracle_kind(trace: Trace, steps: int) -> Callable[[Any, str, int, int], str | None]:
@@ -96,8 +104,11 @@ def oracle_kind(trace: Trace, steps: int) -> Callable[[Any, str, int, int], str 
 
 
 def replay_setting(trace: Trace, knobs: ReplayKnobs, prompt_skip: str, wave_size: str, *, seeds: Iterable[int],
-                   progress: Callable[[Any], None] | None = None) -> SkipMeasure:
-    """One setting replayed at each seed, pooled (see the module docstring)."""
+                   progress: Callable[[Any], None] | None = None,
+                   pool_of: Callable[[], dict[str, int]] | None = None) -> SkipMeasure:
+    """One setting replayed at each seed, pooled (see the module docstring); ``pool_of``: the trace's prompt keys
+    (:func:`trace_pool_ids`), shared by the settings of one replay (hashed once, when a draw is first skipped)."""
+    pool_of = pool_of or trace_pool_ids(trace)
     if prompt_skip not in REPLAY_SKIPS:
         raise ValueError(f"prompt_skip: expected one of {', '.join(REPLAY_SKIPS)}; got {prompt_skip!r}")
     if wave_size not in WAVE_SIZE_MODES:
@@ -110,7 +121,7 @@ def replay_setting(trace: Trace, knobs: ReplayKnobs, prompt_skip: str, wave_size
                                   lengths=knobs.lengths)
         if prompt_skip == ORACLE:
             source.data_source = data_source_skipping_by(source.data_source, oracle_kind(trace, run.steps))
-        return source, TraceSink(source, run.steps)
+        return source, TraceSink(source, run.steps, pool_of)
 
     return pooled_measure(config, seeds, prepare, progress)
 
@@ -143,10 +154,12 @@ def replay_rows(trace: Trace, knobs: ReplayKnobs, *, seeds: Iterable[int],
     ``progress(setting)`` is called after every replayed step with the setting's name (``"greso/adaptive"``)."""
     seeds = tuple(seeds)
     settings = [("off", "fixed")] + [(s, w) for s in skips for w in waves if (s, w) != ("off", "fixed")]
+    pool_of = trace_pool_ids(trace)
     measures = {}
     for skip, wave in settings:
         done = (lambda _, name=f"{skip}/{wave}": progress(name)) if progress is not None else None
-        measures[skip, wave] = replay_setting(trace, knobs, skip, wave, seeds=seeds, progress=done)
+        measures[skip, wave] = replay_setting(trace, knobs, skip, wave, seeds=seeds, progress=done,
+                                                pool_of=pool_of)
     base = measures["off", "fixed"].tokens_per_informative_group
     rows = []
     for (skip, wave), m in measures.items():

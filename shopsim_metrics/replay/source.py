@@ -74,6 +74,11 @@ def visit_hardness(visit: Visit, n: int) -> float:
     return math.log((1.0 - rate) / rate)
 
 
+def trace_prompt_names(trace: Trace) -> list[str]:
+    """The replayed prompts, as the simulated data source serves them: ``trace prompt <key>``, in trace order."""
+    return [f"trace prompt {key}" for key in trace.prompts]
+
+
 def even_split(tokens: int, n: int) -> list[int]:
     """``tokens`` over ``n`` rollouts, as evenly as whole tokens allow.
 
@@ -96,11 +101,13 @@ class TraceGroupSource(EpochPromptSource):
                              f"{config.n_samples_per_prompt}")
         if lengths not in LENGTH_MODES:
             raise ValueError(f"lengths: expected one of {', '.join(LENGTH_MODES)}; got {lengths!r}")
-        super().__init__(config, rng, tokens)
         self.trace = trace
+        super().__init__(config, rng, tokens)
         self.length_mode = lengths
-        self.prompts = [f"trace prompt {key}" for key in trace.prompts]
         self._visit_of: dict[int, Visit] = {}  # gid -> the recorded visit it replays
+
+    def _pool_prompts(self) -> list[Any]:
+        return trace_prompt_names(self.trace)
 
     def visit_of(self, gid: int) -> Visit:
         """The recorded visit group ``gid`` of the current step replays."""

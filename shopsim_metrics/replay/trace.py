@@ -35,19 +35,23 @@ Example:
 
 from __future__ import annotations
 
-import bisect
-import json
-import math
+import functools
 import os
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Mapping
+from array import array
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+import numpy as np
 
 from shopsim_metrics.errors import check_input_path
 from shopsim_metrics.judging.group_judgement import ZERO_STD_TOLERANCE
+from shopsim_metrics.replay.json_items import NotJsonObject, iter_object_items
 
 FRACTION_TOLERANCE = 1e-6
 """How far ``fraction × n`` may sit from a whole number of successes (JSON rounding)."""
+
+CHECK_BLOCK = 1 << 20
+"""Fractions checked at a time (the check's temporary arrays stay this small)."""
 
 
 class TraceError(ValueError):
@@ -74,106 +78,240 @@ class RunKnobs:
     steps: int
 
 
+class TraceVisits(Sequence[tuple[Visit, ...]]):
+    """Every prompt's visits, held as columns (a few numbers per visit, never an object each: a trace of millions
+    of visits fits in memory); ``visits[i]`` is prompt ``i``'s, as :class:`Visit` objects made when asked for.
+
+    Example:
+        >>> visits = TraceVisits.from_rows([(Visit(2, False, 0.5, tokens=7),), ()])
+        >>> len(visits), visits[0], visits[1], visits.count
+        (2, (Visit(successes=2, zero_std=False, time=0.5, tokens=7, step=None),), (), 1)
+    """
+
+    def __init__(self, offsets: np.ndarray, successes: np.ndarray, zero_std: np.ndarray, times: np.ndarray,
+                 tokens: np.ndarray | None = None, steps: np.ndarray | None = None) -> None:
+        self.offsets = offsets  # prompt i's visits are [offsets[i], offsets[i + 1])
+        self.successes, self.zero_std, self.times = successes, zero_std, times
+        self.tokens, self.steps = tokens, steps  # -1: not recorded; None: no visit recorded one
+
+    @classmethod
+    def from_rows(cls, rows: Iterable[Iterable[Visit]]) -> "TraceVisits":
+        """The columns of per-prompt rows of :class:`Visit` (a small trace, built visit by visit)."""
+        offsets, flat = [0], []
+        for row in rows:
+            flat.extend(row)
+            offsets.append(len(flat))
+
+        def column(name: str, dtype: Any) -> np.ndarray:
+            return np.array([getattr(v, name) for v in flat], dtype=dtype)
+
+        def optional(name: str) -> np.ndarray | None:
+            values = [getattr(v, name) for v in flat]
+            return None if all(x is None for x in values) else np.array(
+                [-1 if x is None else x for x in values], dtype=np.int64)
+
+        return cls(np.array(offsets, dtype=np.int64), column("successes", np.int64), column("zero_std", bool),
+                   column("time", np.float64), optional("tokens"), optional("step"))
+
+    @property
+    def count(self) -> int:
+        """Visits over every prompt."""
+        return len(self.successes)
+
+    def visit(self, index: int) -> Visit:
+        """The visit at ``index`` among all (prompt by prompt)."""
+        tokens = None if self.tokens is None or self.tokens[index] < 0 else int(self.tokens[index])
+        step = None if self.steps is None or self.steps[index] < 0 else int(self.steps[index])
+        return Visit(successes=int(self.successes[index]), zero_std=bool(self.zero_std[index]),
+                     time=float(self.times[index]), tokens=tokens, step=step)
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def __getitem__(self, prompt: Any) -> Any:
+        if isinstance(prompt, slice):
+            return [self[i] for i in range(*prompt.indices(len(self)))]
+        first, end = self.offsets[prompt], self.offsets[prompt + 1] if prompt != -1 else self.offsets[-1]
+        return tuple(self.visit(i) for i in range(int(first), int(end)))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, TraceVisits):
+            return NotImplemented
+        return all(_same(a, b) for a, b in zip(self._columns(), other._columns()))
+
+    def _columns(self) -> tuple[np.ndarray | None, ...]:
+        return self.offsets, self.successes, self.zero_std, self.times, self.tokens, self.steps
+
+
+def _same(a: np.ndarray | None, b: np.ndarray | None) -> bool:
+    return a is b if a is None or b is None else bool(np.array_equal(a, b))
+
+
 @dataclass(frozen=True)
 class Trace:
-    """Per-prompt visits in training order (see the module docstring)."""
+    """Per-prompt visits in training order (see the module docstring); ``visits`` may be given as rows of
+    :class:`Visit` and is held as :class:`TraceVisits`."""
 
     prompts: tuple[str, ...]
-    visits: tuple[tuple[Visit, ...], ...]  # per prompt, in time order
+    visits: Sequence[Sequence[Visit]]  # per prompt, in time order
     n_samples: int
     origin: str  # what it was read from, for the output
     run: RunKnobs | None = None  # the recorded run's knobs (records only)
     notes: tuple[str, ...] = ()  # what the output must say about how the trace was read (a dump's biases)
-    _times: tuple[tuple[float, ...], ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "_times", tuple(tuple(v.time for v in visits) for visits in self.visits))
+        if not isinstance(self.visits, TraceVisits):
+            object.__setattr__(self, "visits", TraceVisits.from_rows(self.visits))
+
+    @property
+    def columns(self) -> TraceVisits:
+        return self.visits  # type: ignore[return-value]  # always, once built
 
     @property
     def visit_count(self) -> int:
         """Visits over every prompt."""
-        return sum(len(visits) for visits in self.visits)
+        return self.columns.count
 
     @property
     def tokens_recorded(self) -> bool:
         """Every visit carries its recorded response tokens."""
-        return all(v.tokens is not None for visits in self.visits for v in visits)
+        tokens = self.columns.tokens
+        return tokens is not None and bool((tokens >= 0).all())
 
     @property
     def zero_std_share(self) -> float:
         """Zero-std visits over all visits."""
-        return sum(v.zero_std for visits in self.visits for v in visits) / self.visit_count
+        return float(self.columns.zero_std.mean())
 
     def visit_at(self, prompt: int, step: int, steps: int) -> Visit:
         """The visit of prompt ``prompt`` nearest in training time to replay step ``step`` of ``steps``
         (time ``(step + 1/2) / steps``; a tie goes to the earlier visit)."""
-        times = self._times[prompt]
+        columns = self.columns
+        first, end = int(columns.offsets[prompt]), int(columns.offsets[prompt + 1])
+        times = columns.times
         now = (step + 0.5) / max(steps, 1)
-        right = bisect.bisect_left(times, now)
-        if right == 0:
-            return self.visits[prompt][0]
-        if right == len(times):
-            return self.visits[prompt][-1]
+        right = first + int(np.searchsorted(times[first:end], now, side="left"))
+        if right == first:
+            return columns.visit(first)
+        if right == end:
+            return columns.visit(end - 1)
         left = right - 1
-        return self.visits[prompt][left if now - times[left] <= times[right] - now else right]
+        return columns.visit(left if now - times[left] <= times[right] - now else right)
 
     def success_rate(self, prompt: int) -> float:
         """The prompt's successes over all its recorded rollouts."""
-        visits = self.visits[prompt]
-        return sum(v.successes for v in visits) / (self.n_samples * len(visits))
+        return float(self.success_rates()[prompt])
+
+    @functools.cached_property
+    def _success_rates(self) -> np.ndarray:
+        columns = self.columns
+        counts = np.diff(columns.offsets)
+        totals = (np.add.reduceat(columns.successes, columns.offsets[:-1], dtype=np.int64) if columns.count
+                  else np.zeros(0))
+        return totals / (self.n_samples * np.maximum(counts, 1))
+
+    def success_rates(self) -> np.ndarray:
+        """Every prompt's :meth:`success_rate`, at once."""
+        return self._success_rates
 
 
 def trace_from_mapping(data: Any, n_samples: int, origin: str = "trace") -> Trace:
     """A trace from ``{prompt_key: [success fraction per visit]}`` with groups of ``n_samples`` (see the module docstring)."""
-    if isinstance(n_samples, bool) or not isinstance(n_samples, int) or n_samples < 1:
-        raise TraceError(f"--n-samples-per-prompt: expected an integer >= 1; got {n_samples!r}")
     if not isinstance(data, Mapping):
         raise TraceError(f"{origin}: expected a JSON object {{prompt_key: [success fraction per visit]}}; "
                          f"got {type(data).__name__}")
-    prompts, visits = [], []
+    builder = _FractionsTrace(n_samples, origin)
     for key, fractions in data.items():
+        builder.add(key, fractions)
+    return builder.trace()
+
+
+class _FractionsTrace:
+    """A JSON trace built prompt by prompt: each prompt's fractions appended to one flat column, checked
+    (numbers, within [0, 1], ``k/n``) all at once when the trace is made."""
+
+    def __init__(self, n_samples: int, origin: str) -> None:
+        if isinstance(n_samples, bool) or not isinstance(n_samples, int) or n_samples < 1:
+            raise TraceError(f"--n-samples-per-prompt: expected an integer >= 1; got {n_samples!r}")
+        self.n, self.origin = n_samples, origin
+        self.keys: list[str] = []
+        self.offsets = array("q", [0])
+        self.fractions = array("d")
+        self.seen: set[str] = set()
+
+    def add(self, key: Any, fractions: Any) -> None:
         if not isinstance(fractions, list):
-            raise TraceError(f"{origin}: prompt {key!r}: expected a list of success fractions; "
+            raise TraceError(f"{self.origin}: prompt {key!r}: expected a list of success fractions; "
                              f"got {type(fractions).__name__}")
         if not fractions:
-            continue
-        count = len(fractions)
-        row = []
-        for j, value in enumerate(fractions):
-            row.append(Visit(successes=_successes(key, j, value, n_samples), zero_std=False, time=(j + 0.5) / count))
-        row = [Visit(v.successes, v.successes in (0, n_samples), v.time) for v in row]
-        prompts.append(str(key))
-        visits.append(tuple(row))
-    if not prompts:
-        raise TraceError(f"{origin}: the trace holds no visit (an empty object, or only empty lists)")
-    return Trace(prompts=tuple(prompts), visits=tuple(visits), n_samples=n_samples, origin=origin)
+            return
+        if not set(map(type, fractions)) <= {int, float}:  # a bool, a string, a list ... (each said below)
+            for j, value in enumerate(fractions):
+                if isinstance(value, bool) or not isinstance(value, (int, float)):
+                    raise TraceError(f"prompt {key!r}, visit {j + 1}: expected a success fraction (a number in "
+                                     f"[0, 1]); got {value!r}"[:300])
+        key = str(key)
+        if key in self.seen:
+            raise TraceError(f"{self.origin}: prompt {key!r} appears twice; a trace names each prompt once")
+        self.seen.add(key)
+        try:
+            self.fractions.extend(fractions)
+        except OverflowError:  # an integer beyond a float
+            self.fractions.extend(float("inf") if abs(v) > 1 else v for v in fractions)
+        self.keys.append(key)
+        self.offsets.append(len(self.fractions))
+
+    def trace(self) -> Trace:
+        if not self.keys:
+            raise TraceError(f"{self.origin}: the trace holds no visit (an empty object, or only empty lists)")
+        n = self.n
+        offsets = np.frombuffer(self.offsets, dtype=np.int64).copy()
+        values = np.frombuffer(self.fractions, dtype=np.float64)
+        successes = np.empty(len(values), dtype=np.int32)
+        for start in range(0, len(values), CHECK_BLOCK):  # bounded temporaries, whatever the trace's size
+            block = values[start:start + CHECK_BLOCK]
+            k = np.rint(block * n)
+            problems = [(~np.isfinite(block), "expected a success fraction (a number in [0, 1]); got {value!r}"),
+                        ((block < 0) | (block > 1), "{value!r} is outside [0, 1]"),
+                        (np.abs(block * n - k) > FRACTION_TOLERANCE,
+                         f"{{value!r}} is not a number of successes out of {n} (k/{n})")]
+            for bad, message in problems:
+                if bad.any():
+                    index = start + int(np.argmax(bad))
+                    prompt = int(np.searchsorted(offsets, index, side="right")) - 1
+                    raise TraceError(f"prompt {self.keys[prompt]!r}, visit {index - int(offsets[prompt]) + 1}: "
+                                     + message.format(value=float(values[index])))
+            successes[start:start + CHECK_BLOCK] = k
+        del values, block, k
+        self.fractions = array("d")  # freed before the times are made
+        counts = np.diff(offsets)
+        times = np.arange(len(successes), dtype=np.float64)  # visit j of a prompt's V: (j + 1/2) / V
+        times -= np.repeat(offsets[:-1], counts)
+        times += 0.5
+        times /= np.repeat(counts, counts)
+        visits = TraceVisits(offsets, successes, (successes == 0) | (successes == n), times)
+        return Trace(prompts=tuple(self.keys), visits=visits, n_samples=n, origin=self.origin)
 
 
-def _successes(key: Any, j: int, value: Any, n: int) -> int:
-    where = f"prompt {key!r}, visit {j + 1}"
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise TraceError(f"{where}: expected a success fraction (a number in [0, 1]); got {value!r}")
-    if not 0.0 <= value <= 1.0:
-        raise TraceError(f"{where}: {value!r} is outside [0, 1]")
-    k = round(value * n)
-    if abs(value * n - k) > FRACTION_TOLERANCE:
-        raise TraceError(f"{where}: {value!r} is not a number of successes out of {n} (k/{n})")
-    return k
-
-
-def trace_from_json_file(path: str | os.PathLike, n_samples: int | None) -> Trace:
-    """A JSON trace file (``n_samples`` is required: the fractions are ``k/n`` of it)."""
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise TraceError(f"{path}: not a JSON trace (not UTF-8 text)") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise TraceError(f"{path}: not JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})") from None
+def trace_from_json_file(path: str | os.PathLike, n_samples: int | None,
+                         on_read: Callable[[int], None] | None = None) -> Trace:
+    """A JSON trace file (``n_samples`` is required: the fractions are ``k/n`` of it), read one prompt at a time
+    (:mod:`~shopsim_metrics.replay.json_items`: memory holds the trace's columns, never the file's text or its
+    parsed values); ``on_read(n)`` after each ``n`` bytes read."""
     if n_samples is None:
         raise TraceError(f"{path}: a JSON trace needs --n-samples-per-prompt N (its fractions are successes out of N)")
-    return trace_from_mapping(data, n_samples, origin=str(path))
+    builder = _FractionsTrace(n_samples, str(path))
+    with open(path, "rb") as handle:
+        try:
+            for key, fractions in iter_object_items(handle, on_read=on_read):
+                builder.add(key, fractions)
+        except UnicodeDecodeError:
+            raise TraceError(f"{path}: not a JSON trace (not UTF-8 text)") from None
+        except NotJsonObject as exc:
+            if str(exc).startswith("expected a JSON object"):
+                raise TraceError(f"{path}: {exc} {{prompt_key: [success fraction per visit]}}") from None
+            raise TraceError(f"{path}: {exc}") from None
+    return builder.trace()
 
 
 def trace_from_records(path: str | os.PathLike) -> Trace:
@@ -212,13 +350,14 @@ def trace_from_records(path: str | os.PathLike) -> Trace:
                  run=run)
 
 
-def load_trace(path: str | os.PathLike, n_samples: int | None = None) -> Trace:
+def load_trace(path: str | os.PathLike, n_samples: int | None = None,
+               on_read: Callable[[int], None] | None = None) -> Trace:
     """A trace from a JSON file, or from a run directory / ``steps.jsonl`` of the project's records; a FIFO or
-    a device is refused unopened."""
+    a device is refused unopened. ``on_read(n)``: after each ``n`` bytes of a JSON trace read."""
     try:
         target = check_input_path(path, "a JSON trace, or a run directory / steps.jsonl of the project's records")
     except (FileNotFoundError, ValueError) as exc:
         raise TraceError(str(exc)) from None
     if target.is_dir() or target.name.endswith(".jsonl"):
         return trace_from_records(target)
-    return trace_from_json_file(target, n_samples)
+    return trace_from_json_file(target, n_samples, on_read)

@@ -121,13 +121,17 @@ class EpochPromptSource(PromptGroupSource):
             raise ValueError(f"EpochPromptSource needs SimConfig.prompt_pool >= 1; got {config.prompt_pool!r}")
         self.pool = config.prompt_pool
         self.difficulty = rng.normal(0.0, config.difficulty_spread, self.pool)
-        self.prompts = [pool_prompt(i) for i in range(self.pool)]
+        self.prompts = self._pool_prompts()
         self._order: list[int] = []  # the current epoch's remaining prompts
         self._epoch = -1
         self._prompt_of: dict[int, int] = {}  # gid -> pool prompt
         self._epoch_of: dict[int, int] = {}
         self._group_index_of: dict[int, int] = {}  # gid -> the data source's group_index (skipping only)
         self._drifted_to = 0  # the step the difficulties have drifted up to
+
+    def _pool_prompts(self) -> list[Any]:
+        """The pool's prompts, in pool order (a replay names the trace's)."""
+        return [pool_prompt(i) for i in range(self.pool)]
 
     def _data_source(self) -> Any:
         """The project's data source over the pool when the config skips prompts or sizes waves, else None."""

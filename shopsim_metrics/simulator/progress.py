@@ -44,17 +44,18 @@ class Progress:
         else:
             self._line()
 
-    def update(self, **postfix: Any) -> None:
-        """One more unit done (``postfix``: figures the bar shows beside it)."""
-        self.done += 1
+    def update(self, count: int = 1, **postfix: Any) -> None:
+        """``count`` more units done (``postfix``: figures the bar shows beside it)."""
+        before = self.done
+        self.done += count
         if self._bar is not None:
             if postfix:
                 self._bar.set_postfix(refresh=False, **postfix)
-            self._bar.update(1)
+            self._bar.update(count)
             return
         self.postfix = postfix
         part = max(1, math.ceil(self.total / self.parts))
-        if self.done % part == 0 and self.done < self.total:
+        if self.done // part > before // part and self.done < self.total:
             self._line()
 
     def grow(self, total: int) -> None:

@@ -36,6 +36,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import statistics
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterable
@@ -163,20 +164,35 @@ def data_source_skipping_by(data_source: Any, decide: Callable[[Any, str, int, i
     return TruthDataSource(data_source.args, inner=data_source.inner, monitor_of=data_source.monitor_of)
 
 
+def pool_ids(prompts: list[Any]) -> dict[str, int]:
+    """Each pool prompt's key, as :class:`~shopsim_metrics.simulator.epochs.PoolDataSource` serves it -> its pool id.
+
+    >>> ids = pool_ids(["a", "b"]); sorted(ids.values())
+    [0, 1]
+    """
+    return {prompt_key([SimSample(prompt=prompt, label=f"answer {i}", metadata={"pool_id": i})])[0]: i
+            for i, prompt in enumerate(prompts)}
+
+
 class CostSink(StepSink):
     """Pools a run's records into the figures of :class:`SkipMeasure`; ``forgone(step, pool_id)`` says what
     a skipped draw of a pool prompt at a step cost in expected informative groups (subclasses know the truth)."""
 
     name = "cost"
 
-    def __init__(self, prompts: list[Any], steps: int) -> None:
-        self.pool_of = {prompt_key([SimSample(prompt=prompt, label=f"answer {i}", metadata={"pool_id": i})])[0]: i
-                        for i, prompt in enumerate(prompts)}  # as PoolDataSource serves them
+    def __init__(self, prompts: list[Any], steps: int, pool_of: Callable[[], dict[str, int]] | None = None) -> None:
+        self._pool_of = pool_of or functools.cache(lambda: pool_ids(prompts))
         self.steps = steps
         self.records = 0
         self.totals = dict(total_tokens=0, aborted_tokens=0, informative_groups=0, multi_wave_steps=0,
                            skipped_prompts=0)
         self.forgone_informative = 0.0
+
+    @property
+    def pool_of(self) -> dict[str, int]:
+        """Each pool prompt's key -> its pool id, made when first asked for (a run that skips nothing never
+        hashes its pool; ``pool_of``, given, shares one among runs of one pool)."""
+        return self._pool_of()
 
     def forgone(self, step: int, pool_id: int) -> float:
         raise NotImplementedError
