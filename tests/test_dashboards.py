@@ -690,3 +690,41 @@ def test_a_breakdown_keeps_every_count_of_every_step_in_its_stacks(steps) -> Non
     assert len(labels) == len(set(labels)) <= MAX_BREAKDOWN_LABELS + 1
     kept = [sum(counts) for label, counts in stacks if label != contract.OTHER_CAUSES]
     assert kept == sorted(kept, reverse=True)
+
+
+# --- slime's fully-async path -----------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def async_records() -> list[StepRecord]:
+    from shopsim_metrics.simulator.config import SimConfig
+    from shopsim_metrics.simulator.loop import simulate
+
+    records = simulate(SimConfig(steps=8, seed=1, rollout="fully-async", max_concurrent_groups=48)).records
+    assert sum(r.carried_group_count for r in records) > 0 and max(r.policy_version_lag_max for r in records) > 0
+    return records
+
+
+def test_fully_async_run_draws_its_staleness_and_says_the_ledger_is_off(async_records, records) -> None:
+    sections = _sections(render_html(load_dashboard_data(async_records)))
+    ledger = sections["remaining_ledger"]
+    assert 'data-off="true"' in ledger and "Off in this run: slime&#x27;s fully-async path has no waves" in ledger
+    assert "? waves" not in ledger
+    for panel_id in ("policy_version_lag", "carried_groups"):
+        assert 'data-off="true"' not in sections[panel_id], panel_id
+    keys = {key for panel in SPEC.panels for key in panel.keys()}
+    assert set(contract.FULLY_ASYNC_FIELDS) <= keys  # every field of the fully-async table has a panel
+    synchronous = _sections(render_html(load_dashboard_data(records)))
+    assert 'data-off="true"' not in synchronous["remaining_ledger"]
+    for panel_id in ("policy_version_lag", "carried_groups"):
+        assert "Off in this run: these fields exist only on slime&#x27;s fully-async path" in synchronous[panel_id]
+
+
+def test_fully_async_run_in_the_wandb_workspace_and_report(async_records, tmp_path: Path, no_network: None) -> None:
+    from shopsim_metrics.dashboards.wandb_workspace import write_wandb_templates
+
+    ws_path, report_path = write_wandb_templates(tmp_path, entity="E", project="P",
+                                                 data=load_dashboard_data(async_records))
+    for path in (ws_path, report_path):
+        text = path.read_text()
+        for key in contract.FULLY_ASYNC_FIELDS:
+            assert f"rollout/shopsim/{key}" in text, (path.name, key)
+        assert "remaining through one step (decision ledger): slime's fully-async path has no waves" in text, path.name

@@ -149,6 +149,9 @@ def off_reason(panel: "Panel", data: DashboardData) -> str | None:
     """
     if not data.rollout_ids:
         return None
+    if panel.source == "ledger":  # its series are ledger columns: off only where no ledger row has a remaining
+        fully_async = all(v == contract.LOOP_FULLY_ASYNC for v in data.column("loop_state_source"))
+        return FULLY_ASYNC_LEDGER_OFF if fully_async else None
 
     def empty(series: list["Series"]) -> bool:
         return bool(series) and all(v is None for one in series for v in series_values(one, data))
@@ -183,6 +186,13 @@ OPTIONAL_FIELDS: tuple[tuple[frozenset[str], str], ...] = (
     (frozenset(contract.ALERT_FIELDS), "the alerts are off (shopsim_alerts: false)"),
 )
 """Fields of features a run may not use, and what the panel says when they are null throughout."""
+
+
+FULLY_ASYNC_LEDGER_OFF = ("slime's fully-async path has no waves and no remaining_batch_size (train_async.py, docs "
+                          "§3.8): each finished group is judged as it comes, and the step takes the first "
+                          "rollout_batch_size it lets in; the outcome panels count them, the policy-version lag and "
+                          "carried-groups panels say how stale they were")
+"""What the ledger panel says on a fully-async run, whose ledger rows carry no ``remaining_before``."""
 
 
 MAX_BREAKDOWN_LABELS = 8

@@ -176,7 +176,11 @@ def _panel_html(panel: Panel, data: DashboardData, ledger_step: int | None, *, w
     if panel.kind == "ledger_remaining":
         fig, picker, step, present = _ledger_panel(panel, data, ledger_step)
         extra_attrs = f' data-ledger="{"present" if present else "absent"}" data-ledger-step="{"" if step is None else step}"'
-        if data.ledger_note or not present:
+        off = off_reason(panel, data)
+        if off is not None:
+            extra_attrs += ' data-off="true"'
+            note = f'<p class="note off">Off in this run: {_esc(off)}</p>'
+        elif data.ledger_note or not present:
             note = f'<p class="note">{_esc(data.ledger_note or "This source has no decision ledger.")}</p>'
     else:
         fig = step_figure_dict(panel, data)
@@ -459,13 +463,13 @@ def pick_ledger_steps(data: DashboardData, chosen: int) -> list[int]:
 
 def _option_text(step: int, data: DashboardData) -> str:
     values = data.values_at(step)
-    parts = [_waves_text(values.get("wave_count"))]
+    parts = [] if values.get("wave_count") is None else [_waves_text(values["wave_count"])]  # none: fully-async
     if values.get("terminated") is True:
         parts.append("terminated")
     waste = values.get("wasted_sample_fraction")
     if isinstance(waste, (int, float)) and not isinstance(waste, bool):
         parts.append(f"waste {waste:.2f}")
-    return f"step {step} ({', '.join(parts)})"
+    return f"step {step} ({', '.join(parts)})" if parts else f"step {step}"
 
 
 def safe_json(value: Any) -> str:
@@ -581,8 +585,8 @@ def _alerts_html(alerts: list[tuple[int, str, str, str]]) -> str:
     return f'<div id="alerts" class="alerts"><h2 class="section">Alerts</h2>{more}<ul>{items}</ul></div>'
 
 
-def _waves_text(count: int | None) -> str:
-    return "? waves" if count is None else f"{count} wave{'' if count == 1 else 's'}"
+def _waves_text(count: int) -> str:
+    return f"{count} wave{'' if count == 1 else 's'}"
 
 
 def _terminated_steps(data: DashboardData) -> list[int]:

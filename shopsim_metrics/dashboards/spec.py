@@ -377,6 +377,38 @@ def dashboard_spec() -> DashboardSpec:
             y_title="fraction",
             series=(Series("wasted_sample_fraction", "wasted sample fraction", color="#8c564b"),),
         ),
+        # --- slime's fully-async path: groups in flight across steps (docs §3.8) ---
+        Panel(
+            id="policy_version_lag",
+            title="Policy-version lag of the train batch (fully-async)",
+            description=("Weight updates between the newest policy the step saw and the one each trained group was "
+                         "generated with: the batch's mean, its token-weighted mean and its largest. A pool deeper "
+                         "than the batch carries groups across steps, and long generations are the stalest; the "
+                         "advisory 'policy lag high' is raised at a median of 4 over 4 steps."),
+            kind="line",
+            source="steps",
+            section=health,
+            y_title="weight updates",
+            series=(
+                Series("policy_version_lag_mean", "mean", color="#1f77b4"),
+                Series("policy_version_lag_token_mean", "token-weighted mean", color="#9467bd"),
+                Series("policy_version_lag_max", "largest", color="#d62728"),
+            ),
+        ),
+        Panel(
+            id="carried_groups",
+            title="Carried groups of the train batch (fully-async)",
+            description=("Trained groups drawn in an earlier step: slime's worker keeps its pool generating across "
+                         "the step boundary, and the step takes what finished first. Against the train batch."),
+            kind="line",
+            source="steps",
+            section=health,
+            y_title="groups",
+            series=(
+                Series("carried_group_count", "carried groups", "bar", color="#17becf"),
+                Series("train_group_count", "train batch", color="#7f7f7f"),
+            ),
+        ),
         # --- prompt value over time ---
         Panel(
             id="zero_std_persistence",

@@ -181,7 +181,7 @@ def off_note(section: str, spec: DashboardSpec, data: DashboardData | None) -> s
     """
     if data is None:
         return None
-    off = [(panel, off_reason(panel, data)) for panel in spec.panels_in(section) if panel.source == "steps"]
+    off = [(panel, off_reason(panel, data)) for panel in spec.panels_in(section)]
     lines = [f"- {panel.title}: {reason}" for panel, reason in off if reason is not None]
     if not lines:
         return None
