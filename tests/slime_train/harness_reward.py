@@ -20,15 +20,22 @@ guess. (Not slime's private ``_current_rollout_id``, nor a file the harness writ
 is slime's public interface and gives the step the group was generated in, at no race.)
 
 An engine answer that was aborted or empty gets no reward either.
+
+With ``args.harness_reward_log`` (a key of the ``--custom-config-path`` YAML) every reward returned is also
+appended there as one JSON line (the step stamp, the sample's ``group_index``, ``index`` and ``prompt_id``,
+and the reward): what the reward function returned, for a test to compare slime's dumps with.
 """
 
 from __future__ import annotations
 
+import json
 from functools import lru_cache
 
 REWARD_KINDS = ("spread", "all_pass", "all_fail", "technical", "trace")
 STEP_KEY = "harness_rollout_step"
 """The metadata key :func:`stamp_rollout_step` writes slime's rollout id into."""
+REWARD_LOG_ARG = "harness_reward_log"
+"""The ``args`` attribute naming the JSONL file every returned reward is appended to (none: not logged)."""
 TRACE_PATH_ARG = "harness_trace_path"
 """The ``args`` attribute (a key of the ``--custom-config-path`` YAML) naming the trace file of ``trace`` rows."""
 
@@ -88,6 +95,18 @@ def stamp_rollout_step(args, sample, *, rollout_id=None, evaluation=False):
 
 
 async def reward(args, sample, **kwargs):
+    value = _reward(args, sample)
+    path = getattr(args, REWARD_LOG_ARG, None)
+    if path:
+        metadata = sample.metadata or {}
+        line = {"step": metadata.get(STEP_KEY), "group_index": sample.group_index, "index": sample.index,
+                "prompt_id": metadata.get("prompt_id"), "reward": value}
+        with open(path, "a") as log:  # one short line per append: whole lines, whatever the concurrency
+            log.write(json.dumps(line) + "\n")
+    return value
+
+
+def _reward(args, sample) -> float | None:
     if not sample.response:
         return None
     kind = (sample.metadata or {}).get("reward_kind", "spread")
