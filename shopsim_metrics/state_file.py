@@ -2,7 +2,8 @@
 
 - :func:`write_json` writes a temporary file beside the target, ``fsync``s it, replaces the target
   with it (``os.replace``: a reader sees the old file or the new one, never a half) and ``fsync``s
-  the directory, so a crash leaves the previous state or the new one.
+  the directory, so a crash leaves the previous state or the new one; the temporary files a killed writer
+  left in that directory (older than an hour) go with the next write.
 - :func:`read_json_object` reads a state file back; anything but a regular file holding one JSON
   object (0 bytes, truncated, ``[]``, ``null``, binary, a directory, a FIFO, a device) is a
   :class:`DamagedStateFile`: one line naming the file, what is wrong and what to do. A FIFO or a
@@ -24,10 +25,19 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import stat
+import time
 from pathlib import Path
 from typing import Any
+
+
+LEFTOVER_SECONDS = 3600
+"""A temporary file of :func:`write_json` this old is a leftover of a killed process (a write takes seconds): the
+next write in its directory removes it."""
+
+_TEMPORARY = re.compile(r"^\..+\.\d+\.[0-9a-f]{16}\.tmp$")  # .{name}.{pid}.{random}.tmp (_create_temporary)
 
 
 class DamagedStateFile(ValueError):
@@ -56,6 +66,7 @@ def write_json(path: str | os.PathLike, data: Any) -> None:
         except OSError:
             pass
         raise
+    _remove_leftovers(path.parent)
     try:
         directory = os.open(path.parent, os.O_RDONLY)
     except OSError:
@@ -80,6 +91,23 @@ def _create_temporary(path: Path) -> tuple[Path, int]:
             return temporary, os.open(temporary, flags, 0o644)
         except FileExistsError:
             continue  # 64 random bits taken already: draw again
+
+
+def _remove_leftovers(directory: Path) -> None:
+    """Remove the temporary files of writes killed part-way (``kill -9``, a lost node) in ``directory``: names of
+    :func:`_create_temporary`'s pattern older than :data:`LEFTOVER_SECONDS` (a write under way is younger). Never
+    raises: what cannot be listed or removed stays."""
+    try:
+        names = [name for name in os.listdir(directory) if _TEMPORARY.match(name)]
+    except OSError:
+        return
+    now = time.time()
+    for name in names:
+        try:
+            if now - os.lstat(directory / name).st_mtime > LEFTOVER_SECONDS:
+                os.unlink(directory / name)
+        except OSError:
+            continue
 
 
 def file_kind(mode: int) -> str | None:

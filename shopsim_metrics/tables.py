@@ -42,7 +42,8 @@ class Column:
             raise ValueError(f"Column {self.header!r}: align must be '>' or '<'; got {self.align!r}")
 
     def cell(self, value: Any) -> str:
-        """The text of one value in this column, on one line (a line break shows as ``\\n``)."""
+        """The text of one value in this column, on one line and inert on a terminal (a line break shows as
+        ``\\n``, an escape character as ``\\x1b``: :func:`_one_line`)."""
         if value is None:
             return MISSING
         try:
@@ -53,16 +54,21 @@ class Column:
 
 
 def _one_line(text: str) -> str:
-    r"""``text`` without line breaks: each shown escaped, so a cell never breaks the table's lines.
+    r"""``text`` without line breaks or control characters: each shown escaped, so a cell never breaks the table's
+    lines nor sends a terminal a command (a prompt key is data anyone may write: ``\x1b[2J`` would clear the screen,
+    ``\x1b]0;...\x07`` retitle the window, U+202E reverse the text shown after it).
 
     Example:
-        >>> _one_line("a\nb\r")
-        'a\\nb\\r'
+        >>> _one_line("a\nb\r"), _one_line("red\x1b[31m\u202e")
+        ('a\\nb\\r', 'red\\x1b[31m\\u202e')
     """
-    return text.translate(_BREAKS)
+    return text.translate(_ESCAPED)
 
 
-_BREAKS = {ord(c): repr(c)[1:-1] for c in "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"}
+_ESCAPED = {code: repr(chr(code))[1:-1] if code < 0x100 else f"\\u{code:04x}"
+            for code in (*range(0x20), *range(0x7F, 0xA0), 0x85, 0x2028, 0x2029, *range(0x202A, 0x202F),
+                         *range(0x2066, 0x206A))}
+"""Every C0 and C1 control character, the line and paragraph separators and the bidirectional overrides."""
 
 
 def format_table(columns: Sequence[Column], rows: Iterable[Sequence[Any]], *, gap: str = "  ",

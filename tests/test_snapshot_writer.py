@@ -222,5 +222,5 @@ def test_a_copy_or_a_check_that_fails_is_one_warning_and_the_lock_is_free_again(
     writer.wait()
     writer.save(2, live_after=broken_check)
     writer.wait()
-    assert [(w[0], w[2], str(w[4])) for w in warned] == [("snapshot", 1, "copy"), ("snapshot", 2, "check")]
+    assert [(w[0], w[2], str(w[4])) for w in warned] == [("snapshot 1", 1, "copy"), ("snapshot 2", 2, "check")]
     assert not lock.locked() and not (tmp_path / "rollout").exists()

@@ -12,12 +12,13 @@ from hypothesis import strategies as st
 from dashboard_records import make_records
 from shopsim_metrics.cli import main
 from shopsim_metrics.sinks import JsonlSink
-from shopsim_metrics.tables import MISSING, Column, format_table
+from shopsim_metrics.tables import _ESCAPED, MISSING, Column, format_table
 
 GAP = "  "
 
 LINE_BREAKS = "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"  # what str.splitlines() splits at
-cell_text = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters=LINE_BREAKS), max_size=12)
+ESCAPED = "".join(map(chr, _ESCAPED))  # every control character: shown escaped (line breaks among them)
+cell_text = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters=ESCAPED), max_size=12)
 
 
 @st.composite
@@ -64,6 +65,12 @@ def test_a_line_break_in_a_cell_never_breaks_the_table(cells):
     columns = [Column(f"c{i}") for i in range(len(cells))]
     lines = format_table(columns, [cells, [c + LINE_BREAKS for c in cells]]).splitlines()
     assert len(lines) == 3 and len({len(line) for line in lines}) == 1
+
+
+@given(st.lists(st.text(max_size=8), min_size=1, max_size=4))
+def test_no_control_character_reaches_the_terminal(cells):
+    text = format_table([Column(f"c{i}") for i in range(len(cells))], [[c + ESCAPED for c in cells]])
+    assert not set(text) & set(ESCAPED) - {"\n"}
 
 
 def test_values_take_their_columns_format_and_missing_ones_print_a_dash():

@@ -99,6 +99,10 @@ class PredictiveSkipRule:
         if isinstance(n_samples, bool) or not isinstance(n_samples, int) or n_samples < 1:
             raise ValueError(f"n_samples: expected an integer >= 1; got {n_samples!r}")
         prior = zero_std_probability(0.0, 0.0, n_samples)
+        if n_samples == 1:
+            raise ValueError("n_samples_per_prompt 1: every group is zero-std (one rollout has nothing to differ from), "
+                             "so a predicted chance of zero-std cannot tell one prompt from another; keep "
+                             "shopsim_prompt_skip off, or sample more than one rollout per prompt")
         if threshold <= prior:
             raise ValueError(f"threshold: {threshold:g} is not above {prior:.3g}, the chance that a group of {n_samples} "
                              "is zero-std with nothing known: a prompt once skipped would never come back; set "

@@ -218,6 +218,7 @@ class ReadReport:
     first_skipped: str | None = None  # "line N: why"
     superseded: int = 0  # earlier records of a rollout_id replaced by a later one
     stale: list[int] = field(default_factory=list)  # rollout_ids whose only writes a later process's resume superseded
+    gaps: list[int] = field(default_factory=list)  # rollout_ids between the first and the last with no record at all
     run_count: int = 0  # distinct run_id values among the records (more than 1: runs mixed in one directory)
 
     def skip(self, where: str, why: str) -> None:
@@ -238,6 +239,10 @@ class ReadReport:
             out.append(f"{len(self.stale)} step(s) of {self.path} have no record: only a process whose lineage a later "
                        f"resume superseded wrote them (rollout_id {_id_ranges(self.stale)}; a stale writer); the "
                        "resumed run has not reached them")
+        if self.gaps:
+            out.append(f"{len(self.gaps)} step(s) of {self.path} between its first and its last have no record "
+                       f"(rollout_id {_id_ranges(self.gaps)}): records lost, as when a process is killed while a full "
+                       "disk holds its records back, or a records file is removed")
         if self.run_count > 1:
             out.append(f"{self.path} holds the records of {self.run_count} runs (distinct run_id); the latest write "
                        "of each rollout_id is kept, whichever run wrote it: read one run's own directory")
@@ -247,6 +252,8 @@ class ReadReport:
         """Count what ``winners`` left out, once every record is offered (calls :meth:`Winners.finish`)."""
         self.stale = winners.finish()
         self.superseded, self.run_count = winners.superseded, len(winners.run_ids)
+        written = sorted({*winners.keys, *self.stale})
+        self.gaps = [rid for before, after in zip(written, written[1:]) for rid in range(before + 1, after)]
 
     def warn(self) -> None:
         """Log each note once, as a warning."""

@@ -39,7 +39,9 @@ from shopsim_metrics.replay.measure import (
 from shopsim_metrics.replay.source import BY_OUTCOME, INDEPENDENT, LENGTH_MODES
 from shopsim_metrics.replay.trace import Trace, TraceError
 from shopsim_metrics.settings import WAVE_SIZE_MODES
-from shopsim_metrics.simulator.commands import MAX_COUNT, MAX_STEPS, _positive_int, _probability, _step_count
+from shopsim_metrics.simulator.commands import (
+    MAX_COUNT, MAX_STEPS, _positive_int, _positive_probability, _probability, _step_count,
+)
 from shopsim_metrics.simulator.progress import Progress
 from shopsim_metrics.tables import Column, format_table
 
@@ -111,7 +113,8 @@ def register(subparsers: Any) -> None:
                                                                             "the setting's)")
     replay.add_argument("--prompt-skip-forgetting", type=_probability, help="predictive's forgetting per step")
     replay.add_argument("--prompt-skip-min-yield", type=_probability, help="predictive's min_yield")
-    replay.add_argument("--wave-fill-probability", type=_probability, help="adaptive waves' fill probability")
+    replay.add_argument("--wave-fill-probability", type=_positive_probability,
+                        help="adaptive waves' fill probability, in (0, 1]")
     replay.add_argument("--max-lost-signal", type=_probability, default=MAX_LOST_SIGNAL,
                         help=f"the best row is the largest saving at most this lost signal (default {MAX_LOST_SIGNAL})")
     replay.add_argument("--lengths", choices=LENGTH_MODES, default=BY_OUTCOME,
@@ -185,7 +188,7 @@ def best_line(rows: list[ReplayRow], max_lost_signal: float) -> str:
         if beyond else [])
     tail = f" ({'; '.join(extra)})" if extra else ""
     best = max(within, key=lambda r: r.ratio_vs_off or 0.0, default=None)
-    if best is None or (best.ratio_vs_off or 0.0) <= 1.0:
+    if best is None or round(best.ratio_vs_off or 0.0, 2) <= 1.0:  # "1.00x fewer" saves nothing
         return f"nothing saves tokens {limit}: keep skipping off and fixed waves{tail}"
     return (f"best {limit}: {best.prompt_skip} with {best.wave_size} waves, {best.ratio_vs_off:.2f}x fewer tokens "
             f"per informative trained group than off with fixed waves, at a lost signal of "

@@ -30,7 +30,7 @@ Example:
     >>> trace_from_mapping({"a": [0.3]}, n_samples=4)
     Traceback (most recent call last):
     ...
-    shopsim_metrics.replay.trace.TraceError: prompt 'a', visit 1: 0.3 is not a number of successes out of 4 (k/4)
+    shopsim_metrics.replay.trace.TraceError: trace: prompt 'a', visit 1: 0.3 is not a number of successes out of 4 (k/4)
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ import functools
 import os
 from array import array
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
@@ -248,8 +249,8 @@ class _FractionsTrace:
         if not set(map(type, fractions)) <= {int, float}:  # a bool, a string, a list ... (each said below)
             for j, value in enumerate(fractions):
                 if isinstance(value, bool) or not isinstance(value, (int, float)):
-                    raise TraceError(f"prompt {key!r}, visit {j + 1}: expected a success fraction (a number in "
-                                     f"[0, 1]); got {value!r}"[:300])
+                    raise TraceError(f"{self.origin}: prompt {key!r}, visit {j + 1}: expected a success fraction "
+                                     f"(a number in [0, 1]); got {value!r}"[:300])
         key = str(key)
         if key in self.seen:
             raise TraceError(f"{self.origin}: prompt {key!r} appears twice; a trace names each prompt once")
@@ -279,8 +280,8 @@ class _FractionsTrace:
                 if bad.any():
                     index = start + int(np.argmax(bad))
                     prompt = int(np.searchsorted(offsets, index, side="right")) - 1
-                    raise TraceError(f"prompt {self.keys[prompt]!r}, visit {index - int(offsets[prompt]) + 1}: "
-                                     + message.format(value=float(values[index])))
+                    raise TraceError(f"{self.origin}: prompt {self.keys[prompt]!r}, visit "
+                                     f"{index - int(offsets[prompt]) + 1}: " + message.format(value=float(values[index])))
             successes[start:start + CHECK_BLOCK] = k
         del values, block, k
         self.fractions = array("d")  # freed before the times are made
@@ -350,6 +351,30 @@ def trace_from_records(path: str | os.PathLike) -> Trace:
                  run=run)
 
 
+def holds_records(path: Path) -> bool:
+    """Whether the file ``path`` holds the project's records (JSON lines, each a step record) rather than a JSON
+    trace, by what it holds, whatever its name: a record's first item is its ``rollout_id``, a trace's a prompt's
+    visits. A file that is neither is taken by its name (``.jsonl``: records), so its error is the expected one's.
+
+    Example:
+        >>> import tempfile, pathlib
+        >>> path = pathlib.Path(tempfile.mkdtemp()) / "trace.jsonl"
+        >>> _ = path.write_text('{"a": [0.5]}'); holds_records(path)
+        False
+        >>> _ = path.write_text('{"rollout_id": 0}\\n{"rollout_id": 1}\\n'); holds_records(path)
+        True
+    """
+    with open(path, "rb") as handle:
+        items = iter_object_items(handle, chunk=64 * 1024)
+        try:
+            key, value = next(items)
+        except (StopIteration, NotJsonObject, UnicodeDecodeError):
+            return path.name.endswith(".jsonl")
+        finally:
+            items.close()
+    return key == "rollout_id" and isinstance(value, int)
+
+
 def load_trace(path: str | os.PathLike, n_samples: int | None = None,
                on_read: Callable[[int], None] | None = None) -> Trace:
     """A trace from a JSON file, or from a run directory / ``steps.jsonl`` of the project's records; a FIFO or
@@ -358,6 +383,6 @@ def load_trace(path: str | os.PathLike, n_samples: int | None = None,
         target = check_input_path(path, "a JSON trace, or a run directory / steps.jsonl of the project's records")
     except (FileNotFoundError, ValueError) as exc:
         raise TraceError(str(exc)) from None
-    if target.is_dir() or target.name.endswith(".jsonl"):
+    if target.is_dir() or holds_records(target):
         return trace_from_records(target)
     return trace_from_json_file(target, n_samples, on_read)

@@ -7,8 +7,9 @@ yet), and hands the lock to a thread of its own. That thread copies the state (a
 that comes during the copy waits for it), releases the lock, and writes the copy durably (temporary file,
 ``fsync``, replace: a crash at any moment leaves the snapshots written before whole, and this one whole or
 absent). The run's last step waits for its own snapshot (the process may end right after it), and so does
-the monitor's shutdown (:meth:`SnapshotWriter.wait`). A failure is one warning; training goes on and a
-resume from that checkpoint replays the records instead.
+the monitor's shutdown (:meth:`SnapshotWriter.wait`). Each failed snapshot is one warning, naming its step (a
+failure at every checkpoint is said at every checkpoint); training goes on and a resume from that checkpoint
+replays the records instead.
 
 Example:
     >>> import json, tempfile, threading
@@ -98,5 +99,5 @@ class SnapshotWriter:
             self._failed(rollout_id, exc)
 
     def _failed(self, rollout_id: int, exc: Exception) -> None:
-        self._warn("snapshot", "shopsim-metrics: writing the monitor snapshot of step %s failed (%s: %s); a "
-                   "resume from it replays the records instead.", rollout_id, type(exc).__name__, exc)
+        self._warn(f"snapshot {rollout_id}", "shopsim-metrics: writing the monitor snapshot of step %s failed (%s: "
+                   "%s); a resume from it replays the records instead.", rollout_id, type(exc).__name__, exc)

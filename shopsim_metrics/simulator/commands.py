@@ -418,14 +418,20 @@ def _max_turns(text: str) -> int:
     return _bounded_int(text, most=1000)
 
 
-def _probability(text: str) -> float:
+def _probability(text: str, *, zero: bool = True) -> float:
+    interval = "[0, 1]" if zero else "(0, 1]"
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a probability in [0, 1]; got {text!r}") from None
-    if not 0.0 <= value <= 1.0:
-        raise argparse.ArgumentTypeError(f"must be a probability in [0, 1]; got {text!r}")
+        raise argparse.ArgumentTypeError(f"must be a probability in {interval}; got {text!r}") from None
+    if not (0.0 <= value <= 1.0) or (value == 0.0 and not zero):
+        raise argparse.ArgumentTypeError(f"must be a probability in {interval}; got {text!r}")
     return value
+
+
+def _positive_probability(text: str) -> float:
+    """A probability above 0 (a wave that must fill the batch with probability 0 is no wave)."""
+    return _probability(text, zero=False)
 
 
 def _int_list(text: str) -> list[int]:

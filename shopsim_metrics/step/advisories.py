@@ -218,14 +218,14 @@ def skipping_pays(persistence: float | None, share: float) -> bool:
     ``tune``'s model draws every group zero-std independently at the run's rate, so there
     P(zero-std | zero-std at the prompt's last visit) equals the zero-std ``share`` itself: the luck
     of the draw, which over-sampling answers. Skipping pays once the measured ``persistence`` is at
-    least halfway from that to certainty, ``(1 + share) / 2``; unknown (no prompt revisited yet):
-    over-sampling.
+    least halfway from that to certainty, ``(1 + share) / 2``, and above the share (at a share of 1 every group is
+    zero-std: nothing to tell apart); unknown (no prompt revisited yet): over-sampling.
 
     Example:
-        >>> skipping_pays(0.9, 0.6), skipping_pays(0.7, 0.6), skipping_pays(None, 0.6)
-        (True, False, False)
+        >>> skipping_pays(0.9, 0.6), skipping_pays(0.7, 0.6), skipping_pays(None, 0.6), skipping_pays(1.0, 1.0)
+        (True, False, False, False)
     """
-    return persistence is not None and persistence >= (1 + share) / 2
+    return persistence is not None and persistence >= (1 + share) / 2 and persistence > share
 
 
 def _collapse(window: Sequence[StepFacts]) -> str | None:
@@ -257,6 +257,10 @@ def _zero_std(window: Sequence[StepFacts]) -> str | None:
     persistence = _share(sum(f.repeat_zero_std or 0 for f in tracked), sum(f.skippable or 0 for f in tracked))
     said = (f"zero-std groups were over half of the judged groups in each of the last {RECENT_STEPS} steps "
             f"({', '.join(_pct(s) for s in shares)}). ")
+    if share >= 1.0:  # nothing to weigh: neither skipping nor over-sampling finds a group with spread
+        return (said + f"Over the last {len(window)} steps every judged group was zero-std: no prompt has spread to "
+                "find, by skipping others or by over-sampling. With n_samples_per_prompt 1 no group ever has spread "
+                "(sample more rollouts per prompt); otherwise check the reward, which does not vary within a group.")
     if persistence is None:
         why = "No prompt was revisited yet, so whether zero-std follows the prompt is not known: "
     else:
