@@ -58,7 +58,7 @@ def measure(cmd: list[str]) -> dict:
 
 def write_big_file(path: Path, steps: int) -> int:
     """``steps`` records shaped as the JSONL sink writes them; returns the file size in bytes."""
-    from shopsim_metrics.step.json_values import json_native
+    from shopsim_metrics.record.json_values import json_native
     from shopsim_metrics.simulator.demo import demo_config
     from shopsim_metrics.simulator.loop import Simulator
 

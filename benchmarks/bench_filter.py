@@ -41,7 +41,7 @@ from typing import Any, Callable
 
 from shopsim_metrics.step.closed_step import step_draft
 from shopsim_metrics.simulator.samples import SimSample
-from shopsim_metrics.step.loop_state import ManualLoopState
+from shopsim_metrics.loop.loop_state import ManualLoopState
 from shopsimrl import slime_runtime
 from shopsimrl.slime_bridge import DynamicFilterOutput
 

@@ -35,7 +35,7 @@ from shopsim_metrics.simulator.config import SimConfig
 from shopsim_metrics.simulator.loop import simulate
 from shopsim_metrics.simulator.samples import SimSample
 from shopsim_metrics.settings.preflight import load_function
-from shopsim_metrics.step.contract import SAMPLE_HOOK_PATH
+from shopsim_metrics.record.contract import SAMPLE_HOOK_PATH
 from shopsimrl.slime_runtime import configure, get_runtime, reset_runtime
 
 TARGET_FRACTION = 0.001  # filter_seconds / rollout_seconds, per step

@@ -47,9 +47,9 @@ def step_cost(groups_per_step: int = 2048, n: int = 16, steps: int = 5) -> tuple
     """Seconds per judged group: (filter hook with accounting, prompt-value annotation at step close)."""
     from types import SimpleNamespace
 
-    from shopsim_metrics.step.loop_state import ManualLoopState
+    from shopsim_metrics.loop.loop_state import ManualLoopState
     from shopsim_metrics.prompts.value import PromptValueTracker
-    from shopsim_metrics.step.records import DecisionRow
+    from shopsim_metrics.record.records import DecisionRow
     from shopsim_metrics.simulator.samples import SimSample
     from shopsimrl import slime_runtime
 

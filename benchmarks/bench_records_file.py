@@ -23,7 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from shopsim_metrics.step.records import DecisionRow, StepRecord
+from shopsim_metrics.record.records import DecisionRow, StepRecord
 from shopsim_metrics.sinks.jsonl import JsonlSink
 
 REPEATS = 5

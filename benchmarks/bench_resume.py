@@ -68,8 +68,8 @@ else:
     from shopsim_metrics.prompts.skip_record import SkipTally
     from shopsim_metrics.run.resume import restore
     from shopsim_metrics.run.state import monitor_state
-    from shopsim_metrics.step.streak import TechnicalStreak
-    from shopsim_metrics.step.wave_size import RecentOrders
+    from shopsim_metrics.health.streak import TechnicalStreak
+    from shopsim_metrics.waves.wave_size import RecentOrders
     tracker, streak, skips = PromptValueTracker(), TechnicalStreak(), SkipTally()
     state = monitor_state(streak=streak, prompts=tracker, skips=skips, recent_orders=RecentOrders())
     steps = int(sys.argv[3])
@@ -109,7 +109,7 @@ def write_records(run_dir: Path, steps: int, prompts: int) -> int:
 
     from shopsim_metrics.simulator.demo import demo_config
     from shopsim_metrics.simulator.loop import Simulator
-    from shopsim_metrics.step.json_values import json_native
+    from shopsim_metrics.record.json_values import json_native
 
     logging.getLogger("shopsim_metrics").setLevel(logging.ERROR)  # the demo's burst alerts
     result = Simulator(demo_config(steps=200, seed=1), sinks=[]).run()

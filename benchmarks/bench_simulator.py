@@ -31,7 +31,7 @@ from shopsim_metrics.simulator.loop import (SimulatedSlimeLoop, SimulationResult
                                             rng_streams, token_rng, tuning_run)
 from shopsim_metrics.simulator.tokens import TokenModel
 from shopsim_metrics.simulator.tune import tune
-from shopsim_metrics.step.loop_state import ManualLoopState
+from shopsim_metrics.loop.loop_state import ManualLoopState
 
 TARGET_RATIO = 5.0  # a tuning run with the hooks / the same loop replaying its decisions, per run (CPU time)
 RATES = ((0.3, 0.05), (0.6, 0.05))  # zero-std, technical

@@ -1,7 +1,7 @@
 """The data source's time per wave, adaptive against fixed, as a share of the step's rollout time.
 
 With ``shopsim_wave_size: adaptive`` slime's data source sizes every wave before it serves it
-(:mod:`shopsim_metrics.step.wave_size`), on slime's rollout thread, while the engines wait for the wave.
+(:mod:`shopsim_metrics.waves.wave_size`), on slime's rollout thread, while the engines wait for the wave.
 Here the demo's simulated run (:func:`~shopsim_metrics.simulator.demo.demo_config`: a policy that starts
 weak, many zero-std groups, one burst of technical failures) is scaled to ``rollout_batch_size`` 64, 256
 and 1,024 with 8 and 16 samples per prompt (``over_sampling_batch_size`` twice the batch, the cap), and
@@ -30,7 +30,7 @@ from shopsim_metrics.simulator.demo import demo_config
 from shopsim_metrics.simulator.epochs import PoolDataSource
 from shopsim_metrics.simulator.loop import Simulator, StepOutcome, make_group_source, rng_streams, token_rng
 from shopsim_metrics.simulator.tokens import TokenModel
-from shopsim_metrics.step.wave_size import RECENT_WINDOW
+from shopsim_metrics.waves.wave_size import RECENT_WINDOW
 
 TARGET_FRACTION = 0.001  # the data source's time per wave / its step's rollout time
 SIZES = [(64, 8), (64, 16), (256, 8), (256, 16), (1024, 8), (1024, 16)]

@@ -85,7 +85,7 @@ def _version() -> str:
 
 def _inspect(args: argparse.Namespace) -> int:
     from shopsim_metrics.readers.steps import read_step_columns
-    from shopsim_metrics.step.report import (STEP_TABLE_LEGEND, STEP_TABLE_NAMES, format_cost_headline,
+    from shopsim_metrics.readers.report import (STEP_TABLE_LEGEND, STEP_TABLE_NAMES, format_cost_headline,
                                             format_step_table, format_wave_calibration)
 
     if args.json:

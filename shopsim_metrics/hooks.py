@@ -36,7 +36,7 @@ from shopsim_metrics.errors import TechnicalFailureLimitExceeded
 from shopsim_metrics.monitor import ShopsimRuntime
 from shopsim_metrics.settings import ShopsimConfigError
 from shopsim_metrics.settings.wiring import no_judgement_warning
-from shopsim_metrics.step import contract as C
+from shopsim_metrics.record import contract as C
 from shopsim_metrics.step.drop_rule import filter_flags
 
 logger = logging.getLogger("shopsim_metrics")

@@ -8,7 +8,7 @@ except the rare termination record; records are emitted once per step by the log
 Who owns what (one owner per piece of state):
 
 - the settings (:class:`~shopsim_metrics.settings.ShopsimSettings`): read and checked once, from ``args``;
-- the technical streak (:class:`~shopsim_metrics.step.streak.TechnicalStreak`): this monitor, fed by
+- the technical streak (:class:`~shopsim_metrics.health.streak.TechnicalStreak`): this monitor, fed by
   every judgement, read by the records, the alerts and the termination;
 - each step record, and what goes to the sinks in order (records and alerts): the step recorder
   (:class:`~shopsim_metrics.step.recorder.StepRecorder`), from the closed step the accountant hands over
@@ -17,13 +17,13 @@ Who owns what (one owner per piece of state):
   none edits a record;
 - the current step, its ledger, its close and the closed steps not yet emitted: the accountant
   (:class:`~shopsim_metrics.step.accounting.StepAccountant`);
-- a step's number: :class:`~shopsim_metrics.step.step_number.StepNumbers`, which the accountant, the wave planner
+- a step's number: :class:`~shopsim_metrics.loop.step_number.StepNumbers`, which the accountant, the wave planner
   and the hooks ask (slime's live ``_current_rollout_id``, else the ``rollout_id`` slime's sample hook received;
   when neither says, counted on from ``start_rollout_id`` and renumbered by the log function's ``rollout_id``);
 - every token generated per step (the sample hook's counts): the accountant's
   :class:`~shopsim_metrics.step.generated_tokens.GeneratedTokens`, fed by :meth:`ShopsimRuntime.record_sample`;
 - each step's waves (their sizes, the first one's prediction, the recent steps' orders they are sized from): the
-  wave planner (:class:`~shopsim_metrics.step.wave_planner.WavePlanner`), which the data source asks for each wave;
+  wave planner (:class:`~shopsim_metrics.waves.wave_planner.WavePlanner`), which the data source asks for each wave;
 - the prompt history: the accountant's prompt tracker (:class:`~shopsim_metrics.prompts.value.PromptValueTracker`),
   restored on a resumed run by :mod:`shopsim_metrics.run.resume`;
 - the project's own time (``filter_seconds``): measured only by :meth:`ShopsimRuntime.own_time`, around
@@ -32,7 +32,7 @@ Who owns what (one owner per piece of state):
   (:func:`shopsim_metrics.sinks.factory.build_sinks`), lazily, at the first record;
 - the alerts' policy (one warning per step at most, the error at the limit): the alert policy;
 - the advisories (what the recent steps say is wrong, once per condition): the advisor
-  (:class:`~shopsim_metrics.step.advisories.Advisor`), fed each step as it is emitted, restored on a resume;
+  (:class:`~shopsim_metrics.health.advisories.Advisor`), fed each step as it is emitted, restored on a resume;
 - which of these pieces a resume restores: registered once, by name, in ``self.resumable``
   (:func:`shopsim_metrics.run.state.monitor_state`); the snapshot, its load and the replay iterate it;
 - the snapshot being written beside slime's checkpoint, its thread and when the run waits for it: the snapshot
@@ -64,24 +64,24 @@ from typing import Any, Callable
 
 from shopsim_metrics.step.accounting import StepAccountant
 from shopsim_metrics.step.closed_step import ClosedStep, GenerationStats, StepKnobs
-from shopsim_metrics.step.advisories import Advisor
-from shopsim_metrics.step.alerts import StreakAlertPolicy
+from shopsim_metrics.health.advisories import Advisor
+from shopsim_metrics.health.alerts import StreakAlertPolicy
 from shopsim_metrics.step.generated_tokens import GeneratedTokens
-from shopsim_metrics.step.wave_planner import WavePlanner
-from shopsim_metrics.step.loop_state import LoopState, NoLoopState
+from shopsim_metrics.waves.wave_planner import WavePlanner
+from shopsim_metrics.loop.loop_state import LoopState, NoLoopState
 from shopsim_metrics.prompts.skip_evidence import MonitorSkipHistory
 from shopsim_metrics.prompts.skip_record import SkipTally, SourceSkips
 from shopsim_metrics.prompts.value import PromptValueTracker
 from shopsim_metrics.step.recorder import SlimeFacts, StepRecorder
-from shopsim_metrics.step.warn_once import WarnOnce
-from shopsim_metrics.step.records import StepRecord
+from shopsim_metrics.warn_once import WarnOnce
+from shopsim_metrics.record.records import StepRecord
 from shopsim_metrics.sinks.base import SinkSet, StepSink
 from shopsim_metrics.sinks.jsonl import JsonlSink
 from shopsim_metrics.errors import TechnicalFailureLimitExceeded
 from shopsim_metrics.judging.group_judgement import GroupJudgement, judge_group
 from shopsim_metrics.settings import ShopsimSettings, fresh_run_dir
-from shopsim_metrics.step.step_number import StepNumbers
-from shopsim_metrics.step.streak import TechnicalStreak
+from shopsim_metrics.loop.step_number import StepNumbers
+from shopsim_metrics.health.streak import TechnicalStreak
 from shopsim_metrics.settings import missing_knobs_warning
 from shopsim_metrics.run.resume import restore, resume_warning
 from shopsim_metrics.run.snapshot import SnapshotPlan, build_snapshot
@@ -130,7 +130,7 @@ class ShopsimRuntime:
             warn_fraction=settings.alert_warn_fraction, warn_level=settings.alert_warn_level,
             error_level=settings.alert_error_level, enabled=settings.alerts)
         self.advisor: Advisor | None = Advisor() if settings.alerts else None
-        """The recent steps' advisories (:mod:`~shopsim_metrics.step.advisories`): fed as each step is emitted."""
+        """The recent steps' advisories (:mod:`~shopsim_metrics.health.advisories`): fed as each step is emitted."""
         self._explicit_sinks = sinks
         self._sinks: SinkSet | None = None
         self._sinks_lock = threading.Lock()  # builds the sinks once
@@ -280,7 +280,7 @@ class ShopsimRuntime:
     ) -> str:
         """The fully-async path: judge one group, let ``decide(kind)`` choose its outcome, record it; returns the outcome.
 
-        The loop decides (:class:`~shopsim_metrics.step.fully_async_batch.AsyncAdmission`), so the decision
+        The loop decides (:class:`~shopsim_metrics.fully_async.fully_async_batch.AsyncAdmission`), so the decision
         never depends on the accounting. Raises only :class:`TechnicalFailureLimitExceeded` (the streak
         is the same one the synchronous filter feeds), after writing the terminated step.
         """

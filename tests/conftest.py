@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 from hypothesis import HealthCheck, settings
 
-from shopsim_metrics.step.loop_state import ManualLoopState
+from shopsim_metrics.loop.loop_state import ManualLoopState
 from shopsim_metrics.simulator.samples import SimSample
 from shopsim_metrics.simulator.loop import SimulatedSlimeLoop, StepOutcome
 from shopsim_metrics.simulator.latency import NextBatch, ScriptedCompletions

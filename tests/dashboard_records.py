@@ -14,9 +14,9 @@ import random
 from dataclasses import fields
 from types import SimpleNamespace
 
-from shopsim_metrics.step import contract
+from shopsim_metrics.record import contract
 from shopsim_metrics.prompts.value import PromptValueTracker
-from shopsim_metrics.step.records import DecisionRow, StepRecord
+from shopsim_metrics.record.records import DecisionRow, StepRecord
 
 ROLLOUT_BATCH_SIZE, N, OVER_SAMPLING_BATCH_SIZE, GLOBAL, MAX_CONSECUTIVE_FAILED_GROUPS = 16, 8, 32, 64, 8
 

@@ -42,7 +42,7 @@ def group_for(step: int, k: int, gid: int, diverged: bool) -> list:
 
 def main(argv: list[str]) -> None:
     from conftest import fifo_batches, make_args, run_scripted_step, scripted_loop
-    from shopsim_metrics.step.loop_state import ManualLoopState
+    from shopsim_metrics.loop.loop_state import ManualLoopState
     from shopsimrl import slime_runtime
 
     parser = argparse.ArgumentParser()

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from shopsim_metrics.step.closed_step import StepKnobs, step_draft
 from shopsim_metrics.step.accounting import StepAccountant
-from shopsim_metrics.step.loop_state import ManualLoopState
+from shopsim_metrics.loop.loop_state import ManualLoopState
 from shopsim_metrics.simulator.samples import SimSample
 from shopsim_metrics.sinks import JsonlSink, MemorySink
 from shopsim_metrics.readers import read_steps
@@ -165,7 +165,7 @@ def test_records_match_the_loop_and_every_identity_holds(tmp_path_factory, k):
        steps=st.lists(st.integers(0, 2), min_size=60, max_size=60))
 def test_streak_is_the_run_of_technical_groups_and_the_records_read_it(kinds, steps):
     from shopsim_metrics.judging.group_judgement import GroupJudgement
-    from shopsim_metrics.step.streak import TechnicalStreak
+    from shopsim_metrics.health.streak import TechnicalStreak
 
     acc = StepAccountant(StepKnobs(rollout_batch_size=4, over_sampling_batch_size=4))
     streak = TechnicalStreak()

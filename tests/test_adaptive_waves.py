@@ -15,7 +15,7 @@ from shopsim_metrics.judging.group_judgement import SPREAD, TECHNICAL, ZERO_STD
 from shopsim_metrics.simulator.config import SimConfig
 from shopsim_metrics.simulator.data_sources import CountingDataSource
 from shopsim_metrics.simulator.loop import Simulator, simulate
-from shopsim_metrics.step.wave_size import (RECENT_WINDOW, RecentOrders, RecentSteps, adaptive_wave_size,
+from shopsim_metrics.waves.wave_size import (RECENT_WINDOW, RecentOrders, RecentSteps, adaptive_wave_size,
                                             replayed_second_wave_probability, second_wave_probability)
 from shopsimrl.data_source import PromptSkipDataSource
 from shopsimrl.slime_runtime import reset_runtime
@@ -46,7 +46,7 @@ def _run_recorded(config):
     """Simulate ``config`` with its real group source, whose data source's calls are recorded."""
     from shopsim_metrics.simulator.loop import make_group_source, rng_streams, token_rng
     from shopsim_metrics.simulator.tokens import TokenModel
-    from shopsim_metrics.step import loop_state
+    from shopsim_metrics.loop import loop_state
 
     _, reward_rng, _ = rng_streams(config.seed)
     source = make_group_source(config, reward_rng, TokenModel.from_config(config, token_rng(config.seed)))
@@ -419,7 +419,7 @@ def test_each_step_records_the_chance_of_another_wave_its_first_wave_was_sized_w
 
 
 def test_a_wave_that_cannot_be_sized_is_what_slime_asks_and_the_step_is_recorded(monkeypatch, caplog):
-    import shopsim_metrics.step.wave_planner as wave_planner
+    import shopsim_metrics.waves.wave_planner as wave_planner
 
     def broken(**_):
         raise ZeroDivisionError("a broken estimate")
@@ -437,7 +437,7 @@ def test_a_wave_that_cannot_be_sized_is_what_slime_asks_and_the_step_is_recorded
 _SIZING = """
 import resource, sys
 resource.setrlimit(resource.RLIMIT_AS, ({limit}, {limit}))
-from shopsim_metrics.step.wave_size import RecentSteps, adaptive_wave_size
+from shopsim_metrics.waves.wave_size import RecentSteps, adaptive_wave_size
 orders = {orders!r}
 recent = RecentSteps(orders=tuple(orders), spread_rate={spread}, technical_rate=0.02)
 for cap in {caps!r}:
@@ -476,7 +476,7 @@ def test_a_wave_that_needs_the_cap_is_sized_in_bounded_memory():
 @settings(max_examples=200, deadline=None)
 @given(margin=st.integers(0, 400), need=st.integers(0, 40), spread=st.floats(0, 1), technical=st.floats(0, 1))
 def test_the_closed_form_beyond_the_table_is_the_tables_recurrence(margin, need, spread, technical):
-    from shopsim_metrics.step.wave_size import _IidTail, _another_closed_form
+    from shopsim_metrics.waves.wave_size import _IidTail, _another_closed_form
 
     table = _IidTail(need, spread, technical).another(margin, need)
     assert _another_closed_form(margin, need, spread, technical) == pytest.approx(table, abs=1e-12)

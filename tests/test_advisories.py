@@ -18,8 +18,8 @@ from shopsim_metrics.readers.wandb_offline import find_run_dirs, read_offline_ru
 from shopsim_metrics.simulator.demo import demo_config
 from shopsim_metrics.simulator.loop import Simulator
 from shopsim_metrics.sinks import JsonlSink, MemorySink
-from shopsim_metrics.step import contract
-from shopsim_metrics.step.advisories import (
+from shopsim_metrics.record import contract
+from shopsim_metrics.health.advisories import (
     ADVISORY_WINDOW, RULES, Advisor, StepFacts, advise, skipping_pays,
 )
 from shopsimrl import slime_runtime
@@ -305,7 +305,7 @@ def test_the_html_dashboard_lists_the_advisory_and_marks_its_step_once(tmp_path)
 
 
 def _records_with_alerts(tmp_path: Path, alerts: dict[int, list[dict]]) -> Path:
-    from shopsim_metrics.step.records import StepRecord
+    from shopsim_metrics.record.records import StepRecord
 
     sink = JsonlSink(tmp_path)
     for step in range(6):

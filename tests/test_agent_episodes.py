@@ -15,10 +15,10 @@ from shopsim_metrics.judging.episodes import read_episode
 from shopsim_metrics.judging.failure_cause import CAUSE_LENGTH, UNREADABLE_CAUSE, read_failure_cause
 from shopsim_metrics.judging.tokens import group_tokens, read_generated_tokens
 from shopsim_metrics.simulator.samples import SimSample
-from shopsim_metrics.step import contract
+from shopsim_metrics.record import contract
 from shopsim_metrics.step.closed_step import top_causes
 from shopsim_metrics.step.generated_tokens import GeneratedTokens
-from shopsim_metrics.step.records import StepRecord
+from shopsim_metrics.record.records import StepRecord
 
 CAUSE = "ToolTimeout: search_products"
 

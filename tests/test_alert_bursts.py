@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from hypothesis import given, strategies as st
 
-from shopsim_metrics.step.alerts import StreakAlertPolicy
-from shopsim_metrics.step.streak import TechnicalStreak
+from shopsim_metrics.health.alerts import StreakAlertPolicy
+from shopsim_metrics.health.streak import TechnicalStreak
 
 
 def _run(policy: StreakAlertPolicy, steps: list[list[str | None]]) -> tuple[TechnicalStreak, list]:

@@ -14,8 +14,8 @@ from shopsim_metrics.dashboards.data import load_dashboard_data
 from shopsim_metrics.dashboards.html import render_html
 from shopsim_metrics.dashboards.spec import dashboard_spec
 from shopsim_metrics.readers.wandb_offline import find_run_dirs, read_offline_run
-from shopsim_metrics.step import contract
-from shopsim_metrics.step.records import StepRecord
+from shopsim_metrics.record import contract
+from shopsim_metrics.record.records import StepRecord
 from shopsimrl import slime_runtime
 from tests.wandb_helpers import wandb_env  # noqa: F401 - fixture
 

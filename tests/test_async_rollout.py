@@ -20,9 +20,9 @@ import fake_slime_async as fake
 from shopsim_metrics.errors import TechnicalFailureLimitExceeded
 from shopsim_metrics.judging.group_judgement import SPREAD, TECHNICAL, ZERO_STD
 from shopsim_metrics.sinks import MemorySink
-from shopsim_metrics.step import contract as C
-from shopsim_metrics.step.fully_async_batch import AsyncAdmission
-from shopsim_metrics.step.fully_async_step import DrawLog
+from shopsim_metrics.record import contract as C
+from shopsim_metrics.fully_async.fully_async_batch import AsyncAdmission
+from shopsim_metrics.fully_async.fully_async_step import DrawLog
 from shopsimrl import async_rollout, slime_runtime
 
 N = 2

@@ -32,7 +32,7 @@ def test_a_missing_subcommand_is_named_by_its_choices(capsys) -> None:
 def test_a_directory_above_the_run_names_the_run_directory_below_it(tmp_path, capsys) -> None:
     from shopsim_metrics.cli import main
     from shopsim_metrics.sinks import JsonlSink
-    from shopsim_metrics.step.records import StepRecord
+    from shopsim_metrics.record.records import StepRecord
 
     sink = JsonlSink(tmp_path / "demo_out" / "run", fsync=False)
     sink.emit(StepRecord(rollout_id=0))

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from shopsim_metrics.step.loop_state import ManualLoopState
+from shopsim_metrics.loop.loop_state import ManualLoopState
 from shopsim_metrics.simulator.samples import SimSample
 from shopsim_metrics.settings import ShopsimConfigError
 from shopsim_metrics.sinks import MemorySink

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from shopsim_metrics.step.closed_step import StepKnobs, step_draft
-from shopsim_metrics.step import contract as C
+from shopsim_metrics.record import contract as C
 from shopsim_metrics.step.accounting import StepAccountant
 from shopsim_metrics.judging.group_judgement import judge_group
 from shopsim_metrics.simulator.samples import SimSample

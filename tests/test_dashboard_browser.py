@@ -349,7 +349,7 @@ def test_panels_of_features_the_run_does_not_use_say_off_and_the_header_shows_th
                                                                                        tmp_path: Path) -> None:
     """A run without prompt skipping, on the synchronous path: the Skipping panels and the fully-async panels
     say "Off in this run" (visible), the others draw; the header names the knobs and the modes."""
-    from shopsim_metrics.step.records import FULLY_ASYNC, PROMPT_SKIP, step_fields
+    from shopsim_metrics.record.records import FULLY_ASYNC, PROMPT_SKIP, step_fields
 
     records = make_records()
     spec = dashboard_spec()

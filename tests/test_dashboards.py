@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dashboard_records import make_records
-from shopsim_metrics.step import contract
+from shopsim_metrics.record import contract
 from shopsim_metrics.cli import main as cli_main
 from shopsim_metrics.dashboards import spec as spec_mod
 from shopsim_metrics.dashboards.data import history_to_steps, load_dashboard_data
@@ -30,7 +30,7 @@ def step_figure(panel, data):
 
     return go.Figure(step_figure_dict(panel, data))
 from shopsim_metrics.dashboards.spec import DashboardSpec, Panel, Series, dashboard_spec, load_panels_json
-from shopsim_metrics.step.records import StepRecord
+from shopsim_metrics.record.records import StepRecord
 from shopsim_metrics.sinks import JsonlSink
 from wandb_helpers import wandb_env  # noqa: F401  (fixture)
 

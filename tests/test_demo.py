@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from shopsim_metrics.step import contract
+from shopsim_metrics.record import contract
 from shopsim_metrics.cli import main
 from shopsim_metrics.dashboards.spec import dashboard_spec
 from shopsim_metrics.simulator.demo import DEMO_BURST_CAUSE, _demo_environment, demo_config

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import yaml
 
-from shopsim_metrics.step import contract
-from shopsim_metrics.step.records import StepRecord
+from shopsim_metrics.record import contract
+from shopsim_metrics.record.records import StepRecord
 from shopsim_metrics.sinks.wandb_sink import DECISIONS_KEY, PROMPTS_KEY, SKIPPED_PROMPTS_KEY, WandbSink, record_scalars
 from shopsimrl import slime_runtime
 from shopsim_metrics.settings import DEFAULTS, SETTINGS

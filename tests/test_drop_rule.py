@@ -6,7 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from shopsim_metrics.judging.group_judgement import SPREAD, TECHNICAL, ZERO_STD, GroupJudgement
-from shopsim_metrics.step import contract as C
+from shopsim_metrics.record import contract as C
 from shopsim_metrics.step.closed_step import StepKnobs
 from shopsim_metrics.step.accounting import StepAccountant
 from shopsim_metrics.step.drop_rule import filter_flags, should_drop

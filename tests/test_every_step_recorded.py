@@ -9,7 +9,7 @@ from conftest import make_args, spread, zero
 from hypothesis import given, settings, strategies as st
 
 from shopsim_metrics.sinks import MemorySink
-from shopsim_metrics.step import contract as C
+from shopsim_metrics.record import contract as C
 from shopsimrl import slime_runtime
 
 

@@ -19,10 +19,10 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from conftest import group_of, make_args
-from shopsim_metrics.step.contract import FAILED_CHECKS, OUTCOMES, REASONS
+from shopsim_metrics.record.contract import FAILED_CHECKS, OUTCOMES, REASONS
 from shopsim_metrics.errors import TechnicalFailureLimitExceeded
 from shopsim_metrics.judging.group_judgement import judge_group
-from shopsim_metrics.step.loop_state import ManualLoopState
+from shopsim_metrics.loop.loop_state import ManualLoopState
 from shopsim_metrics.simulator.samples import SimSample
 from shopsim_metrics.sinks import MemorySink
 from shopsimrl import slime_runtime

@@ -12,7 +12,7 @@ from shopsim_metrics.settings.preflight import load_function
 from shopsim_metrics.simulator.config import SimConfig
 from shopsim_metrics.simulator.loop import Simulator
 from shopsim_metrics.simulator.samples import SimSample
-from shopsim_metrics.step.contract import SAMPLE_HOOK_PATH
+from shopsim_metrics.record.contract import SAMPLE_HOOK_PATH
 from shopsim_metrics.step.generated_tokens import GeneratedTokens, StepTokens
 from shopsimrl.slime_runtime import configure, reset_runtime
 

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from conftest import group_of
 
-from shopsim_metrics.step.contract import FAILED_CHECKS, REASON_TECHNICAL, REASON_ZERO_STD
+from shopsim_metrics.record.contract import FAILED_CHECKS, REASON_TECHNICAL, REASON_ZERO_STD
 from shopsim_metrics.simulator.samples import SimSample
 from shopsimrl import slime_runtime
 from shopsim_metrics.judging.group_judgement import judge_group, read_reward

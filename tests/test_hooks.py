@@ -157,7 +157,7 @@ def test_unclosed_step_is_emitted_when_the_next_begins(tmp_path):
     """Without the all-samples hook and log function, no finished step is lost."""
     args = make_args(over_sampling_batch_size=16)
     memory = MemorySink()
-    from shopsim_metrics.step.loop_state import ManualLoopState
+    from shopsim_metrics.loop.loop_state import ManualLoopState
 
     state = ManualLoopState()
     slime_runtime.configure(args, sinks=[memory], loop_state=state)
@@ -233,7 +233,7 @@ def test_cli_reports_bad_inputs_in_one_line(tmp_path, capsys):
 
 def test_cli_inspect_prints_one_row_per_step(tmp_path, capsys):
     from shopsim_metrics.cli import main
-    from shopsim_metrics.step.records import StepRecord
+    from shopsim_metrics.record.records import StepRecord
     from shopsim_metrics.sinks import JsonlSink
 
     sink = JsonlSink(tmp_path, fsync=False)
@@ -250,7 +250,7 @@ def test_cli_inspect_prints_one_row_per_step(tmp_path, capsys):
 def test_demo_and_inspect_print_the_same_columns_for_the_same_records(tmp_path, capsys):
     from shopsim_metrics.cli import main
     from shopsim_metrics.simulator.demo import format_steps_table
-    from shopsim_metrics.step.records import StepRecord
+    from shopsim_metrics.record.records import StepRecord
     from shopsim_metrics.sinks import JsonlSink
 
     records = [StepRecord(rollout_id=0, wave_count=4, accepted_group_count=109, train_group_count=16,

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from shopsim_metrics.step.records import DecisionRow, StepRecord
+from shopsim_metrics.record.records import DecisionRow, StepRecord
 from shopsim_metrics.sinks import JsonlSink
 
 GOOD_STEPS = 4

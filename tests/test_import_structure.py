@@ -79,11 +79,21 @@ def test_the_cores_top_level_keeps_at_most_six_modules_besides_its_entry_points(
     assert len(top) <= TOP_LEVEL_MOST, sorted(top)
 
 
+ABOVE_THE_STEP = ("monitor", "run", "prompts", "settings", "hooks")
+
+
 def test_the_lower_rooms_never_import_the_hub_or_a_run_s_life() -> None:
-    """judging, step and settings sit below the monitor and the run's life; step never reads the prompts room."""
+    """judging, the record, the loop, waves, health, fully-async, step and settings sit below the monitor and the
+    run's life; the record's contract imports only judging; the rooms below the step never import it."""
     graph = _imports()
-    below = {"shopsim_metrics.judging": ("monitor", "run", "prompts", "step", "settings"),
-             "shopsim_metrics.step": ("monitor", "run", "prompts", "settings", "hooks"),
+    below = {"shopsim_metrics.judging": ("monitor", "run", "prompts", "step", "settings", "record"),
+             "shopsim_metrics.record": ("monitor", "run", "prompts", "step", "settings", "hooks", "loop", "waves",
+                                        "health", "fully_async", "sinks", "readers"),
+             "shopsim_metrics.loop": (*ABOVE_THE_STEP, "step", "record", "waves", "health"),
+             "shopsim_metrics.waves": (*ABOVE_THE_STEP, "step", "health"),
+             "shopsim_metrics.health": (*ABOVE_THE_STEP, "step", "waves"),
+             "shopsim_metrics.fully_async": (*ABOVE_THE_STEP, "step"),
+             "shopsim_metrics.step": ABOVE_THE_STEP,
              "shopsim_metrics.settings": ("monitor", "run", "hooks")}
     found = []
     for module, imported in graph.items():

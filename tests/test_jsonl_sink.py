@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings as hsettings, strategies as st
 
-from shopsim_metrics.step import contract
-from shopsim_metrics.step.records import OPTIONAL_ROW_FIELDS, DecisionRow, StepRecord
+from shopsim_metrics.record import contract
+from shopsim_metrics.record.records import OPTIONAL_ROW_FIELDS, DecisionRow, StepRecord
 from shopsim_metrics.sinks import JsonlSink
 from shopsim_metrics.readers import read_steps
 from tests.wandb_helpers import make_record

@@ -33,7 +33,7 @@ from shopsim_metrics.simulator.calibration import LedgerTokens
 from shopsim_metrics.run.snapshot import build_snapshot, snapshot_path
 from shopsim_metrics.run.state import monitor_state
 from shopsim_metrics.state_file import write_json
-from shopsim_metrics.step.streak import TechnicalStreak
+from shopsim_metrics.health.streak import TechnicalStreak
 from shopsimrl import slime_runtime
 
 PROCESS = Path(__file__).resolve().parent / "lineage_process.py"

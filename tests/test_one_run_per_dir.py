@@ -16,7 +16,7 @@ from shopsim_metrics.run.state import monitor_state
 from shopsim_metrics.run.identity import RunDirInUse
 from shopsim_metrics.readers import read_steps
 from shopsim_metrics.readers.steps import Winners, read_step_columns
-from shopsim_metrics.step.streak import TechnicalStreak
+from shopsim_metrics.health.streak import TechnicalStreak
 from shopsimrl import slime_runtime
 
 

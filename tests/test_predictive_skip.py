@@ -16,7 +16,7 @@ from shopsim_metrics.simulator.config import SimConfig
 from shopsim_metrics.simulator.demo import demo_config
 from shopsim_metrics.simulator.loop import simulate
 from shopsim_metrics.simulator.skip_saving import compare_skipping
-from shopsim_metrics.step.records import DecisionRow, StepRecord
+from shopsim_metrics.record.records import DecisionRow, StepRecord
 from tests.test_data_source import make_args, pool, skip_source
 
 

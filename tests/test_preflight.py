@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from shopsim_metrics.cli import main as cli_main
-from shopsim_metrics.step.contract import ALL_SAMPLES_PATH, FILTER_PATH, LOG_PATH, SAMPLE_HOOK_PATH
+from shopsim_metrics.record.contract import ALL_SAMPLES_PATH, FILTER_PATH, LOG_PATH, SAMPLE_HOOK_PATH
 
 EXAMPLE_YAML = str(Path(__file__).resolve().parents[1] / "examples" / "shopsim.yaml")
 

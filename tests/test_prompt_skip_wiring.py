@@ -11,8 +11,8 @@ import pytest
 
 from shopsim_metrics.prompts.keys import prompt_key
 from shopsim_metrics.sinks import MemorySink
-from shopsim_metrics.step.contract import SKIPPED_PROMPT_COLUMNS
-from shopsim_metrics.step.loop_state import ManualLoopState
+from shopsim_metrics.record.contract import SKIPPED_PROMPT_COLUMNS
+from shopsim_metrics.loop.loop_state import ManualLoopState
 from tests.test_data_source import CERTAIN, FakeSlimeDataSource, pool
 from tests.wandb_helpers import wandb_env  # noqa: F401 - a fixture
 
@@ -102,7 +102,7 @@ def test_a_skipped_prompt_generated_again_with_spread_is_counted(tmp_path) -> No
     from dataclasses import replace
 
     from shopsim_metrics.prompts.skip_record import SkippedPrompt, SkipTally
-    from shopsim_metrics.step.records import DecisionRow, StepRecord
+    from shopsim_metrics.record.records import DecisionRow, StepRecord
 
     def row(gi, key, spread):
         return DecisionRow(order=gi, waves_open=1, group_index=gi, outcome="trained" if spread else "dropped_zero_std",
@@ -128,7 +128,7 @@ def test_off_records_and_jsonl_are_as_without_the_feature(tmp_path) -> None:
     run_steps(tmp_path, 3, sinks="built", shopsim_prompt_skip="off")
     HOOKS.reset_runtime()
     lines = [json.loads(line) for line in (tmp_path / "run" / "steps.jsonl").read_text().splitlines()]
-    from shopsim_metrics.step import contract
+    from shopsim_metrics.record import contract
 
     skip_keys = set(contract.PROMPT_SKIP_FIELDS) | {"skipped_prompts"}
     assert len(lines) == 3 and not skip_keys & {k for line in lines for k in line}
@@ -142,7 +142,7 @@ def test_the_skips_reach_the_records_file_and_a_wandb_table(tmp_path, wandb_env)
 
     from shopsim_metrics.readers.wandb_offline import read_offline_run
     from shopsim_metrics.sinks.wandb_sink import SKIPPED_PROMPTS_KEY
-    from shopsim_metrics.step import contract
+    from shopsim_metrics.record import contract
 
     slime_run = wandb.init(project="slime")
     run_dir = Path(slime_run.dir).parent
@@ -209,7 +209,7 @@ def test_a_resumed_run_skips_as_the_unbroken_one(tmp_path) -> None:
     resumed = [_step(args, ds, loop, step) for step in range(6, 10)]
     HOOKS.reset_runtime()
     assert resumed == unbroken[6:]
-    from shopsim_metrics.step import contract
+    from shopsim_metrics.record import contract
 
     def skip_fields(run_dir):
         return [{k: r[k] for k in (*contract.PROMPT_SKIP_FIELDS, "skipped_prompts")} for r in records(run_dir)[6:]]

@@ -10,12 +10,12 @@ import pytest
 from hypothesis import given, settings as hsettings, strategies as st
 
 from shopsim_metrics.run.identity import WRITER_FIELDS
-from shopsim_metrics.step import contract
+from shopsim_metrics.record import contract
 from shopsim_metrics.judging.verdicts import VERDICTS
 from shopsim_metrics.prompts.history import PromptHistory
 from shopsim_metrics.prompts.keys import hash_prompt, history_key, key_text, prompt_key
 from shopsim_metrics.prompts.value import PromptValueTracker
-from shopsim_metrics.step.records import DecisionRow, StepRecord
+from shopsim_metrics.record.records import DecisionRow, StepRecord
 from shopsim_metrics.simulator.samples import SimSample
 from shopsim_metrics.settings import ShopsimConfigError, ShopsimSettings
 from conftest import make_args

@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 
 from dashboard_records import make_records
-from shopsim_metrics.step import contract
+from shopsim_metrics.record import contract
 from shopsim_metrics.cli import main
 from shopsim_metrics.prompts.command import read_skip_list
-from shopsim_metrics.step.records import StepRecord
+from shopsim_metrics.record.records import StepRecord
 from shopsim_metrics.sinks import JsonlSink
 
 

@@ -23,9 +23,9 @@ import numpy as np
 import pytest
 from hypothesis import given, settings as hsettings, strategies as st
 
-from shopsim_metrics.step import contract
-from shopsim_metrics.step.json_values import json_native, json_native_fields
-from shopsim_metrics.step.records import DecisionRow, StepRecord
+from shopsim_metrics.record import contract
+from shopsim_metrics.record.json_values import json_native, json_native_fields
+from shopsim_metrics.record.records import DecisionRow, StepRecord
 from shopsim_metrics.sinks import JsonlSink, steps_files
 from shopsim_metrics.readers import read_steps
 from shopsim_metrics.sinks.jsonl import record_line
@@ -308,7 +308,7 @@ def test_a_failed_fsync_cuts_the_unconfirmed_line_and_writes_it_again(tmp_path: 
 
 _FSIZE_WRITER = """
 import resource, signal, sys
-from shopsim_metrics.step.records import StepRecord
+from shopsim_metrics.record.records import StepRecord
 from shopsim_metrics.sinks import JsonlSink
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # over the limit, write() fails with EFBIG instead
 soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
@@ -427,7 +427,7 @@ def test_a_directory_or_fifo_at_steps_jsonl_is_refused_without_blocking(tmp_path
 _WRITER = """
 import os, sys, time
 from pathlib import Path
-from shopsim_metrics.step.records import StepRecord
+from shopsim_metrics.record.records import StepRecord
 from shopsim_metrics.sinks import JsonlSink
 run_dir, tag, first, last, ready, go = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5], sys.argv[6]
 sink = JsonlSink(run_dir)
@@ -481,7 +481,7 @@ def test_two_writers_at_once_each_get_their_own_file_and_readers_read_both(tmp_p
 
 _DIES_MID_WRITE = """
 import os, signal, sys
-from shopsim_metrics.step.records import StepRecord
+from shopsim_metrics.record.records import StepRecord
 from shopsim_metrics.sinks import JsonlSink
 count = {"n": 0}
 def write(fd, data):
@@ -545,7 +545,7 @@ import resource, signal, sys
 from pathlib import Path
 from types import SimpleNamespace
 import numpy as np
-from shopsim_metrics.step.loop_state import ManualLoopState
+from shopsim_metrics.loop.loop_state import ManualLoopState
 from shopsim_metrics.simulator.samples import SimSample
 from shopsimrl import slime_runtime
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)

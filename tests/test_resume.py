@@ -14,7 +14,7 @@ from conftest import fifo_batches, group_of, make_args, run_scripted_step, scrip
 from shopsim_metrics.sinks import JsonlSink
 from shopsim_metrics.readers import read_steps
 from shopsim_metrics.run.identity import WRITER_FIELDS
-from shopsim_metrics.step.loop_state import ManualLoopState
+from shopsim_metrics.loop.loop_state import ManualLoopState
 from shopsimrl import slime_runtime
 
 TIMING_FIELDS = {"filter_seconds", "rollout_seconds", "filter_time_fraction", "first_wave_fill_seconds",

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from shopsim_metrics.step.loop_state import ManualLoopState
+from shopsim_metrics.loop.loop_state import ManualLoopState
 from shopsim_metrics.simulator.samples import SimSample
 from shopsim_metrics.readers import read_steps
 from shopsim_metrics.sinks.factory import SUMMARY_HOST, SUMMARY_RUN_DIR

@@ -15,7 +15,7 @@ import pytest
 
 from conftest import make_args, spread, technical, zero
 from shopsim_metrics.errors import TechnicalFailureLimitExceeded
-from shopsim_metrics.step.loop_state import ManualLoopState
+from shopsim_metrics.loop.loop_state import ManualLoopState
 from shopsim_metrics.sinks import MemorySink
 from shopsim_metrics.sinks.base import StepSink
 from shopsimrl import slime_runtime

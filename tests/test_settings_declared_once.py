@@ -41,7 +41,7 @@ from shopsim_metrics.settings import (
 from shopsim_metrics.settings.check import check_mapping
 from shopsim_metrics.settings.prompt_skip import SkipRuleSettings
 from fed_history import FedHistory
-from shopsim_metrics.step.contract import ALL_SAMPLES_PATH, FILTER_PATH, LOG_PATH, SAMPLE_HOOK_PATH
+from shopsim_metrics.record.contract import ALL_SAMPLES_PATH, FILTER_PATH, LOG_PATH, SAMPLE_HOOK_PATH
 from shopsimrl.data_source import PromptSkipDataSource
 
 SLIME_FIELDS = {"rollout_batch_size", "n_samples_per_prompt", "over_sampling_batch_size", "global_batch_size",

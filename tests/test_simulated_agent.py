@@ -20,7 +20,7 @@ from shopsim_metrics.simulator.loop import make_group_source, simulate, token_rn
 from shopsim_metrics.simulator.samples import SimSample
 from shopsim_metrics.simulator.tokens import TokenModel
 from shopsim_metrics.simulator.tune import TUNING_LIMIT, tune, wave_price
-from shopsim_metrics.step import contract
+from shopsim_metrics.record import contract
 from shopsimrl import slime_runtime
 
 SPT = 0.02

@@ -225,7 +225,7 @@ def test_a_fully_async_config_refuses_what_it_does_not_model():
 def test_demo_fully_async_writes_the_records_and_the_dashboard(tmp_path, monkeypatch, capsys):
     from shopsim_metrics.cli import main
     from shopsim_metrics.readers import read_steps
-    from shopsim_metrics.step import contract
+    from shopsim_metrics.record import contract
 
     import wandb
 

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from shopsim_metrics.run.identity import WRITER_FIELDS
-from shopsim_metrics.step.loop_state import ManualLoopState
+from shopsim_metrics.loop.loop_state import ManualLoopState
 from shopsim_metrics.simulator.samples import SimSample
 from shopsim_metrics.simulator.config import FailureBurst, SimConfig
 from shopsim_metrics.simulator.loop import SimulatedSlimeLoop, Simulator, simulate

@@ -147,7 +147,7 @@ def _check_cost(step: dict) -> None:
 def _check_prompt_value(steps: list[dict]) -> None:
     """Prompt keys (metadata uid when present, else blake2b of the canonical JSON of [prompt, label]) and
     the prompt-value fields, recomputed from each run's ledger rows."""
-    from shopsim_metrics.step.records import StepRecord
+    from shopsim_metrics.record.records import StepRecord
     from tests.test_prompt_value import reference_fields
 
     kinds = set()

@@ -20,11 +20,11 @@ from shopsim_metrics.sinks import JsonlSink
 from shopsim_metrics.run.snapshot import SnapshotPlan, build_snapshot, find_snapshot, snapshot_path
 from shopsim_metrics.run.state import monitor_state
 from shopsim_metrics.state_file import write_json
-from shopsim_metrics.step.advisories import Advisor
-from shopsim_metrics.step.loop_state import ManualLoopState
-from shopsim_metrics.step.records import DecisionRow, StepRecord
-from shopsim_metrics.step.streak import TechnicalStreak
-from shopsim_metrics.step.wave_size import RecentOrders
+from shopsim_metrics.health.advisories import Advisor
+from shopsim_metrics.loop.loop_state import ManualLoopState
+from shopsim_metrics.record.records import DecisionRow, StepRecord
+from shopsim_metrics.health.streak import TechnicalStreak
+from shopsim_metrics.waves.wave_size import RecentOrders
 from shopsimrl import slime_runtime
 from test_resume import STEPS, comparable, group_for
 

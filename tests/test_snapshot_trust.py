@@ -20,8 +20,8 @@ from shopsim_metrics.run.snapshot import build_snapshot, snapshot_path
 from shopsim_metrics.run.state import monitor_state
 from shopsim_metrics.sinks import JsonlSink
 from shopsim_metrics.state_file import write_json
-from shopsim_metrics.step.records import DecisionRow, StepRecord
-from shopsim_metrics.step.streak import TechnicalStreak
+from shopsim_metrics.record.records import DecisionRow, StepRecord
+from shopsim_metrics.health.streak import TechnicalStreak
 from shopsimrl import slime_runtime
 
 
@@ -115,8 +115,8 @@ def test_a_stale_writers_snapshot_is_restored_with_the_warning_even_when_the_lat
 def _pieces():
     from shopsim_metrics.prompts.skip_record import SkipTally
     from shopsim_metrics.prompts.value import PromptValueTracker
-    from shopsim_metrics.step.advisories import Advisor
-    from shopsim_metrics.step.wave_size import RecentOrders
+    from shopsim_metrics.health.advisories import Advisor
+    from shopsim_metrics.waves.wave_size import RecentOrders
 
     streak, prompts, skips = TechnicalStreak(limit=8), PromptValueTracker(limit=6, forgetting=0.9), SkipTally(limit=4)
     orders, advisor = RecentOrders(window=3), Advisor()

@@ -26,9 +26,9 @@ from shopsim_metrics.run.resume import restore
 from shopsim_metrics.run.state import monitor_state
 from shopsim_metrics.sinks import JsonlSink
 from shopsim_metrics.run.snapshot import find_snapshot, read_snapshot, snapshot_path
-from shopsim_metrics.step.loop_state import ManualLoopState
-from shopsim_metrics.step.streak import TechnicalStreak
-from shopsim_metrics.step.wave_size import RecentOrders
+from shopsim_metrics.loop.loop_state import ManualLoopState
+from shopsim_metrics.health.streak import TechnicalStreak
+from shopsim_metrics.waves.wave_size import RecentOrders
 from shopsimrl import slime_runtime
 from test_resume import STEPS, group_for
 

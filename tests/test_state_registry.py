@@ -19,10 +19,10 @@ from shopsim_metrics.run.state import SNAPSHOT_HEADER
 from shopsim_metrics.run.state import ResumableState, monitor_state, prompt_settings
 from shopsim_metrics.sinks import JsonlSink
 from shopsim_metrics.state_file import write_json
-from shopsim_metrics.step.advisories import Advisor
-from shopsim_metrics.step.records import StepRecord
-from shopsim_metrics.step.streak import TechnicalStreak
-from shopsim_metrics.step.wave_size import RecentOrders
+from shopsim_metrics.health.advisories import Advisor
+from shopsim_metrics.record.records import StepRecord
+from shopsim_metrics.health.streak import TechnicalStreak
+from shopsim_metrics.waves.wave_size import RecentOrders
 from test_snapshot import record_of, steps
 
 

@@ -13,7 +13,7 @@ from hypothesis import given, settings as hsettings, strategies as st
 from shopsim_metrics.simulator.config import FailureBurst, SimConfig
 from shopsim_metrics.simulator.loop import simulate
 from shopsim_metrics.step.draft import FIELD_NAMES, StepDraft, record_part
-from shopsim_metrics.step.records import StepRecord
+from shopsim_metrics.record.records import StepRecord
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = (ROOT / "shopsim_metrics", ROOT / "filter")

@@ -90,7 +90,7 @@ def test_one_warning_when_slimes_live_id_is_missing(caplog) -> None:
 @settings(max_examples=60, deadline=None)
 @given(first=st.integers(0, 100), calls=st.lists(st.one_of(st.none(), st.integers(0, 200)), max_size=30))
 def test_the_step_numbers_never_go_back_and_count_on_from_the_latest(first, calls) -> None:
-    from shopsim_metrics.step.step_number import StepNumbers
+    from shopsim_metrics.loop.step_number import StepNumbers
 
     steps = StepNumbers(first=first)
     latest = None

@@ -11,7 +11,7 @@ from hypothesis import given, settings as hsettings, strategies as st
 from shopsim_metrics.judging.group_judgement import GroupJudgement
 from shopsim_metrics.sinks import MemorySink
 from shopsim_metrics.step.accounting import StepAccountant
-from shopsim_metrics.step.alerts import Alert, StreakAlertPolicy
+from shopsim_metrics.health.alerts import Alert, StreakAlertPolicy
 from shopsim_metrics.step.closed_step import ClosedStep, StepKnobs, closed_step_fields
 from shopsim_metrics.step.recorder import SlimeFacts, StepRecorder
 

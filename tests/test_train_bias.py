@@ -19,7 +19,7 @@ from shopsim_metrics.simulator.latency import ScriptedCompletions
 from shopsim_metrics.simulator.loop import Simulator
 from shopsim_metrics.simulator.rewards import FactoryGroupSource
 from shopsim_metrics.simulator.samples import SimSample
-from shopsim_metrics.step import contract as C
+from shopsim_metrics.record import contract as C
 from shopsim_metrics.step.generated_tokens import GeneratedTokens, StepTokens
 from shopsimrl.slime_runtime import reset_runtime
 from tests.wandb_helpers import wandb_env  # noqa: F401 - fixture

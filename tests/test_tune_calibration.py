@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from shopsim_metrics.cli import main
-from shopsim_metrics.step.records import DecisionRow, StepRecord
+from shopsim_metrics.record.records import DecisionRow, StepRecord
 from shopsim_metrics.simulator.config import SimConfig
 from shopsim_metrics.simulator.loop import Simulator, simulate
 from shopsim_metrics.simulator.calibration import calibrate, judged_tokens_per_rollout, mean_rollout_seconds

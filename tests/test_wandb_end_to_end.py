@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from conftest import fifo_batches, make_args, run_scripted_step, scripted_loop, spread, technical, zero
-from shopsim_metrics.step import contract
-from shopsim_metrics.step.loop_state import ManualLoopState
+from shopsim_metrics.record import contract
+from shopsim_metrics.loop.loop_state import ManualLoopState
 from shopsim_metrics.readers import read_steps
 from shopsim_metrics.sinks.wandb_sink import DECISIONS_KEY, PROMPTS_KEY, record_scalars
 from shopsim_metrics.readers.wandb_offline import find_run_dirs, read_offline_run

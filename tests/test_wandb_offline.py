@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from shopsim_metrics.step import contract
+from shopsim_metrics.record import contract
 from shopsim_metrics.sinks.wandb_sink import WandbSink
 from shopsim_metrics.readers.wandb_offline import find_run_dirs, find_wandb_file, read_offline_run
 from tests.wandb_helpers import make_record, wandb_env  # noqa: F401 - fixture

@@ -12,9 +12,9 @@ from types import SimpleNamespace
 import pytest
 from hypothesis import given, settings as hsettings, strategies as st
 
-from shopsim_metrics.step import contract
-from shopsim_metrics.step.alerts import Alert
-from shopsim_metrics.step.records import StepRecord
+from shopsim_metrics.record import contract
+from shopsim_metrics.health.alerts import Alert
+from shopsim_metrics.record.records import StepRecord
 from shopsim_metrics.sinks import JsonlSink, SinkSet
 from shopsim_metrics.readers import read_steps
 from shopsim_metrics.sinks.factory import build_sinks

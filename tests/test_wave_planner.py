@@ -11,8 +11,8 @@ from shopsim_metrics.judging.group_judgement import GroupJudgement
 from shopsim_metrics.prompts.data_source import PromptSkipDataSource
 from shopsim_metrics.step.accounting import StepAccountant
 from shopsim_metrics.step.closed_step import StepKnobs, step_draft
-from shopsim_metrics.step.loop_state import ManualLoopState
-from shopsim_metrics.step.wave_planner import WavePlanner
+from shopsim_metrics.loop.loop_state import ManualLoopState
+from shopsim_metrics.waves.wave_planner import WavePlanner
 
 KINDS = {"spread": ("spread", (0.0, 1.0), 1), "zero_std": ("zero_std", (0.0, 0.0), 0),
          "technical": ("technical", (), 0)}

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from shopsim_metrics.step import contract
-from shopsim_metrics.step.records import DecisionRow, StepRecord
+from shopsim_metrics.record import contract
+from shopsim_metrics.record.records import DecisionRow, StepRecord
 
 
 @pytest.fixture

@@ -17,20 +17,20 @@ one group at a time (``get_samples(1)``), each generated and rewarded by slime's
 ``generate_and_rm_group``, aborted groups put back into the buffer, finished ones queued. Where slime's
 function takes the first ``rollout_batch_size`` finished groups unjudged, this one takes them one at a
 time and judges each with the project's filter
-(:class:`~shopsim_metrics.step.fully_async_batch.AsyncAdmission`): technical groups dropped (the technical
+(:class:`~shopsim_metrics.fully_async.fully_async_batch.AsyncAdmission`): technical groups dropped (the technical
 streak ends the run at ``shopsim_max_consecutive_failed_groups`` as on the synchronous path), zero-std
 groups dropped up to ``shopsim_async_zero_std_drop_limit`` per step and let in as ``fallback`` after
 that, groups with spread trained. Finished groups not taken stay queued for the next step.
 
 The step itself (the judging, the admission, the record) is
-:func:`shopsim_metrics.step.fully_async_step.run_fully_async_step`, which the simulator runs too. The data
-source the worker draws from is wrapped by its :class:`~shopsim_metrics.step.fully_async_step.DrawLog`, which only remembers in which
+:func:`shopsim_metrics.fully_async.fully_async_step.run_fully_async_step`, which the simulator runs too. The data
+source the worker draws from is wrapped by its :class:`~shopsim_metrics.fully_async.fully_async_step.DrawLog`, which only remembers in which
 step each group was drawn (``carried_group_count``) and counts the groups the worker puts back
 (``aborted_group_count``); the prompt-skipping data source works unchanged behind it (asked for one
 group at a time, it sizes no wave).
 
 Importing this module needs no slime; calling the rollout function does. The step's code (the draw
-log, the judged fill, the close) is in :mod:`shopsim_metrics.step.fully_async_step`, with its examples.
+log, the judged fill, the close) is in :mod:`shopsim_metrics.fully_async.fully_async_step`, with its examples.
 
 Example:
     >>> generate_rollout_fully_async.__module__
@@ -45,7 +45,7 @@ import threading
 from typing import Any
 
 from shopsim_metrics.errors import TechnicalFailureLimitExceeded
-from shopsim_metrics.step.fully_async_step import DrawLog, first_index, run_fully_async_step
+from shopsim_metrics.fully_async.fully_async_step import DrawLog, first_index, run_fully_async_step
 from shopsimrl.slime_runtime import get_runtime
 
 logger = logging.getLogger("shopsim_metrics")

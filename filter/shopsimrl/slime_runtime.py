@@ -32,7 +32,7 @@ from shopsim_metrics.errors import TechnicalFailureLimitExceeded
 from shopsim_metrics.hooks import Hooks
 from shopsim_metrics.monitor import ShopsimRuntime, reset_runtime
 from shopsim_metrics.sinks.base import StepSink
-from shopsim_metrics.step.loop_state import LoopState
+from shopsim_metrics.loop.loop_state import LoopState
 from shopsimrl.slime_bridge import DynamicFilterOutput, SlimeLoopState
 
 __all__ = [

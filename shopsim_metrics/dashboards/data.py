@@ -1,12 +1,12 @@
 """What the renderers draw from: per-step rows and per-step ledgers, loaded from any source.
 
-Sources: a list of :class:`~shopsim_metrics.step.records.StepRecord`, a ``steps.jsonl`` file, a run
+Sources: a list of :class:`~shopsim_metrics.record.records.StepRecord`, a ``steps.jsonl`` file, a run
 directory holding one, or a W&B offline run (read with :mod:`shopsim_metrics.readers.wandb_offline`).
 A W&B history carries the per-step keys only; the decision ledger lives in ``steps.jsonl``, so
 :attr:`DashboardData.ledger_note` then says where to find it.
 
 Example:
-    >>> from shopsim_metrics.step.records import StepRecord, DecisionRow
+    >>> from shopsim_metrics.record.records import StepRecord, DecisionRow
     >>> row = DecisionRow(order=1, waves_open=1, group_index=3, outcome="trained",
     ...                   reason=None, remaining_before=32, unique_rollouts=8)
     >>> data = load_dashboard_data([StepRecord(rollout_id=4, wave_count=1, decisions=[row])])
@@ -20,9 +20,9 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Collection, Iterable
 
-from shopsim_metrics.step import contract
-from shopsim_metrics.step.alerts import alert_scalars
-from shopsim_metrics.step.records import AGENT, FULLY_ASYNC, PROMPT_SKIP, StepRecord, step_fields
+from shopsim_metrics.record import contract
+from shopsim_metrics.health.alerts import alert_scalars
+from shopsim_metrics.record.records import AGENT, FULLY_ASYNC, PROMPT_SKIP, StepRecord, step_fields
 from shopsim_metrics.readers.wandb_offline import find_wandb_offline_run, history_to_steps  # noqa: F401 - re-exported
 
 if TYPE_CHECKING:

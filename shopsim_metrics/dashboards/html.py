@@ -11,7 +11,7 @@ built here (plotly's objects validate every element: seconds on a 100k-step run)
 
 Example:
     >>> import tempfile, pathlib
-    >>> from shopsim_metrics.step.records import StepRecord
+    >>> from shopsim_metrics.record.records import StepRecord
     >>> out = pathlib.Path(tempfile.mkdtemp()) / "dash.html"
     >>> path = write_html_dashboard([StepRecord(rollout_id=0, wave_count=1)], out)
     >>> 'data-panel-id="outcomes"' in path.read_text()
@@ -29,7 +29,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from shopsim_metrics.step import contract
+from shopsim_metrics.record import contract
 from shopsim_metrics.dashboards.data import (
     ALERT_SOURCE_NAMES, LEDGER_KINDS, DashboardData, breakdown_values, ledger_kinds, ledger_score, load_dashboard_data,
     off_reason, series_values,

@@ -2,7 +2,7 @@
 
 Both renderers (the offline plotly HTML and the W&B workspace / report) read this spec, so the
 dashboards can never disagree about what a panel shows. Keys are *names* from
-:mod:`shopsim_metrics.step.contract`: per-step panels use names of ``contract.WANDB_SCALAR_NAMES``
+:mod:`shopsim_metrics.record.contract`: per-step panels use names of ``contract.WANDB_SCALAR_NAMES``
 (the W&B key is ``contract.wandb_key(name)``), ledger panels use ``contract.LEDGER_COLUMNS``.
 
 Example:
@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from shopsim_metrics.step import contract
+from shopsim_metrics.record import contract
 
 PanelKind = Literal["stacked_bar", "line", "ledger_remaining"]
 PanelSource = Literal["steps", "ledger"]

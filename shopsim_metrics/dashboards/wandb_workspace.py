@@ -39,7 +39,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
-from shopsim_metrics.step import contract
+from shopsim_metrics.record import contract
 from shopsim_metrics.dashboards.data import DashboardData, off_reason
 from shopsim_metrics.dashboards.spec import DashboardSpec, Panel, dashboard_spec
 

@@ -10,7 +10,7 @@ one finite number. ``metadata`` and a dict reward are read as slime keeps them, 
 value there (a list, a string, another mapping type) is ``metadata_invalid`` or ``reward_not_numeric``. Anything else (status ``failed`` / ``aborted`` / unknown, a bad reward, a sample
 that cannot be read) makes the rollout unscorable and its group **technical**, with the first
 failing check (group-level checks first, then each rollout in turn) named from the fixed set
-``shopsim_metrics.step.contract.FAILED_CHECKS``. Only scorable rollouts carry rewards and successes
+``shopsim_metrics.record.contract.FAILED_CHECKS``. Only scorable rollouts carry rewards and successes
 (they are the completed generations), also inside a technical group.
 
 :func:`judge_group` never raises, whatever the samples hold: that is what lets the filter promise

@@ -46,8 +46,8 @@ from shopsim_metrics.prompts.history import DEFAULT_LIMIT, PromptStats
 from shopsim_metrics.prompts.keys import HASH_PREFIX, history_key
 from shopsim_metrics.prompts.value import PROMPT_TABLE_ROWS, PromptValueTracker, table_row
 from shopsim_metrics.replay.trace import Trace
-from shopsim_metrics.step.contract import PROMPT_TABLE_COLUMNS
-from shopsim_metrics.step.records import StepRecord
+from shopsim_metrics.record.contract import PROMPT_TABLE_COLUMNS
+from shopsim_metrics.record.records import StepRecord
 from shopsim_metrics.tables import Column, format_table
 
 DEFAULT_MIN_VISITS = 2

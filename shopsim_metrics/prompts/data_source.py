@@ -24,7 +24,7 @@ so this module imports without slime) and delegates to it:
 - ``shopsim_wave_size: adaptive`` (with either mode): each call serves the number of groups that fills
   ``rollout_batch_size`` without another wave with probability ``shopsim_wave_fill_probability``, from the
   step's needs and the recent steps' judged groups in finishing order, as the monitor's wave planner answers
-  (:meth:`~shopsim_metrics.step.wave_planner.WavePlanner.plan`: one call sizes the wave and records it);
+  (:meth:`~shopsim_metrics.waves.wave_planner.WavePlanner.plan`: one call sizes the wave and records it);
   slime adds however many groups a call returns. The planner hands each step's waves to the accountant at the
   close, so the records' ``wave_count`` is the number of calls and ``submitted_group_count`` their sum.
   ``fixed`` (the default) serves what slime asks.

@@ -36,7 +36,7 @@ from shopsim_metrics.judging.verdicts import (
     ZERO_STD_ALL_FAIL, ZERO_STD_ALL_PASS, ZERO_STD_OTHER, ZERO_STD_VERDICTS,
 )
 from shopsim_metrics.prompts.keys import key_text
-from shopsim_metrics.step.saved_values import at_most, count_column, number_column, saved_count
+from shopsim_metrics.record.saved_values import at_most, count_column, number_column, saved_count
 
 VERDICT_LETTERS = {SPREAD: "S", ZERO_STD_ALL_PASS: "P", ZERO_STD_ALL_FAIL: "F", ZERO_STD_OTHER: "O", TECHNICAL: "T"}
 """One letter per verdict, for the compact verdict history (``"FFFP"``: oldest first)."""

@@ -98,7 +98,7 @@ class MonitorSkipHistory:
 
     Example:
         >>> from shopsim_metrics.prompts.value import PromptValueTracker
-        >>> from shopsim_metrics.step.records import DecisionRow, StepRecord
+        >>> from shopsim_metrics.record.records import DecisionRow, StepRecord
         >>> tracker = PromptValueTracker()
         >>> rows = [DecisionRow(order=i, waves_open=1, group_index=i, outcome="dropped_zero_std",
         ...                     reason="shopsim_zero_std_group", remaining_before=4, unique_rollouts=2,

@@ -26,7 +26,7 @@ slot of the running counter, as a served one does), so a prompt skipped and then
 the same step counts, and one served before it was skipped does not.
 
 Example:
-    >>> from shopsim_metrics.step.records import DecisionRow
+    >>> from shopsim_metrics.record.records import DecisionRow
     >>> tally = SkipTally()
     >>> row = DecisionRow(order=1, waves_open=1, group_index=5, outcome="trained", reason=None,
     ...                   remaining_before=4, unique_rollouts=2, response_tokens=300, prompt_key="a")
@@ -46,8 +46,8 @@ from typing import Any, Sequence
 
 from shopsim_metrics.judging.group_judgement import SPREAD, TECHNICAL
 from shopsim_metrics.judging.verdicts import ZERO_STD_VERDICTS
-from shopsim_metrics.step.contract import SKIPPED_PROMPT_COLUMNS
-from shopsim_metrics.step.records import StepRecord
+from shopsim_metrics.record.contract import SKIPPED_PROMPT_COLUMNS
+from shopsim_metrics.record.records import StepRecord
 
 DEFAULT_PENDING_LIMIT = 1_000_000
 

@@ -23,7 +23,7 @@ with (:mod:`shopsim_metrics.step.draft`). The same tracker replays a run's recor
 (``shopsim-metrics prompts``), so the live fields and the replay agree.
 
 Example:
-    >>> from shopsim_metrics.step.records import DecisionRow, StepRecord
+    >>> from shopsim_metrics.record.records import DecisionRow, StepRecord
     >>> def row(order, key, reason):
     ...     return DecisionRow(order=order, waves_open=1, group_index=order, outcome="dropped_zero_std",
     ...                        reason=reason, remaining_before=32, unique_rollouts=8, success_count=0,
@@ -43,15 +43,15 @@ import logging
 from collections import Counter
 from typing import Any, Sequence
 
-from shopsim_metrics.step import contract as C
+from shopsim_metrics.record import contract as C
 from shopsim_metrics.judging.group_judgement import SPREAD
 from shopsim_metrics.judging.verdicts import ZERO_STD_VERDICTS, verdict_of
 from shopsim_metrics.prompts.history import (
     DEFAULT_FORGETTING, DEFAULT_LIMIT, VERDICT_LETTERS, PromptHistory, PromptStats,
 )
 from shopsim_metrics.prompts.keys import KEY_NONE, combine_sources, history_key, prompt_key
-from shopsim_metrics.step.records import DecisionRow, StepRecord
-from shopsim_metrics.step.saved_values import saved_count, saved_counts
+from shopsim_metrics.record.records import DecisionRow, StepRecord
+from shopsim_metrics.record.saved_values import saved_count, saved_counts
 
 logger = logging.getLogger("shopsim_metrics")
 

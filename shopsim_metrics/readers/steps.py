@@ -35,8 +35,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, BinaryIO, Callable, Iterator
 
-from shopsim_metrics.step import contract
-from shopsim_metrics.step.records import DecisionRow, StepRecord
+from shopsim_metrics.record import contract
+from shopsim_metrics.record.records import DecisionRow, StepRecord
 from shopsim_metrics.sinks.jsonl import steps_files
 
 logger = logging.getLogger("shopsim_metrics")

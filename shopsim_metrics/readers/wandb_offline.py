@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from shopsim_metrics.step import contract
+from shopsim_metrics.record import contract
 
 logger = logging.getLogger("shopsim_metrics")
 

@@ -16,7 +16,7 @@ again at their positions, in step order (a re-run's sibling file may be older th
 Example (two steps of one technical group each, then a resume at step 1):
     >>> import tempfile, pathlib
     >>> from shopsim_metrics.sinks import JsonlSink
-    >>> from shopsim_metrics.step.records import DecisionRow
+    >>> from shopsim_metrics.record.records import DecisionRow
     >>> run = pathlib.Path(tempfile.mkdtemp())
     >>> row = DecisionRow(order=1, waves_open=1, group_index=0, outcome="dropped_technical", reason=None,
     ...                   remaining_before=32, unique_rollouts=8, failed_check="status_failed")
@@ -25,7 +25,7 @@ Example (two steps of one technical group each, then a resume at step 1):
     ...     sink.emit(StepRecord(rollout_id=rollout_id, decisions=[row]))
     >>> sink.close()
     >>> from shopsim_metrics.run.state import monitor_state
-    >>> from shopsim_metrics.step.streak import TechnicalStreak
+    >>> from shopsim_metrics.health.streak import TechnicalStreak
     >>> streak = TechnicalStreak()
     >>> restore(run, monitor_state(streak=streak), start_rollout_id=1)
     Restored(steps=1, missing=0)
@@ -49,7 +49,7 @@ from shopsim_metrics.run.identity import existing_run
 from shopsim_metrics.run.snapshot import find_snapshot, read_snapshot
 from shopsim_metrics.run.state import ResumableState
 from shopsim_metrics.state_file import DamagedStateFile
-from shopsim_metrics.step.records import StepRecord
+from shopsim_metrics.record.records import StepRecord
 
 logger = logging.getLogger("shopsim_metrics")
 

@@ -42,7 +42,7 @@ from typing import Any
 from shopsim_metrics.sinks.jsonl import steps_files
 from shopsim_metrics.state_file import DamagedStateFile, read_json_object
 from shopsim_metrics.run.state import ResumableState
-from shopsim_metrics.step.saved_values import saved_count, saved_counts
+from shopsim_metrics.record.saved_values import saved_count, saved_counts
 
 SNAPSHOT_FORMAT = 1
 """The layout of a snapshot; another value is not read (the resume replays the records)."""
@@ -151,7 +151,7 @@ def read_snapshot(path: str | os.PathLike) -> dict[str, Any]:
         if not isinstance(data.get(name), kind) or isinstance(data.get(name), bool):
             raise DamagedStateFile(f"{path}: damaged monitor snapshot ({name} is missing or not a {kind.__name__}); "
                                    f"{_REMEDY}")
-    try:  # the header's values, as the pieces check theirs (shopsim_metrics.step.saved_values)
+    try:  # the header's values, as the pieces check theirs (shopsim_metrics.record.saved_values)
         step = saved_count(data["rollout_id"], "rollout_id")
         saved_count(data["missing"], "missing", most=step + 1)
         saved_counts(data["records"], "records")
@@ -176,7 +176,7 @@ def build_snapshot(state: ResumableState, *, rollout_id: int, run_id: str | None
     Example:
         >>> import tempfile
         >>> from shopsim_metrics.run.state import monitor_state
-        >>> from shopsim_metrics.step.streak import TechnicalStreak
+        >>> from shopsim_metrics.health.streak import TechnicalStreak
         >>> snapshot = build_snapshot(monitor_state(streak=TechnicalStreak()), rollout_id=4, run_id="r", missing=0,
         ...                           run_dir=tempfile.mkdtemp())
         >>> list(snapshot)

@@ -13,8 +13,8 @@ A registered setting is a value the saved pieces depend on: a snapshot saved wit
 used. In a snapshot each entry is one top-level key, in registration order.
 
 Example:
-    >>> from shopsim_metrics.step.records import DecisionRow, StepRecord
-    >>> from shopsim_metrics.step.streak import TechnicalStreak
+    >>> from shopsim_metrics.record.records import DecisionRow, StepRecord
+    >>> from shopsim_metrics.health.streak import TechnicalStreak
     >>> row = DecisionRow(order=1, waves_open=1, group_index=0, outcome="dropped_technical", reason=None,
     ...                   remaining_before=8, unique_rollouts=8, failed_check="status_failed")
     >>> live = ResumableState()
@@ -36,10 +36,10 @@ from typing import Any, Mapping, Protocol
 
 from shopsim_metrics.prompts.skip_record import SkipTally
 from shopsim_metrics.prompts.value import PromptValueTracker
-from shopsim_metrics.step.advisories import Advisor
-from shopsim_metrics.step.records import StepRecord
-from shopsim_metrics.step.streak import TechnicalStreak
-from shopsim_metrics.step.wave_size import RecentOrders
+from shopsim_metrics.health.advisories import Advisor
+from shopsim_metrics.record.records import StepRecord
+from shopsim_metrics.health.streak import TechnicalStreak
+from shopsim_metrics.waves.wave_size import RecentOrders
 
 SNAPSHOT_HEADER = ("kind", "format", "rollout_id", "run_id", "writer", "processes", "missing", "records")
 """The snapshot's own fields (:mod:`shopsim_metrics.run.snapshot`); every other key of a snapshot is a registered

@@ -39,7 +39,7 @@ from typing import Any
 from shopsim_metrics.settings import DEFAULT_RUN_DIR, SAVE_SUBDIR, validate_settings
 from shopsim_metrics.settings.check import check_file, read_config
 from shopsim_metrics.settings.slime_flags import SLIME_FLAGS, closest_slime_flag, is_slime_flag, slime_parser_flags
-from shopsim_metrics.step.contract import ASYNC_ROLLOUT_PATH, DATA_SOURCE_PATH, SAMPLE_HOOK_PATH, SLIME_ASYNC_ROLLOUT_PATH
+from shopsim_metrics.record.contract import ASYNC_ROLLOUT_PATH, DATA_SOURCE_PATH, SAMPLE_HOOK_PATH, SLIME_ASYNC_ROLLOUT_PATH
 
 PROJECT_FILTER_MODULE = "shopsimrl."
 """Hook paths of this project start here (its filter needs its all-samples hook and log function)."""

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from shopsim_metrics.step.contract import ASYNC_ROLLOUT_PATH, FILTER_PATH, SLIME_ASYNC_ROLLOUT_PATH
+from shopsim_metrics.record.contract import ASYNC_ROLLOUT_PATH, FILTER_PATH, SLIME_ASYNC_ROLLOUT_PATH
 
 DEFAULT_ROLLOUT_FUNCTION = "slime.rollout.sglang_rollout.generate_rollout"
 """The only rollout function of slime that calls the dynamic-sampling filter and the all-samples hook."""

@@ -20,7 +20,7 @@ it. The shape (``response_length_sigma``) and the dependence on prompt hardness
 from each other.
 
 Example:
-    >>> from shopsim_metrics.step.records import DecisionRow, StepRecord
+    >>> from shopsim_metrics.record.records import DecisionRow, StepRecord
     >>> rows = [DecisionRow(order=1, waves_open=1, group_index=0, outcome="trained", reason=None,
     ...                     remaining_before=4, unique_rollouts=4, response_tokens=400),
     ...         DecisionRow(order=2, waves_open=1, group_index=1, outcome="trained", reason=None,
@@ -35,7 +35,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
-from shopsim_metrics.step.records import StepRecord
+from shopsim_metrics.record.records import StepRecord
 from shopsim_metrics.simulator.config import SimConfig
 
 ROUNDS = 6

@@ -38,8 +38,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, TextIO
 
-from shopsim_metrics.step import contract
-from shopsim_metrics.step.records import StepRecord
+from shopsim_metrics.record import contract
+from shopsim_metrics.record.records import StepRecord
 from shopsim_metrics.simulator.progress import Progress
 from shopsim_metrics.simulator.config import AgentModel, FailureBurst, SimConfig
 from shopsim_metrics.simulator.loop import SimulationResult, Simulator, StepOutcome
@@ -294,14 +294,14 @@ def _note(record: StepRecord, burst_step: int, alert_steps: dict[int, list[str]]
 
 
 def format_steps_table(records: list[StepRecord], *, burst_step: int = -1, alert_steps: dict | None = None) -> str:
-    """One line per step in the columns of ``inspect`` (:mod:`shopsim_metrics.step.report`), with notes.
+    """One line per step in the columns of ``inspect`` (:mod:`shopsim_metrics.readers.report`), with notes.
 
     Example:
         >>> rec = StepRecord(rollout_id=0, wave_count=2, accepted_group_count=40, train_group_count=16)
         >>> "2 waves" in format_steps_table([rec])
         True
     """
-    from shopsim_metrics.step.report import STEP_TABLE_LEGEND, STEP_TABLE_NAMES, format_step_table
+    from shopsim_metrics.readers.report import STEP_TABLE_LEGEND, STEP_TABLE_NAMES, format_step_table
 
     alert_steps = alert_steps or {}
     rows = [{name: getattr(r, name) for name in STEP_TABLE_NAMES} for r in records]

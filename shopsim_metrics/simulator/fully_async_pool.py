@@ -7,7 +7,7 @@ takes finished groups in the order they finished until its batch holds ``rollout
 the others keep generating into the next step. :class:`SimulatedAsyncPool` is that worker on a
 simulated clock (an event heap keyed by finishing time); :class:`SimulatedFullyAsyncLoop` runs each
 step with the same code as the real rollout function,
-:func:`shopsim_metrics.step.fully_async_step.run_fully_async_step` (the judging, the admission, the
+:func:`shopsim_metrics.fully_async.fully_async_step.run_fully_async_step` (the judging, the admission, the
 record), then calls the rollout log function as slime does. Steps follow each other without a gap
 (``train_async.py`` asks for step k + 1 as soon as step k's batch is handed over); the weights are
 updated after every step, so the engine's weight version is the number of steps done when a
@@ -41,7 +41,7 @@ import numpy as np
 from shopsim_metrics.simulator.latency import LatencyModel
 from shopsim_metrics.simulator.rewards import GroupSource, flatten
 from shopsim_metrics.simulator.samples import SimSample
-from shopsim_metrics.step.fully_async_step import DrawLog, first_index, run_fully_async_step
+from shopsim_metrics.fully_async.fully_async_step import DrawLog, first_index, run_fully_async_step
 
 Hook = Callable[..., Any]
 

@@ -16,7 +16,7 @@ engine), with status ``aborted``, or ``completed`` for a rollout that had finish
 :attr:`StepOutcome.aborted_tokens` is their sum, the ground truth of the record's ``aborted_token_count``;
 :attr:`StepOutcome.response_lengths` and :attr:`StepOutcome.aborted_lengths` are every length the step
 generated and the partial ones, the ground truth of the response-length fields. The live facts reach the
-accountant through a :class:`~shopsim_metrics.step.loop_state.ManualLoopState` set before every filter call.
+accountant through a :class:`~shopsim_metrics.loop.loop_state.ManualLoopState` set before every filter call.
 
 :class:`Simulator` wires a loop to a fresh runtime (``configure``), runs the steps of a
 :class:`~shopsim_metrics.simulator.config.SimConfig`, and always resets the runtime at the end.
@@ -41,13 +41,13 @@ from typing import Any, Callable
 
 import numpy as np
 
-from shopsim_metrics.step.alerts import Alert
+from shopsim_metrics.health.alerts import Alert
 from shopsim_metrics.hooks import Hooks
-from shopsim_metrics.step.contract import slime_drop_metric
+from shopsim_metrics.record.contract import slime_drop_metric
 from shopsim_metrics.step.drop_rule import should_drop
 from shopsim_metrics.monitor import configure, get_runtime, reset_runtime
-from shopsim_metrics.step.loop_state import ManualLoopState
-from shopsim_metrics.step.records import StepRecord
+from shopsim_metrics.loop.loop_state import ManualLoopState
+from shopsim_metrics.record.records import StepRecord
 from shopsim_metrics.simulator.config import SimConfig
 from shopsim_metrics.simulator.episodes import AgentWaveTime, EpisodeModel, GeneratedEpisodes
 from shopsim_metrics.simulator.latency import CompletionOrder, LatencyCompletions, LatencyModel
@@ -409,7 +409,7 @@ class Simulator:
         or over ``async_engine`` / ``async_data_source`` when given (scripted runs)."""
         from shopsim_metrics.simulator.fully_async_pool import (DrawnEngine, QueueDataSource, SimulatedAsyncPool,
                                                           SimulatedFullyAsyncLoop)
-        from shopsim_metrics.step.fully_async_step import DrawLog
+        from shopsim_metrics.fully_async.fully_async_step import DrawLog
 
         config = self.config
         engine = self.async_engine or DrawnEngine(

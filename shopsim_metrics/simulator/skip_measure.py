@@ -53,7 +53,7 @@ from shopsim_metrics.simulator.samples import SimSample
 from shopsim_metrics.simulator.skip_saving import alerts_silenced
 from shopsim_metrics.simulator.tokens import TokenModel
 from shopsim_metrics.sinks.base import StepSink
-from shopsim_metrics.step.records import StepRecord
+from shopsim_metrics.record.records import StepRecord
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ consistency (:mod:`shopsim_metrics.simulator.epochs`) and the same seeds; only `
 - **aborted tokens per step**: generation the step paid for and discarded (skipping raises the
   informative rate, fixed waves then fill the batch early, and the surplus is aborted);
 - **zero-std persistence** without skipping: P(zero-std | zero-std at the prompt's last visit), what
-  decides whether skipping can pay at all (:func:`~shopsim_metrics.step.advisories.skipping_pays`).
+  decides whether skipping can pay at all (:func:`~shopsim_metrics.health.advisories.skipping_pays`).
 
 ``tune --prompt-skip`` has no pool of its own (its model draws each group zero-std independently, so
 skipping cannot save there): it runs :func:`pool_for_zero_std_rate`'s pool, whose zero-std follows the
@@ -207,7 +207,7 @@ ASSUMED_POOL = ("an assumed pool of {prompts} simulated prompts whose zero-std f
 
 def skipping_verdict(persistence: float | None, share: float | None) -> str:
     """One line: whether skipping can pay on a run, by its measured zero-std ``persistence`` and ``share``
-    (the advisory's rule, :func:`~shopsim_metrics.step.advisories.skipping_pays`); without them, where to get them.
+    (the advisory's rule, :func:`~shopsim_metrics.health.advisories.skipping_pays`); without them, where to get them.
 
     Example:
         >>> skipping_verdict(0.9, 0.5).split("; ")[1]
@@ -215,7 +215,7 @@ def skipping_verdict(persistence: float | None, share: float | None) -> str:
         >>> skipping_verdict(0.6, 0.5).endswith("it does not: over-sampling pays (docs §3.2)")
         True
     """
-    from shopsim_metrics.step.advisories import skipping_pays
+    from shopsim_metrics.health.advisories import skipping_pays
 
     if share is None:
         return ("whether skipping pays on your run depends on whether its zero-std follows the prompt, which tune's rates "

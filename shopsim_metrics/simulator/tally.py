@@ -5,7 +5,7 @@ demo's table), the multi-wave and terminated steps (the first few of each, and h
 technical streak and the alerts (at most :data:`MAX_ALERTS`). A 100,000-step demo keeps kilobytes.
 
 Example:
-    >>> from shopsim_metrics.step.records import StepRecord
+    >>> from shopsim_metrics.record.records import StepRecord
     >>> tally = RunTally(edge_rows=2)
     >>> for step in range(10):
     ...     tally.emit(StepRecord(rollout_id=step, wave_count=2 if step == 7 else 1))
@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from collections import Counter, deque
 
-from shopsim_metrics.step import contract
-from shopsim_metrics.step.records import StepRecord
-from shopsim_metrics.step.alerts import Alert
+from shopsim_metrics.record import contract
+from shopsim_metrics.record.records import StepRecord
+from shopsim_metrics.health.alerts import Alert
 from shopsim_metrics.sinks.base import StepSink
 
 MAX_LISTED = 50
@@ -90,13 +90,13 @@ def format_agent(totals: Counter, causes: Counter) -> str | None:
 
 
 def format_headline(totals: Counter, steps: int) -> str:
-    """The run's headline cost from :attr:`RunTally.cost_totals` (:func:`~shopsim_metrics.step.report.format_cost_headline`).
+    """The run's headline cost from :attr:`RunTally.cost_totals` (:func:`~shopsim_metrics.readers.report.format_cost_headline`).
 
     Example:
         >>> print(format_headline(Counter(total_token_count=900, informative_groups=3, total_steps=1), 1))
         tokens per informative trained group: 300 (every token generated, aborted groups included: 900 per step, 0 of them aborted)
     """
-    from shopsim_metrics.step.report import format_cost_headline
+    from shopsim_metrics.readers.report import format_cost_headline
 
     total = totals["total_token_count"] if totals["total_steps"] else None
     return format_cost_headline(total, totals["aborted_token_count"], totals["informative_groups"], steps)

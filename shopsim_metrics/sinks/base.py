@@ -5,7 +5,7 @@ Sinks must not raise into training: :class:`SinkSet` isolates each sink, logs on
 sink on its first failure, and keeps feeding the others.
 
 Example:
-    >>> from shopsim_metrics.step.records import StepRecord
+    >>> from shopsim_metrics.record.records import StepRecord
     >>> mem = MemorySink()
     >>> SinkSet([mem]).emit(StepRecord(rollout_id=3))
     >>> [r.rollout_id for r in mem.records]
@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import logging
 from abc import ABC, abstractmethod
-from shopsim_metrics.step.alerts import Alert
-from shopsim_metrics.step.records import StepRecord
+from shopsim_metrics.health.alerts import Alert
+from shopsim_metrics.record.records import StepRecord
 
 logger = logging.getLogger("shopsim_metrics")
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import socket
 
-from shopsim_metrics.step.records import StepRecord
+from shopsim_metrics.record.records import StepRecord
 from shopsim_metrics.settings import ShopsimSettings, fresh_run_dir
 from shopsim_metrics.sinks.base import StepSink
 from shopsim_metrics.sinks.jsonl import JsonlSink

@@ -3,7 +3,7 @@
 Each record is one line, appended and flushed (and fsync'ed) when the step is emitted, so a finished
 step's line survives a crash. The rules of the file (see docs/training_monitoring.md, section 1.4):
 
-- every value is JSON-native (:mod:`shopsim_metrics.step.json_values`): numpy / torch scalars unwrapped,
+- every value is JSON-native (:mod:`shopsim_metrics.record.json_values`): numpy / torch scalars unwrapped,
   non-finite numbers ``null``, anything odd stringified; one odd value never costs a step its record;
 - lines are whole, one live writer per file, no symlinks followed (:mod:`.line_file`);
 - records that cannot be written (disk full, I/O error) are **held back** in memory, in order, and
@@ -17,7 +17,7 @@ lines skipped and counted, the latest record of each ``rollout_id`` wins).
 
 Example:
     >>> import tempfile, pathlib
-    >>> from shopsim_metrics.step.records import StepRecord
+    >>> from shopsim_metrics.record.records import StepRecord
     >>> d = pathlib.Path(tempfile.mkdtemp())
     >>> sink = JsonlSink(d)
     >>> sink.emit(StepRecord(rollout_id=0)); sink.emit(StepRecord(rollout_id=1))
@@ -37,9 +37,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from shopsim_metrics.step.contract import STEPS_FILE_NAME
-from shopsim_metrics.step.json_values import json_native
-from shopsim_metrics.step.records import StepRecord
+from shopsim_metrics.record.contract import STEPS_FILE_NAME
+from shopsim_metrics.record.json_values import json_native
+from shopsim_metrics.record.records import StepRecord
 from shopsim_metrics.sinks.base import StepSink
 from shopsim_metrics.sinks.line_file import LineFile
 

@@ -38,9 +38,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 from urllib.parse import urlsplit
 
-from shopsim_metrics.step import contract
-from shopsim_metrics.step.alerts import Alert, alert_scalars
-from shopsim_metrics.step.records import StepRecord
+from shopsim_metrics.record import contract
+from shopsim_metrics.health.alerts import Alert, alert_scalars
+from shopsim_metrics.record.records import StepRecord
 from shopsim_metrics.sinks.base import StepSink
 from shopsim_metrics.sinks.deadline import DeadlinePassed, call_within
 

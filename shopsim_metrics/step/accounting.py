@@ -3,7 +3,7 @@
 For every judged group the accountant knows slime's verdict (``trained``, ``fallback``,
 ``dropped_technical``, ``dropped_zero_std``, ``surplus``), ``remaining_batch_size`` before it, and
 the waves open at that moment. ``remaining`` comes live from the loop (see
-:mod:`shopsim_metrics.step.loop_state`); when the loop cannot say, a filter-side mirror stands in
+:mod:`shopsim_metrics.loop.loop_state`); when the loop cannot say, a filter-side mirror stands in
 (exact when groups finish one at a time, it drifts when several finish in one batch).
 
 The verdict applies slime's drop rule: a zero-std group is let through (``keep_when_insufficient``)
@@ -13,7 +13,7 @@ train batch while it holds fewer than ``rollout_batch_size`` groups, otherwise i
 Submitted groups are derived the same way for every loop: ``submitted = remaining + drops so far``
 (slime's ``remaining`` is "submitted minus dropped"). Waves follow as
 ``ceil(submitted / over_sampling_batch_size)``, unless the step's waves were planned (the project's data source
-asks the :class:`~shopsim_metrics.step.wave_planner.WavePlanner` for each, which hands them over at the close):
+asks the :class:`~shopsim_metrics.waves.wave_planner.WavePlanner` for each, which hands them over at the close):
 then ``wave_count`` is the number of its waves and a row's ``waves_open`` counts the waves served before it.
 
 With a :class:`~shopsim_metrics.step.generated_tokens.GeneratedTokens` (fed by slime's sample hook), each
@@ -38,14 +38,14 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
-from shopsim_metrics.step import contract as C
+from shopsim_metrics.record import contract as C
 from shopsim_metrics.step.drop_rule import filter_flags, should_drop
 from shopsim_metrics.step.generated_tokens import GeneratedTokens
 from shopsim_metrics.step.closed_step import DROP_OUTCOMES, ClosedStep, GenerationStats, JudgedGroup, StepKnobs
 from shopsim_metrics.step.draft import RecordPart
-from shopsim_metrics.step.records import DecisionRow
-from shopsim_metrics.step.step_number import StepNumbers
-from shopsim_metrics.step.wave_planner import OpenStepCounts, StepWaves, WavePlanner
+from shopsim_metrics.record.records import DecisionRow
+from shopsim_metrics.loop.step_number import StepNumbers
+from shopsim_metrics.waves.wave_planner import OpenStepCounts, StepWaves, WavePlanner
 from shopsim_metrics.judging.group_judgement import SPREAD, TECHNICAL, GroupJudgement
 from shopsim_metrics.judging.tokens import group_tokens
 
@@ -119,7 +119,7 @@ class StepAccountant:
         """Record one judged group and return its outcome; ``remaining`` is the loop's live value before it.
 
         ``streak`` is the run's technical streak after this judgement, read from its one owner
-        (:class:`~shopsim_metrics.step.streak.TechnicalStreak`); the step's streak fields come from it.
+        (:class:`~shopsim_metrics.health.streak.TechnicalStreak`); the step's streak fields come from it.
         Kept lean: this runs once per group on
         slime's rollout thread; ledger rows are built at close.
         """
@@ -153,7 +153,7 @@ class StepAccountant:
         """Record one group whose outcome the loop decided itself (the fully-async path, no ``remaining``).
 
         ``carried``: the group was drawn before the step began; ``weight_version``: the oldest policy
-        version that generated it (:func:`~shopsim_metrics.step.fully_async_batch.oldest_weight_version`).
+        version that generated it (:func:`~shopsim_metrics.fully_async.fully_async_batch.oldest_weight_version`).
         The step's record then has no waves and no ``remaining`` (null) and says
         ``carried_group_count`` and the trained groups' policy-version lag.
         """

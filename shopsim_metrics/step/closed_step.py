@@ -29,11 +29,11 @@ from typing import Any
 
 from shopsim_metrics.judging.group_judgement import ZERO_STD, GroupJudgement, finite_mean
 from shopsim_metrics.judging.verdicts import ZERO_STD_ALL_FAIL, ZERO_STD_ALL_PASS, ZERO_STD_OTHER, verdict_of
-from shopsim_metrics.step import contract as C
+from shopsim_metrics.record import contract as C
 from shopsim_metrics.step.draft import RecordPart, StepDraft
 from shopsim_metrics.step.generated_tokens import StepTokens
 from shopsim_metrics.step.group_sizes import unequal_size_rows
-from shopsim_metrics.step.records import DecisionRow
+from shopsim_metrics.record.records import DecisionRow
 
 TRAIN_OUTCOMES = (C.OUTCOME_TRAINED, C.OUTCOME_FALLBACK)
 """The outcomes of the groups that enter the train batch."""
@@ -276,7 +276,7 @@ def environment_time_fraction(per_episode: float | None, rollout_seconds: float 
 
 
 def top_causes(causes: Counter[str]) -> dict[str, int] | None:
-    """The step's ``technical_cause_counts``: the :data:`~shopsim_metrics.step.contract.TECHNICAL_CAUSE_LIMIT` most
+    """The step's ``technical_cause_counts``: the :data:`~shopsim_metrics.record.contract.TECHNICAL_CAUSE_LIMIT` most
     frequent causes (ties by name), the rest summed under ``(other causes)``; None when no group left one.
 
     Example:

@@ -4,7 +4,7 @@ The step recorder (:class:`~shopsim_metrics.step.recorder.StepRecorder`) opens a
 records a closed step, with the closed step's part (the counts, ratios, costs, streak and ledger:
 :func:`~shopsim_metrics.step.closed_step.closed_step_fields`) and the prompt tracker's, then adds the
 writer's identity, slime's time and drop counters, the skip fields, the alerts and the final prompts table.
-:meth:`StepDraft.finish` then builds the :class:`~shopsim_metrics.step.records.StepRecord` once from
+:meth:`StepDraft.finish` then builds the :class:`~shopsim_metrics.record.records.StepRecord` once from
 every part; the record is frozen, so nothing edits it after the fact.
 
 A part is a mapping from :class:`StepRecord` field names to values (:func:`record_part` checks one).
@@ -32,7 +32,7 @@ from dataclasses import MISSING, fields
 from types import MappingProxyType
 from typing import Any, Callable, Mapping
 
-from shopsim_metrics.step.records import StepRecord
+from shopsim_metrics.record.records import StepRecord
 
 RecordPart = Mapping[str, Any]
 """Some of a step record's fields: field name -> value."""

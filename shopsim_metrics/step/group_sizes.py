@@ -9,7 +9,7 @@ fan-out folded by ``rollout_id`` (the ledger's ``unique_rollouts``). The account
 (:func:`unequal_size_warning`); both use the one rule below.
 
 Example:
-    >>> from shopsim_metrics.step.records import DecisionRow
+    >>> from shopsim_metrics.record.records import DecisionRow
     >>> rows = [DecisionRow(order=1, waves_open=1, group_index=40, outcome="trained", reason=None,
     ...                     remaining_before=4, unique_rollouts=5),
     ...         DecisionRow(order=2, waves_open=1, group_index=41, outcome="trained", reason=None,
@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from shopsim_metrics.step import contract as C
+from shopsim_metrics.record import contract as C
 
 NAMED_GROUPS_LIMIT = 10
 """Groups a warning names one by one; the rest are counted (the record has every row)."""
@@ -41,7 +41,7 @@ def unequal_size_warning(rollout_id: int, rows: Sequence[Any], n_samples_per_pro
     """The step's one warning naming its groups of unequal size (None when there are none).
 
     Example:
-        >>> from shopsim_metrics.step.records import DecisionRow
+        >>> from shopsim_metrics.record.records import DecisionRow
         >>> row = DecisionRow(order=1, waves_open=1, group_index=7, outcome="fallback", reason=None,
         ...                   remaining_before=2, unique_rollouts=9)
         >>> print(unequal_size_warning(3, [row], 8))  # doctest: +NORMALIZE_WHITESPACE

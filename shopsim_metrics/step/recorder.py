@@ -18,7 +18,7 @@ so a record carries every alert sent before it.
 
 Example:
     >>> from shopsim_metrics.sinks import MemorySink
-    >>> from shopsim_metrics.step.alerts import StreakAlertPolicy
+    >>> from shopsim_metrics.health.alerts import StreakAlertPolicy
     >>> from shopsim_metrics.step.closed_step import ClosedStep, StepKnobs
     >>> mem = MemorySink()
     >>> recorder = StepRecorder(lambda: mem, alerts=StreakAlertPolicy(max_consecutive_failed_groups=8),
@@ -39,14 +39,14 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Protocol, Sized
 
-from shopsim_metrics.step import contract as C
-from shopsim_metrics.step.advisories import Advisor, StepFacts
-from shopsim_metrics.step.alerts import Alert, StreakAlertPolicy
+from shopsim_metrics.record import contract as C
+from shopsim_metrics.health.advisories import Advisor, StepFacts
+from shopsim_metrics.health.alerts import Alert, StreakAlertPolicy
 from shopsim_metrics.step.closed_step import ClosedStep, environment_time_fraction, step_draft
 from shopsim_metrics.step.draft import RecordPart, StepDraft
 from shopsim_metrics.step.group_sizes import unequal_size_warning
-from shopsim_metrics.step.records import StepRecord
-from shopsim_metrics.step.warn_once import WarnOnce
+from shopsim_metrics.record.records import StepRecord
+from shopsim_metrics.warn_once import WarnOnce
 
 logger = logging.getLogger("shopsim_metrics")
 
@@ -111,7 +111,7 @@ class StepRecorder:
         self._sinks = sinks  # built lazily by the monitor: the filter path never builds them unless it terminates
         self.alerts = alerts
         self.advisor = advisor
-        """The recent steps' advisories (:mod:`~shopsim_metrics.step.advisories`): fed as each step is recorded."""
+        """The recent steps' advisories (:mod:`~shopsim_metrics.health.advisories`): fed as each step is recorded."""
         self.identity = identity
         """The writer as every record says it: ``run_id``, ``process_started_at``, ``process_start_rollout_id``."""
         self.num_rollout = num_rollout

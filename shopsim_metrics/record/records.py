@@ -4,7 +4,7 @@ A :class:`StepRecord` is what one rollout step leaves behind: every per-step fie
 contract, the identity keys, the knobs in force and the decision ledger. Values that do not exist
 (a ratio over zero groups) are ``None``, never NaN. ``to_dict`` gives JSON-native data whatever the
 fields hold (numpy / torch scalars unwrapped, non-finite numbers ``None``, odd values stringified;
-see :mod:`shopsim_metrics.step.json_values`).
+see :mod:`shopsim_metrics.record.json_values`).
 
 Example:
     >>> row = DecisionRow(order=1, waves_open=1, group_index=0, outcome="trained",
@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from shopsim_metrics.step.json_values import json_native, json_native_fields
+from shopsim_metrics.record.json_values import json_native, json_native_fields
 
 COUNT, RATIO, STREAK, EXTRA, COST, PROMPT_VALUE, ZERO_STD_CAUSE, PROMPT_SKIP, FULLY_ASYNC, TRAIN_BIAS, AGENT = (
     "count", "ratio", "streak", "extra", "cost", "prompt_value", "zero_std_cause", "prompt_skip", "fully_async",

@@ -6,8 +6,8 @@ them as they finish. A step (:func:`run_fully_async_step`):
 1. tells the :class:`DrawLog` that step ``rollout_id`` begins (groups drawn from now on are drawn in it);
 2. takes finished groups one at a time, in the order they finished, judging each with the
    monitor's :meth:`~shopsim_metrics.monitor.ShopsimRuntime.judge_decided_group` under the step's
-   :class:`~shopsim_metrics.step.fully_async_batch.AsyncAdmission`, until ``rollout_batch_size`` are in the
-   batch (:func:`~shopsim_metrics.step.fully_async_batch.fill_step_batch`);
+   :class:`~shopsim_metrics.fully_async.fully_async_batch.AsyncAdmission`, until ``rollout_batch_size`` are in the
+   batch (:func:`~shopsim_metrics.fully_async.fully_async_batch.fill_step_batch`);
 3. closes the step's record with the groups put back in the buffer meanwhile (``aborted_group_count``).
 
 :func:`shopsimrl.async_rollout.generate_rollout_fully_async` runs it over slime's own worker;
@@ -31,7 +31,7 @@ import threading
 from collections import Counter
 from typing import Any, Awaitable, Callable, Hashable
 
-from shopsim_metrics.step.fully_async_batch import (AsyncAdmission, StepBatch, fill_step_batch, group_samples,
+from shopsim_metrics.fully_async.fully_async_batch import (AsyncAdmission, StepBatch, fill_step_batch, group_samples,
                                               oldest_weight_version)
 
 logger = logging.getLogger("shopsim_metrics")

@@ -3,7 +3,7 @@
 Each advisory is a rule over the last :data:`ADVISORY_WINDOW` steps' records (the recent
 :data:`RECENT_STEPS` and the ones before them), with a level, a title and a text that says what to
 change. It reaches the record's ``alerts``, W&B's alert list and the HTML dashboard as the
-technical-streak alerts do (:mod:`shopsim_metrics.step.alerts`), **once per condition**: raised at the
+technical-streak alerts do (:mod:`shopsim_metrics.health.alerts`), **once per condition**: raised at the
 step its rule first holds, and again only after the rule has not held for a whole window of steps.
 
 The rules and why their thresholds are where they are (docs §3.2). A share is over the step's judged
@@ -44,8 +44,8 @@ from collections import deque
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Callable, Iterable, Sequence
 
-from shopsim_metrics.step.alerts import Alert
-from shopsim_metrics.step.saved_values import saved_count, saved_counts, saved_number
+from shopsim_metrics.health.alerts import Alert
+from shopsim_metrics.record.saved_values import saved_count, saved_counts, saved_number
 
 ADVISORY_WINDOW = 8
 """The steps every rule looks at (the one place the window is set); no advisory before the window is full."""
@@ -143,7 +143,7 @@ class StepFacts:
 
     @classmethod
     def of_record(cls, record: Any) -> "StepFacts":
-        """The facts of a :class:`~shopsim_metrics.step.records.StepRecord` (a resume replays records through them)."""
+        """The facts of a :class:`~shopsim_metrics.record.records.StepRecord` (a resume replays records through them)."""
         return cls.read(record.rollout_id, lambda name: getattr(record, name, None))
 
     @property

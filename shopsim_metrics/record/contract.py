@@ -1,8 +1,8 @@
 """The names every part of the project shares: outcomes, reasons, failed checks, per-step fields.
 
 The names of docs/training_monitoring.md §3.3, each declared once: outcomes, reasons and failed checks here, the per-step
-fields and the ledger columns by :class:`~shopsim_metrics.step.records.StepRecord` and
-:class:`~shopsim_metrics.step.records.DecisionRow` (the tables below are derived from them). The W&B sink,
+fields and the ledger columns by :class:`~shopsim_metrics.record.records.StepRecord` and
+:class:`~shopsim_metrics.record.records.DecisionRow` (the tables below are derived from them). The W&B sink,
 the JSONL sink, the dashboards and `docs/training_monitoring.md` §3.3 all read their keys from here,
 so metric keys stay bounded and every part computes the same thing.
 
@@ -20,8 +20,8 @@ from typing import Final
 
 from shopsim_metrics.judging import failure_cause
 from shopsim_metrics.judging.group_judgement import SPREAD, TECHNICAL, ZERO_STD
-from shopsim_metrics.step import records
-from shopsim_metrics.step.records import DecisionRow, step_fields
+from shopsim_metrics.record import records
+from shopsim_metrics.record.records import DecisionRow, step_fields
 
 WANDB_PREFIX: Final = "rollout/shopsim/"
 """Every W&B key of the project lives under this prefix."""

@@ -28,8 +28,8 @@ import threading
 from dataclasses import dataclass, field
 
 from shopsim_metrics.judging.failure_cause import leading_cause_text
-from shopsim_metrics.step import contract
-from shopsim_metrics.step.streak import TechnicalStreak
+from shopsim_metrics.record import contract
+from shopsim_metrics.health.streak import TechnicalStreak
 
 
 @dataclass(frozen=True)
@@ -53,7 +53,7 @@ class _Burst:
 
 
 class StreakAlertPolicy:
-    """Decides the alerts the run's one :class:`~shopsim_metrics.step.streak.TechnicalStreak` deserves.
+    """Decides the alerts the run's one :class:`~shopsim_metrics.health.streak.TechnicalStreak` deserves.
 
     :meth:`after_judgement` is called after every judgement that left a streak: it notes the step's
     crossings and returns the ERROR at the limit; :meth:`take_warnings` hands over the one WARN of

@@ -2,18 +2,18 @@
 
 The data source (:class:`~shopsim_metrics.prompts.data_source.PromptSkipDataSource`, with
 ``shopsim_wave_size: adaptive``) asks :meth:`WavePlanner.plan` for each wave slime asks of it, and serves
-what it answers: one call sizes the wave (:func:`~shopsim_metrics.step.wave_size.adaptive_wave_size`, from
+what it answers: one call sizes the wave (:func:`~shopsim_metrics.waves.wave_size.adaptive_wave_size`, from
 the step's judged groups so far and the recent steps' orders), and records its size and, for the step's
 first wave, the predicted probability of another. When the step closes, the accountant takes the step's
 waves (:meth:`WavePlanner.close`: their sizes make each row's ``waves_open`` and the record's
 ``wave_count``) and the planner keeps the step's judged groups in finishing order for the waves to come
-(:class:`~shopsim_metrics.step.wave_size.RecentOrders`, restored on a resume).
+(:class:`~shopsim_metrics.waves.wave_size.RecentOrders`, restored on a resume).
 
 A step whose waves nobody planned (slime's own data source, fixed waves) has none recorded: its waves are
 counted as slime opens them, ``ceil(submitted / over_sampling_batch_size)``.
 
 Example:
-    >>> from shopsim_metrics.step.loop_state import ManualLoopState
+    >>> from shopsim_metrics.loop.loop_state import ManualLoopState
     >>> loop = ManualLoopState(source="manual"); loop.step = 0
     >>> planner = WavePlanner(rollout_batch_size=4, over_sampling_batch_size=8, fill_probability=0.95,
     ...                       loop_state=loop)
@@ -35,10 +35,10 @@ import threading
 from dataclasses import dataclass
 from typing import Protocol, Sequence
 
-from shopsim_metrics.step.loop_state import LoopState
-from shopsim_metrics.step.step_number import StepNumbers
-from shopsim_metrics.step.wave_size import RECENT_WINDOW, RecentOrders, adaptive_wave_size
-from shopsim_metrics.step.warn_once import WarnOnce
+from shopsim_metrics.loop.loop_state import LoopState
+from shopsim_metrics.loop.step_number import StepNumbers
+from shopsim_metrics.waves.wave_size import RECENT_WINDOW, RecentOrders, adaptive_wave_size
+from shopsim_metrics.warn_once import WarnOnce
 
 logger = logging.getLogger("shopsim_metrics")
 
@@ -95,7 +95,7 @@ class WavePlanner:
     def plan(self, asked: int) -> int:
         """The groups of the live step's next wave, which slime asks ``asked`` of; recorded as served.
 
-        Sized to fill the train batch (:func:`~shopsim_metrics.step.wave_size.adaptive_wave_size`); while no step
+        Sized to fill the train batch (:func:`~shopsim_metrics.waves.wave_size.adaptive_wave_size`); while no step
         has closed (nothing is known of the recent steps) it is ``asked`` within the same bounds (at most the cap,
         at least what slime needs to leave its inner loop). ``remaining`` is slime's live value, else the served
         groups minus the step's drops. Should sizing fail, the wave is ``asked`` (monitoring never stops

@@ -11,7 +11,7 @@ A step is numbered by the best fact at hand, in this order:
    counting goes on from it (a log function lagging behind the rollout changes nothing).
 
 Example:
-    >>> from shopsim_metrics.step.loop_state import ManualLoopState
+    >>> from shopsim_metrics.loop.loop_state import ManualLoopState
     >>> loop = ManualLoopState(); steps = StepNumbers(loop, first=3)
     >>> steps.of_judgement(), steps.open(None)   # nothing known: counted from start_rollout_id
     (None, (3, True))
@@ -26,8 +26,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from shopsim_metrics.step.loop_state import LoopState, NoLoopState
-from shopsim_metrics.step.warn_once import WarnOnce
+from shopsim_metrics.loop.loop_state import LoopState, NoLoopState
+from shopsim_metrics.warn_once import WarnOnce
 
 logger = logging.getLogger("shopsim_metrics")
 

@@ -49,9 +49,9 @@ from dataclasses import dataclass
 from typing import Iterator, NamedTuple, Sequence
 
 from shopsim_metrics.judging.group_judgement import SPREAD, TECHNICAL, ZERO_STD
-from shopsim_metrics.step import contract as C
-from shopsim_metrics.step.records import StepRecord
-from shopsim_metrics.step.saved_values import is_count
+from shopsim_metrics.record import contract as C
+from shopsim_metrics.record.records import StepRecord
+from shopsim_metrics.record.saved_values import is_count
 
 NEGLIGIBLE = 1e-12
 """Chances of technical failure counts summed no further once what is left of them is below this: the replay

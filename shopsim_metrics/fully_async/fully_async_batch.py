@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable
 
 from shopsim_metrics.judging.group_judgement import SPREAD, TECHNICAL, ZERO_STD
-from shopsim_metrics.step import contract as C
+from shopsim_metrics.record import contract as C
 
 TAKEN = (C.OUTCOME_TRAINED, C.OUTCOME_FALLBACK)
 """The outcomes that put a group in the step's batch."""

@@ -21,11 +21,11 @@ from __future__ import annotations
 from collections import Counter
 from typing import TYPE_CHECKING
 
-from shopsim_metrics.step import contract as C
-from shopsim_metrics.step.saved_values import saved_count, saved_counts
+from shopsim_metrics.record import contract as C
+from shopsim_metrics.record.saved_values import saved_count, saved_counts
 
 if TYPE_CHECKING:
-    from shopsim_metrics.step.records import StepRecord
+    from shopsim_metrics.record.records import StepRecord
 
 
 class TechnicalStreak:
@@ -59,7 +59,7 @@ class TechnicalStreak:
         technical row without its failed check counts as ``unknown``).
 
         Example:
-            >>> from shopsim_metrics.step.records import DecisionRow, StepRecord
+            >>> from shopsim_metrics.record.records import DecisionRow, StepRecord
             >>> row = DecisionRow(order=1, waves_open=1, group_index=0, outcome="dropped_technical", reason=None,
             ...                   remaining_before=8, unique_rollouts=8, failed_check=None)
             >>> streak = TechnicalStreak(); streak.replay(StepRecord(rollout_id=0, decisions=[row, row]))
