@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from dashboard_records import make_records
-from shopsim_metrics.step import contract
+from shopsim_metrics.record import contract
 from shopsim_metrics.dashboards.data import load_dashboard_data
 from shopsim_metrics.dashboards.html import write_html_dashboard
 from shopsim_metrics.dashboards.spec import dashboard_spec

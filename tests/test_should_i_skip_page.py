@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 from shopsim_metrics.settings import SETTINGS_BY_NAME
-from shopsim_metrics.step.records import StepRecord
+from shopsim_metrics.record.records import StepRecord
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "docs" / "should_i_skip.md"

@@ -125,7 +125,7 @@ def test_predictive_skipping_with_groups_of_one_says_why_it_cannot_run(trace: Pa
 def test_the_zero_std_advisory_never_weighs_a_share_of_one_against_itself() -> None:
     """Groups of one rollout: every group is zero-std and every revisit too (1.00 against 1.00). Neither skipping
     nor over-sampling finds a group with spread; the advisory says so, not that skipping pays."""
-    from shopsim_metrics.step.advisories import Advisor, StepFacts
+    from shopsim_metrics.health.advisories import Advisor, StepFacts
 
     advisor = Advisor()
     alerts = [a for i in range(9) for a in advisor.observe(StepFacts(
