@@ -181,3 +181,32 @@ def test_a_streamed_trace_reads_as_json_loads_reads_it(tmp_path: Path) -> None:
         with open(path, "rb") as handle:
             assert list(json_items.iter_object_items(handle, chunk=chunk)) == list(json.loads(text).items())
     assert trace_from_json_file(path, 8) == expected
+
+
+def test_a_big_records_trace_keeps_the_scored_rows_few_fields_not_the_records(tmp_path: Path) -> None:
+    """A run's records as a trace: of each step only its scored rows' outcome fields are held, so Python's
+    allocations peak below the records file's size (before: every record whole, over twice its size)."""
+    import tracemalloc
+
+    import shopsim_metrics.readers.steps  # noqa: F401 - imported before the measure
+    from shopsim_metrics.replay.trace import load_trace
+    from shopsim_metrics.simulator.config import SimConfig
+    from shopsim_metrics.simulator.loop import Simulator
+    from shopsim_metrics.simulator.skip_saving import alerts_silenced
+    from shopsim_metrics.sinks.jsonl import JsonlSink
+
+    run = tmp_path / "run"
+    sink = JsonlSink(run, fsync=False)
+    with alerts_silenced():
+        Simulator(SimConfig(steps=200, prompt_pool=400, technical_rate=0.0, seed=2), sinks=[sink],
+                  keep_records=False).run()
+    sink.close()
+    size = (run / "steps.jsonl").stat().st_size
+    tracemalloc.start()
+    try:
+        trace = load_trace(run)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert trace.run is not None and trace.run.steps == 200 and trace.visit_count > 4000
+    assert peak < size, (peak, size)

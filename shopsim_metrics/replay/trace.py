@@ -315,35 +315,46 @@ def trace_from_json_file(path: str | os.PathLike, n_samples: int | None,
     return builder.trace()
 
 
-def trace_from_records(path: str | os.PathLike) -> Trace:
-    """The visits in a run's records (a run directory or ``steps.jsonl``; see the module docstring)."""
-    from shopsim_metrics.readers.steps import read_step_records
+_KNOBS = ("n_samples_per_prompt", "rollout_batch_size", "over_sampling_batch_size", "skipped_prompt_count")
+_ROW = ("prompt_key", "success_count", "scorable_rollouts", "reward_min", "reward_max", "response_tokens")
 
-    records, _ = read_step_records(path)
-    n_values = {r.n_samples_per_prompt for r in records if r.n_samples_per_prompt}
+
+def trace_from_records(path: str | os.PathLike) -> Trace:
+    """The visits in a run's records (a run directory or ``steps.jsonl``; see the module docstring), streamed:
+    of each step's record (the one the run's lineage holds) only the scored rows' few fields are kept, never
+    the records themselves."""
+    from shopsim_metrics.readers.steps import read_step_columns
+
+    rows_of: dict[int, list[tuple]] = {}
+
+    def keep(rollout_id: int, data: dict[str, Any], _line: bytes) -> None:  # a later write of a step replaces it
+        rows_of[rollout_id] = [tuple(row.get(name) for name in _ROW) for row in data.get("decisions") or ()
+                               if row.get("prompt_key") is not None and row.get("failed_check") is None]
+
+    table = read_step_columns(path, keep_ledger=keep, names=("rollout_id", *_KNOBS))
+    n_values = {n for n in table.column("n_samples_per_prompt") if n}
     if len(n_values) > 1:
         raise TraceError(f"{path}: the records change n_samples_per_prompt ({sorted(n_values)}); replay one setting")
     if not n_values:
         raise TraceError(f"{path}: the records do not say n_samples_per_prompt")
     n = n_values.pop()
-    steps = max(r.rollout_id for r in records) + 1
+    steps = table.rollout_ids[-1] + 1
     found: dict[str, list[Visit]] = {}
-    for record in records:
-        time = (record.rollout_id + 0.5) / steps
-        for row in record.decisions:
-            if row.prompt_key is None or row.failed_check is not None or row.scorable_rollouts != n:
+    for rollout_id in table.rollout_ids:
+        time = (rollout_id + 0.5) / steps
+        for key, successes, scored, low, high, tokens in rows_of.pop(rollout_id, ()):
+            if scored != n:
                 continue
-            spread = (row.reward_max or 0.0) - (row.reward_min or 0.0) > ZERO_STD_TOLERANCE
-            found.setdefault(row.prompt_key, []).append(
-                Visit(successes=int(row.success_count or 0), zero_std=not spread, time=time,
-                      tokens=row.response_tokens or None, step=record.rollout_id))
+            spread = (high or 0.0) - (low or 0.0) > ZERO_STD_TOLERANCE
+            found.setdefault(key, []).append(Visit(successes=int(successes or 0), zero_std=not spread, time=time,
+                                                   tokens=tokens or None, step=rollout_id))
     if not found:
         raise TraceError(f"{path}: no per-prompt outcomes in the records (no decision row with a prompt key and "
                          f"{n} scored rollouts; were prompts tracked? shopsim_prompt_history_limit must not be 0)")
-    last = records[-1]
-    run = RunKnobs(rollout_batch_size=last.rollout_batch_size, over_sampling_batch_size=last.over_sampling_batch_size,
-                   steps=steps)
-    skipped = sum(r.skipped_prompt_count or 0 for r in records)
+    last = table.last_values
+    run = RunKnobs(rollout_batch_size=last.get("rollout_batch_size"),
+                   over_sampling_batch_size=last.get("over_sampling_batch_size"), steps=steps)
+    skipped = sum(count or 0 for count in table.column("skipped_prompt_count"))
     origin = f"{path}" + (f" (a run that skipped {skipped} draws: their outcomes are the nearest visits')"
                           if skipped else "")
     keys = sorted(found)
