@@ -136,7 +136,7 @@ def skip_mode(args: Any) -> str:
         >>> skip_mode(SimpleNamespace(shopsim_prompt_skip=True))
         Traceback (most recent call last):
         ...
-        shopsim_metrics.settings.ShopsimConfigError: shopsim_prompt_skip: expected one of off, greso, predictive; got True (YAML reads unquoted on/yes/true as a boolean: write greso)
+        shopsim_metrics.settings.shopsim_settings.ShopsimConfigError: shopsim_prompt_skip: expected one of off, greso, predictive; got True (YAML reads unquoted on/yes/true as a boolean: write greso)
     """
     return SETTINGS_BY_NAME[MODE_ARG].from_args(args)
 
@@ -154,7 +154,7 @@ def rule_settings_from_args(args: Any) -> SkipRuleSettings:
         >>> rule_settings_from_args(SimpleNamespace(shopsim_prompt_skip_step="a tenth"))
         Traceback (most recent call last):
         ...
-        shopsim_metrics.settings.ShopsimConfigError: shopsim_prompt_skip_step: expected a number in [0, 1]; got 'a tenth'
+        shopsim_metrics.settings.shopsim_settings.ShopsimConfigError: shopsim_prompt_skip_step: expected a number in [0, 1]; got 'a tenth'
     """
     values = {setting.name: setting.from_args(args) for setting in SKIP_RULE_SETTINGS}
     return skip_rule_settings(values, getattr(args, "rollout_seed", None))
