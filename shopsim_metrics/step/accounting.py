@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
 from shopsim_metrics.record import contract as C
@@ -48,22 +47,6 @@ from shopsim_metrics.loop.step_number import StepNumbers
 from shopsim_metrics.waves.wave_planner import OpenStepCounts, StepWaves, WavePlanner
 from shopsim_metrics.judging.group_judgement import SPREAD, TECHNICAL, GroupJudgement
 from shopsim_metrics.judging.tokens import group_tokens
-
-
-@dataclass
-class _OpenStep:
-    rollout_id: int
-    source: str
-    judged: list[JudgedGroup] = field(default_factory=list)  # in judgement order
-    submitted: int = 0
-    drops: int = 0
-    train_len: int = 0
-    streak: int = 0  # the run's technical streak after the step's latest judgement
-    max_streak: int = 0
-    filled_at: int | None = None  # index of the row whose judgement filled the train batch
-    hook_seconds: float = 0.0  # the project's own time inside the hooks for this step
-    counted: bool = False  # numbered by the accountant (the loop could not say): slime's log function renumbers it
-    fully_async: bool = False  # judged by the fully-async rollout function, which decided each outcome itself
 
 
 class StepAnnotator(Protocol):
@@ -104,11 +87,10 @@ class StepAccountant:
         """Each step's waves as the data source served them, handed over at the close (None: not planned)."""
         if waves is not None:
             waves.judged_so_far = self  # a wave is sized from the step's judged groups so far
-        self._open: _OpenStep | None = None
+        self._open: ClosedStep | None = None
         self.closed: list[ClosedStep] = []  # closed steps not yet emitted (read-only outside this class)
         self.steps = steps or StepNumbers()
         """The step numbers' one owner: a step the loop could not number is counted there, and renumbered."""
-        self._counted_ids: set[int] = set()  # closed, unemitted steps numbered by the accountant
         self._newest_version: int | None = None  # fully-async: the newest policy version any judged group reported
 
     # --- judging ------------------------------------------------------------------------------
@@ -169,7 +151,7 @@ class StepAccountant:
             self._add(state, JudgedGroup(judgement, outcome, None, 0, group, self.clock(), carried, weight_version), streak)
             return outcome
 
-    def _add(self, state: _OpenStep, judged: JudgedGroup, streak: int) -> None:
+    def _add(self, state: ClosedStep, judged: JudgedGroup, streak: int) -> None:
         """Count one decided group in the open step: its drop or its batch slot, its row, the streak after it."""
         if judged.outcome in DROP_OUTCOMES:
             state.drops += 1
@@ -197,11 +179,11 @@ class StepAccountant:
             elif self.closed:
                 self.closed[-1].hook_seconds += seconds
 
-    def _start(self, step: int | None, source: str) -> _OpenStep:
+    def _start(self, step: int | None, source: str) -> ClosedStep:
         if self._open is not None:  # a new step began without the all-samples hook closing the last one
-            self._append_closed(self._close(self._open, terminated=False, stats=None, all_groups=None), self._open)
+            self._append_closed(self._close(self._open, terminated=False, stats=None, all_groups=None))
         step, counted = self.steps.open(step)
-        self._open = _OpenStep(rollout_id=step, source=source, counted=counted)
+        self._open = ClosedStep(rollout_id=step, knobs=self.knobs, source=source, counted=counted)
         return self._open
 
     def renumber(self, rollout_id: int) -> None:
@@ -232,7 +214,7 @@ class StepAccountant:
             if state is not None:
                 state.rollout_id = rollout_id
             else:
-                counted = [r for r in self.closed if id(r) in self._counted_ids]
+                counted = [r for r in self.closed if r.counted]
                 if counted:
                     counted[-1].rollout_id = rollout_id
 
@@ -267,7 +249,7 @@ class StepAccountant:
                 return None
             closed = self._close(state, terminated=terminated, stats=stats, all_groups=all_groups,
                                  aborted_groups=aborted_groups)
-            self._append_closed(closed, state)
+            self._append_closed(closed)
             return closed
 
     def open_rollout_id(self) -> int | None:
@@ -282,22 +264,19 @@ class StepAccountant:
                 return None
             state, self._open = self._open, None
             closed = self._close(state, terminated=False, stats=None, all_groups=None)
-            self._append_closed(closed, state)
+            self._append_closed(closed)
             return closed
 
-    def _append_closed(self, closed: ClosedStep, state: _OpenStep) -> None:
+    def _append_closed(self, closed: ClosedStep) -> None:
         self.closed.append(closed)
-        if state.counted:
-            self._counted_ids.add(id(closed))
 
     def take_closed(self) -> list[ClosedStep]:
         """Hand over every closed step not yet emitted (oldest first)."""
         with self._lock:
             closed, self.closed = self.closed, []
-            self._counted_ids.clear()
             return closed
 
-    def _ledger(self, state: _OpenStep, wave_sizes: list[int] | None,
+    def _ledger(self, state: ClosedStep, wave_sizes: list[int] | None,
                 keys: list[str | None] | None) -> list[DecisionRow]:
         """The step's ledger rows, in judgement order (``keys``: each group's prompt key, None: not tracked)."""
         start = state.judged[0].clock if state.judged else 0.0
@@ -343,11 +322,11 @@ class StepAccountant:
         return waves
 
     def _close(
-        self, state: _OpenStep, *, terminated: bool, stats: GenerationStats | None, all_groups: int | None,
+        self, state: ClosedStep, *, terminated: bool, stats: GenerationStats | None, all_groups: int | None,
         aborted_groups: int | None = None,
     ) -> ClosedStep:
-        """The closed step's facts: its ledger, its waves, its tokens, and the prompt tracker's part (it reads the
-        step's groups, gone after the close)."""
+        """Close ``state``: its ledger, its waves, its tokens, and the prompt tracker's part (it reads the step's
+        groups, gone after the close), added to the facts gathered while it was open."""
         kinds = [j.judgement.kind for j in state.judged]
         waves = self.waves.close(state.rollout_id, kinds) if self.waves is not None else StepWaves(None, None)
         wave_sizes = waves.sizes
@@ -361,10 +340,9 @@ class StepAccountant:
             prompt_part = self.prompts.step_fields(state.rollout_id, rows,
                                                    generated_token_count=sum(row.response_tokens for row in rows),
                                                    sources={source for _, source in keyed})
-        return ClosedStep(
-            rollout_id=state.rollout_id, knobs=self.knobs, source=state.source, submitted=state.submitted,
-            judged=state.judged, rows=rows, terminated=terminated, streak=state.streak, max_streak=state.max_streak,
-            filled_at=state.filled_at, hook_seconds=state.hook_seconds, fully_async=state.fully_async, stats=stats,
-            all_groups=all_groups, aborted_groups=aborted_groups, wave_sizes=wave_sizes,
-            predicted_second_wave=waves.second_wave_probability, tokens=live,
-            newest_version=self._newest_version if state.fully_async else None, prompt_part=prompt_part)
+        state.rows, state.terminated, state.stats, state.all_groups = rows, terminated, stats, all_groups
+        state.aborted_groups, state.wave_sizes, state.tokens = aborted_groups, wave_sizes, live
+        state.predicted_second_wave = waves.second_wave_probability
+        state.newest_version = self._newest_version if state.fully_async else None
+        state.prompt_part = prompt_part
+        return state

@@ -101,13 +101,17 @@ class JudgedGroup:
 
 @dataclass
 class ClosedStep:
-    """What the accountant knows of a step once it closed; :func:`closed_step_fields` makes the record's fields."""
+    """What the accountant knows of a step: gathered judgement by judgement while the step is open, completed
+    (its ledger, waves, tokens) when it closes; :func:`closed_step_fields` then makes the record's fields."""
 
     rollout_id: int
     """slime's step number, or the accountant's count until slime's log function renumbers it."""
     knobs: StepKnobs
     source: str  # where the live loop facts came from (``loop_state_source``)
+    counted: bool = False  # numbered by the accountant (the loop could not say): slime's log function renumbers it
     submitted: int = 0
+    drops: int = 0  # groups dropped so far
+    train_len: int = 0  # groups in the train batch so far
     judged: list[JudgedGroup] = field(default_factory=list)  # in judgement order
     rows: list[DecisionRow] = field(default_factory=list)  # the ledger, one row per judged group
     terminated: bool = False
@@ -116,7 +120,7 @@ class ClosedStep:
     filled_at: int | None = None  # index of the row whose judgement filled the train batch
     hook_seconds: float = 0.0
     """The project's own time in the hooks for this step (grows until the step is emitted)."""
-    fully_async: bool = False
+    fully_async: bool = False  # judged by the fully-async rollout function, which decided each outcome itself
     stats: GenerationStats | None = None  # over every completed group (all-samples hook); None: the ledger's
     all_groups: int | None = None  # groups the all-samples hook received
     aborted_groups: int | None = None  # fully-async: groups put back in the buffer during the step
