@@ -47,6 +47,9 @@ generated), with adaptive waves. They are blind to cost (the predictive rule als
 tokens, and can pass them): they say how far a rule that skips by the chance of spread is from what
 its information allows.
 
+The pools run in parallel, one process each up to the CPUs (each its own configs and seeds: the figures
+are those of a serial run); the output comes in the pools' order.
+
 Run: ``python benchmarks/bench_prompt_skip.py [--steps N] [--seeds K]``.
 """
 
@@ -55,10 +58,13 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import multiprocessing
+import os
 import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
 
 from shopsim_metrics.simulator.config import SimConfig
@@ -97,8 +103,23 @@ def tuned_over_sampling(config: SimConfig) -> int:
                       keep_records=False).run()
         sink.close()
         out = subprocess.run([sys.executable, "-m", "shopsim_metrics", "tune", "--from", run_dir, "--json",
-                              "--steps", "1000"], capture_output=True, text=True, check=True)
+                              "--steps", "1000", "--jobs", "1"], capture_output=True, text=True, check=True)
     return int(json.loads(out.stdout)["recommended"])
+
+
+def measure_pool(pool: SimConfig, seeds: tuple[int, ...]) -> list[tuple[int, bool, dict, dict]]:
+    """One pool at its own over_sampling_batch_size and at tune's (in a worker process): per size, whether it is
+    tune's, every mode's measure with both wave sizes, and the oracle references."""
+    tuned = tuned_over_sampling(pool)
+    sizes = []
+    for over in dict.fromkeys((pool.over_sampling_batch_size, tuned)):
+        config = replace(pool, over_sampling_batch_size=over)
+        results = {(mode, waves): measure_skipping(replace(config, prompt_skip=mode, wave_size=waves), seeds)
+                   for waves in WAVES for mode in MODES}
+        references = {(oracle.name, "adaptive"): measure_skipping(replace(config, wave_size="adaptive"), seeds, oracle)
+                      for oracle in REFERENCES}
+        sizes.append((over, over == tuned, results, references))
+    return sizes
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -114,26 +135,22 @@ def main(argv: list[str] | None = None) -> int:
           f"'over' is over_sampling_batch_size (fixed waves' size, adaptive waves' cap)")
     print(f"{'pool':<11}{'over':>5}  {'skip':<16}{'waves':<9}{'tokens/inf.grp':>15}{'vs off':>8}{'P(2nd)':>8}"
           f"{'aborted/step':>14}{'lost sig.':>10}{'return':>8}{'skipped':>9}")
-    for name, pool in pools(args.steps).items():
-        tuned = tuned_over_sampling(pool)
-        for over in dict.fromkeys((pool.over_sampling_batch_size, tuned)):
-            config = replace(pool, over_sampling_batch_size=over)
-            label = f"{name} at over_sampling_batch_size {over}" + (" (tune's)" if over == tuned else "")
-            results: dict[tuple[str, str], SkipMeasure] = {}
-            for waves in WAVES:
-                for mode in MODES:
-                    results[mode, waves] = measure_skipping(replace(config, prompt_skip=mode, wave_size=waves), seeds)
-            references = {(oracle.name, "adaptive"): measure_skipping(replace(config, wave_size="adaptive"), seeds,
-                                                                       oracle) for oracle in REFERENCES}
+    configs = pools(args.steps)
+    jobs = min(len(configs), os.cpu_count() or 1)
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as workers:
+        measured = list(workers.map(measure_pool, configs.values(), [seeds] * len(configs)))
+    for name, sizes in zip(configs, measured):
+        for over, tuned, results, references in sizes:
+            label = f"{name} at over_sampling_batch_size {over}" + (" (tune's)" if tuned else "")
             off = results["off", "fixed"].tokens_per_informative_group
             for (mode, waves), m in (results | references).items():
                 ratio = off / m.tokens_per_informative_group
                 ret = "-" if m.median_return_delay is None else f"{m.median_return_delay:.0f}"
-                print(f"{name:<11}{over:>5}{'*' if over == tuned else ' '} {mode:<16}{waves:<9}"
+                print(f"{name:<11}{over:>5}{'*' if tuned else ' '} {mode:<16}{waves:<9}"
                       f"{m.tokens_per_informative_group:>15,.0f}{ratio:>7.2f}x{m.second_wave_probability:>8.3f}"
                       f"{m.aborted_tokens_per_step:>14,.0f}{m.lost_signal:>10.3f}{ret:>8}{m.skipped_prompts:>9}")
-            misses += _check(name, label, results, judge_second_waves=over == tuned)
-            if over == tuned:
+            misses += _check(name, label, results, judge_second_waves=tuned)
+            if tuned:
                 for mode in MODES:
                     second_waves[0] += results[mode, "adaptive"].multi_wave_steps
                     second_waves[1] += results[mode, "adaptive"].steps
