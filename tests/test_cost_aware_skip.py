@@ -10,6 +10,7 @@ from shopsim_metrics.judging.group_judgement import SPREAD
 from shopsim_metrics.judging.verdicts import ZERO_STD_ALL_FAIL
 from shopsim_metrics.prompts.history import PromptHistory
 from shopsim_metrics.prompts.keys import prompt_key
+from shopsim_metrics.settings.prompt_skip import SkipRuleSettings
 from shopsim_metrics.prompts.predictive_rule import PredictiveSkipRule, zero_std_probability
 from tests.test_data_source import make_args, pool, skip_source
 
@@ -47,7 +48,7 @@ EVIDENCE = st.tuples(st.floats(0, 40), st.floats(0, 40))
 @given(evidence=EVIDENCE, cost=st.floats(0.01, 20), more=st.floats(0, 20), threshold=st.floats(0.5, 1),
        min_yield=st.floats(0, 0.5))
 def test_a_costlier_prompt_is_never_kept_where_a_cheaper_one_is_skipped(evidence, cost, more, threshold, min_yield):
-    rule = PredictiveSkipRule(threshold=threshold, n_samples=8, min_yield=min_yield)
+    rule = PredictiveSkipRule(SkipRuleSettings(threshold=threshold, min_yield=min_yield), n_samples=8)
     if rule.decide(evidence, cost).skip:
         assert rule.decide(evidence, cost + more).skip
     by_threshold = zero_std_probability(*evidence, 8) >= threshold
@@ -55,14 +56,14 @@ def test_a_costlier_prompt_is_never_kept_where_a_cheaper_one_is_skipped(evidence
     assert rule.decide(evidence, cost).skip == (by_threshold or 1 - zero_std_probability(*evidence, 8) < min_yield * cost)
     if cost * min_yield <= 1 - threshold:  # an average or cheap prompt: the threshold decides
         assert rule.decide(evidence, cost).skip == by_threshold
-    assert PredictiveSkipRule(threshold=threshold, n_samples=8).decide(evidence, cost).skip == by_threshold
+    assert PredictiveSkipRule(SkipRuleSettings(threshold=threshold, min_yield=0.0), n_samples=8).decide(evidence, cost).skip == by_threshold
 
 
 def test_a_prompt_costing_more_than_one_over_min_yield_is_skipped_whatever_its_success_rate() -> None:
     """The documented consequence (docs §3.6): above ``1 / min_yield`` times the mean cost, even a prompt
     whose groups always had spread is skipped; below it such a prompt is kept, and a faded one comes back
     under 5.5x the mean."""
-    rule = PredictiveSkipRule(threshold=0.8, n_samples=8, min_yield=0.11)
+    rule = PredictiveSkipRule(SkipRuleSettings(threshold=0.8, min_yield=0.11), n_samples=8)
     coin_flip = (40.0, 40.0)  # ten visits, half the rollouts succeeded: P(spread) about 0.99
     assert rule.decide(coin_flip, relative_cost=1 / 0.11 + 0.1).skip
     assert not rule.decide(coin_flip, relative_cost=1 / 0.11 - 0.5).skip
@@ -72,8 +73,8 @@ def test_a_prompt_costing_more_than_one_over_min_yield_is_skipped_whatever_its_s
 
 
 def test_a_min_yield_outside_zero_to_one_is_refused() -> None:
-    with pytest.raises(ValueError, match="min_yield"):
-        PredictiveSkipRule(threshold=0.8, n_samples=8, min_yield=1.5)
+    with pytest.raises(ValueError, match="min_yield"):  # by the rule's settings, the one place it is checked
+        PredictiveSkipRule(SkipRuleSettings(threshold=0.8, min_yield=1.5), n_samples=8)
 
 
 # --- through the data source ---------------------------------------------------------------------

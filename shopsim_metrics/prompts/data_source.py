@@ -189,7 +189,7 @@ class PromptSkipDataSource:
         settings = self.settings.skip_rule(getattr(args, "rollout_seed", None))
         self.rule = GresoSkipRule(settings)
         self.predictor: PredictiveSkipRule | None = (
-            PredictiveSkipRule(threshold=settings.threshold, n_samples=_group_size(args), min_yield=settings.min_yield)
+            PredictiveSkipRule(settings, n_samples=_group_size(args))
             if self.mode == PREDICTIVE else None)
         """``predictive``: the rule deciding every draw (GRESO's ``rule`` is then unused)."""
         self._history: SkipHistory | None = history

@@ -37,13 +37,14 @@ from shopsim_metrics.judging.verdicts import (
 )
 from shopsim_metrics.prompts.keys import key_text
 from shopsim_metrics.record.saved_values import at_most, count_column, number_column, saved_count
+from shopsim_metrics.settings.prompt_skip import SkipRuleSettings
 
 VERDICT_LETTERS = {SPREAD: "S", ZERO_STD_ALL_PASS: "P", ZERO_STD_ALL_FAIL: "F", ZERO_STD_OTHER: "O", TECHNICAL: "T"}
 """One letter per verdict, for the compact verdict history (``"FFFP"``: oldest first)."""
 
 HISTORY_LENGTH = 8  # verdicts kept per prompt
 DEFAULT_LIMIT = 1_000_000
-DEFAULT_FORGETTING = 0.995  # shopsim_prompt_skip_forgetting's default
+DEFAULT_FORGETTING = SkipRuleSettings.forgetting  # shopsim_prompt_skip_forgetting's default, declared there
 
 _LETTER_VERDICT = {letter: verdict for verdict, letter in VERDICT_LETTERS.items()}
 

@@ -43,14 +43,15 @@ Example:
     0.913
     >>> round(zero_std_probability(4.0, 4.0, 8), 3)          # one visit, half succeeded
     0.045
-    >>> rule = PredictiveSkipRule(threshold=0.9, n_samples=8)
+    >>> from shopsim_metrics.settings.prompt_skip import SkipRuleSettings
+    >>> rule = PredictiveSkipRule(SkipRuleSettings(threshold=0.9, min_yield=0.0), n_samples=8)
     >>> rule.decide((0.0, 40.0)).skip, rule.decide((4.0, 4.0)).skip, rule.decide(None).skip
     (True, False, False)
-    >>> PredictiveSkipRule(threshold=0.7, n_samples=2)
+    >>> PredictiveSkipRule(SkipRuleSettings(threshold=0.7), n_samples=2)
     Traceback (most recent call last):
     ...
     ValueError: threshold: 0.7 is not above 0.75, the chance that a group of 2 is zero-std with nothing known: a prompt once skipped would never come back; set shopsim_prompt_skip_threshold above 0.75
-    >>> costly = PredictiveSkipRule(threshold=0.9, n_samples=8, min_yield=0.11)
+    >>> costly = PredictiveSkipRule(SkipRuleSettings(threshold=0.9, min_yield=0.11), n_samples=8)
     >>> costly.decide((0.0, 16.0)).skip, costly.decide((0.0, 16.0), relative_cost=3.0).skip   # P(spread) 0.18
     (False, True)
     >>> costly.decide((4.0, 4.0), relative_cost=3.0).skip    # P(spread) 0.95: worth its cost
@@ -62,6 +63,7 @@ from __future__ import annotations
 import math
 
 from shopsim_metrics.prompts.skip_rule import SkipDecision
+from shopsim_metrics.settings.prompt_skip import SkipRuleSettings
 
 PRIOR = 0.5
 """Jeffreys' prior: ``Beta(1/2, 1/2)`` on a prompt's success rate."""
@@ -91,11 +93,9 @@ class PredictiveSkipRule:
     resumed run decides as an unbroken one.
     """
 
-    def __init__(self, *, threshold: float, n_samples: int, min_yield: float = 0.0) -> None:
-        if not 0.0 <= threshold <= 1.0:
-            raise ValueError(f"threshold: expected a number in [0, 1]; got {threshold!r}")
-        if not 0.0 <= min_yield <= 1.0:
-            raise ValueError(f"min_yield: expected a number in [0, 1]; got {min_yield!r}")
+    def __init__(self, settings: SkipRuleSettings, *, n_samples: int) -> None:
+        """``settings``: the rule's knobs (``threshold``, ``min_yield``; their ranges are checked there, once)."""
+        threshold, min_yield = settings.threshold, settings.min_yield
         if isinstance(n_samples, bool) or not isinstance(n_samples, int) or n_samples < 1:
             raise ValueError(f"n_samples: expected an integer >= 1; got {n_samples!r}")
         prior = zero_std_probability(0.0, 0.0, n_samples)
