@@ -216,7 +216,7 @@ def read_rollout(
     success: bool | None = None
     for sample in segments:
         status = getattr(sample, "status", None)
-        if type(status) is not str and isinstance(status, Enum):  # slime's Sample.Status: its ``.value``
+        if isinstance(status, Enum):  # slime's Sample.Status; ``_value_`` is the value ``.value`` returns
             status = status._value_
         if not (isinstance(status, str) and status in NORMAL_STATUSES):
             return None, False, status_check(status)
@@ -301,8 +301,6 @@ def read_reward(raw: Any, reward_key: str | None) -> tuple[float | None, str | N
     """
     if raw is None:
         return None, None
-    if type(raw) is float:  # the common case: nothing to convert
-        return (raw, None) if math.isfinite(raw) else (None, "reward_not_finite")
     if isinstance(raw, dict):  # slime's reward dict, indexed by --reward-key
         if reward_key is None or reward_key not in raw:
             return None, "reward_key_missing"

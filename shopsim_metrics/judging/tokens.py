@@ -43,8 +43,6 @@ def read_response_length(sample: Any) -> int:
     """
     try:
         value = getattr(sample, "response_length", None)
-        if type(value) is int:  # what slime's samples hold: read first
-            return value if value > 0 else 0
         if value is None or isinstance(value, bool) or type(value).__name__ == "bool_":
             return 0
         if isinstance(value, int):  # exact, however large (a float would round it)
@@ -84,7 +82,7 @@ def trainable_mask(sample: Any, length: int) -> bytes | None:
         mask = getattr(sample, "loss_mask", None)
     except Exception:  # noqa: BLE001 - a property that raises reads as no mask
         return None
-    if mask is None or not isinstance(mask, (list, tuple)) or len(mask) != length or not length:
+    if not isinstance(mask, (list, tuple)) or len(mask) != length or not length:
         return None
     try:
         data = bytes(mask)  # ints 0..255 (bools, numpy integers); anything else raises
