@@ -38,6 +38,7 @@ from shopsim_metrics.settings import ShopsimConfigError
 from shopsim_metrics.settings.wiring import no_judgement_warning
 from shopsim_metrics.record import contract as C
 from shopsim_metrics.step.drop_rule import filter_flags
+from shopsim_metrics.warn_once import WarnOnce
 
 logger = logging.getLogger("shopsim_metrics")
 
@@ -69,7 +70,7 @@ class Hooks:
 
     def __init__(self, runtime_of: Callable[[Any], ShopsimRuntime]) -> None:
         self.runtime_of = runtime_of
-        self._warned: set[str] = set()
+        self._warn_once = WarnOnce(logger)
 
     def filter(self, args: Any, samples: list, **kwargs: Any) -> FilterDecision:
         """slime's dynamic-sampling filter: drop technical groups (no fallback) and zero-std groups (with fallback)."""
@@ -143,11 +144,6 @@ class Hooks:
         except Exception:  # noqa: BLE001 - monitoring never stops training
             logger.debug("shopsim-metrics: counting a sample's tokens failed", exc_info=True)
         return None
-
-    def _warn_once(self, key: str, message: str, *args: Any) -> None:
-        if key not in self._warned:
-            self._warned.add(key)
-            logger.warning(message, *args)
 
 
 def _groups(all_groups: Any) -> list | None:

@@ -88,6 +88,7 @@ from shopsim_metrics.run.snapshot import SnapshotPlan, build_snapshot
 from shopsim_metrics.run.snapshot_writer import SnapshotWriter
 from shopsim_metrics.run.state import ResumableState, monitor_state
 from shopsim_metrics.run.identity import RunWriters, check_fresh_run_dir, new_run_id
+from shopsim_metrics.judging.plain_values import is_int
 
 logger = logging.getLogger("shopsim_metrics")
 
@@ -395,7 +396,7 @@ class ShopsimRuntime:
             self.recorder.send_warnings(up_to=rollout_id)
             return []
         with self.recorder.lock:
-            if isinstance(rollout_id, int) and not isinstance(rollout_id, bool):
+            if is_int(rollout_id):
                 self.accountant.renumber(rollout_id)  # a step the loop could not number is slime's rollout_id
             self.accountant.close_step_of(rollout_id)
             closed = self.accountant.take_closed()

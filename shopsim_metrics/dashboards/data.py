@@ -24,6 +24,7 @@ from shopsim_metrics.record import contract
 from shopsim_metrics.health.alerts import alert_scalars
 from shopsim_metrics.record.records import AGENT, FULLY_ASYNC, PROMPT_SKIP, StepRecord, step_fields
 from shopsim_metrics.readers.wandb_offline import find_wandb_offline_run, history_to_steps  # noqa: F401 - re-exported
+from shopsim_metrics.judging.plain_values import is_number
 
 if TYPE_CHECKING:
     from shopsim_metrics.dashboards.spec import Panel, Series
@@ -233,7 +234,7 @@ def breakdown_values(panel: "Panel", data: DashboardData) -> list[tuple[str, lis
 
 
 def _number(value: Any) -> float:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0.0
+    return float(value) if is_number(value) else 0.0
 
 
 LEDGER_KINDS = ("multi-wave", "most waves", "terminated", "highest waste", "latest")

@@ -36,6 +36,7 @@ from shopsim_metrics.dashboards.data import (
 )
 from shopsim_metrics.dashboards.downsample import MAX_POINTS, mean_buckets, minmax_buckets
 from shopsim_metrics.dashboards.spec import OUTCOME_COLORS, DashboardSpec, Panel, Series, dashboard_spec
+from shopsim_metrics.judging.plain_values import is_number
 
 MAX_PICKABLE_LEDGER_STEPS = 100
 """The ledger step picker offers at most this many steps: the chosen one, then multi-wave, terminated,
@@ -467,7 +468,7 @@ def _option_text(step: int, data: DashboardData) -> str:
     if values.get("terminated") is True:
         parts.append("terminated")
     waste = values.get("wasted_sample_fraction")
-    if isinstance(waste, (int, float)) and not isinstance(waste, bool):
+    if is_number(waste):
         parts.append(f"waste {waste:.2f}")
     return f"step {step} ({', '.join(parts)})" if parts else f"step {step}"
 
@@ -546,7 +547,7 @@ def run_modes(data: DashboardData) -> list[tuple[str, str]]:
 
 def _summary_html(data: DashboardData) -> str:
     ids = data.step_ids()
-    waves = [w for w in data.column("wave_count") if isinstance(w, (int, float)) and not isinstance(w, bool)]
+    waves = [w for w in data.column("wave_count") if is_number(w)]
     multi = sum(1 for w in waves if w >= 2)
     terminated = _terminated_steps(data)
     shown = ", ".join(map(str, terminated[-10:])) + (f" and {len(terminated) - 10} earlier" if len(terminated) > 10 else "")

@@ -48,6 +48,7 @@ from shopsim_metrics.dumps.groups import (
     trace_from_groups,
 )
 from shopsim_metrics.replay.trace import Trace
+from shopsim_metrics.judging.plain_values import is_int
 
 TORCH_MISSING = ("reading slime's .pt dumps needs torch (pip install torch; the rest of shopsim-metrics does "
                  "not): it is not installed in this Python")
@@ -109,7 +110,7 @@ def load_dump_file(path: Path) -> tuple[int, list[dict[str, Any]]]:
         raise DumpError(f"{path}: not a slime rollout dump (expected a dict with 'rollout_id' and a 'samples' list, "
                         "as --save-debug-rollout-data writes)")
     rollout_id = data.get("rollout_id")
-    if isinstance(rollout_id, bool) or not isinstance(rollout_id, int) or rollout_id < 0:
+    if not is_int(rollout_id) or rollout_id < 0:
         raise DumpError(f"{path}: its rollout_id is {rollout_id!r}, not a step number (an evaluation dump?)")
     return rollout_id, data["samples"]
 
@@ -121,7 +122,7 @@ def step_groups(path: Path, samples: list[Any]) -> dict[int, list[DumpSample]]:
         if not isinstance(raw, dict):
             raise DumpError(f"{path}: sample {position} is a {type(raw).__name__}, not a dict (Sample.to_dict())")
         group_index = raw.get("group_index")
-        if isinstance(group_index, bool) or not isinstance(group_index, int):
+        if not is_int(group_index):
             raise DumpError(f"{path}: sample {position} has no integer group_index ({group_index!r}): its group "
                             "cannot be told")
         groups.setdefault(group_index, []).append(DumpSample(**{name: raw.get(name) for name in _SAMPLE_FIELDS}))

@@ -40,6 +40,7 @@ from shopsim_metrics.dumps.groups import (
 )
 from shopsim_metrics.prompts.keys import prompt_key
 from shopsim_metrics.replay.trace import Trace
+from shopsim_metrics.judging.plain_values import is_int
 
 STEP_FILE = re.compile(r"^\d+\.jsonl$")
 """verl's file name: the step, then ``.jsonl``."""
@@ -77,7 +78,7 @@ def read_rows(path: Path) -> tuple[int, list[dict[str, Any]]]:
                 raise DumpError(f"{path}:{number}: not a verl rollout dump line (expected a JSON object with "
                                 "'input', 'output', 'score' and 'step')")
             step = row["step"]
-            if isinstance(step, bool) or not isinstance(step, int) or step < 0:
+            if not is_int(step) or step < 0:
                 raise DumpError(f"{path}:{number}: step {step!r} is not a step number")
             steps.add(step)
             rows.append(row)

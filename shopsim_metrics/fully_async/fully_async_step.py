@@ -33,6 +33,7 @@ from typing import Any, Awaitable, Callable, Hashable
 
 from shopsim_metrics.fully_async.fully_async_batch import (AsyncAdmission, StepBatch, fill_step_batch, group_samples,
                                               oldest_weight_version)
+from shopsim_metrics.judging.plain_values import is_int
 
 logger = logging.getLogger("shopsim_metrics")
 
@@ -101,7 +102,7 @@ def _sample_keys(group: Any) -> list[Hashable]:
     keys: list[Hashable] = []
     for sample in group_samples(group):
         index = getattr(sample, "index", None)
-        keys.append(("index", index) if isinstance(index, int) and not isinstance(index, bool) else ("id", id(sample)))
+        keys.append(("index", index) if is_int(index) else ("id", id(sample)))
     return keys
 
 
@@ -152,6 +153,6 @@ def first_index(group: Any) -> int:
     for item in group:
         for sample in (item if isinstance(item, (list, tuple)) else (item,)):
             index = getattr(sample, "index", None)
-            if isinstance(index, int) and not isinstance(index, bool):
+            if is_int(index):
                 return index
     return 0

@@ -46,6 +46,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 from shopsim_metrics.health.alerts import Alert
 from shopsim_metrics.record.saved_values import saved_count, saved_counts, saved_number
+from shopsim_metrics.judging.plain_values import is_int, is_number
 
 ADVISORY_WINDOW = 8
 """The steps every rule looks at (the one place the window is set); no advisory before the window is full."""
@@ -80,11 +81,11 @@ POLICY_LAG_HIGH = 4.0
 fully-async demo's 48 groups in flight for a batch of 16: 1 to 2.4), so more than the pool's depth explains."""
 
 def _count(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+    return value if is_int(value) else None
 
 
 def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if not is_number(value):
         return None
     return float(value) if math.isfinite(value) else None
 
@@ -228,24 +229,32 @@ def skipping_pays(persistence: float | None, share: float) -> bool:
     return persistence is not None and persistence >= (1 + share) / 2 and persistence > share
 
 
-def _collapse(window: Sequence[StepFacts]) -> str | None:
-    recent, earlier = _halves(window, lambda f: _share(f.all_fail, f.judged))
-    if not _rising(recent, earlier, NEAR_ONE):
-        return None
-    return (f"all-fail groups were {_pct(recent)} of the judged groups (median of the last {RECENT_STEPS} steps; "
-            f"{_pct(earlier)} in the {len(window) - RECENT_STEPS} before): no rollout of most prompts succeeds. "
-            "Check the reward first (a service that pays 0, a changed success key or threshold), then the policy "
-            "(compare with the last good checkpoint; lower the learning rate). Over-sampling cannot help: these "
-            "groups carry no signal.")
+def toward_one(kind: str, count: Callable[[StepFacts], int], meaning: str) -> Callable[[Sequence[StepFacts]], str | None]:
+    """The rule of one kind of zero-std group rising toward 1 (``collapse``: all-fail, ``saturation``: all-pass):
+    the median share of ``count`` over the judged groups of the recent steps at or above :data:`NEAR_ONE` and not
+    below the steps before; its text names the shares, then ``meaning`` (what it says and what to do).
+
+    Example:
+        >>> rule = toward_one("all-fail", lambda f: f.all_fail, "the reward broke.")
+        >>> rule([StepFacts(rollout_id=n, accepted=32, zero_std=32, all_fail=32) for n in range(8)])
+        'all-fail groups were 100% of the judged groups (median of the last 4 steps; 100% in the 4 before): the reward broke.'
+    """
+    def rule(window: Sequence[StepFacts]) -> str | None:
+        recent, earlier = _halves(window, lambda f: _share(count(f), f.judged))
+        if not _rising(recent, earlier, NEAR_ONE):
+            return None
+        return (f"{kind} groups were {_pct(recent)} of the judged groups (median of the last {RECENT_STEPS} steps; "
+                f"{_pct(earlier)} in the {len(window) - RECENT_STEPS} before): {meaning}")
+    return rule
 
 
-def _saturation(window: Sequence[StepFacts]) -> str | None:
-    recent, earlier = _halves(window, lambda f: _share(f.all_pass, f.judged))
-    if not _rising(recent, earlier, NEAR_ONE):
-        return None
-    return (f"all-pass groups were {_pct(recent)} of the judged groups (median of the last {RECENT_STEPS} steps; "
-            f"{_pct(earlier)} in the {len(window) - RECENT_STEPS} before): the policy has learned this pool. "
-            "Add new prompts or harder data; more over-sampling only pays for more groups that teach nothing.")
+_collapse = toward_one("all-fail", lambda f: f.all_fail, (
+    "no rollout of most prompts succeeds. Check the reward first (a service that pays 0, a changed success key or "
+    "threshold), then the policy (compare with the last good checkpoint; lower the learning rate). Over-sampling "
+    "cannot help: these groups carry no signal."))
+_saturation = toward_one("all-pass", lambda f: f.all_pass, (
+    "the policy has learned this pool. Add new prompts or harder data; more over-sampling only pays for more groups "
+    "that teach nothing."))
 
 
 def _zero_std(window: Sequence[StepFacts]) -> str | None:

@@ -36,6 +36,7 @@ from typing import Any, NamedTuple
 
 from shopsim_metrics.judging.group_judgement import as_float
 from shopsim_metrics.judging.tokens import read_response_length, trainable_mask
+from shopsim_metrics.judging.plain_values import is_int
 
 ROUND_NUMBER_KEY = "round_number"
 """slime's metadata key for an episode's turns (``slime.ray.rollout`` logs it with ``--log-multi-turn``)."""
@@ -90,7 +91,7 @@ def _round_number(metadata: Any) -> int | None:
     if not isinstance(metadata, dict):
         return None
     value = metadata.get(ROUND_NUMBER_KEY)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+    if not is_int(value) or value < 0:
         return None
     return value
 

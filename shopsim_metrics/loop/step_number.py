@@ -28,6 +28,7 @@ from typing import Any
 
 from shopsim_metrics.loop.loop_state import LoopState, NoLoopState
 from shopsim_metrics.warn_once import WarnOnce
+from shopsim_metrics.judging.plain_values import is_int
 
 logger = logging.getLogger("shopsim_metrics")
 
@@ -50,12 +51,12 @@ class StepNumbers:
             step: Any = self.loop_state.rollout_step()
         except Exception:  # noqa: BLE001 - unknown
             return None
-        return step if _whole(step) else None
+        return step if is_int(step) else None
 
     def heard(self, rollout_id: Any) -> int | None:
         """The step of a sample the sample hook received with ``rollout_id``: that id (remembered for the
         judgements to come), else the live one (None: the next step taken gets it)."""
-        if _whole(rollout_id):
+        if is_int(rollout_id):
             self._heard = rollout_id
             return rollout_id
         return self.live()
@@ -95,7 +96,3 @@ class StepNumbers:
     def current(self) -> int | None:
         """The step judged last (opened or renumbered), else the live one: the step an alert names."""
         return self._last if self._last is not None else self.live()
-
-
-def _whole(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)

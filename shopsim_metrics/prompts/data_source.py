@@ -111,6 +111,7 @@ from shopsim_metrics.prompts.predictive_rule import PredictiveSkipRule
 from shopsim_metrics.prompts.skip_rule import GresoSkipRule, SkipDecision
 from shopsim_metrics.settings.prompt_skip import SkipRuleSettings
 from shopsim_metrics.state_file import DamagedStateFile, read_json_object, write_json
+from shopsim_metrics.judging.plain_values import is_int
 
 logger = logging.getLogger("shopsim_metrics")
 
@@ -371,7 +372,7 @@ class PromptSkipDataSource:
 def _group_size(args: Any) -> int:
     """slime's ``n_samples_per_prompt``: the group size the predictive rule predicts for."""
     n = getattr(args, "n_samples_per_prompt", None)
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+    if not is_int(n) or n < 1:
         raise ValueError(f"shopsim_prompt_skip: predictive needs slime's n_samples_per_prompt (an integer >= 1); "
                          f"got {n!r}")
     return n

@@ -38,6 +38,7 @@ from shopsim_metrics.judging.verdicts import (
 from shopsim_metrics.prompts.keys import key_text
 from shopsim_metrics.record.saved_values import at_most, count_column, number_column, saved_count
 from shopsim_metrics.settings.prompt_skip import SkipRuleSettings
+from shopsim_metrics.judging.plain_values import is_int
 
 VERDICT_LETTERS = {SPREAD: "S", ZERO_STD_ALL_PASS: "P", ZERO_STD_ALL_FAIL: "F", ZERO_STD_OTHER: "O", TECHNICAL: "T"}
 """One letter per verdict, for the compact verdict history (``"FFFP"``: oldest first)."""
@@ -137,7 +138,7 @@ class PromptHistory:
     """Bounded per-prompt history with least-recently-seen eviction (see the module docstring)."""
 
     def __init__(self, limit: int = DEFAULT_LIMIT, *, forgetting: float = DEFAULT_FORGETTING) -> None:
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        if not is_int(limit) or limit < 1:
             raise ValueError(f"PromptHistory limit must be an integer >= 1; got {limit!r}")
         if not 0.0 <= forgetting <= 1.0:
             raise ValueError(f"PromptHistory forgetting must be a number in [0, 1]; got {forgetting!r}")

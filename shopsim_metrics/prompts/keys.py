@@ -36,6 +36,7 @@ import dataclasses
 import hashlib
 import json
 from typing import Any, Sequence
+from shopsim_metrics.judging.plain_values import is_int
 
 KEY_METADATA = "metadata"
 KEY_PROMPT_HASH = "prompt_hash"
@@ -143,7 +144,7 @@ def _first_sample(group: Sequence[Any]) -> Any:
 def _metadata_text(value: Any) -> str:
     if isinstance(value, str):
         return value
-    if isinstance(value, int) and not isinstance(value, bool):
+    if is_int(value):
         return str(value)
     try:
         return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_jsonable)

@@ -62,6 +62,7 @@ from __future__ import annotations
 
 import math
 
+from shopsim_metrics.judging.plain_values import is_int
 from shopsim_metrics.prompts.skip_rule import SkipDecision
 from shopsim_metrics.settings.prompt_skip import SkipRuleSettings
 
@@ -96,7 +97,7 @@ class PredictiveSkipRule:
     def __init__(self, settings: SkipRuleSettings, *, n_samples: int) -> None:
         """``settings``: the rule's knobs (``threshold``, ``min_yield``; their ranges are checked there, once)."""
         threshold, min_yield = settings.threshold, settings.min_yield
-        if isinstance(n_samples, bool) or not isinstance(n_samples, int) or n_samples < 1:
+        if not is_int(n_samples) or n_samples < 1:
             raise ValueError(f"n_samples: expected an integer >= 1; got {n_samples!r}")
         prior = zero_std_probability(0.0, 0.0, n_samples)
         if n_samples == 1:

@@ -48,6 +48,7 @@ from shopsim_metrics.judging.group_judgement import SPREAD, TECHNICAL
 from shopsim_metrics.judging.verdicts import ZERO_STD_VERDICTS
 from shopsim_metrics.record.contract import SKIPPED_PROMPT_COLUMNS
 from shopsim_metrics.record.records import StepRecord
+from shopsim_metrics.judging.plain_values import is_int
 
 DEFAULT_PENDING_LIMIT = 1_000_000
 
@@ -162,7 +163,7 @@ class SkipTally:
 
 def _order(group_index: Any) -> float:
     """A draw's place in slime's running counter (unknown: after every known one)."""
-    return group_index if isinstance(group_index, int) and not isinstance(group_index, bool) else math.inf
+    return group_index if is_int(group_index) else math.inf
 
 
 def _verdict(row: Any) -> str:

@@ -52,6 +52,7 @@ from shopsim_metrics.prompts.history import (
 from shopsim_metrics.prompts.keys import KEY_NONE, combine_sources, history_key, prompt_key
 from shopsim_metrics.record.records import DecisionRow, StepRecord
 from shopsim_metrics.record.saved_values import saved_count, saved_counts
+from shopsim_metrics.warn_once import WarnOnce
 
 logger = logging.getLogger("shopsim_metrics")
 
@@ -86,7 +87,7 @@ class PromptValueTracker:
         self.tokens_known = False  # some visit carried a token count
         self.last_step: tuple[int, Counter[str]] | None = None
         """(rollout_id, verdict counts of its judged groups) of the latest observed step: what a skip rule adapts to."""
-        self._warned = False
+        self._warn_once = WarnOnce(logger)
 
     def keys(self, groups: Sequence[Any]) -> list[tuple[str | None, str]] | None:
         """Each group's prompt key and where it came from (``prompt_keys.KEY_SOURCES``); None (warned once) should
@@ -112,10 +113,8 @@ class PromptValueTracker:
         return fields
 
     def _warn(self, exc: Exception) -> None:
-        if not self._warned:
-            self._warned = True
-            logger.warning("shopsim-metrics: prompt tracking failed (%s: %s); the step records stay complete "
-                           "but their prompt-value fields are null.", type(exc).__name__, exc)
+        self._warn_once("prompt_tracking", "shopsim-metrics: prompt tracking failed (%s: %s); the step records stay "
+                        "complete but their prompt-value fields are null.", type(exc).__name__, exc)
 
     def observe(self, record: StepRecord) -> dict[str, Any]:
         """Visit a recorded step's prompts (a replay, a resume): the prompt-value fields it would be given.

@@ -38,6 +38,7 @@ from typing import Any, BinaryIO, Callable, Iterator
 from shopsim_metrics.record import contract
 from shopsim_metrics.record.records import DecisionRow, StepRecord
 from shopsim_metrics.sinks.jsonl import steps_files
+from shopsim_metrics.judging.plain_values import is_int, is_number
 
 logger = logging.getLogger("shopsim_metrics")
 
@@ -93,13 +94,13 @@ def process_order(data: dict[str, Any]) -> tuple[int, float]:
 
 
 def _number(value: Any) -> float:
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+    if is_number(value) and math.isfinite(value):
         return float(value)
     return _NEVER
 
 
 def _step(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+    return value if is_int(value) and value >= 0 else None
 
 
 WRITER_KEYS = ("process_generation", "process_started_at", "process_start_rollout_id")
@@ -348,7 +349,7 @@ def record_problem(data: Any) -> str | None:
         kind = {list: "list", str: "string", type(None): "null", bool: "boolean"}.get(type(data), "number")
         return f"a JSON {kind}, not an object"
     rid = data.get("rollout_id")
-    if not isinstance(rid, int) or isinstance(rid, bool):
+    if not is_int(rid):
         return "no integer rollout_id"
     for name in _NUMERIC_FIELDS.intersection(data):
         value = data[name]
@@ -362,7 +363,7 @@ def record_problem(data: Any) -> str | None:
             if not isinstance(row, dict) or not _REQUIRED_ROW_KEYS <= row.keys():
                 return "a decisions row is not a ledger row"
             order = row.get("order")
-            if not isinstance(order, (int, float)) or isinstance(order, bool):
+            if not is_number(order):
                 return "a decisions row has no numeric order"
     return None
 

@@ -37,6 +37,8 @@ from decimal import Decimal
 from fractions import Fraction
 from typing import Any
 
+from shopsim_metrics.warn_once import WarnOnce
+
 logger = logging.getLogger("shopsim_metrics")
 
 MAX_DEPTH = 32  # deeper nesting is stringified (it also stops self-referencing containers)
@@ -45,17 +47,14 @@ _PLAIN = (type(None), bool, str)
 _INT_BITS = 1024  # larger integers do not fit a float (and could exceed Python's int-to-str limit)
 
 
-_warned_types: set[str] = set()
+_warn_once = WarnOnce(logger)
 
 
 def warn_once_per_type(type_name: str) -> None:
     """Log one warning the first time a value of ``type_name`` had to be stringified."""
-    if type_name not in _warned_types:
-        _warned_types.add(type_name)
-        logger.warning(
-            "shopsim-metrics: a record holds a value of type %s that is not JSON-native; it is written "
-            "as its string form (str(value)) so the step keeps its record. Further values of this type "
-            "are not reported.", type_name)
+    _warn_once(type_name, "shopsim-metrics: a record holds a value of type %s that is not JSON-native; it is "
+               "written as its string form (str(value)) so the step keeps its record. Further values of this type "
+               "are not reported.", type_name)
 
 
 def json_native(value: Any, on_fallback: Callable[[str], None] | None = warn_once_per_type) -> Any:

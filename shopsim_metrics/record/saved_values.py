@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 import operator
 from typing import Any
+from shopsim_metrics.judging.plain_values import is_int, is_number
 
 
 def is_count(value: Any) -> bool:
@@ -32,7 +33,7 @@ def is_count(value: Any) -> bool:
     >>> is_count(0), is_count(True), is_count(2.0), is_count(-1)
     (True, False, False, False)
     """
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+    return is_int(value) and value >= 0
 
 
 def saved_count(value: Any, what: str, *, most: int | None = None) -> int:
@@ -56,7 +57,7 @@ def saved_counts(value: Any, what: str) -> dict[str, int]:
 
 def saved_number(value: Any, what: str) -> float:
     """A finite number >= 0, else ``ValueError`` naming ``what``."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+    if not is_number(value) or not math.isfinite(value) or value < 0:
         raise ValueError(f"{what}: {value!r} is not a finite number >= 0"[:200])
     return float(value)
 

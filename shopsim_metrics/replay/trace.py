@@ -47,6 +47,7 @@ import numpy as np
 from shopsim_metrics.errors import check_input_path
 from shopsim_metrics.judging.group_judgement import ZERO_STD_TOLERANCE
 from shopsim_metrics.replay.json_items import NotJsonObject, iter_object_items
+from shopsim_metrics.judging.plain_values import is_int, is_number
 
 FRACTION_TOLERANCE = 1e-6
 """How far ``fraction × n`` may sit from a whole number of successes (JSON rounding)."""
@@ -232,7 +233,7 @@ class _FractionsTrace:
     (numbers, within [0, 1], ``k/n``) all at once when the trace is made."""
 
     def __init__(self, n_samples: int, origin: str) -> None:
-        if isinstance(n_samples, bool) or not isinstance(n_samples, int) or n_samples < 1:
+        if not is_int(n_samples) or n_samples < 1:
             raise TraceError(f"--n-samples-per-prompt: expected an integer >= 1; got {n_samples!r}")
         self.n, self.origin = n_samples, origin
         self.keys: list[str] = []
@@ -248,7 +249,7 @@ class _FractionsTrace:
             return
         if not set(map(type, fractions)) <= {int, float}:  # a bool, a string, a list ... (each said below)
             for j, value in enumerate(fractions):
-                if isinstance(value, bool) or not isinstance(value, (int, float)):
+                if not is_number(value):
                     raise TraceError(f"{self.origin}: prompt {key!r}, visit {j + 1}: expected a success fraction "
                                      f"(a number in [0, 1]); got {value!r}"[:300])
         key = str(key)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from typing import Any
+from shopsim_metrics.judging.plain_values import is_int, is_number
 
 
 class SkipRuleSettingsError(ValueError):
@@ -25,7 +26,7 @@ class SkipRuleSettingsError(ValueError):
 def checked_number(field: str, value: Any, low: float, high: float, bounds: str = "") -> float:
     """``value`` as a float in ``[low, high]`` (ints and floats only, never a bool or a string)."""
     expected = f"a number in [{low:g}, {high:g}]{bounds}"
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if not is_number(value):
         raise SkipRuleSettingsError(field, expected, value)
     if not math.isfinite(value) or not low <= value <= high:
         raise SkipRuleSettingsError(field, expected, value)
@@ -77,7 +78,7 @@ class SkipRuleSettings:
         for field in ("p_easy_start", "p_hard_start"):
             value = checked_number(field, getattr(self, field), self.p_min, self.p_max, " (between p_min and p_max)")
             object.__setattr__(self, field, value)
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
+        if not is_int(self.seed) or self.seed < 0:
             raise SkipRuleSettingsError("seed", "an integer >= 0", self.seed)
 
     @property

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Callable, Mapping, Sequence
 
 from shopsim_metrics.settings.prompt_skip import SkipRuleSettings, SkipRuleSettingsError
+from shopsim_metrics.judging.plain_values import is_int
 
 PREFIX = "shopsim_"
 DEFAULT_RUN_DIR = "shopsim_run"
@@ -92,7 +93,7 @@ def integer(minimum: int, most: int | None = None) -> Callable[[Any], int]:
     """An ``int`` (never a bool) >= ``minimum`` (and <= ``most``, when given)."""
 
     def parse(value: Any) -> int:
-        if isinstance(value, bool) or not isinstance(value, int) or value < minimum or (most is not None and value > most):
+        if not is_int(value) or value < minimum or (most is not None and value > most):
             raise _Invalid
         return value
 
@@ -551,7 +552,7 @@ def skip_rule_settings(values: Mapping[str, Any], rollout_seed: Any = None) -> S
         value = values.get(PROMPT_SKIP_RULE_PREFIX + rule_field.name)
         if value is not None:
             kwargs[rule_field.name] = value
-    if "seed" not in kwargs and isinstance(rollout_seed, int) and not isinstance(rollout_seed, bool) and rollout_seed >= 0:
+    if "seed" not in kwargs and is_int(rollout_seed) and rollout_seed >= 0:
         kwargs["seed"] = rollout_seed
     try:
         return SkipRuleSettings(**kwargs)
@@ -574,7 +575,7 @@ def validate_slime_knobs(values: Mapping[str, Any]) -> tuple[dict[str, int | Non
     problems: list[str] = []
     for key in SLIME_KNOBS:
         value = values.get(key)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        if value is not None and (not is_int(value) or value < 1):
             problems.append(f"{key}: expected a positive integer; got {shown(value)}")
             value = None
         knobs[key] = value
@@ -653,7 +654,7 @@ def _whole_or_none(value: Any) -> int | None:
         >>> _whole_or_none(3), _whole_or_none(None), _whole_or_none(-1), _whole_or_none(True)
         (3, None, None, None)
     """
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+    return value if is_int(value) and value >= 0 else None
 
 
 _LOST_WITHOUT = {

@@ -34,6 +34,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from shopsim_metrics.settings import DEFAULTS, PROMPT_SKIP_MODES, WAVE_SIZE_MODES, ShopsimSettings
+from shopsim_metrics.judging.plain_values import is_int
 
 ROLLOUT_MODES = ("sync", "fully-async")
 """Which slime rollout the simulator runs: the synchronous loop (waves, ``remaining``, abort at the
@@ -85,7 +86,7 @@ class AgentModel:
     round_number: bool = True  # leave metadata["round_number"] (else the turns are only in loss_mask)
 
     def __post_init__(self) -> None:
-        if isinstance(self.max_turns, bool) or not isinstance(self.max_turns, int) or self.max_turns < 1:
+        if not is_int(self.max_turns) or self.max_turns < 1:
             raise ValueError(f"AgentModel.max_turns must be a positive integer; got {self.max_turns!r}")
         if not (isinstance(self.turns_mean, (int, float)) and 1.0 <= self.turns_mean <= 1000.0):
             raise ValueError(f"AgentModel.turns_mean must be a number from 1 to 1000; got {self.turns_mean!r}")
@@ -166,7 +167,7 @@ class SimConfig:
     def __post_init__(self) -> None:
         for name in ("rollout_batch_size", "n_samples_per_prompt", "over_sampling_batch_size", "global_batch_size"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            if not is_int(value) or value < 1:
                 raise ValueError(f"SimConfig.{name} must be a positive integer; got {value!r}")
         if self.steps < 0:
             raise ValueError(f"SimConfig.steps must be >= 0; got {self.steps}")
@@ -195,8 +196,7 @@ class SimConfig:
         if any(not level < self.success_reward for level in self.partial_credit_levels):
             raise ValueError(f"SimConfig.partial_credit_levels must all be below success_reward "
                              f"({self.success_reward}); got {self.partial_credit_levels}")
-        if self.prompt_pool is not None and (isinstance(self.prompt_pool, bool) or not isinstance(self.prompt_pool, int)
-                                             or self.prompt_pool < 1):
+        if self.prompt_pool is not None and (not is_int(self.prompt_pool) or self.prompt_pool < 1):
             raise ValueError(f"SimConfig.prompt_pool must be a positive integer or None; got {self.prompt_pool!r}")
         if not (isinstance(self.difficulty_drift, (int, float)) and self.difficulty_drift >= 0):
             raise ValueError(f"SimConfig.difficulty_drift must be a number >= 0; got {self.difficulty_drift!r}")

@@ -44,6 +44,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from typing import Any, Sequence
+from shopsim_metrics.judging.plain_values import is_number
 
 BURST_RULES = ("schedule", "pooled")
 """How ``tune --from`` weighs a burst: as bursts at their frequency (default), or pooled into every step."""
@@ -216,4 +217,4 @@ def _burst_threshold(accepted: int, background: float) -> float:
 
 
 def _count(value: Any) -> int:
-    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 else 0
+    return int(value) if is_number(value) and value > 0 else 0

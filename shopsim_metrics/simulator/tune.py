@@ -73,6 +73,7 @@ from shopsim_metrics.simulator.step_rates import RateEstimate, estimate_rates
 from shopsim_metrics.simulator.latency import reference_wave_time
 from shopsim_metrics import tables
 from shopsim_metrics.simulator.loop import SimulationResult, rng_streams, tuning_run, wave_time_model
+from shopsim_metrics.judging.plain_values import is_int
 
 TUNING_LIMIT = 10**9
 """The termination limit while tuning: effectively none (``p_limit`` reports the real one)."""
@@ -245,7 +246,7 @@ def rates_of(table: Any, path: str | os.PathLike) -> MeasuredRates:
 
 def _knob(value: object) -> int | None:
     """A batch knob read from a record: a positive integer, else None (the simulator's default is used)."""
-    return value if isinstance(value, int) and not isinstance(value, bool) and 0 < value <= MAX_KNOB else None
+    return value if is_int(value) and 0 < value <= MAX_KNOB else None
 
 
 def summarize(size: int, result: SimulationResult, *, reference_seconds: float,

@@ -18,6 +18,7 @@ import logging
 from abc import ABC, abstractmethod
 from shopsim_metrics.health.alerts import Alert
 from shopsim_metrics.record.records import StepRecord
+from shopsim_metrics.warn_once import WarnOnce
 
 logger = logging.getLogger("shopsim_metrics")
 
@@ -62,7 +63,7 @@ class SinkSet:
 
     def __init__(self, sinks: list[StepSink] | None = None) -> None:
         self.sinks: list[StepSink] = list(sinks or [])
-        self._warned: set[str] = set()
+        self._warn_once = WarnOnce(logger)
 
     def emit(self, record: StepRecord) -> None:
         for sink in self.sinks:
@@ -84,10 +85,6 @@ class SinkSet:
         try:
             call()
         except Exception as exc:  # noqa: BLE001 - monitoring must never stop training
-            if sink.name not in self._warned:
-                self._warned.add(sink.name)
-                logger.warning(
-                    "shopsim-metrics: the %s sink failed in %s (%s: %s); training goes on and the "
-                    "other sinks keep recording. Further failures of this sink are not repeated.",
-                    sink.name, what, type(exc).__name__, exc,
-                )
+            self._warn_once(sink.name, "shopsim-metrics: the %s sink failed in %s (%s: %s); training goes on and the "
+                            "other sinks keep recording. Further failures of this sink are not repeated.",
+                            sink.name, what, type(exc).__name__, exc)

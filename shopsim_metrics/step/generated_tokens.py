@@ -58,6 +58,7 @@ from typing import Any, Hashable, Iterable, NamedTuple
 
 from shopsim_metrics.judging.episodes import Episode, read_episode
 from shopsim_metrics.judging.group_judgement import rollout_key, status_check
+from shopsim_metrics.judging.plain_values import is_int
 
 CARRIED_LIMIT = 1_000_000
 """Aborted samples whose length at the abort is remembered for their continuation (``--partial-rollout``)."""
@@ -216,7 +217,7 @@ def _never_started(call: _Call) -> bool:
 
 def _carry_key(sample: Any) -> Hashable | None:
     index = getattr(sample, "index", None)
-    return index if isinstance(index, int) and not isinstance(index, bool) else None
+    return index if is_int(index) else None
 
 
 def _leaves(groups: Iterable[Any]) -> Iterable[Any]:
