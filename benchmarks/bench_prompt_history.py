@@ -26,7 +26,7 @@ import tracemalloc
 
 from shopsim_metrics.judging.verdicts import VERDICTS
 from shopsim_metrics.prompts.history import PromptHistory
-from shopsim_metrics.prompts.keys import hash_prompt, history_key
+from shopsim_metrics.judging.prompt_keys import hash_prompt, history_key
 
 PROMPTS = 1_000_000
 TARGET_BYTES = 400

@@ -37,7 +37,7 @@ from typing import Any
 from shopsim_metrics.replay.command import describe, format_rows
 from shopsim_metrics.replay.measure import ORACLE, ReplayKnobs, default_steps, replay_rows
 from shopsim_metrics.replay.source import LENGTH_MODES
-from shopsim_metrics.replay.trace import load_trace
+from shopsim_metrics.outcomes.trace import load_trace
 
 TRACE = Path(__file__).resolve().parent / "data" / "one_shot_rlvr_dsr_sub_acc.dev.json"
 RATIO_TARGET, LOST_SIGNAL_TARGET = 1.45, 0.15

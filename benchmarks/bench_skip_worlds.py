@@ -31,7 +31,7 @@ from bench_real_trace import OVER_SAMPLING_BATCH_SIZE, ROLLOUT_BATCH_SIZE, TRACE
 
 from shopsim_metrics.replay.measure import ReplayKnobs, default_steps, replay_setting  # noqa: E402
 from shopsim_metrics.replay.source import LENGTH_MODES  # noqa: E402
-from shopsim_metrics.replay.trace import load_trace  # noqa: E402
+from shopsim_metrics.outcomes.trace import load_trace  # noqa: E402
 from shopsim_metrics.simulator.skip_measure import measure_skipping  # noqa: E402
 
 LOST_SIGNAL_LIMIT = 0.15

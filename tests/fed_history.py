@@ -16,7 +16,7 @@ from typing import Any, Mapping
 
 from shopsim_metrics.judging.verdicts import VERDICTS
 from shopsim_metrics.prompts.history import DEFAULT_FORGETTING, DEFAULT_LIMIT
-from shopsim_metrics.prompts.keys import history_key
+from shopsim_metrics.judging.prompt_keys import history_key
 from shopsim_metrics.prompts.skip_evidence import MonitorSkipHistory, StepShares
 from shopsim_metrics.prompts.value import PromptValueTracker
 

@@ -144,7 +144,7 @@ def test_a_big_json_trace_is_read_in_memory_a_few_times_its_size(tmp_path: Path)
     size (json.loads of the whole file and an object per visit: about 25 times)."""
     import tracemalloc
 
-    from shopsim_metrics.replay.trace import load_trace
+    from shopsim_metrics.outcomes.trace import load_trace
 
     path = _big_trace(tmp_path / "trace.json", 40_000)
     size = path.stat().st_size
@@ -170,8 +170,8 @@ def test_a_big_trace_shows_its_progress_from_the_first_byte(tmp_path: Path, caps
 
 def test_a_streamed_trace_reads_as_json_loads_reads_it(tmp_path: Path) -> None:
     """Item by item, across chunk boundaries anywhere (NaN, Infinity, escapes, non-ASCII keys): the same trace."""
-    from shopsim_metrics.replay import json_items
-    from shopsim_metrics.replay.trace import trace_from_json_file, trace_from_mapping
+    from shopsim_metrics.outcomes import json_items
+    from shopsim_metrics.outcomes.trace import trace_from_json_file, trace_from_mapping
 
     text = '{"a\\u00e9\\"": [0.5, 1.0, 0], "é ключ": [0.125], "c": [], "d": [1e0, 0.75]}'
     path = tmp_path / "t.json"
@@ -189,7 +189,7 @@ def test_a_big_records_trace_keeps_the_scored_rows_few_fields_not_the_records(tm
     import tracemalloc
 
     import shopsim_metrics.readers.steps  # noqa: F401 - imported before the measure
-    from shopsim_metrics.replay.trace import load_trace
+    from shopsim_metrics.outcomes.trace import load_trace
     from shopsim_metrics.simulator.config import SimConfig
     from shopsim_metrics.simulator.loop import Simulator
     from shopsim_metrics.simulator.skip_saving import alerts_silenced

@@ -9,7 +9,7 @@ from hypothesis import given, settings as hsettings, strategies as st
 from shopsim_metrics.judging.group_judgement import SPREAD
 from shopsim_metrics.judging.verdicts import ZERO_STD_ALL_FAIL
 from shopsim_metrics.prompts.history import PromptHistory
-from shopsim_metrics.prompts.keys import prompt_key
+from shopsim_metrics.judging.prompt_keys import prompt_key
 from shopsim_metrics.settings.prompt_skip import SkipRuleSettings
 from shopsim_metrics.prompts.predictive_rule import PredictiveSkipRule, zero_std_probability
 from tests.test_data_source import make_args, pool, skip_source

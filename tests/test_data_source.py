@@ -19,7 +19,7 @@ from types import SimpleNamespace
 import pytest
 from hypothesis import given, settings as hsettings, strategies as st
 
-from shopsim_metrics.prompts.keys import prompt_key
+from shopsim_metrics.judging.prompt_keys import prompt_key
 from fed_history import FedHistory
 from shopsim_metrics.simulator.samples import SimSample
 from shopsimrl.data_source import PromptSkipDataSource, rule_settings_from_args, skip_mode

@@ -18,9 +18,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from shopsim_metrics.cli import main
-from shopsim_metrics.dumps.groups import WHOLE_RUN, DumpError, DumpOptions
-from shopsim_metrics.dumps.sources import load_outcomes, source_kind
-from shopsim_metrics.prompts.keys import hash_prompt
+from shopsim_metrics.outcomes.groups import WHOLE_RUN, DumpError, DumpOptions
+from shopsim_metrics.outcomes.sources import load_outcomes, source_kind
+from shopsim_metrics.judging.prompt_keys import hash_prompt
 
 torch = pytest.importorskip("torch")
 

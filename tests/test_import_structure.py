@@ -94,7 +94,8 @@ def test_the_lower_rooms_never_import_the_hub_or_a_run_s_life() -> None:
              "shopsim_metrics.health": (*ABOVE_THE_STEP, "step", "waves"),
              "shopsim_metrics.fully_async": (*ABOVE_THE_STEP, "step"),
              "shopsim_metrics.step": ABOVE_THE_STEP,
-             "shopsim_metrics.settings": ("monitor", "run", "hooks")}
+             "shopsim_metrics.settings": ("monitor", "run", "hooks"),
+             "shopsim_metrics.outcomes": ("monitor", "run", "hooks", "prompts", "replay", "simulator", "dashboards")}
     found = []
     for module, imported in graph.items():
         for room, forbidden in below.items():

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings as hsettings, strategies as st
 
 from shopsim_metrics.prompts.history import PromptHistory
-from shopsim_metrics.prompts.keys import prompt_key
+from shopsim_metrics.judging.prompt_keys import prompt_key
 from shopsim_metrics.prompts.predictive_rule import zero_std_probability
 from shopsim_metrics.prompts.skip_record import SkipTally
 from shopsim_metrics.simulator.config import SimConfig

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from shopsim_metrics.prompts.keys import prompt_key
+from shopsim_metrics.judging.prompt_keys import prompt_key
 from shopsim_metrics.sinks import MemorySink
 from shopsim_metrics.record.contract import SKIPPED_PROMPT_COLUMNS
 from shopsim_metrics.loop.loop_state import ManualLoopState

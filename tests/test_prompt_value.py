@@ -13,7 +13,7 @@ from shopsim_metrics.run.identity import WRITER_FIELDS
 from shopsim_metrics.record import contract
 from shopsim_metrics.judging.verdicts import VERDICTS
 from shopsim_metrics.prompts.history import PromptHistory
-from shopsim_metrics.prompts.keys import hash_prompt, history_key, key_text, prompt_key
+from shopsim_metrics.judging.prompt_keys import hash_prompt, history_key, key_text, prompt_key
 from shopsim_metrics.prompts.value import PromptValueTracker
 from shopsim_metrics.record.records import DecisionRow, StepRecord
 from shopsim_metrics.simulator.samples import SimSample
@@ -303,7 +303,7 @@ def test_the_canonical_bytes_are_the_standard_encoders_whatever_the_text(prompt,
     (control characters, quotes, non-BMP characters, lone surrogates, key order)."""
     import json
 
-    from shopsim_metrics.prompts.keys import canonical_bytes
+    from shopsim_metrics.judging.prompt_keys import canonical_bytes
 
     standard = json.dumps([prompt, label], sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     assert canonical_bytes(prompt, label) == standard.encode("utf-8", "surrogatepass")

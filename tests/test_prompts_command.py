@@ -130,7 +130,7 @@ def pool_run(tmp_path_factory) -> tuple[Path, Path]:
 
 
 def test_prompt_data_maps_every_skip_list_key_to_its_line_and_prompt(pool_run, tmp_path, capsys) -> None:
-    from shopsim_metrics.prompts.keys import hash_prompt
+    from shopsim_metrics.judging.prompt_keys import hash_prompt
     from shopsim_metrics.simulator.epochs import pool_label, pool_prompt
 
     run, data = pool_run
@@ -163,7 +163,7 @@ def test_prompt_data_with_the_runs_metadata_key_maps_metadata_ids(tmp_path) -> N
     from types import SimpleNamespace
 
     from shopsim_metrics.prompts.dataset import rows_by_key
-    from shopsim_metrics.prompts.keys import prompt_key
+    from shopsim_metrics.judging.prompt_keys import prompt_key
 
     data = tmp_path / "prompts.jsonl"
     data.write_text('{"input": "a", "metadata": {"uid": 7}}\n{"input": "b", "metadata": {"uid": "x"}}\n{"input": "c"}\n')

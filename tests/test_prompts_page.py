@@ -15,9 +15,9 @@ import pytest
 
 from shopsim_metrics.cli import main
 from shopsim_metrics.dashboards.prompts_page import decode_visits, page_data, read_page_data, render_prompts_page
-from shopsim_metrics.dumps.groups import WHOLE_RUN, DumpGroup, DumpOptions, trace_from_groups
-from shopsim_metrics.dumps.sources import load_outcomes
-from shopsim_metrics.replay.trace import Trace, trace_from_records
+from shopsim_metrics.outcomes.groups import WHOLE_RUN, DumpGroup, DumpOptions, trace_from_groups
+from shopsim_metrics.outcomes.sources import load_outcomes
+from shopsim_metrics.outcomes.trace import Trace, trace_from_records
 
 MAX_PAGE_BYTES = 20_000_000
 

@@ -20,7 +20,7 @@ from shopsim_metrics.replay.measure import (
     ORACLE, ReplayKnobs, default_steps, oracle_kind, replay_setting,
 )
 from shopsim_metrics.replay.source import BY_OUTCOME, INDEPENDENT, LENGTH_MODES, TraceGroupSource
-from shopsim_metrics.replay.trace import Trace, TraceError, Visit, load_trace, trace_from_mapping
+from shopsim_metrics.outcomes.trace import Trace, TraceError, Visit, load_trace, trace_from_mapping
 from shopsim_metrics.simulator.config import SimConfig
 from shopsim_metrics.simulator.loop import Simulator, rng_streams, token_rng
 from shopsim_metrics.simulator.skip_measure import data_source_skipping_by
@@ -47,7 +47,7 @@ def _records(trace: Trace, knobs: ReplayKnobs, skip: str, wave: str, seed: int =
 
 
 def _keys(trace: Trace) -> dict[str, int]:
-    from shopsim_metrics.prompts.keys import prompt_key
+    from shopsim_metrics.judging.prompt_keys import prompt_key
     from shopsim_metrics.simulator.samples import SimSample
 
     return {prompt_key([SimSample(prompt=f"trace prompt {k}", label=f"answer {i}", metadata={"pool_id": i})])[0]: i

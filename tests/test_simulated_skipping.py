@@ -30,7 +30,7 @@ def test_the_core_simulator_does_not_load_the_adapter_by_import_or_by_name() -> 
             "from shopsim_metrics.simulator.config import SimConfig\n"
             "from shopsim_metrics.simulator.loop import simulate\n"
             "from shopsim_metrics.replay.measure import ReplayKnobs, replay_setting\n"
-            "from shopsim_metrics.replay.trace import trace_from_mapping\n"
+            "from shopsim_metrics.outcomes.trace import trace_from_mapping\n"
             "records = simulate(SimConfig(steps=4, prompt_pool=32, prompt_skip='predictive', "
             "wave_size='adaptive')).records\n"
             "trace = trace_from_mapping({str(i): [0.0, 0.5] for i in range(24)}, 8)\n"

@@ -49,7 +49,7 @@ def test_an_oracle_skips_only_draws_whose_true_chance_of_spread_is_below_its_thr
 
 
 def _key_of(source, pool_id: int) -> str:
-    from shopsim_metrics.prompts.keys import prompt_key
+    from shopsim_metrics.judging.prompt_keys import prompt_key
     from shopsim_metrics.simulator.samples import SimSample
 
     return prompt_key([SimSample(prompt=source.prompts[pool_id], label=f"answer {pool_id}")])[0]

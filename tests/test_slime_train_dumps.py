@@ -6,7 +6,7 @@ group's rewards are its prompt's recorded visit at the step, exactly ``k`` of 8 
 lengths per prompt, long-tailed). Two runs of 6 steps, 4 groups of 8 per step:
 
 - **without a dynamic filter** (none of the project's hooks; waves of 4, the batch: every group generated
-  trains, none is aborted): the trace read from slime's dump (``shopsim_metrics.dumps``, ``--whole-run``,
+  trains, none is aborted): the trace read from slime's dump (``shopsim_metrics.outcomes``, ``--whole-run``,
   ``--prompt-key prompt_id``) equals the run's ground truth exactly: per step, each group's successes and
   zero-std verdict from the rewards the reward function returned (its own log,
   ``harness_reward.REWARD_LOG_ARG``), and its tokens from the engine's per-request log. ``replay``,
@@ -34,8 +34,8 @@ import harness_reward
 import trace_pool
 
 from shopsim_metrics.cli import main
-from shopsim_metrics.dumps.groups import KEPT_ONLY, WHOLE_RUN, DumpOptions
-from shopsim_metrics.dumps.sources import load_outcomes
+from shopsim_metrics.outcomes.groups import KEPT_ONLY, WHOLE_RUN, DumpOptions
+from shopsim_metrics.outcomes.sources import load_outcomes
 
 SLIME_SRC, MEGATRON_SRC = harness.SLIME_SRC, harness.MEGATRON_SRC
 pytestmark = harness.pytest_marks(timeout=1500)

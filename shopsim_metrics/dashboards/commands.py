@@ -43,7 +43,7 @@ def register(subparsers: Any) -> None:
     html.add_argument("--prompts", action="store_true",
                       help="also write the prompts page (each prompt's success across steps, sortable, with a "
                            "drill-down) beside --out as <name>-prompts.html, linked from the dashboard")
-    from shopsim_metrics.dumps.sources import add_dump_arguments
+    from shopsim_metrics.outcomes.sources import add_dump_arguments
 
     add_dump_arguments(html)
     html.set_defaults(func=run_html)
@@ -74,8 +74,8 @@ def run_html(args: argparse.Namespace) -> int:
         return 2
     source = args.source or args.source_arg
     from shopsim_metrics.dashboards.prompts_page import write_prompts_page
-    from shopsim_metrics.dumps.sources import DUMP_KINDS, dump_options, load_outcomes, refuse_dump_options, source_kind
-    from shopsim_metrics.replay.trace import trace_from_records
+    from shopsim_metrics.outcomes.sources import DUMP_KINDS, dump_options, load_outcomes, refuse_dump_options, source_kind
+    from shopsim_metrics.outcomes.trace import trace_from_records
 
     options = dump_options(args)
     if source_kind(source) in DUMP_KINDS:  # a dump has per-prompt outcomes, not the per-step records

@@ -1,7 +1,7 @@
 """The prompts page of the offline dashboard: each prompt's success across steps, sortable, with a drill-down.
 
-Drawn from a run's per-prompt trace (:class:`~shopsim_metrics.replay.trace.Trace`: this package's
-records, or slime's and verl's rollout dumps through :mod:`shopsim_metrics.dumps`), so the page says the
+Drawn from a run's per-prompt trace (:class:`~shopsim_metrics.outcomes.trace.Trace`: this package's
+records, or slime's and verl's rollout dumps through :mod:`shopsim_metrics.outcomes`), so the page says the
 same of a prompt as ``replay`` and ``prompts`` do. One row per prompt: its visits, zero-std visits, last
 verdict, tokens and wasted tokens (on zero-std visits), success rate and a sparkline of its success
 fraction visit by visit; sortable by each column, filtered by key; a click opens the prompt's visits
@@ -16,7 +16,7 @@ embedded while they fit :data:`VISITS_BUDGET` bytes; beyond it the most wasteful
 
 Example:
     >>> import tempfile, pathlib
-    >>> from shopsim_metrics.replay.trace import trace_from_mapping
+    >>> from shopsim_metrics.outcomes.trace import trace_from_mapping
     >>> out = pathlib.Path(tempfile.mkdtemp()) / "prompts.html"
     >>> page = write_prompts_page(trace_from_mapping({"a": [0.0, 0.5], "b": [1.0]}, 2), out)
     >>> data = read_page_data(page.read_text())
@@ -37,7 +37,7 @@ from shopsim_metrics.dashboards.html import page_start, safe_json
 from shopsim_metrics.judging.group_judgement import SPREAD, ZERO_STD
 from shopsim_metrics.judging.verdicts import verdict_of
 from shopsim_metrics.prompts.history import VERDICT_LETTERS
-from shopsim_metrics.replay.trace import Trace, Visit
+from shopsim_metrics.outcomes.trace import Trace, Visit
 
 ROWS_PER_PAGE = 200
 """Rows the page draws at a time (the rest are a click away): what keeps 100,000 prompts responsive."""

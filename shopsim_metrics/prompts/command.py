@@ -18,7 +18,7 @@ so that a data pipeline can drop or down-weight those prompts. A key is the prom
 ``shopsim_prompt_key``), maps each entry to its line and prompt (:mod:`shopsim_metrics.prompts.dataset`);
 without it, or for a prompt not found, ``data_line`` and ``prompt`` are null.
 
-RUN may also be slime's or verl's rollout dumps (:mod:`shopsim_metrics.dumps`, with ``--whole-run`` or
+RUN may also be slime's or verl's rollout dumps (:mod:`shopsim_metrics.outcomes`, with ``--whole-run`` or
 ``--kept-only``): their visits, in step order, go through the same prompt history (:func:`tracker_from_trace`).
 
 Example:
@@ -35,7 +35,7 @@ import json
 from pathlib import Path
 from typing import Any, Iterable
 
-from shopsim_metrics.dumps.sources import (
+from shopsim_metrics.outcomes.sources import (
     DUMP_KINDS, add_dump_arguments, dump_options, load_outcomes, refuse_dump_options, source_kind,
 )
 from shopsim_metrics.errors import check_output_file
@@ -43,9 +43,9 @@ from shopsim_metrics.judging.group_judgement import SPREAD, ZERO_STD
 from shopsim_metrics.judging.verdicts import ZERO_STD_VERDICTS, verdict_of
 from shopsim_metrics.prompts.dataset import SLIME_INPUT_KEY, SLIME_METADATA_KEY, DatasetRow, rows_by_key
 from shopsim_metrics.prompts.history import DEFAULT_LIMIT, PromptStats
-from shopsim_metrics.prompts.keys import HASH_PREFIX, history_key
+from shopsim_metrics.judging.prompt_keys import HASH_PREFIX, history_key
 from shopsim_metrics.prompts.value import PROMPT_TABLE_ROWS, PromptValueTracker, table_row
-from shopsim_metrics.replay.trace import Trace
+from shopsim_metrics.outcomes.trace import Trace
 from shopsim_metrics.record.contract import PROMPT_TABLE_COLUMNS
 from shopsim_metrics.record.records import StepRecord
 from shopsim_metrics.tables import Column, format_table
@@ -94,7 +94,7 @@ def tracker_from_trace(trace: Trace) -> PromptValueTracker:
     """The prompt history of a trace's visits, in step order (a dump's; its keys are the monitor's).
 
     Example:
-        >>> from shopsim_metrics.dumps.groups import DumpGroup, DumpOptions, WHOLE_RUN, trace_from_groups
+        >>> from shopsim_metrics.outcomes.groups import DumpGroup, DumpOptions, WHOLE_RUN, trace_from_groups
         >>> groups = [DumpGroup(step, "k", 4, successes, "spread" if successes % 4 else "zero_std", 10)
         ...           for step, successes in enumerate([2, 0, 0])]
         >>> stats = tracker_from_trace(trace_from_groups(groups, origin="d", options=DumpOptions(WHOLE_RUN)))

@@ -79,7 +79,7 @@ Example:
     ...         self.drawn += n
     ...         return [[SimpleNamespace(prompt="2+2=?", label="4", metadata={}, group_index=None)] for _ in range(n)]
     ...     def __len__(self): return 100
-    >>> from shopsim_metrics.prompts.keys import history_key
+    >>> from shopsim_metrics.judging.prompt_keys import history_key
     >>> from shopsim_metrics.prompts.value import PromptValueTracker
     >>> tracker = PromptValueTracker()   # the monitor's prompt history, here fed by hand
     >>> ds = PromptSkipDataSource(SimpleNamespace(shopsim_prompt_skip="greso"), inner=Inner(),
@@ -101,7 +101,7 @@ import threading
 from typing import Any, Callable
 
 from shopsim_metrics.judging.verdicts import ZERO_STD_ALL_FAIL, ZERO_STD_ALL_PASS
-from shopsim_metrics.prompts.keys import prompt_key
+from shopsim_metrics.judging.prompt_keys import prompt_key
 from shopsim_metrics.settings import PROMPT_SKIP, PROMPT_SKIP_MODES, SETTINGS_BY_NAME, SKIP_RULE_SETTINGS
 from shopsim_metrics.settings import WAVE_SIZE_MODES, ShopsimSettings
 from shopsim_metrics.settings import skip_rule_settings

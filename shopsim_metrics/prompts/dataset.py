@@ -1,6 +1,6 @@
 """A prompt dataset's rows by the key the monitor gives their groups: how a skip list maps back to the data.
 
-The ledger keys a group by its prompt (:func:`~shopsim_metrics.prompts.keys.prompt_key`): a metadata
+The ledger keys a group by its prompt (:func:`~shopsim_metrics.judging.prompt_keys.prompt_key`): a metadata
 value when ``shopsim_prompt_key`` names one, else a hash of slime's ``Sample.prompt`` and ``label``.
 slime builds those from a row of its ``--prompt-data`` file: ``prompt`` the row's ``--input-key``
 column, ``label`` its ``--label-key`` column (None without one), ``metadata`` its ``--metadata-key``
@@ -16,7 +16,7 @@ Example:
     >>> path = pathlib.Path("prompts.jsonl")
     >>> _ = path.write_text(json.dumps({"input": "2+2?", "label": "4"}) + "\\n\\n" + json.dumps({"input": "3+3?"}) + "\\n")
     >>> rows = rows_by_key(path, label_key="label")
-    >>> from shopsim_metrics.prompts.keys import hash_prompt
+    >>> from shopsim_metrics.judging.prompt_keys import hash_prompt
     >>> rows[hash_prompt("2+2?", "4")], rows[hash_prompt("3+3?", None)].line
     (DatasetRow(line=1, prompt='2+2?'), 3)
 """
@@ -30,7 +30,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from shopsim_metrics.errors import check_input_path
-from shopsim_metrics.prompts.keys import prompt_key
+from shopsim_metrics.judging.prompt_keys import prompt_key
 
 SLIME_INPUT_KEY = "input"
 """slime's ``--input-key`` default: the dataset column that holds the prompt."""

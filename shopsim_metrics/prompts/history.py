@@ -7,7 +7,7 @@ visits of every tracked prompt are also kept summed, so a prompt's cost against 
 mean (:meth:`PromptHistory.relative_cost`) is one division.
 
 Store: an ``OrderedDict`` (recency order) from the key (a 60-bit int for hashed prompts, the string
-for metadata keys, see :mod:`shopsim_metrics.prompts.keys`) to one small record per prompt
+for metadata keys, see :mod:`shopsim_metrics.judging.prompt_keys`) to one small record per prompt
 (:class:`PromptRecord`, slotted): about 280 bytes per prompt at 1,000,000 prompts, within the
 400-byte goal (``benchmarks/bench_prompt_history.py``).
 
@@ -35,7 +35,7 @@ from shopsim_metrics.judging.group_judgement import SPREAD, TECHNICAL
 from shopsim_metrics.judging.verdicts import (
     ZERO_STD_ALL_FAIL, ZERO_STD_ALL_PASS, ZERO_STD_OTHER, ZERO_STD_VERDICTS,
 )
-from shopsim_metrics.prompts.keys import key_text
+from shopsim_metrics.judging.prompt_keys import key_text
 from shopsim_metrics.record.saved_values import at_most, count_column, number_column, saved_count
 from shopsim_metrics.settings.prompt_skip import SkipRuleSettings
 from shopsim_metrics.judging.plain_values import is_int

@@ -12,7 +12,7 @@ The data source that skips prompts (``shopsimrl.data_source.PromptSkipDataSource
   by the forgetting per step since each visit, as of the step being served (the predictive rule's
   evidence, :mod:`shopsim_metrics.prompts.predictive_rule`); None when it was never scored.
 
-Keys are prompt keys as the ledger writes them (``shopsim_metrics.prompts.keys.prompt_key``).
+Keys are prompt keys as the ledger writes them (``shopsim_metrics.judging.prompt_keys.prompt_key``).
 There is one implementation of that evidence: the monitor's prompt history
 (:class:`~shopsim_metrics.prompts.history.PromptHistory`, kept by its
 :class:`~shopsim_metrics.prompts.value.PromptValueTracker`), which the data source reads through
@@ -30,7 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping, Protocol
 
-from shopsim_metrics.prompts.keys import history_key
+from shopsim_metrics.judging.prompt_keys import history_key
 from shopsim_metrics.prompts.skip_rule import EASY, HARD, OTHER
 
 if TYPE_CHECKING:

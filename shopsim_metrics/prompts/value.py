@@ -2,7 +2,7 @@
 
 A prompt that was zero-std at one visit is likely to be zero-std at its next one (GRESO, arXiv
 2506.02177). For every closed step, :class:`PromptValueTracker` keys each ledger row by its prompt
-(:mod:`shopsim_metrics.prompts.keys`), looks up the prompt's previous verdict in the bounded
+(:mod:`shopsim_metrics.judging.prompt_keys`), looks up the prompt's previous verdict in the bounded
 :class:`~shopsim_metrics.prompts.history.PromptHistory`, records the visit, and fills the step's
 fields (metrics contract, "Prompt value over time"):
 
@@ -49,7 +49,7 @@ from shopsim_metrics.judging.verdicts import ZERO_STD_VERDICTS, verdict_of
 from shopsim_metrics.prompts.history import (
     DEFAULT_FORGETTING, DEFAULT_LIMIT, VERDICT_LETTERS, PromptHistory, PromptStats,
 )
-from shopsim_metrics.prompts.keys import KEY_NONE, combine_sources, history_key, prompt_key
+from shopsim_metrics.judging.prompt_keys import KEY_NONE, combine_sources, history_key, prompt_key
 from shopsim_metrics.record.records import DecisionRow, StepRecord
 from shopsim_metrics.record.saved_values import saved_count, saved_counts
 from shopsim_metrics.warn_once import WarnOnce

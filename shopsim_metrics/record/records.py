@@ -71,7 +71,7 @@ class DecisionRow:
     response_tokens: int = 0  # response tokens of the group (every segment of every unique rollout)
     judged_at: float | None = None  # seconds since the step's first judgement (monotonic clock)
     # prompt value over time
-    prompt_key: str | None = None  # the group's prompt (shopsim_metrics.prompts.keys); None: no key
+    prompt_key: str | None = None  # the group's prompt (shopsim_metrics.judging.prompt_keys); None: no key
     # what broke, as the generate function left it (metadata shopsim_failure_cause)
     technical_cause: str | None = field(default=None, metadata=ABSENT_WHEN_NONE)
 

@@ -30,14 +30,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from shopsim_metrics.dumps.groups import KEPT_ONLY
-from shopsim_metrics.dumps.sources import SOURCE_HELP, add_dump_arguments, dump_options, load_outcomes
+from shopsim_metrics.outcomes.groups import KEPT_ONLY
+from shopsim_metrics.outcomes.sources import SOURCE_HELP, add_dump_arguments, dump_options, load_outcomes
 from shopsim_metrics.errors import check_output_file
 from shopsim_metrics.replay.measure import (
     ORACLE, REPLAY_SKIPS, ReplayKnobs, ReplayRow, default_steps, replay_rows,
 )
 from shopsim_metrics.replay.source import BY_OUTCOME, INDEPENDENT, LENGTH_MODES
-from shopsim_metrics.replay.trace import Trace, TraceError
+from shopsim_metrics.outcomes.trace import Trace, TraceError
 from shopsim_metrics.settings import WAVE_SIZE_MODES
 from shopsim_metrics.simulator.commands import (
     MAX_COUNT, MAX_STEPS, _positive_int, _positive_probability, _probability, _step_count,
@@ -199,7 +199,7 @@ def few_visits_warning(trace: Trace) -> str | None:
     """A warning when prompts were visited too few times for their history to matter (None otherwise).
 
     Example:
-        >>> from shopsim_metrics.replay.trace import trace_from_mapping
+        >>> from shopsim_metrics.outcomes.trace import trace_from_mapping
         >>> print(few_visits_warning(trace_from_mapping({"a": [0.0, 0.0], "b": [0.5]}, 2)))
         warning: prompts were visited 1.5 times each on average (1 of 2 only once): a rule skips a prompt on what its earlier visits showed, so at most 33% of the draws had a past to judge by, and one zero-std visit is weak evidence; the savings above come mostly from the waves, and a run of more epochs may skip more (or forgo more signal)
         >>> few_visits_warning(trace_from_mapping({"a": [0.0] * 3}, 2)) is None

@@ -19,7 +19,7 @@ to cost; the reference a rule that learns from a prompt's past can approach, not
 Technical failures are not replayed (``technical_rate`` 0): they cost every setting alike.
 
 Example:
-    >>> from shopsim_metrics.replay.trace import trace_from_mapping
+    >>> from shopsim_metrics.outcomes.trace import trace_from_mapping
     >>> trace = trace_from_mapping({str(i): [float(i % 3 == 0), 0.5] * 6 for i in range(24)}, n_samples=4)
     >>> knobs = ReplayKnobs(rollout_batch_size=4, over_sampling_batch_size=8, steps=12)
     >>> off, oracle = (replay_setting(trace, knobs, skip, "fixed", seeds=(0,)) for skip in ("off", "oracle"))
@@ -35,7 +35,7 @@ from typing import Any, Callable, Iterable
 
 from shopsim_metrics.judging.verdicts import ZERO_STD_ALL_FAIL, ZERO_STD_ALL_PASS, ZERO_STD_OTHER
 from shopsim_metrics.replay.source import BY_OUTCOME, TraceGroupSource, trace_prompt_names
-from shopsim_metrics.replay.trace import Trace
+from shopsim_metrics.outcomes.trace import Trace
 from shopsim_metrics.settings import PROMPT_SKIP_MODES, WAVE_SIZE_MODES
 from shopsim_metrics.simulator.config import SimConfig
 from shopsim_metrics.simulator.loop import rng_streams, token_rng
@@ -179,7 +179,7 @@ def default_steps(trace: Trace, over_sampling_batch_size: int) -> int:
     (a recorded run's own steps when the trace has them).
 
     Example:
-        >>> from shopsim_metrics.replay.trace import trace_from_mapping
+        >>> from shopsim_metrics.outcomes.trace import trace_from_mapping
         >>> default_steps(trace_from_mapping({"a": [0.5] * 10, "b": [0.5] * 6}, 8), over_sampling_batch_size=4)
         4
     """

@@ -4,7 +4,7 @@
 prompts in place of drawn difficulties: the data source (slime's stand-in, wrapped by the project's
 skipping data source when a rule is on) walks the prompts epoch after epoch in a fresh shuffle per
 seed, and a group of prompt ``i`` submitted at step ``s`` holds the outcome of the visit of ``i``
-nearest in training time (:meth:`~shopsim_metrics.replay.trace.Trace.visit_at`): exactly its recorded
+nearest in training time (:meth:`~shopsim_metrics.outcomes.trace.Trace.visit_at`): exactly its recorded
 number of successes out of ``n`` (which siblings succeed is drawn), so it is zero-std exactly when the
 recorded visit was.
 
@@ -27,7 +27,7 @@ cost a skip rule reads from the prompt's past visits, depend on the prompt's fut
 
 Example:
     >>> import numpy as np
-    >>> from shopsim_metrics.replay.trace import trace_from_mapping
+    >>> from shopsim_metrics.outcomes.trace import trace_from_mapping
     >>> from shopsim_metrics.simulator.config import SimConfig
     >>> trace = trace_from_mapping({"a": [0.0, 0.5], "b": [1.0, 1.0]}, n_samples=4)
     >>> config = SimConfig(prompt_pool=2, n_samples_per_prompt=4, steps=2, technical_rate=0.0)
@@ -44,7 +44,7 @@ from typing import Any
 
 import numpy as np
 
-from shopsim_metrics.replay.trace import Trace, Visit
+from shopsim_metrics.outcomes.trace import Trace, Visit
 from shopsim_metrics.simulator.config import SimConfig
 from shopsim_metrics.simulator.epochs import EpochPromptSource
 from shopsim_metrics.simulator.samples import SimSample

@@ -44,7 +44,7 @@ from typing import Any, Callable, Iterable
 import numpy as np
 
 from shopsim_metrics.judging.verdicts import ZERO_STD_ALL_FAIL, ZERO_STD_ALL_PASS
-from shopsim_metrics.prompts.keys import prompt_key
+from shopsim_metrics.judging.prompt_keys import prompt_key
 from shopsim_metrics.prompts.skip_rule import SkipDecision
 from shopsim_metrics.simulator.config import SimConfig
 from shopsim_metrics.simulator.epochs import EpochPromptSource

@@ -8,7 +8,7 @@ position in the group (slime numbers a group's samples consecutively: ``index % 
 - ``technical``: no reward (None) for position 0, spread otherwise (the filter's technical drop);
 - ``trace``: the recorded outcome of the row's ``trace_key`` in the trace file ``args.harness_trace_path``
   (a key of the ``--custom-config-path`` YAML), at the training time of the step the group was generated
-  in: the prompt's visit nearest to that time (:meth:`shopsim_metrics.replay.trace.Trace.visit_at`, step
+  in: the prompt's visit nearest to that time (:meth:`shopsim_metrics.outcomes.trace.Trace.visit_at`, step
   ``s`` of ``args.num_rollout``) decides how many of the group's ``n`` rollouts succeed, exactly ``k`` of
   them: positions ``0 .. k-1`` get 1.0, the others 0.0.
 
@@ -55,7 +55,7 @@ def reward_for(kind: str, position: int) -> float | None:
 
 @lru_cache(maxsize=4)
 def _trace(path: str, n_samples: int):
-    from shopsim_metrics.replay.trace import load_trace
+    from shopsim_metrics.outcomes.trace import load_trace
 
     trace = load_trace(path, n_samples)
     return trace, {key: i for i, key in enumerate(trace.prompts)}

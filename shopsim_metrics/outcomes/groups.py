@@ -3,13 +3,13 @@
 A framework's dump holds, per step, the rollouts of the groups it trained. Each group is judged as the
 filter judges one (:func:`~shopsim_metrics.judging.group_judgement.judge_group`: scorable rollouts,
 successes by ``--success-threshold`` or the metadata flag, a dict reward read by ``--reward-key``) and
-keyed as the monitor keys it (:func:`~shopsim_metrics.prompts.keys.prompt_key`: ``--prompt-key``'s
+keyed as the monitor keys it (:func:`~shopsim_metrics.judging.prompt_keys.prompt_key`: ``--prompt-key``'s
 metadata value, else the hash of the prompt), so a dump and this package's records of the same run name
 the same prompts. Its generated tokens are the monitor's (:func:`~shopsim_metrics.judging.tokens.read_generated_tokens`,
 slime's rule): the 1s of a ``loss_mask`` as long as ``response_length``, else ``response_length`` (a
 multi-turn episode's tool output is not generated).
 
-:func:`trace_from_groups` turns the groups into a :class:`~shopsim_metrics.replay.trace.Trace`: each
+:func:`trace_from_groups` turns the groups into a :class:`~shopsim_metrics.outcomes.trace.Trace`: each
 scored group is a visit of its prompt at its step (time ``(step - first + 1/2) / steps``), zero-std
 when its rewards did not differ. Technical groups (an aborted or failed rollout, a missing reward)
 are counted and left out, as in a records trace.
@@ -38,8 +38,8 @@ from typing import Any, Sequence
 
 from shopsim_metrics.judging.group_judgement import SPREAD, TECHNICAL, judge_group
 from shopsim_metrics.judging.tokens import read_generated_tokens
-from shopsim_metrics.prompts.keys import prompt_key
-from shopsim_metrics.replay.trace import RunKnobs, Trace, TraceError, Visit
+from shopsim_metrics.judging.prompt_keys import prompt_key
+from shopsim_metrics.outcomes.trace import RunKnobs, Trace, TraceError, Visit
 
 WHOLE_RUN = "whole-run"
 KEPT_ONLY = "kept-only"

@@ -18,7 +18,7 @@ Example:
     ...     rows = [{"input": f"q{k}", "output": "a", "score": float(i < k), "step": step}
     ...             for k in (0, 1) for i in range(2)]
     ...     _ = (folder / f"{step}.jsonl").write_text("".join(json.dumps(r) + "\\n" for r in rows[::-1]))
-    >>> from shopsim_metrics.dumps.groups import WHOLE_RUN
+    >>> from shopsim_metrics.outcomes.groups import WHOLE_RUN
     >>> trace = read_verl_dump(folder, DumpOptions(WHOLE_RUN))
     >>> trace.n_samples, sorted([v.successes for v in visits] for visits in trace.visits), trace.tokens_recorded
     (2, [[0, 0], [1, 1]], False)
@@ -34,12 +34,12 @@ import re
 from pathlib import Path
 from typing import Any
 
-from shopsim_metrics.dumps.groups import (
+from shopsim_metrics.outcomes.groups import (
     DumpError, DumpGroup, DumpOptions, DumpSample, holds_text, judge_dump_group, require_holds,
     trace_from_groups,
 )
-from shopsim_metrics.prompts.keys import prompt_key
-from shopsim_metrics.replay.trace import Trace
+from shopsim_metrics.judging.prompt_keys import prompt_key
+from shopsim_metrics.outcomes.trace import Trace
 from shopsim_metrics.judging.plain_values import is_int
 
 STEP_FILE = re.compile(r"^\d+\.jsonl$")

@@ -30,7 +30,7 @@ Example:
     >>> trace_from_mapping({"a": [0.3]}, n_samples=4)
     Traceback (most recent call last):
     ...
-    shopsim_metrics.replay.trace.TraceError: trace: prompt 'a', visit 1: 0.3 is not a number of successes out of 4 (k/4)
+    shopsim_metrics.outcomes.trace.TraceError: trace: prompt 'a', visit 1: 0.3 is not a number of successes out of 4 (k/4)
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ import numpy as np
 
 from shopsim_metrics.errors import check_input_path
 from shopsim_metrics.judging.group_judgement import ZERO_STD_TOLERANCE
-from shopsim_metrics.replay.json_items import NotJsonObject, iter_object_items
+from shopsim_metrics.outcomes.json_items import NotJsonObject, iter_object_items
 from shopsim_metrics.judging.plain_values import is_int, is_number
 
 FRACTION_TOLERANCE = 1e-6
@@ -298,7 +298,7 @@ class _FractionsTrace:
 def trace_from_json_file(path: str | os.PathLike, n_samples: int | None,
                          on_read: Callable[[int], None] | None = None) -> Trace:
     """A JSON trace file (``n_samples`` is required: the fractions are ``k/n`` of it), read one prompt at a time
-    (:mod:`~shopsim_metrics.replay.json_items`: memory holds the trace's columns, never the file's text or its
+    (:mod:`~shopsim_metrics.outcomes.json_items`: memory holds the trace's columns, never the file's text or its
     parsed values); ``on_read(n)`` after each ``n`` bytes read."""
     if n_samples is None:
         raise TraceError(f"{path}: a JSON trace needs --n-samples-per-prompt N (its fractions are successes out of N)")

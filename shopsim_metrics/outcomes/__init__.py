@@ -1,8 +1,7 @@
-"""Readers of the rollout dumps training frameworks already write, as the per-prompt trace of a run.
+"""A run's per-prompt outcomes: the trace ``replay``, ``prompts`` and ``dashboard html`` take, and its readers.
 
-A user without this package's records has the files their framework writes; each is read into the
-:class:`~shopsim_metrics.replay.trace.Trace` that ``replay``, ``prompts`` and ``dashboard html`` take:
-
+- :mod:`.trace` - the trace (per prompt, per visit: successes of n, the step, tokens), read from this project's
+  records or a JSON trace (:mod:`.json_items` streams a big one);
 - :mod:`.slime` - slime's ``--save-debug-rollout-data PATH_{rollout_id}.pt`` (and ``--dump-details DIR``),
   one ``torch.save`` per step (torch is imported there only);
 - :mod:`.verl` - verl's ``trainer.rollout_data_dir``: ``{step}.jsonl``, one line per response;

@@ -29,7 +29,7 @@ Example:
     >>> for step in range(2):
     ...     samples = [sample(2 * step + g, 4 * step + 2 * g + i, float(i)) for g in range(2) for i in range(2)]
     ...     torch.save({"rollout_id": step, "samples": samples}, folder / f"rollout_{step}.pt")
-    >>> from shopsim_metrics.dumps.groups import WHOLE_RUN
+    >>> from shopsim_metrics.outcomes.groups import WHOLE_RUN
     >>> trace = read_slime_dump(folder, DumpOptions(WHOLE_RUN))
     >>> len(trace.prompts), trace.n_samples, trace.visit_count, trace.tokens_recorded
     (2, 2, 4, True)
@@ -43,11 +43,11 @@ import re
 from pathlib import Path
 from typing import Any
 
-from shopsim_metrics.dumps.groups import (
+from shopsim_metrics.outcomes.groups import (
     KEPT_ONLY, DumpError, DumpGroup, DumpOptions, DumpSample, holds_text, judge_dump_group, require_holds,
     trace_from_groups,
 )
-from shopsim_metrics.replay.trace import Trace
+from shopsim_metrics.outcomes.trace import Trace
 from shopsim_metrics.judging.plain_values import is_int
 
 TORCH_MISSING = ("reading slime's .pt dumps needs torch (pip install torch; the rest of shopsim-metrics does "
@@ -70,7 +70,7 @@ def dump_files(path: str | os.PathLike) -> list[Path]:
         >>> dump_files("no/such/dir")
         Traceback (most recent call last):
         ...
-        shopsim_metrics.dumps.groups.DumpError: no/such/dir: no such file, directory or glob match (expected slime's rollout dumps: a .pt file, a directory of them or a glob)
+        shopsim_metrics.outcomes.groups.DumpError: no/such/dir: no such file, directory or glob match (expected slime's rollout dumps: a .pt file, a directory of them or a glob)
     """
     text = os.fspath(path)
     target = Path(text)
@@ -173,7 +173,7 @@ def check_numbering(numbers: dict[int, list[int]], file_of: dict[int, Path]) -> 
         >>> check_numbering({0: [0, 9], 1: [2, 5]}, {1: Path("rollout_1.pt")})
         Traceback (most recent call last):
         ...
-        shopsim_metrics.dumps.groups.DumpError: rollout_1.pt: step 1's groups are numbered before step 0's (up to 5 against 9): files of two runs
+        shopsim_metrics.outcomes.groups.DumpError: rollout_1.pt: step 1's groups are numbered before step 0's (up to 5 against 9): files of two runs
     """
     previous: tuple[int, int] | None = None
     for step in sorted(numbers):

@@ -22,9 +22,9 @@ import os
 from pathlib import Path
 from typing import Any, Callable
 
-from shopsim_metrics.dumps.groups import KEPT_ONLY, WHOLE_RUN, DumpError, DumpOptions
-from shopsim_metrics.dumps.verl import STEP_FILE
-from shopsim_metrics.replay.trace import Trace, load_trace
+from shopsim_metrics.outcomes.groups import KEPT_ONLY, WHOLE_RUN, DumpError, DumpOptions
+from shopsim_metrics.outcomes.verl import STEP_FILE
+from shopsim_metrics.outcomes.trace import Trace, load_trace
 
 SLIME, VERL, RECORDS, JSON_TRACE = "slime", "verl", "records", "json"
 DUMP_KINDS = (SLIME, VERL)
@@ -59,15 +59,15 @@ def source_kind(path: str | os.PathLike) -> str:
 def load_outcomes(path: str | os.PathLike, *, n_samples: int | None = None,
                   options: DumpOptions | None = None, on_read: Callable[[int], None] | None = None) -> Trace:
     """The trace of any source (module docstring); ``options`` read a dump (and only a dump); ``on_read(n)``
-    after each ``n`` bytes of a JSON trace read (:func:`~shopsim_metrics.replay.trace.load_trace`)."""
+    after each ``n`` bytes of a JSON trace read (:func:`~shopsim_metrics.outcomes.trace.load_trace`)."""
     options = options or DumpOptions(None)
     kind = source_kind(path)
     if kind == SLIME:
-        from shopsim_metrics.dumps.slime import read_slime_dump
+        from shopsim_metrics.outcomes.slime import read_slime_dump
 
         return read_slime_dump(path, options)
     if kind == VERL:
-        from shopsim_metrics.dumps.verl import read_verl_dump
+        from shopsim_metrics.outcomes.verl import read_verl_dump
 
         return read_verl_dump(path, options)
     refuse_dump_options(path, options)

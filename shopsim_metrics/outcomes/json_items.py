@@ -13,7 +13,7 @@ Example:
     >>> list(iter_object_items(io.BytesIO(b'{"a": [0.5,, 1]}')))
     Traceback (most recent call last):
     ...
-    shopsim_metrics.replay.json_items.NotJsonObject: not JSON (Expecting value at character 11)
+    shopsim_metrics.outcomes.json_items.NotJsonObject: not JSON (Expecting value at character 11)
 """
 
 from __future__ import annotations
