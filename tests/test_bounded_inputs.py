@@ -210,3 +210,14 @@ def test_a_big_records_trace_keeps_the_scored_rows_few_fields_not_the_records(tm
         tracemalloc.stop()
     assert trace.run is not None and trace.run.steps == 200 and trace.visit_count > 4000
     assert peak < size, (peak, size)
+
+
+def test_records_far_apart_are_inspected_in_bounded_memory_and_the_gap_named(tmp_path: Path) -> None:
+    """Steps between a file's first and last record with none are named as runs of ids, never listed one by one."""
+    run = tmp_path / "run"
+    run.mkdir()
+    lines = [json.dumps({"rollout_id": rid, "decisions": []}) for rid in (0, 5, 10**12)]
+    (run / "steps.jsonl").write_text("\n".join(lines) + "\n")
+    proc = run_bounded(["inspect", str(run)])
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert f"{4 + 10**12 - 6} step(s)" in proc.stderr and "rollout_id 1-4, 6-999999999999" in proc.stderr

@@ -68,8 +68,9 @@ def test_bad_middle_lines_are_skipped_and_counted_in_one_warning(tmp_path: Path,
     path.write_text("\n".join(lines) + "\n")
     with caplog.at_level(logging.WARNING, logger="shopsim_metrics"):
         assert [r.rollout_id for r in read_steps(path)] == [0, 3]
-    (warning,) = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
-    assert "skipped 2 bad lines" in warning and "first at line 2" in warning
+    skipped, gap = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert "skipped 2 bad lines" in skipped and "first at line 2" in skipped
+    assert "rollout_id 1-2" in gap and "no record" in gap  # the steps those lines held are missing: said too
 
 
 def test_the_latest_record_of_a_rollout_id_wins_and_the_superseded_are_counted(tmp_path: Path, caplog) -> None:

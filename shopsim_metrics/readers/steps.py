@@ -219,7 +219,8 @@ class ReadReport:
     first_skipped: str | None = None  # "line N: why"
     superseded: int = 0  # earlier records of a rollout_id replaced by a later one
     stale: list[int] = field(default_factory=list)  # rollout_ids whose only writes a later process's resume superseded
-    gaps: list[int] = field(default_factory=list)  # rollout_ids between the first and the last with no record at all
+    gaps: list[tuple[int, int]] = field(default_factory=list)  # (first, last) runs of rollout_ids with no record
+    # at all between the file's first and last (runs, not ids: a record at rollout_id 10**12 costs no memory)
     run_count: int = 0  # distinct run_id values among the records (more than 1: runs mixed in one directory)
 
     def skip(self, where: str, why: str) -> None:
@@ -238,11 +239,12 @@ class ReadReport:
                        "of the same rollout_id (a resumed run); the latest of each is kept")
         if self.stale:
             out.append(f"{len(self.stale)} step(s) of {self.path} have no record: only a process whose lineage a later "
-                       f"resume superseded wrote them (rollout_id {_id_ranges(self.stale)}; a stale writer); the "
+                       f"resume superseded wrote them (rollout_id {_ranges_text(id_runs(self.stale))}; a stale writer); the "
                        "resumed run has not reached them")
         if self.gaps:
-            out.append(f"{len(self.gaps)} step(s) of {self.path} between its first and its last have no record "
-                       f"(rollout_id {_id_ranges(self.gaps)}): records lost, as when a process is killed while a full "
+            missing = sum(last - first + 1 for first, last in self.gaps)
+            out.append(f"{missing} step(s) of {self.path} between its first and its last have no record "
+                       f"(rollout_id {_ranges_text(self.gaps)}): records lost, as when a process is killed while a full "
                        "disk holds its records back, or a records file is removed")
         if self.run_count > 1:
             out.append(f"{self.path} holds the records of {self.run_count} runs (distinct run_id); the latest write "
@@ -254,7 +256,7 @@ class ReadReport:
         self.stale = winners.finish()
         self.superseded, self.run_count = winners.superseded, len(winners.run_ids)
         written = sorted({*winners.keys, *self.stale})
-        self.gaps = [rid for before, after in zip(written, written[1:]) for rid in range(before + 1, after)]
+        self.gaps = [(before + 1, after - 1) for before, after in zip(written, written[1:]) if after - before > 1]
 
     def warn(self) -> None:
         """Log each note once, as a warning."""
@@ -273,19 +275,33 @@ class ReadReport:
         )
 
 
-def _id_ranges(ids: list[int]) -> str:
-    """Sorted ids as ranges.
+def id_runs(ids: list[int]) -> list[tuple[int, int]]:
+    """Sorted ids as (first, last) runs of consecutive ids.
 
-    >>> _id_ranges([3, 4, 5, 9])
-    '3-5, 9'
+    >>> id_runs([3, 4, 5, 9])
+    [(3, 5), (9, 9)]
     """
-    ranges: list[tuple[int, int]] = []
+    runs: list[tuple[int, int]] = []
     for rid in ids:
-        if ranges and ranges[-1][1] == rid - 1:
-            ranges[-1] = (ranges[-1][0], rid)
+        if runs and runs[-1][1] == rid - 1:
+            runs[-1] = (runs[-1][0], rid)
         else:
-            ranges.append((rid, rid))
-    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in ranges)
+            runs.append((rid, rid))
+    return runs
+
+
+RUNS_SHOWN = 10
+"""A warning names this many runs of ids at most (the count says the rest)."""
+
+
+def _ranges_text(runs: list[tuple[int, int]]) -> str:
+    """Runs of ids for a warning: ``3-5, 9``, the first :data:`RUNS_SHOWN` of them.
+
+    >>> _ranges_text([(3, 5), (9, 9)]), _ranges_text([(i, i) for i in range(0, 40, 2)])[-17:]
+    ('3-5, 9', '18, ... (20 runs)')
+    """
+    shown = ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs[:RUNS_SHOWN])
+    return shown + (f", ... ({len(runs)} runs)" if len(runs) > RUNS_SHOWN else "")
 
 
 def resolve_steps_path(path: str | os.PathLike) -> Path:
