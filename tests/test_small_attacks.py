@@ -60,8 +60,6 @@ def test_every_failed_snapshot_write_is_warned(tmp_path: Path, caplog) -> None:
 
 
 def test_temporary_files_left_by_a_kill_are_removed_by_the_next_write(tmp_path: Path) -> None:
-    import time
-
     from shopsim_metrics.state_file import LEFTOVER_SECONDS, write_json
 
     folder = tmp_path / "rollout"
@@ -71,7 +69,7 @@ def test_temporary_files_left_by_a_kill_are_removed_by_the_next_write(tmp_path: 
     foreign = folder / ".something_else.tmp"
     for path in (old, fresh, foreign):
         path.write_text("{")
-    past = time.time() - 2 * LEFTOVER_SECONDS
+    past = fresh.stat().st_mtime - 2 * LEFTOVER_SECONDS  # the file system's own clock, not the test's
     os.utime(old, (past, past))
     os.utime(foreign, (past, past))
     write_json(folder / "shopsim_monitor_state_14.json", {"format": 1})
