@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import replace
 from typing import Any, Callable, Protocol
 
 from shopsim_metrics.record import contract as C
@@ -325,8 +326,8 @@ class StepAccountant:
         self, state: ClosedStep, *, terminated: bool, stats: GenerationStats | None, all_groups: int | None,
         aborted_groups: int | None = None,
     ) -> ClosedStep:
-        """Close ``state``: its ledger, its waves, its tokens, and the prompt tracker's part (it reads the step's
-        groups, gone after the close), added to the facts gathered while it was open."""
+        """The closed step: the facts gathered while ``state`` was open, with its ledger, its waves, its tokens and
+        the prompt tracker's part (it reads the step's groups, gone after the close)."""
         kinds = [j.judgement.kind for j in state.judged]
         waves = self.waves.close(state.rollout_id, kinds) if self.waves is not None else StepWaves(None, None)
         wave_sizes = waves.sizes
@@ -340,9 +341,7 @@ class StepAccountant:
             prompt_part = self.prompts.step_fields(state.rollout_id, rows,
                                                    generated_token_count=sum(row.response_tokens for row in rows),
                                                    sources={source for _, source in keyed})
-        state.rows, state.terminated, state.stats, state.all_groups = rows, terminated, stats, all_groups
-        state.aborted_groups, state.wave_sizes, state.tokens = aborted_groups, wave_sizes, live
-        state.predicted_second_wave = waves.second_wave_probability
-        state.newest_version = self._newest_version if state.fully_async else None
-        state.prompt_part = prompt_part
-        return state
+        return replace(state, rows=rows, terminated=terminated, stats=stats, all_groups=all_groups,
+                       aborted_groups=aborted_groups, wave_sizes=wave_sizes, tokens=live,
+                       predicted_second_wave=waves.second_wave_probability,
+                       newest_version=self._newest_version if state.fully_async else None, prompt_part=prompt_part)
