@@ -372,38 +372,26 @@ def test_a_resumed_run_rewrites_steps_and_the_latest_record_wins(tmp_path: Path,
 
 
 # --- symlinks and other non-files ------------------------------------------------------------------
-def test_a_symlink_planted_at_steps_jsonl_is_never_followed(tmp_path: Path, caplog) -> None:
+@pytest.mark.parametrize("sibling_too", [False, True], ids=["at steps.jsonl", "at it and its predictable sibling"])
+def test_a_symlink_planted_at_steps_jsonl_is_never_followed_and_no_record_is_lost(
+        tmp_path: Path, caplog, sibling_too: bool) -> None:
     target = tmp_path / "elsewhere.txt"
     target.write_text("precious\n")
     run = tmp_path / "run"
     run.mkdir()
     (run / MAIN).symlink_to(target)
-    sink = JsonlSink(run, fsync=False)
-    with caplog.at_level(logging.WARNING, logger="shopsim_metrics"):
-        sink.emit(make_record(0))
-        sink.emit(make_record(1))
-    assert target.read_text() == "precious\n"
-    assert sink.path == sibling_path(run / MAIN) and sink.path.parent == run
-    (warning,) = _warnings(caplog, "symbolic link")
-    assert str(sink.path) in warning
-    assert steps_files(run) == [sink.path]
-    assert [r.rollout_id for r in read_steps(run)] == [0, 1]
-
-
-def test_links_planted_at_steps_jsonl_and_at_its_predictable_sibling_lose_no_record(tmp_path: Path, caplog) -> None:
-    target = tmp_path / "elsewhere.txt"
-    target.write_text("precious\n")
-    run = tmp_path / "run"
-    run.mkdir()
-    (run / MAIN).symlink_to(target)
-    sibling_path(run / MAIN).symlink_to(target)
+    if sibling_too:
+        sibling_path(run / MAIN).symlink_to(target)
     sink = JsonlSink(run, fsync=False)
     with caplog.at_level(logging.WARNING, logger="shopsim_metrics"):
         sink.emit(make_record(0))
         sink.emit(make_record(1))
     assert target.read_text() == "precious\n"
     assert sink.path.parent == run and not sink.path.is_symlink()
-    assert sink.path not in (run / MAIN, sibling_path(run / MAIN))
+    if sibling_too:  # a name no one could plant at: random hex
+        assert sink.path not in (run / MAIN, sibling_path(run / MAIN))
+    else:
+        assert sink.path == sibling_path(run / MAIN)
     (warning,) = _warnings(caplog, "symbolic link")
     assert str(sink.path) in warning
     assert steps_files(run) == [sink.path]
