@@ -21,7 +21,7 @@ from __future__ import annotations
 import codecs
 import json
 import re
-from typing import Any, BinaryIO, Callable, Iterator
+from typing import Any, BinaryIO, Callable, Iterable, Iterator
 
 CHUNK_BYTES = 1 << 20
 """Bytes read at a time."""
@@ -36,6 +36,28 @@ _LAST_TOKEN = 10  # an error this close to the end of what is read may be a valu
 
 class NotJsonObject(ValueError):
     """The file is not one JSON object (or an item is longer than :data:`MAX_ITEM_CHARS`)."""
+
+
+def json_lines(lines: Iterable[str], where: str, *, error: type[ValueError] = ValueError,
+               context: str = "") -> Iterator[tuple[int, Any]]:
+    """Each non-blank line of a JSON-lines file as ``(its number from 1, its value)``; ``error`` (one line naming
+    ``where``, the line and ``context``) for a line that is not JSON.
+
+    Example:
+        >>> list(json_lines(['{"a": 1}', "", "[2]"], "f.jsonl"))
+        [(1, {'a': 1}), (3, [2])]
+        >>> list(json_lines(["{"], "f.jsonl", context="not a row"))
+        Traceback (most recent call last):
+        ...
+        ValueError: f.jsonl:1: not JSON (Expecting property name enclosed in double quotes): not a row
+    """
+    for number, text in enumerate(lines, start=1):
+        if not text.strip():
+            continue
+        try:
+            yield number, json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise error(f"{where}:{number}: not JSON ({exc.msg})" + (f": {context}" if context else "")) from None
 
 
 def iter_object_items(handle: BinaryIO, *, on_read: Callable[[int], None] | None = None,

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import dataclasses
 import glob
-import json
 import os
 import re
 from pathlib import Path
@@ -39,6 +38,7 @@ from shopsim_metrics.outcomes.groups import (
     trace_from_groups,
 )
 from shopsim_metrics.judging.prompt_keys import prompt_key
+from shopsim_metrics.outcomes.json_items import json_lines
 from shopsim_metrics.outcomes.trace import Trace
 from shopsim_metrics.judging.plain_values import is_int
 
@@ -67,13 +67,7 @@ def read_rows(path: Path) -> tuple[int, list[dict[str, Any]]]:
     rows = []
     steps = set()
     with open(path, encoding="utf-8", errors="replace") as handle:
-        for number, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DumpError(f"{path}:{number}: not JSON ({exc.msg}): not a verl rollout dump line") from None
+        for number, row in json_lines(handle, str(path), error=DumpError, context="not a verl rollout dump line"):
             if not isinstance(row, dict) or "input" not in row or "step" not in row:
                 raise DumpError(f"{path}:{number}: not a verl rollout dump line (expected a JSON object with "
                                 "'input', 'output', 'score' and 'step')")

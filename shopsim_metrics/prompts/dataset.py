@@ -23,7 +23,6 @@ Example:
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 from types import SimpleNamespace
@@ -31,6 +30,7 @@ from typing import Any
 
 from shopsim_metrics.errors import check_input_path
 from shopsim_metrics.judging.prompt_keys import prompt_key
+from shopsim_metrics.outcomes.json_items import json_lines
 
 SLIME_INPUT_KEY = "input"
 """slime's ``--input-key`` default: the dataset column that holds the prompt."""
@@ -56,13 +56,7 @@ def rows_by_key(path: str | os.PathLike, *, input_key: str = SLIME_INPUT_KEY, la
                          ".parquet one to JSON lines)")
     rows: dict[str, DatasetRow] = {}
     with open(source, encoding="utf-8") as lines:
-        for number, text in enumerate(lines, start=1):
-            if not text.strip():
-                continue
-            try:
-                row = json.loads(text)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{os.fspath(path)}:{number}: not JSON ({exc.msg})") from None
+        for number, row in json_lines(lines, os.fspath(path)):
             if not isinstance(row, dict):
                 raise ValueError(f"{os.fspath(path)}:{number}: expected a JSON object per line; got "
                                  f"{type(row).__name__}")
