@@ -80,8 +80,7 @@ def main(argv: list[str] | None = None) -> int:
         for lengths in LENGTH_MODES:
             world, cells = f"trace {lengths}", []
             for wave in WAVES:
-                knobs = ReplayKnobs(ROLLOUT_BATCH_SIZE, OVER_SAMPLING_BATCH_SIZE, steps, lengths=lengths,
-                                    prompt_skip_threshold=args.threshold, prompt_skip_forgetting=args.forgetting)
+                knobs = ReplayKnobs(ROLLOUT_BATCH_SIZE, OVER_SAMPLING_BATCH_SIZE, steps, lengths=lengths, settings=rule)
                 off = replay_setting(trace, knobs, "off", wave, seeds=SEEDS)
                 mine = replay_setting(trace, knobs, "predictive", wave, seeds=SEEDS)
                 ratio = off.tokens_per_informative_group / mine.tokens_per_informative_group

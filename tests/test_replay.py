@@ -64,7 +64,7 @@ traces = st.dictionaries(st.text("abcdefgh", min_size=1, max_size=4), fractions,
 def test_every_judged_group_holds_its_visit_nearest_in_training_time(data, skip, wave, seed):
     trace = trace_from_mapping(data, N)
     knobs = ReplayKnobs(rollout_batch_size=2, over_sampling_batch_size=4, steps=10,
-                        prompt_skip_threshold=0.6)  # predictive skips readily: its draws walk the epochs faster
+                        settings={"prompt_skip_threshold": 0.6})  # predictive skips readily: its draws walk the epochs faster
     records, _ = _records(trace, knobs, skip, wave, seed)
     keys = _keys(trace)
     judged = 0
@@ -263,7 +263,7 @@ def test_a_replay_never_reads_a_prompts_later_visits(seed, lengths, skip, past, 
     def trace_of(later):
         return trace_from_mapping({f"p{i}": past[3 * i:3 * i + 3] + later[3 * i:3 * i + 3] for i in range(12)}, N)
     knobs = ReplayKnobs(rollout_batch_size=2, over_sampling_batch_size=4, steps=12, lengths=lengths,
-                        prompt_skip_threshold=0.6)
+                        settings={"prompt_skip_threshold": 0.6})
     first, second = (_records(trace_of(later), knobs, skip, "adaptive", seed)[0] for later in (future, other))
     alike = [s for s in range(knobs.steps) if (s + 0.5) / knobs.steps < 3 / visits]  # nearest visit among 0-2
     assert alike == list(range(6))

@@ -34,13 +34,14 @@ from shopsim_metrics.outcomes.groups import KEPT_ONLY
 from shopsim_metrics.outcomes.sources import SOURCE_HELP, add_dump_arguments, dump_options, load_outcomes
 from shopsim_metrics.errors import check_output_file
 from shopsim_metrics.replay.measure import (
-    ORACLE, REPLAY_SKIPS, ReplayKnobs, ReplayRow, default_steps, replay_rows,
+    ORACLE, REPLAY_SETTINGS, REPLAY_SKIPS, ReplayKnobs, ReplayRow, default_steps, replay_rows,
 )
 from shopsim_metrics.replay.source import BY_OUTCOME, INDEPENDENT, LENGTH_MODES
 from shopsim_metrics.outcomes.trace import Trace, TraceError
 from shopsim_metrics.settings import WAVE_SIZE_MODES
+from shopsim_metrics.settings.flags import add_setting_flags, given_settings
 from shopsim_metrics.simulator.commands import (
-    MAX_COUNT, MAX_STEPS, _positive_int, _positive_probability, _probability, _step_count,
+    MAX_COUNT, MAX_STEPS, _positive_int, _probability, _step_count,
 )
 from shopsim_metrics.simulator.progress import Progress
 from shopsim_metrics.tables import Column, format_table
@@ -109,12 +110,7 @@ def register(subparsers: Any) -> None:
                         help="the rules to replay (default: all; off with fixed waves always runs: the baseline)")
     replay.add_argument("--wave-size", nargs="+", choices=WAVE_SIZE_MODES, default=list(WAVE_SIZE_MODES),
                         help="the wave sizes to replay (default: both)")
-    replay.add_argument("--prompt-skip-threshold", type=_probability, help="predictive's threshold (default: "
-                                                                            "the setting's)")
-    replay.add_argument("--prompt-skip-forgetting", type=_probability, help="predictive's forgetting per step")
-    replay.add_argument("--prompt-skip-min-yield", type=_probability, help="predictive's min_yield")
-    replay.add_argument("--wave-fill-probability", type=_positive_probability,
-                        help="adaptive waves' fill probability, in (0, 1]")
+    add_setting_flags(replay, REPLAY_SETTINGS)
     replay.add_argument("--max-lost-signal", type=_probability, default=MAX_LOST_SIGNAL,
                         help=f"the best row is the largest saving at most this lost signal (default {MAX_LOST_SIGNAL})")
     replay.add_argument("--lengths", choices=LENGTH_MODES, default=BY_OUTCOME,
@@ -149,10 +145,7 @@ def knobs_for(trace: Trace, args: argparse.Namespace) -> ReplayKnobs:
         raise TraceError(f"{reach}: {steps:,} steps, more than the {MAX_STEPS:,} a replay runs; replay fewer with "
                          "--steps N")
     return ReplayKnobs(rollout_batch_size=rollout_batch_size, over_sampling_batch_size=over, steps=steps,
-                       prompt_skip_threshold=args.prompt_skip_threshold,
-                       prompt_skip_forgetting=args.prompt_skip_forgetting,
-                       prompt_skip_min_yield=args.prompt_skip_min_yield,
-                       wave_fill_probability=args.wave_fill_probability, lengths=args.lengths)
+                       settings=given_settings(args, REPLAY_SETTINGS), lengths=args.lengths)
 
 
 def format_rows(rows: list[ReplayRow], max_lost_signal: float = MAX_LOST_SIGNAL) -> str:

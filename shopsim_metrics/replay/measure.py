@@ -30,8 +30,8 @@ Example:
 from __future__ import annotations
 
 import functools
-from dataclasses import asdict, dataclass
-from typing import Any, Callable, Iterable
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable, Iterable, Mapping
 
 from shopsim_metrics.judging.verdicts import ZERO_STD_ALL_FAIL, ZERO_STD_ALL_PASS, ZERO_STD_OTHER
 from shopsim_metrics.replay.source import BY_OUTCOME, TraceGroupSource, trace_prompt_names
@@ -47,6 +47,10 @@ from shopsim_metrics.simulator.tokens import TokenModel
 ORACLE = "oracle"
 REPLAY_SKIPS = (*PROMPT_SKIP_MODES, ORACLE)
 """The rules a replay compares: the project's modes, then the oracle reference."""
+REPLAY_SETTINGS = ("shopsim_prompt_skip_threshold", "shopsim_prompt_skip_forgetting", "shopsim_prompt_skip_min_yield",
+                   "shopsim_wave_fill_probability")
+"""The settings a replay lets the user try (each a flag, read by the setting: ``settings/flags.py``); each is a field
+of :class:`~shopsim_metrics.simulator.config.SimConfig` by the same name."""
 
 
 @dataclass(frozen=True)
@@ -56,22 +60,17 @@ class ReplayKnobs:
     rollout_batch_size: int
     over_sampling_batch_size: int
     steps: int
-    prompt_skip_threshold: float | None = None
-    prompt_skip_forgetting: float | None = None
-    prompt_skip_min_yield: float | None = None
-    wave_fill_probability: float | None = None
+    settings: Mapping[str, Any] = field(default_factory=dict)
+    """The rules' settings the command line gave (:data:`REPLAY_SETTINGS`, by field name); the rest at their defaults."""
     lengths: str = BY_OUTCOME  # the token model's lengths without recorded tokens (replay.source.LENGTH_MODES)
 
     def config(self, trace: Trace, prompt_skip: str, wave_size: str) -> SimConfig:
         """The simulator's config of one setting over ``trace`` (``oracle`` asks the data source as ``greso`` would)."""
-        extra = {} if self.wave_fill_probability is None else {"wave_fill_probability": self.wave_fill_probability}
         return SimConfig(
             rollout_batch_size=self.rollout_batch_size, over_sampling_batch_size=self.over_sampling_batch_size,
             n_samples_per_prompt=trace.n_samples, steps=self.steps, prompt_pool=len(trace.prompts),
             technical_rate=0.0, max_concurrent_groups=None, wave_size=wave_size,
-            prompt_skip="greso" if prompt_skip == ORACLE else prompt_skip,
-            prompt_skip_threshold=self.prompt_skip_threshold, prompt_skip_forgetting=self.prompt_skip_forgetting,
-            prompt_skip_min_yield=self.prompt_skip_min_yield, **extra)
+            prompt_skip="greso" if prompt_skip == ORACLE else prompt_skip, **self.settings)
 
 
 class TraceSink(CostSink):
