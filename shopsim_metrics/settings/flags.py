@@ -52,5 +52,4 @@ def _reader(row: Setting) -> Callable[[str], Any]:
         except ShopsimConfigError as exc:  # argparse says which flag; the setting says what it allows
             raise argparse.ArgumentTypeError(str(exc).removeprefix(f"{row.name}: ")) from None
 
-    read.__name__ = row.name  # argparse names the type in some messages
     return read
