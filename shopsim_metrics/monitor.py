@@ -475,7 +475,8 @@ def step_accountant(settings: ShopsimSettings, loop_state: LoopState, steps: Ste
     ``shopsim_prompt_history_limit`` is 0) and its count of every generated token."""
     assert settings.rollout_batch_size is not None and settings.over_sampling_batch_size is not None
     prompts = (PromptValueTracker(metadata_key=settings.prompt_key, limit=settings.prompt_history_limit,
-                                  table_every=settings.prompts_table_every, forgetting=settings.prompt_skip_forgetting)
+                                  table_every=settings.prompts_table_every,
+                                  forgetting=settings.prompt_skip_rule.forgetting)
                if settings.prompt_history_limit else None)
     knobs = StepKnobs(
         rollout_batch_size=settings.rollout_batch_size, over_sampling_batch_size=settings.over_sampling_batch_size,

@@ -239,4 +239,6 @@ def test_check_config_reads_the_skip_settings_both_sides() -> None:
         "shopsim_prompt_skip_p_easy_start: expected a number in [0.05, 0.95] (between p_min and p_max); got 0.99"]
     assert "did you mean 'shopsim_prompt_skip_floor'" in validate_settings({"shopsim_prompt_skip_flor": 0.1})[1][0]
     settings = ShopsimSettings.from_args(SimpleNamespace(shopsim_prompt_skip="greso", shopsim_prompt_skip_p_max=0.9))
-    assert (settings.prompt_skip, settings.prompt_skip_p_max, settings.prompt_skip_seed) == ("greso", 0.9, None)
+    assert (settings.prompt_skip, settings.prompt_skip_rule.p_max, settings.prompt_skip_rule.seed) == ("greso", 0.9, 0)
+    with_seed = ShopsimSettings.from_args(SimpleNamespace(shopsim_prompt_skip_seed=None, rollout_seed=5))
+    assert with_seed.prompt_skip_rule.seed == 5  # null: slime's --rollout-seed

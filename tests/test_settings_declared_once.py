@@ -1,4 +1,5 @@
-"""Each ``shopsim_*`` setting is declared once (a ShopsimSettings field), and every reader reads it by that row.
+"""Each ``shopsim_*`` setting is declared once (a ShopsimSettings field, or a SkipRuleSettings field for
+``shopsim_prompt_skip_<field>``), and every reader reads it by that row.
 
 The monitor (``ShopsimSettings.from_args``), the data source (``shopsimrl.data_source``), check-config and
 preflight must agree on every value, default and error message; adding a setting is one field.
@@ -16,8 +17,11 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, Callable
 
+import argparse
+
 import pytest
-from hypothesis import given, settings as hsettings, strategies as st
+import yaml
+from hypothesis import assume, given, settings as hsettings, strategies as st
 
 from shopsim_metrics.cli import main as cli_main
 from shopsim_metrics.settings import (
@@ -29,6 +33,7 @@ from shopsim_metrics.settings import (
     SETTINGS,
     SETTINGS_BY_NAME,
     SKIP_RULE_SETTINGS,
+    Setting,
     WANDB_MODES,
     WAVE_SIZE_MODES,
     ShopsimConfigError,
@@ -39,6 +44,8 @@ from shopsim_metrics.settings import (
     validate_settings,
 )
 from shopsim_metrics.settings.check import check_mapping
+from shopsim_metrics.settings.flags import add_setting_flags, flag_of
+from shopsim_metrics.settings.setting_field import SETTINGS_OF
 from shopsim_metrics.settings.prompt_skip import SkipRuleSettings
 from fed_history import FedHistory
 from shopsim_metrics.record.contract import ALL_SAMPLES_PATH, FILTER_PATH, LOG_PATH, SAMPLE_HOOK_PATH
@@ -48,15 +55,24 @@ SLIME_FIELDS = {"rollout_batch_size", "n_samples_per_prompt", "over_sampling_bat
                 "reward_key", "wandb_always_use_train_step", "inside_slime", "use_wandb", "num_rollout",
                 "start_rollout_id", "partial_rollout"}
 """The ShopsimSettings fields read from slime's own args (not shopsim_* settings)."""
+RULE_PREFIX = "shopsim_prompt_skip_"
+SKIP_RULE_FIELDS = dataclasses.fields(SkipRuleSettings)
 
 
 # --- one declaration ----------------------------------------------------------------------------------
 
-def test_the_table_is_the_fields_of_the_dataclass_in_their_order() -> None:
-    declared = [f for f in dataclasses.fields(ShopsimSettings) if SETTING in f.metadata]
-    assert [s.name for s in SETTINGS] == [PREFIX + f.name for f in declared]
-    assert [s.default for s in SETTINGS] == [f.default for f in declared]
-    assert {f.name for f in dataclasses.fields(ShopsimSettings)} == {f.name for f in declared} | SLIME_FIELDS
+def test_the_table_is_the_fields_of_the_dataclasses_in_their_order() -> None:
+    """ShopsimSettings' setting fields, and at ``prompt_skip_rule`` the fields of the SkipRuleSettings it holds."""
+    expected: list[tuple[str, Any]] = []
+    for f in dataclasses.fields(ShopsimSettings):
+        if SETTING in f.metadata:
+            expected.append((PREFIX + f.name, f.default))
+        elif SETTINGS_OF in f.metadata:
+            assert f.metadata[SETTINGS_OF] == (SkipRuleSettings, "prompt_skip_") and f.name == "prompt_skip_rule"
+            expected += [(RULE_PREFIX + g.name, g.metadata[SETTING].get("default", g.default)) for g in SKIP_RULE_FIELDS]
+    assert [(s.name, s.default) for s in SETTINGS] == expected
+    declared = {f.name for f in dataclasses.fields(ShopsimSettings) if SETTING in f.metadata}
+    assert {f.name for f in dataclasses.fields(ShopsimSettings)} == declared | {"prompt_skip_rule"} | SLIME_FIELDS
     assert list(DEFAULTS) == list(SETTINGS_BY_NAME) == [s.name for s in SETTINGS]
 
 
@@ -74,13 +90,53 @@ def test_from_args_has_no_name_list_of_its_own() -> None:
     assert not [text for text in literals if PREFIX in text]  # no "shopsim_..." key either
 
 
-def test_every_skip_rule_field_has_one_setting_at_its_default_and_no_other() -> None:
-    rule_fields = [f.name for f in dataclasses.fields(SkipRuleSettings)]
-    assert [s.name for s in SKIP_RULE_SETTINGS] == [f"shopsim_prompt_skip_{name}" for name in rule_fields]
+# --- the skip rule's settings are its fields: nothing below names one ---------------------------------
+
+def test_every_skip_rule_field_is_one_setting_at_its_default_and_no_other() -> None:
+    """Its name, default, allowed text and docs line are the field's own (the seed's key is null: slime's seed)."""
+    assert [s.name for s in SKIP_RULE_SETTINGS] == [RULE_PREFIX + f.name for f in SKIP_RULE_FIELDS]
+    assert [s for s in SETTINGS if s.name.startswith(RULE_PREFIX)] == list(SKIP_RULE_SETTINGS)
+    for rule_field, row in zip(SKIP_RULE_FIELDS, SKIP_RULE_SETTINGS):
+        declared = rule_field.metadata[SETTING]
+        assert (row.allowed, row.doc) == (declared["allowed"], declared["doc"]) and row.doc, row.name
+        assert row.default == declared.get("default", getattr(SkipRuleSettings(), rule_field.name)), row.name
+        assert DEFAULTS[row.name] == row.default
+        if row.default is not None:
+            assert row.read(row.default) == getattr(SkipRuleSettings(), rule_field.name)
+    assert [f.name for f in SKIP_RULE_FIELDS if SETTING not in f.metadata] == []
+
+
+def test_every_skip_rule_setting_is_a_flag_read_by_its_row() -> None:
+    """A command that lets the user try any of them gets the flag from the row (help: the docs line)."""
+    names = [s.name for s in SKIP_RULE_SETTINGS]
+    parser = argparse.ArgumentParser(prog="try")
+    add_setting_flags(parser, names)
     for row in SKIP_RULE_SETTINGS:
-        field = row.name.removeprefix("shopsim_prompt_skip_")
-        expected = None if field == "seed" else getattr(SkipRuleSettings(), field)  # seed: slime's rollout_seed
-        assert row.default == expected, row.name
+        action = next(a for a in parser._actions if flag_of(row.name) in a.option_strings)
+        assert row.doc.replace("%", "%%") in action.help and action.default is None
+
+
+VALID_TEXT = st.one_of(st.floats(0, 1), st.integers(0, 2**40), st.sampled_from(["5e-1", "0.25", "1e0", "3"]))
+"""Values some rule setting takes (a row refusing one is skipped: which row takes which is the row's business)."""
+
+
+def _rule_value(settings: ShopsimSettings, row: Setting) -> Any:
+    return getattr(settings.prompt_skip_rule, row.name.removeprefix(RULE_PREFIX))
+
+
+@given(row=st.sampled_from(SKIP_RULE_SETTINGS), value=VALID_TEXT, rollout_seed=st.integers(0, 2**31))
+@hsettings(max_examples=300, deadline=None)
+def test_a_valid_value_of_any_skip_rule_key_in_the_yaml_reaches_the_rule(row: Setting, value, rollout_seed) -> None:
+    """The key as slime's loader reads it from the YAML lands in ``prompt_skip_rule`` and the data source's rule."""
+    assume(not validate_settings({row.name: value})[1] and row.read(value) != row.default)  # the default proves nothing
+    loaded = yaml.safe_load(yaml.safe_dump({row.name: value}))
+    args = SimpleNamespace(n_samples_per_prompt=8, rollout_seed=rollout_seed, **loaded)
+    settings = ShopsimSettings.from_args(args)
+    assert _rule_value(settings, row) == row.read(value)
+    assert data_source(args).rule.settings == settings.prompt_skip_rule
+    others = [other for other in SKIP_RULE_SETTINGS if other is not row]
+    assert [_rule_value(settings, other) for other in others] == [
+        rollout_seed if other.default is None else other.default for other in others]  # null seed: slime's
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -153,6 +209,8 @@ def test_every_setting_reads_the_same_in_the_settings_the_data_source_and_check_
     if row.name == "shopsim_run_dir":
         # None: no --save either, so the monitor makes a new directory per run
         assert settings.run_dir == (os.path.abspath(os.path.expanduser(read)) if read else None)
+    elif row in SKIP_RULE_SETTINGS:
+        assert _rule_value(settings, row) == (11 if read is None else read)  # the seed's null: slime's rollout_seed
     else:
         assert getattr(settings, field) == read
     if row.name in DATA_SOURCE_READS:

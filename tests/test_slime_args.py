@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from shopsim_metrics.settings import DEFAULTS, SETTINGS
+from shopsim_metrics.settings import DEFAULTS, SETTINGS, SKIP_RULE_SETTINGS
 
 SLIME_SRC = os.environ.get("SLIME_SRC")
 ROOT = Path(__file__).resolve().parents[1]
@@ -65,6 +65,13 @@ NOT_DEFAULT = {
 }
 
 
+def landed(settings: dict, key: str) -> object:
+    """Where ``ShopsimSettings`` keeps setting ``key`` (``asdict``): its field, or the skip rule's field."""
+    if key in {s.name for s in SKIP_RULE_SETTINGS}:
+        return settings["prompt_skip_rule"][key.removeprefix("shopsim_prompt_skip_")]
+    return settings[key.removeprefix("shopsim_")]
+
+
 def through_slime(tmp_path: Path, config: Path, *flags: str) -> dict:
     env = dict(os.environ, PYTHONPATH=SLIME_SRC)
     env.pop("SHOPSIM_RUN_DIR", None)
@@ -85,8 +92,10 @@ def test_the_example_yaml_lands_in_slimes_args_and_in_the_settings(tmp_path: Pat
     assert settings["run_dir"] == str(tmp_path / "ckpt" / "shopsim")  # slime's --save, resolved
     assert settings["inside_slime"] is True and settings["use_wandb"] is False
     for setting in SETTINGS:
-        if setting.name != "shopsim_run_dir":
-            assert settings[setting.name.removeprefix("shopsim_")] == setting.default, setting.name
+        if setting.name == "shopsim_prompt_skip_seed":  # null: slime's --rollout-seed (42 by default)
+            assert landed(settings, setting.name) == 42 and setting.default is None
+        elif setting.name != "shopsim_run_dir":
+            assert landed(settings, setting.name) == setting.default, setting.name
 
 
 def test_every_setting_at_a_non_default_value_lands(tmp_path: Path) -> None:
@@ -97,8 +106,7 @@ def test_every_setting_at_a_non_default_value_lands(tmp_path: Path) -> None:
     assert set(out["args"]) == set(DEFAULTS)
     assert out["args"]["shopsim_wandb"] is False and out["args"]["shopsim_success_threshold"] == "5e-1"
     for key, (_, expected) in NOT_DEFAULT.items():
-        field = key.removeprefix("shopsim_")
-        assert out["settings"][field] == expected != DEFAULTS[key], key
+        assert landed(out["settings"], key) == expected != DEFAULTS[key], key
 
 
 def test_slime_applies_a_misspelled_key_silently_and_the_settings_name_it(tmp_path: Path) -> None:

@@ -65,10 +65,9 @@ the defaults, checks and error messages of check-config and the monitor's ``Shop
 absent or None means the default):
 
 - ``shopsim_prompt_skip``: ``off`` (default), ``greso`` or ``predictive``;
-- ``shopsim_prompt_skip_<field>`` for every field of :class:`SkipRuleSettings` (``target_share``,
-  ``easy_share_of_target``, ``floor``, ``step``, ``p_min``, ``p_max``, ``p_easy_start``,
-  ``p_hard_start``, ``seed``; ``threshold``, ``forgetting`` and ``min_yield`` for ``predictive``): the field's default,
-  GRESO's published value; the seed defaults to slime's ``rollout_seed``;
+- ``shopsim_prompt_skip_<field>`` for every field of :class:`SkipRuleSettings` (declared there; ``threshold``,
+  ``forgetting`` and ``min_yield`` for ``predictive``): the field's default, GRESO's published value; the seed
+  defaults to slime's ``rollout_seed``;
 - ``shopsim_prompt_key``: the metadata column that names a prompt (the monitor's setting).
 
 Example:
@@ -187,7 +186,7 @@ class PromptSkipDataSource:
         """``fixed`` (serve what slime asks) or ``adaptive`` (size each wave to fill the batch)."""
         self.metadata_key: str | None = self.settings.prompt_key
         """The metadata column that names a prompt (``shopsim_prompt_key``)."""
-        settings = self.settings.skip_rule(getattr(args, "rollout_seed", None))
+        settings = self.settings.prompt_skip_rule  # the seed: shopsim_prompt_skip_seed, else slime's rollout_seed
         self.rule = GresoSkipRule(settings)
         self.predictor: PredictiveSkipRule | None = (
             PredictiveSkipRule(settings, n_samples=_group_size(args))

@@ -1,5 +1,6 @@
 """The ``shopsim_*`` settings: ``shopsim_settings`` (the settings declared once, as the fields of
-:class:`ShopsimSettings`, their table, validation and ``from_args``), ``prompt_skip`` (the skip rule's knobs),
+:class:`ShopsimSettings`, their table, validation and ``from_args``), ``prompt_skip`` (the skip rule's knobs, each
+the setting ``shopsim_prompt_skip_<field>``), ``setting_field`` (how a field is declared a setting, its parsers),
 ``check`` (``check-config``), ``preflight``, ``slime_flags`` and ``wiring`` (what slime's launch says).
 """
 

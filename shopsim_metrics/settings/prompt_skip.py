@@ -1,16 +1,23 @@
 """The knobs of the skip rules (GRESO's, :mod:`shopsim_metrics.prompts.skip_rule`, and the predictive one,
 :mod:`shopsim_metrics.prompts.predictive_rule`), checked when they are made.
 
-Each field is the setting ``shopsim_prompt_skip_<field>``, declared (at the field's default) in
-:class:`shopsim_metrics.settings.ShopsimSettings`; the settings table reads them, the rule uses them.
+Each field is the setting ``shopsim_prompt_skip_<field>``, declared here and only here: its default, parser,
+allowed text and docs line are the field's (:func:`rule_knob`, :func:`~shopsim_metrics.settings.setting_field.setting`);
+:class:`~shopsim_metrics.settings.ShopsimSettings` holds one :class:`SkipRuleSettings` and the settings table,
+check-config, the docs table and the replay flags read these fields.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
+
 from shopsim_metrics.judging.plain_values import is_int, is_number
+from shopsim_metrics.settings.setting_field import SETTING, integer, number, optional, setting
+
+UNIT_INTERVAL = "a number in [0, 1]"
+"""What a knob declared with :func:`rule_knob` allows (unless its ``allowed`` says more)."""
 
 
 class SkipRuleSettingsError(ValueError):
@@ -33,6 +40,17 @@ def checked_number(field: str, value: Any, low: float, high: float, bounds: str 
     return float(value)
 
 
+def rule_knob(default: float, doc: str, *, allowed: str = UNIT_INTERVAL, greso: bool = True) -> Any:
+    """A :class:`SkipRuleSettings` field in [0, 1] that is the setting ``shopsim_prompt_skip_<field>``
+    (``greso``: ``default`` is GRESO's published value, said in the docs line).
+
+    Example:
+        >>> rule_knob(0.25, "a share").metadata[SETTING]["doc"]
+        'a share (GRESO: `0.25`)'
+    """
+    return setting(default, number(0.0, 1.0), allowed, f"{doc} (GRESO: `{default:g}`)" if greso else doc)
+
+
 @dataclass(frozen=True)
 class SkipRuleSettings:
     """The rule's knobs, at GRESO's published values; every field is checked when the settings are made.
@@ -47,31 +65,33 @@ class SkipRuleSettings:
         shopsim_metrics.settings.prompt_skip.SkipRuleSettingsError: floor: expected a number in [0, 1]; got 1.5
     """
 
-    target_share: float = 0.25
-    """zero-std groups wanted per step, as a share of the step's judged groups"""
-    easy_share_of_target: float = 1 / 3
-    """the all-pass part of ``target_share`` (the rest is all-fail and other)"""
-    floor: float = 0.01
-    """the smallest chance to keep a prompt: a prompt is skipped with probability at most ``1 - floor``"""
-    step: float = 0.01
-    """how far each ``p`` moves per step"""
-    p_min: float = 0.05
-    p_max: float = 0.95
-    p_easy_start: float = 0.5
-    p_hard_start: float = 0.5
-    seed: int = 0
-    """seed of the rule's own random generator"""
-    threshold: float = 0.7
-    """``predictive``: skip a prompt when its predicted probability of a zero-std group is at least this"""
-    forgetting: float = 0.995
-    """``predictive``: the weight of a prompt's evidence is multiplied by this per step since it was observed"""
-    min_yield: float = 0.11
-    """``predictive``: also skip a prompt whose predicted chance of spread per unit of its relative token cost
-    (its tokens per visit over the tracked prompts' mean) is below this (0: never for its cost)"""
+    target_share: float = rule_knob(
+        0.25, "zero-std share of a step's judged groups the two `p` values steer toward")
+    easy_share_of_target: float = rule_knob(
+        1 / 3, "the all-pass part of the target share (the rest is all-fail and other zero-std)")
+    floor: float = rule_knob(0.01, "smallest chance to keep a prompt: skipped with probability at most `1 - floor`")
+    step: float = rule_knob(0.01, "how far each `p` moves per step toward its target share")
+    p_min: float = rule_knob(0.05, "lowest value of either `p` (most skipping)")
+    p_max: float = rule_knob(0.95, "highest value of either `p` (least skipping)")
+    p_easy_start: float = rule_knob(0.5, "`p` of all-pass prompts at the start of the run",
+                                    allowed="a number in [p_min, p_max]")
+    p_hard_start: float = rule_knob(0.5, "`p` of all-fail (and other zero-std) prompts at the start",
+                                    allowed="a number in [p_min, p_max]")
+    seed: int = setting(0, optional(integer(0)), "null or an integer >= 0",
+                        "seed of the rule's random draws; `null` = slime's `--rollout-seed`", key_default=None)
+    threshold: float = rule_knob(
+        0.7, "`predictive`: a drawn prompt is skipped when its predicted probability of a zero-std group is at "
+             "least this", greso=False)
+    forgetting: float = rule_knob(
+        0.995, "`predictive`: a prompt's success evidence is weighed by this per step since it was observed "
+               "(`1` = never forgotten)", greso=False)
+    min_yield: float = rule_knob(
+        0.11, "`predictive`: a drawn prompt is also skipped when its predicted chance of spread is below this times "
+              "its relative token cost (its tokens per visit over the tracked prompts' mean): the costly prompts "
+              "that teach least go first (`0` = the threshold alone)", greso=False)
 
     def __post_init__(self) -> None:
-        for field in ("target_share", "easy_share_of_target", "floor", "step", "p_min", "p_max", "threshold",
-                      "forgetting", "min_yield"):
+        for field in _UNIT_KNOBS:
             object.__setattr__(self, field, checked_number(field, getattr(self, field), 0.0, 1.0))
         if self.p_min > self.p_max:
             raise SkipRuleSettingsError("p_min", f"a number <= p_max ({self.p_max:g})", self.p_min)
@@ -90,3 +110,7 @@ class SkipRuleSettings:
     def hard_target(self) -> float:
         """The all-fail (and other zero-std) share that ``p_hard`` steers toward."""
         return self.target_share * (1.0 - self.easy_share_of_target)
+
+
+_UNIT_KNOBS = tuple(f.name for f in fields(SkipRuleSettings) if f.metadata[SETTING]["allowed"] == UNIT_INTERVAL)
+"""The knobs checked alone, as a number in [0, 1] (the starts are checked against ``p_min`` and ``p_max``)."""

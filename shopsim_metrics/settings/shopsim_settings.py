@@ -1,5 +1,6 @@
-"""The ``shopsim_*`` settings: declared once, as the fields of :class:`ShopsimSettings`; the table
-(:data:`SETTINGS`), validation, ``from_args``, check-config, preflight and the docs derive from them.
+"""The ``shopsim_*`` settings: declared once, as the fields of :class:`ShopsimSettings` (and, for
+``shopsim_prompt_skip_<field>``, of the :class:`SkipRuleSettings` it holds); the table (:data:`SETTINGS`),
+validation, ``from_args``, check-config, preflight, replay's flags and the docs derive from them.
 
 slime applies the ``--custom-config-path`` YAML with ``setattr`` and no checks, so every setting is
 validated here, the same way for ``shopsim-metrics check-config`` (before launch) and for slime's
@@ -28,14 +29,17 @@ from __future__ import annotations
 
 import difflib
 import functools
-import math
 import os
 import reprlib
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from typing import Any, Callable, Mapping, Sequence
 
-from shopsim_metrics.settings.prompt_skip import SkipRuleSettings, SkipRuleSettingsError
 from shopsim_metrics.judging.plain_values import is_int
+from shopsim_metrics.settings.prompt_skip import SkipRuleSettings, SkipRuleSettingsError
+from shopsim_metrics.settings.setting_field import (
+    SETTING, SETTINGS_OF, YAML_BOOL_HINT, InvalidValue, choice, flag, integer, number, optional, optional_path,
+    setting, settings_of, text,
+)
 
 PREFIX = "shopsim_"
 DEFAULT_RUN_DIR = "shopsim_run"
@@ -45,14 +49,11 @@ PROMPT_SKIP_MODES = ("off", "greso", "predictive")
 PROMPT_SKIP = "shopsim_prompt_skip"
 WAVE_SIZE_MODES = ("fixed", "adaptive")
 PROMPT_SKIP_RULE_PREFIX = "shopsim_prompt_skip_"
-"""``shopsim_prompt_skip_<field>`` for every field of :class:`~shopsim_metrics.prompts.skip_rule.SkipRuleSettings`."""
+"""``shopsim_prompt_skip_<field>`` for every field of :class:`~shopsim_metrics.settings.prompt_skip.SkipRuleSettings`."""
 ALERT_LEVELS = ("INFO", "WARN", "ERROR")
 SLIME_KNOBS = ("rollout_batch_size", "n_samples_per_prompt", "over_sampling_batch_size", "global_batch_size")
 """slime's knobs the accounting reads (positive integers; ``over_sampling_batch_size`` defaults to
 ``rollout_batch_size`` and must be >= it)."""
-
-_YAML_BOOL_HINT = " (YAML reads unquoted on/off/yes/no/true/false as a boolean: quote the value)"
-
 
 SHOWN_VALUE_CHARS = 80
 """An error message shows at most this much of a value (an alias bomb's value is never formatted whole)."""
@@ -84,106 +85,13 @@ class ShopsimConfigError(ValueError):
     """A ``shopsim_*`` setting (or a slime knob the project needs) has a value that cannot work."""
 
 
-class _Invalid(ValueError):
-    """Raised by a parser: the value is not allowed (the setting's ``allowed`` text says what is)."""
-
-
-# --- parsers: each returns the normalised value or raises _Invalid ---------------------------------
-def integer(minimum: int, most: int | None = None) -> Callable[[Any], int]:
-    """An ``int`` (never a bool) >= ``minimum`` (and <= ``most``, when given)."""
-
-    def parse(value: Any) -> int:
-        if not is_int(value) or value < minimum or (most is not None and value > most):
-            raise _Invalid
-        return value
-
-    return parse
-
-
-def number(low: float | None = None, high: float | None = None, *, low_open: bool = False) -> Callable[[Any], float]:
-    """A finite number (int, float or a numeric string such as YAML's ``"5e-1"``) within the bounds."""
-
-    def parse(value: Any) -> float:
-        if isinstance(value, bool):
-            raise _Invalid
-        if isinstance(value, str):
-            try:
-                value = float(value.strip())
-            except ValueError:
-                raise _Invalid from None
-        try:
-            value = float(value)
-        except (TypeError, ValueError, OverflowError):
-            raise _Invalid from None
-        if not math.isfinite(value) or (high is not None and value > high):
-            raise _Invalid
-        if low is not None and (value <= low if low_open else value < low):
-            raise _Invalid
-        return value
-
-    return parse
-
-
-def choice(options: tuple[str, ...], *, upper: bool = False, booleans: Mapping[bool, str] | None = None
-           ) -> Callable[[Any], str]:
-    """One of ``options`` (case-insensitive); ``booleans`` maps YAML's booleans to an option."""
-
-    def parse(value: Any) -> str:
-        if isinstance(value, bool):
-            if booleans is None or value not in booleans:
-                raise _Invalid
-            return booleans[value]
-        if not isinstance(value, str):
-            raise _Invalid
-        text = value.strip().upper() if upper else value.strip().lower()
-        if text not in options:
-            raise _Invalid
-        return text
-
-    return parse
-
-
-_FLAG_WORDS = {"true": True, "on": True, "yes": True, "1": True, "false": False, "off": False, "no": False, "0": False}
-
-
-def flag(value: Any) -> bool:
-    """A boolean; the words true/false/on/off/yes/no (any case, as a quoted string) and 0/1 too."""
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, int) and value in (0, 1):
-        return bool(value)
-    if isinstance(value, str) and value.strip().lower() in _FLAG_WORDS:
-        return _FLAG_WORDS[value.strip().lower()]
-    raise _Invalid
-
-
-def text(value: Any) -> str:
-    """A non-empty string."""
-    if not isinstance(value, str) or not value.strip():
-        raise _Invalid
-    return value
-
-
-def optional_text(value: Any) -> str | None:
-    """None, or a non-empty string."""
-    return None if value is None else text(value)
-
-
-def optional_path(value: Any) -> str | None:
-    """None, or a non-empty path."""
-    if value is None:
-        return None
-    if isinstance(value, os.PathLike):
-        value = os.fspath(value)
-    return text(value)
-
-
 # --- the declaration: one ShopsimSettings field per setting -------------------------------------------
 @dataclass(frozen=True)
 class Setting:
     """One ``shopsim_*`` setting: its default, how its value is read, and its docs line.
 
-    Made from a :class:`ShopsimSettings` field declared with :func:`setting` (see :func:`declared_settings`).
+    Made from a :class:`ShopsimSettings` or :class:`SkipRuleSettings` field declared with :func:`setting` (see
+    :func:`declared_settings`).
     """
 
     name: str
@@ -191,7 +99,7 @@ class Setting:
     parse: Callable[[Any], Any]
     allowed: str  # what the error message says is allowed
     doc: str  # the meaning column of docs/training_monitoring.md §2.2 (markdown)
-    bool_hint: str = _YAML_BOOL_HINT  # appended to the error when a boolean is not allowed
+    bool_hint: str = YAML_BOOL_HINT  # appended to the error when a boolean is not allowed
 
     def read(self, value: Any) -> Any:
         """The normalised value (None means the default); raises :class:`ShopsimConfigError`.
@@ -204,7 +112,7 @@ class Setting:
             return self.default
         try:
             return self.parse(value)
-        except _Invalid:
+        except InvalidValue:
             hint = self.bool_hint if isinstance(value, bool) else ""
             raise ShopsimConfigError(f"{self.name}: expected {self.allowed}; got {shown(value)}{hint}") from None
 
@@ -222,46 +130,10 @@ class Setting:
         return self.read(getattr(args, self.name, None))
 
 
-SETTING = "setting"
-"""The field metadata key under which :func:`setting` keeps a setting's parser, allowed text and docs line."""
-
-
-def setting(default: Any, parse: Callable[[Any], Any], allowed: str, doc: str, *,
-            bool_hint: str = _YAML_BOOL_HINT) -> Any:
-    """A :class:`ShopsimSettings` field that is the setting ``shopsim_<field name>``: the one place the
-    setting is declared (its default, parser, the allowed text of its error and its docs line).
-
-    Example:
-        >>> f = setting(3, integer(1), "an integer >= 1", "a knob")
-        >>> f.default, f.metadata[SETTING]["allowed"]
-        (3, 'an integer >= 1')
-    """
-    return field(default=default, metadata={SETTING: {"parse": parse, "allowed": allowed, "doc": doc,
-                                                      "bool_hint": bool_hint}})
-
-
-def skip_rule_knob(default: Any, doc: str, *, allowed: str = "a number in [0, 1]", greso: bool = True) -> Any:
-    """The setting ``shopsim_prompt_skip_<field>`` of one :class:`SkipRuleSettings` field, at the field's
-    default (``greso``: GRESO's published value, said in the docs line)."""
-    return setting(default, number(0.0, 1.0), allowed, f"{doc} (GRESO: `{default:g}`)" if greso else doc)
-
-
-def _optional_seed(value: Any) -> int | None:
-    return None if value is None else integer(0)(value)
-
-
-def _optional_whole(value: Any) -> int | None:
-    return None if value is None else integer(0)(value)
-
-
 MAX_WAVE_GROUPS = 1_000_000
 """The most groups a wave may hold (``shopsim_wave_size_cap``): more than slime could ever submit in one wave (its
 data source serves at most the rest of an epoch and one whole epoch per call; the CLI bounds every batch knob
 alike)."""
-
-
-def _wave_cap(value: Any) -> int | None:
-    return None if value is None else integer(1, MAX_WAVE_GROUPS)(value)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -269,8 +141,9 @@ class ShopsimSettings:
     """The project's settings and the slime knobs it reads, validated once (:meth:`from_args`).
 
     Each ``shopsim_*`` setting is one field declared with :func:`setting`, named after the key without
-    its prefix; the settings table (:data:`SETTINGS`), check-config, preflight and the docs table of
-    §2.2 are derived from these fields in their order. The other fields are read from slime's ``args``.
+    its prefix, but ``shopsim_prompt_skip_<field>``: a field of the :class:`SkipRuleSettings` held in
+    ``prompt_skip_rule``. The settings table (:data:`SETTINGS`), check-config, preflight and the docs table
+    of §2.2 are derived from these fields in their order. The other fields are read from slime's ``args``.
     """
 
     # --- slime's knobs and switches (not shopsim_* settings) ---
@@ -336,7 +209,7 @@ class ShopsimSettings:
         "W&B alert level sent just before termination")
     # prompt value over time
     prompt_key: str | None = setting(
-        None, optional_text, "null or a metadata key (a non-empty string)",
+        None, optional(text), "null or a metadata key (a non-empty string)",
         "metadata key that names a group's prompt (read from its first sample); `null`, or a group whose "
         "metadata lacks it: a hash of `Sample.prompt` and `label` (§3.5)")
     prompt_history_limit: int = setting(
@@ -355,38 +228,9 @@ class ShopsimSettings:
         "whose predicted probability of a zero-std group (a forgetting posterior of its success rate) is at "
         "least `shopsim_prompt_skip_threshold`, or low for its token cost (§3.6); YAML's unquoted `off`/`no`/`false` mean `off`",
         bool_hint=" (YAML reads unquoted on/yes/true as a boolean: write greso)")
-    # one per field of SkipRuleSettings (its checks of the combination run in skip_rule_settings)
-    prompt_skip_target_share: float = skip_rule_knob(
-        SkipRuleSettings.target_share, "zero-std share of a step's judged groups the two `p` values steer toward")
-    prompt_skip_easy_share_of_target: float = skip_rule_knob(
-        SkipRuleSettings.easy_share_of_target,
-        "the all-pass part of the target share (the rest is all-fail and other zero-std)")
-    prompt_skip_floor: float = skip_rule_knob(
-        SkipRuleSettings.floor, "smallest chance to keep a prompt: skipped with probability at most `1 - floor`")
-    prompt_skip_step: float = skip_rule_knob(
-        SkipRuleSettings.step, "how far each `p` moves per step toward its target share")
-    prompt_skip_p_min: float = skip_rule_knob(SkipRuleSettings.p_min, "lowest value of either `p` (most skipping)")
-    prompt_skip_p_max: float = skip_rule_knob(SkipRuleSettings.p_max, "highest value of either `p` (least skipping)")
-    prompt_skip_p_easy_start: float = skip_rule_knob(
-        SkipRuleSettings.p_easy_start, "`p` of all-pass prompts at the start of the run",
-        allowed="a number in [p_min, p_max]")
-    prompt_skip_p_hard_start: float = skip_rule_knob(
-        SkipRuleSettings.p_hard_start, "`p` of all-fail (and other zero-std) prompts at the start",
-        allowed="a number in [p_min, p_max]")
-    prompt_skip_seed: int | None = setting(
-        None, _optional_seed, "null or an integer >= 0",
-        "seed of the rule's random draws; `null` = slime's `--rollout-seed`")
-    prompt_skip_threshold: float = skip_rule_knob(
-        SkipRuleSettings.threshold, "`predictive`: a drawn prompt is skipped when its predicted probability of "
-                                    "a zero-std group is at least this", greso=False)
-    prompt_skip_forgetting: float = skip_rule_knob(
-        SkipRuleSettings.forgetting, "`predictive`: a prompt's success evidence is weighed by this per step "
-                                     "since it was observed (`1` = never forgotten)", greso=False)
-    prompt_skip_min_yield: float = skip_rule_knob(
-        SkipRuleSettings.min_yield, "`predictive`: a drawn prompt is also skipped when its predicted chance of "
-                                    "spread is below this times its relative token cost (its tokens per visit over "
-                                    "the tracked prompts' mean): the costly prompts that teach least go first "
-                                    "(`0` = the threshold alone)", greso=False)
+    # shopsim_prompt_skip_<field>: one per field of SkipRuleSettings, declared there (from_args: the seed's null
+    # is slime's --rollout-seed, else 0)
+    prompt_skip_rule: SkipRuleSettings = settings_of(SkipRuleSettings, "prompt_skip_")
     # waves sized by the data source (shopsimrl.data_source.PromptSkipDataSource)
     wave_size: str = setting(
         "fixed", choice(WAVE_SIZE_MODES), "one of fixed, adaptive",
@@ -400,13 +244,13 @@ class ShopsimSettings:
         "with `shopsim_wave_size: adaptive`: the probability a wave (with the groups still generating) fills "
         "the train batch without another wave")
     wave_size_cap: int | None = setting(
-        None, _wave_cap, f"null or an integer from 1 to {MAX_WAVE_GROUPS:,}",
+        None, optional(integer(1, MAX_WAVE_GROUPS)), f"null or an integer from 1 to {MAX_WAVE_GROUPS:,}",
         "with `shopsim_wave_size: adaptive`: most groups per wave; `null` = `over_sampling_batch_size` "
         "(a wave is never smaller than slime needs to leave its inner loop, `rollout_batch_size − remaining`); "
         f"at most {MAX_WAVE_GROUPS:,}, more than slime could ever submit in one wave")
     # slime's fully-async path (shopsimrl.async_rollout.generate_rollout_fully_async)
     async_zero_std_drop_limit: int | None = setting(
-        None, _optional_whole, "null or an integer >= 0",
+        None, optional(integer(0)), "null or an integer >= 0",
         "on the fully-async path: zero-std groups a step drops before it lets every further zero-std group in "
         "as `fallback` (the bound on what a starving step waits for); `null` = `rollout_batch_size`; `0` = "
         "never drop a zero-std group (§3.8)")
@@ -416,8 +260,15 @@ class ShopsimSettings:
         """Read and check ``args``; every problem (unknown ``shopsim_*`` key included) in one error.
 
         Every declared setting is read by its table row (no list of names here: a new field declared
-        with :func:`setting` is read with nothing else to change). Raises :class:`ShopsimConfigError`
+        with :func:`setting`, here or in :class:`SkipRuleSettings`, is read with nothing else to change); the
+        skip rule's seed, when ``null``, is slime's ``rollout_seed``. Raises :class:`ShopsimConfigError`
         with one line per problem.
+
+        Example:
+            >>> from types import SimpleNamespace
+            >>> rule = ShopsimSettings.from_args(SimpleNamespace(shopsim_prompt_skip_floor="2e-2", rollout_seed=7)).prompt_skip_rule
+            >>> rule.floor, rule.seed
+            (0.02, 7)
         """
         table = declared_settings(cls)
         values, problems = validate_settings(shopsim_attributes(args), table)
@@ -428,11 +279,12 @@ class ShopsimSettings:
                 "invalid shopsim settings (check the --custom-config-path YAML before launch with "
                 "`shopsim-metrics check-config <yaml>`):\n  " + "\n  ".join(problems)
             )
-        read = {s.name.removeprefix(PREFIX): values[s.name] for s in table}
+        read = {f.name: values[PREFIX + f.name] for f in fields(cls) if SETTING in f.metadata}
         read["run_dir"] = resolve_run_dir(read["run_dir"], getattr(args, "save", None), load=getattr(args, "load", None))
         rollout_batch_size = knobs["rollout_batch_size"]
         return cls(
             **read,
+            prompt_skip_rule=skip_rule_settings(values, getattr(args, "rollout_seed", None)),
             rollout_batch_size=rollout_batch_size,
             n_samples_per_prompt=knobs["n_samples_per_prompt"],
             over_sampling_batch_size=knobs["over_sampling_batch_size"] or rollout_batch_size,
@@ -446,38 +298,36 @@ class ShopsimSettings:
             partial_rollout=getattr(args, "partial_rollout", False) is True,
         )
 
-    def skip_rule(self, rollout_seed: Any = None) -> SkipRuleSettings:
-        """The prompt-skip rule's settings (:func:`skip_rule_settings`; the seed defaults to slime's ``rollout_seed``).
-
-        Example:
-            >>> from types import SimpleNamespace
-            >>> ShopsimSettings.from_args(SimpleNamespace(shopsim_prompt_skip_floor=0.02)).skip_rule(7).floor
-            0.02
-        """
-        values = {PROMPT_SKIP_RULE_PREFIX + f.name: getattr(self, "prompt_skip_" + f.name)
-                  for f in fields(SkipRuleSettings)}
-        return skip_rule_settings(values, rollout_seed)
-
 
 @functools.cache
-def declared_settings(cls: type = ShopsimSettings) -> tuple[Setting, ...]:
+def declared_settings(cls: type = ShopsimSettings, prefix: str = PREFIX) -> tuple[Setting, ...]:
     """The settings table of a settings class: one row per field declared with :func:`setting`, in order,
-    named ``shopsim_<field>``.
+    named ``<prefix><field>``; a field declared with :func:`settings_of` gives the rows of its class there,
+    named ``<prefix><its prefix><field>`` (the skip rule's: ``shopsim_prompt_skip_<field>``).
 
     Example:
         >>> [s.name for s in declared_settings()][:2]
         ['shopsim_max_consecutive_failed_groups', 'shopsim_success_threshold']
+        >>> [s.name for s in declared_settings(SkipRuleSettings, PROMPT_SKIP_RULE_PREFIX)][:2]
+        ['shopsim_prompt_skip_target_share', 'shopsim_prompt_skip_easy_share_of_target']
     """
-    return tuple(Setting(PREFIX + f.name, f.default, **f.metadata[SETTING]) for f in fields(cls)
-                 if SETTING in f.metadata)
+    rows: list[Setting] = []
+    for f in fields(cls):
+        if SETTING in f.metadata:
+            rows.append(Setting(prefix + f.name, **{"default": f.default, **f.metadata[SETTING]}))
+        elif SETTINGS_OF in f.metadata:
+            nested, nested_prefix = f.metadata[SETTINGS_OF]
+            rows.extend(declared_settings(nested, prefix + nested_prefix))
+    return tuple(rows)
 
 
 SETTINGS: tuple[Setting, ...] = declared_settings(ShopsimSettings)
-"""Every ``shopsim_*`` setting, from the fields of :class:`ShopsimSettings` (the one declaration)."""
+"""Every ``shopsim_*`` setting, from the fields of :class:`ShopsimSettings` and :class:`SkipRuleSettings` (the one
+declaration)."""
 SETTINGS_BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
 DEFAULTS: dict[str, Any] = {s.name: s.default for s in SETTINGS}
 """Every ``shopsim_*`` key at its default (``examples/shopsim.yaml`` lists exactly these)."""
-SKIP_RULE_SETTINGS: tuple[Setting, ...] = tuple(s for s in SETTINGS if s.name.startswith(PROMPT_SKIP_RULE_PREFIX))
+SKIP_RULE_SETTINGS: tuple[Setting, ...] = declared_settings(SkipRuleSettings, PROMPT_SKIP_RULE_PREFIX)
 """The ``shopsim_prompt_skip_<field>`` settings, one per field of :class:`SkipRuleSettings`."""
 
 
