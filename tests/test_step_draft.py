@@ -12,7 +12,8 @@ from hypothesis import given, settings as hsettings, strategies as st
 
 from shopsim_metrics.simulator.config import FailureBurst, SimConfig
 from shopsim_metrics.simulator.loop import simulate
-from shopsim_metrics.step.draft import FIELD_NAMES, StepDraft, record_part
+from shopsim_metrics.record.owners import CLOSED_STEP, OWNER_OF, PART_FIELDS, SLIME
+from shopsim_metrics.step.draft import RecordPart, StepDraft
 from shopsim_metrics.record.records import StepRecord
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -75,16 +76,17 @@ def test_the_scan_sees_an_edit() -> None:
 
 # --- the builder --------------------------------------------------------------------------------------------
 _VALUES = st.one_of(st.none(), st.integers(-5, 10**6), st.floats(allow_nan=False), st.text(max_size=4))
-_NAMES = sorted(FIELD_NAMES - {"decisions", "prompt_table"})
+_NAMES = sorted(PART_FIELDS - {"decisions", "prompt_table"})
 
 
 @hsettings(max_examples=200, deadline=None)
 @given(values=st.dictionaries(st.sampled_from(_NAMES), _VALUES, max_size=20), cuts=st.lists(st.integers(0, 20)),
        rollout_id=st.integers(0, 10**6))
 def test_any_split_into_parts_builds_the_record_the_fields_make(values, cuts, rollout_id) -> None:
-    items = list(values.items())
-    bounds = sorted({min(c, len(items)) for c in cuts} | {0, len(items)})
-    parts = [dict(items[a:b]) for a, b in zip(bounds, bounds[1:])]
+    items = sorted(values.items(), key=lambda item: OWNER_OF[item[0]])  # a part is one owner's
+    owners_end = {i for i in range(1, len(items)) if OWNER_OF[items[i][0]] != OWNER_OF[items[i - 1][0]]}
+    bounds = sorted({min(c, len(items)) for c in cuts} | owners_end | {0, len(items)})
+    parts = [RecordPart(OWNER_OF[items[a][0]], dict(items[a:b])) for a, b in zip(bounds, bounds[1:])]
     draft = StepDraft(rollout_id, *parts[:1])
     for name in _NAMES:  # the draft's own part, read before the build; defaults for the rest
         assert draft.value(name) == (parts[0] if parts else {}).get(name, getattr(StepRecord(rollout_id=0), name))
@@ -100,16 +102,18 @@ def test_any_split_into_parts_builds_the_record_the_fields_make(values, cuts, ro
 @given(name=st.sampled_from(_NAMES), first=_VALUES, second=_VALUES)
 def test_a_field_given_by_two_parts_is_refused(name, first, second) -> None:
     with pytest.raises(ValueError, match=f"{name} given by two parts"):
-        StepDraft(0, {name: first}).finish({name: second})
+        StepDraft(0, RecordPart(OWNER_OF[name], {name: first})).finish(RecordPart(OWNER_OF[name], {name: second}))
 
 
 def test_a_part_names_fields_only() -> None:
     with pytest.raises(ValueError, match="rollout_id is not a field"):
-        record_part({"rollout_id": 3})  # the draft's own: the accountant may renumber it until the emit
+        RecordPart(CLOSED_STEP, {"rollout_id": 3})  # the draft's own: the accountant may renumber it until the emit
     with pytest.raises(ValueError, match="reward_avg is not a field"):
-        StepDraft(0, {"reward_avg": 1.0})
+        StepDraft(0, RecordPart(CLOSED_STEP, {"reward_avg": 1.0}))
     with pytest.raises(KeyError):
         StepDraft(0).value("reward_avg")
+    with pytest.raises(TypeError, match="names its owner"):
+        StepDraft(0, {"reward_mean": 1.0})  # a plain mapping says no owner
 
 
 def test_default_values_are_never_shared() -> None:
@@ -119,9 +123,9 @@ def test_default_values_are_never_shared() -> None:
 
 
 def test_the_own_time_grows_until_the_build() -> None:
-    draft = StepDraft(0, {"filter_seconds": 0.25})
+    draft = StepDraft(0, RecordPart(CLOSED_STEP, {"filter_seconds": 0.25}))
     draft.add_filter_seconds(0.5)
-    assert draft.finish({"rollout_seconds": 3.0}).filter_seconds == 0.75
+    assert draft.finish(RecordPart(SLIME, {"rollout_seconds": 3.0})).filter_seconds == 0.75
     with pytest.raises(RuntimeError, match="already built"):
         draft.add_filter_seconds(0.1)
 

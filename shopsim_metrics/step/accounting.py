@@ -42,7 +42,6 @@ from shopsim_metrics.record import contract as C
 from shopsim_metrics.step.drop_rule import filter_flags, should_drop
 from shopsim_metrics.step.generated_tokens import GeneratedTokens
 from shopsim_metrics.step.closed_step import DROP_OUTCOMES, ClosedStep, GenerationStats, JudgedGroup, StepKnobs
-from shopsim_metrics.step.draft import RecordPart
 from shopsim_metrics.record.records import DecisionRow
 from shopsim_metrics.loop.step_number import StepNumbers
 from shopsim_metrics.waves.wave_planner import OpenStepCounts, StepWaves, WavePlanner
@@ -57,7 +56,7 @@ class StepAnnotator(Protocol):
     def keys(self, groups: list[Any]) -> list[tuple[str | None, str]] | None: ...
 
     def step_fields(self, rollout_id: int, decisions: list[DecisionRow], *, generated_token_count: int | None,
-                    sources: set[str]) -> RecordPart: ...
+                    sources: set[str]) -> dict[str, Any]: ...
 
 
 class StepAccountant:

@@ -30,6 +30,7 @@ from typing import Any
 from shopsim_metrics.judging.group_judgement import ZERO_STD, GroupJudgement, finite_mean
 from shopsim_metrics.judging.verdicts import ZERO_STD_ALL_FAIL, ZERO_STD_ALL_PASS, ZERO_STD_OTHER, verdict_of
 from shopsim_metrics.record import contract as C
+from shopsim_metrics.record.owners import CLOSED_STEP, PROMPTS
 from shopsim_metrics.step.draft import RecordPart, StepDraft
 from shopsim_metrics.step.generated_tokens import StepTokens
 from shopsim_metrics.step.group_sizes import unequal_size_rows
@@ -128,7 +129,7 @@ class ClosedStep:
     predicted_second_wave: float | None = None  # P(another wave) as the first wave was sized (None: not sized)
     tokens: StepTokens | None = None  # every token the sample hook saw for the step (None: not wired)
     newest_version: int | None = None  # fully-async: the newest policy version any judged group reported
-    prompt_part: RecordPart | None = None  # the prompt tracker's fields (None: prompts not tracked)
+    prompt_part: dict[str, Any] | None = None  # the prompt tracker's fields (None: prompts not tracked)
 
 
 def closed_step_fields(closed: ClosedStep) -> dict[str, Any]:
@@ -427,7 +428,7 @@ def step_draft(closed: ClosedStep) -> StepDraft:
         >>> step_draft(closed).finish().rollout_id, step_draft(closed).value("accepted_group_count")
         (4, 0)
     """
-    parts = [closed_step_fields(closed)]
+    parts = [RecordPart(CLOSED_STEP, closed_step_fields(closed))]
     if closed.prompt_part is not None:
-        parts.append(closed.prompt_part)
+        parts.append(RecordPart(PROMPTS, closed.prompt_part))
     return StepDraft(closed.rollout_id, *parts)

@@ -43,6 +43,7 @@ from shopsim_metrics.record import contract as C
 from shopsim_metrics.health.advisories import Advisor, StepFacts
 from shopsim_metrics.health.alerts import Alert, StreakAlertPolicy
 from shopsim_metrics.step.closed_step import ClosedStep, environment_time_fraction, step_draft
+from shopsim_metrics.record.owners import ALERTS, PROMPTS, RESUME, SKIPPING, SLIME, WRITER
 from shopsim_metrics.step.draft import RecordPart, StepDraft
 from shopsim_metrics.step.group_sizes import unequal_size_warning
 from shopsim_metrics.record.records import StepRecord
@@ -76,7 +77,7 @@ class PromptTable(Protocol):
 class Skipping(Protocol):
     """The skipping data source and the skip tally, as one reader of the step's skip fields."""
 
-    def step_fields(self, decisions: list[Any]) -> RecordPart: ...
+    def step_fields(self, decisions: list[Any]) -> dict[str, Any]: ...
 
 
 @dataclass(frozen=True)
@@ -152,10 +153,10 @@ class StepRecorder:
         """Build the step's record from every part (the writer's identity first); should a part fail, the record is
         built from the parts gathered and handed to the sinks: a taken step is never lost."""
         self._record_sequence += 1
-        identity = {**self.identity, "record_sequence": self._record_sequence}
-        parts: list[RecordPart] = [identity]
+        parts: list[RecordPart] = []
         draft = None
         try:
+            parts.append(RecordPart(WRITER, {**self.identity, "record_sequence": self._record_sequence}))
             draft = step_draft(closed)
             if slime is not None and closed.rollout_id == slime.rollout_id:
                 parts.append(self._slime_part(draft, slime))
@@ -170,7 +171,7 @@ class StepRecorder:
                 try:
                     draft.finish(*parts)
                 except Exception:  # noqa: BLE001 - a part that cannot be used: the closed step's and the identity
-                    draft.finish(identity)
+                    draft.finish(*parts[:1])
             self._sinks().emit(draft.record)
             return draft
 
@@ -183,7 +184,7 @@ class StepRecorder:
             self._warn_once("slime_facts", "shopsim-metrics: step %s: reading what slime's log function handed "
                             "over failed (%s: %s); the record is written with those fields null.",
                             draft.rollout_id, type(exc).__name__, exc)
-            return {}
+            return RecordPart(SLIME, {})
 
     def _slime_fields(self, draft: StepDraft, slime: SlimeFacts) -> RecordPart:
         seconds = read_seconds(slime.rollout_time)
@@ -203,7 +204,7 @@ class StepRecorder:
                 self._warn_once("reconcile", "shopsim-metrics: step %s: the project's drop counts differ from "
                                 "slime's own counters %s (reported as rollout/shopsim/reconcile_mismatch_count).",
                                 draft.rollout_id, part["slime_drop_counts"])
-        return part
+        return RecordPart(SLIME, part)
 
     def _complete(self, draft: StepDraft, parts: list[RecordPart]) -> None:
         """Add the skip fields, the alerts and (on the run's last step) the final prompts table to ``parts``, build
@@ -216,7 +217,7 @@ class StepRecorder:
         self._warn_unequal_sizes(draft)
         last = draft.value("terminated") or (self.num_rollout is not None and draft.rollout_id == self.num_rollout - 1)
         if self.prompts is not None:
-            parts.append({"prompt_history_partial": self.history_partial})
+            parts.append(RecordPart(RESUME, {"prompt_history_partial": self.history_partial}))
         parts.append(self.skip_fields(draft))
         try:
             parts.append(self._carry_alerts(draft, parts))
@@ -226,7 +227,7 @@ class StepRecorder:
         if last and self.prompts is not None and not self._final_table_sent:
             try:
                 if not draft.has("prompt_table"):  # a table on schedule is the final one: no step closed since
-                    parts.append({"prompt_table": self.prompts.table()})
+                    parts.append(RecordPart(PROMPTS, {"prompt_table": self.prompts.table()}))
                 self._final_table_sent = True
             except Exception as exc:  # noqa: BLE001 - monitoring never stops training
                 self._warn_once("prompt_table", "shopsim-metrics: the final prompts table failed (%s: %s)",
@@ -236,13 +237,13 @@ class StepRecorder:
     def skip_fields(self, draft: StepDraft) -> RecordPart:
         """The skip fields of a step about to be recorded (no skipping data source attached: none)."""
         if self.skipping is None:
-            return {}
+            return RecordPart(SKIPPING, {})
         try:
-            return self.skipping.step_fields(draft.value("decisions"))
+            return RecordPart(SKIPPING, self.skipping.step_fields(draft.value("decisions")))
         except Exception as exc:  # noqa: BLE001 - monitoring never stops training
             self._warn_once("skip_fields", "shopsim-metrics: recording the skipped prompts failed (%s: %s); the "
                             "step's other fields are complete.", type(exc).__name__, exc)
-            return {}
+            return RecordPart(SKIPPING, {})
 
     @staticmethod
     def _warn_unequal_sizes(draft: StepDraft) -> None:
@@ -301,7 +302,7 @@ class StepRecorder:
             self._pending_alerts = [a for a in self._pending_alerts
                                     if not (a.rollout_id is None or a.rollout_id <= rollout_id)]
             part["alerts"] = [{"level": a.level, "title": a.title, "text": a.text} for a in due]
-        return part
+        return RecordPart(ALERTS, part)
 
     def _advise(self, draft: StepDraft, parts: list[RecordPart]) -> None:
         """Feed the step to the advisor and send the advisories it raises (never raises: monitoring never stops
