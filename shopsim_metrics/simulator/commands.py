@@ -159,123 +159,189 @@ def _demo(args: argparse.Namespace) -> int:
     return 1 if demo.result.terminated else 0
 
 
+class _Refused(Exception):
+    """An input ``tune`` cannot work with: the one line after :data:`_ERROR` (the command exits 2)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class _Rates:
+    """The rates ``tune`` simulates, where they come from, and what the run at ``--from`` told besides."""
+
+    zero: float
+    technical: float
+    source: str  # "given rates", or the run they were measured from
+    knobs: dict[str, int]  # the batch knobs the run recorded (the command line's override them)
+    bursts: list[tuple[int, float]]  # the run's technical bursts, scheduled over the simulated steps
+    notes: list[str]  # how the rates were estimated (printed below the header, ``rate_notes`` in JSON)
+    measured: Any = None  # the run's measured rates and knobs (None: no --from)
+    observed: Any = None  # the run's recorded costs, to calibrate the cost model to (None: no --from)
+
+
+_RUN_KNOBS = ("rollout_batch_size", "n_samples_per_prompt", "global_batch_size")
+"""The batch knobs ``tune`` takes from the run at ``--from`` or the command line (the latter first)."""
+
+
 def _tune(args: argparse.Namespace) -> int:
-    import os
+    """``tune``: read and check the inputs, simulate the candidates, print the report (exit 2 on a bad input)."""
+    try:
+        agent = _agent(args)
+        rates = _rates(args)
+        base = _base_config(args, rates, agent)
+        report = _simulate_candidates(args, base, rates, _calibration(args, base, rates))
+    except _Refused as exc:
+        print(f"{_ERROR} {exc}", file=sys.stderr)
+        return 2
+    saving = _skip_saving(args, base, rates.zero, rates.technical, report.recommended) if args.prompt_skip != "off" else None
+    if args.json:
+        _print_json(args, rates, report, saving)
+    else:
+        _print_table(args, rates, base, report, saving)
+    if args.plot:
+        from shopsim_metrics.simulator.tune import write_plot
 
-    from shopsim_metrics.simulator.config import SimConfig
-    from shopsim_metrics.simulator.tune import (TuneTargets, cost_note, format_table, measured_rates_and_cost, wave_price,
-                                                write_plot)
+        path = write_plot(report, args.plot)
+        print(f"plot: {path}", file=sys.stderr if args.json else sys.stdout)
+    return 0
 
+
+def _agent(args: argparse.Namespace) -> AgentModel | None:
+    """The agent model ``--agent`` asks for (None without it); refused with a knob but no ``--agent``, or with ``--from``."""
     try:
         agent = agent_model(args)
     except ValueError as exc:
-        print(f"{_ERROR} {exc}", file=sys.stderr)
-        return 2
+        raise _Refused(str(exc)) from None
     if agent is not None and args.from_path:
-        print(f"{_ERROR} --agent simulates the episodes its knobs describe; --from calibrates a single-turn cost "
-              "model to a run: give one of them", file=sys.stderr)
-        return 2
-    knobs: dict[str, int] = {}
-    source = "given rates"
-    zero, technical = args.zero_std_rate, args.technical_rate
-    observed = None
-    bursts: list[tuple[int, float]] = []
-    rate_lines: list[str] = []
+        raise _Refused("--agent simulates the episodes its knobs describe; --from calibrates a single-turn cost "
+                       "model to a run: give one of them")
+    return agent
+
+
+def _rates(args: argparse.Namespace) -> _Rates:
+    """The rates to simulate: the command line's, each one it leaves out measured from the run at ``--from``."""
     if args.from_path:
-        try:
-            measured, observed = measured_rates_and_cost(args.from_path)  # one pass over the records
-        except FileNotFoundError as exc:  # the missing-path error every command gives
-            print(f"{_ERROR} {exc}", file=sys.stderr)
-            return 2
-        except (OSError, ValueError) as exc:
-            print(f"{_ERROR} cannot measure rates from {args.from_path}: {exc}", file=sys.stderr)
-            return 2
-        source = _source(args, measured)
-        measured_zero, measured_technical = measured.zero_std_rate, measured.technical_rate
-        estimate = measured.estimate
-        if estimate is not None:
-            if args.technical_rate is None:  # a technical rate given as such is used as given, with no bursts
-                measured_zero, measured_technical = estimate.rates(args.burst_rule)
-                if args.burst_rule == "schedule":
-                    bursts = estimate.scheduled_bursts(args.steps)
-            rate_lines = estimate.lines(args.burst_rule if args.technical_rate is None else "given")
-        zero = measured_zero if zero is None else zero
-        technical = measured_technical if technical is None else technical
-        for name in ("rollout_batch_size", "n_samples_per_prompt", "global_batch_size"):
-            if getattr(measured, name):
-                knobs[name] = getattr(measured, name)
-        run_over_sampling = measured.over_sampling_batch_size
-    elif zero is None:
-        print(f"{_ERROR} give --zero-std-rate (and --technical-rate), or --from PATH to measure them from a run",
-              file=sys.stderr)
-        return 2
-    technical = technical or 0.0
-    if zero + technical > 1:
-        print(f"{_ERROR} --zero-std-rate + --technical-rate must be <= 1; got {zero} + {technical}", file=sys.stderr)
-        return 2
-    for name in ("rollout_batch_size", "n_samples_per_prompt", "global_batch_size"):
-        if getattr(args, name) is not None:
-            knobs[name] = getattr(args, name)
+        rates = _measured_rates(args)
+    elif args.zero_std_rate is None:
+        raise _Refused("give --zero-std-rate (and --technical-rate), or --from PATH to measure them from a run")
+    else:
+        rates = _Rates(args.zero_std_rate, args.technical_rate, "given rates", {}, [], [])
+    technical = rates.technical or 0.0
+    if rates.zero + technical > 1:
+        raise _Refused(f"--zero-std-rate + --technical-rate must be <= 1; got {rates.zero} + {technical}")
+    return dataclasses.replace(rates, technical=technical)
+
+
+def _measured_rates(args: argparse.Namespace) -> _Rates:
+    """The rates, knobs and bursts of the run at ``--from`` (one pass over its records), under the command line's."""
+    from shopsim_metrics.simulator.tune import measured_rates_and_cost
+
+    try:
+        measured, observed = measured_rates_and_cost(args.from_path)
+    except FileNotFoundError as exc:  # the missing-path error every command gives
+        raise _Refused(str(exc)) from None
+    except (OSError, ValueError) as exc:
+        raise _Refused(f"cannot measure rates from {args.from_path}: {exc}") from None
+    zero, technical = measured.zero_std_rate, measured.technical_rate
+    bursts: list[tuple[int, float]] = []
+    notes: list[str] = []
+    estimate = measured.estimate
+    if estimate is not None:
+        if args.technical_rate is None:  # a technical rate given as such is used as given, with no bursts
+            zero, technical = estimate.rates(args.burst_rule)
+            if args.burst_rule == "schedule":
+                bursts = estimate.scheduled_bursts(args.steps)
+        notes = estimate.lines(args.burst_rule if args.technical_rate is None else "given")
+    return _Rates(zero=zero if args.zero_std_rate is None else args.zero_std_rate,
+                  technical=technical if args.technical_rate is None else args.technical_rate,
+                  source=_source(args, measured), knobs={k: getattr(measured, k) for k in _RUN_KNOBS if getattr(measured, k)},
+                  bursts=bursts, notes=notes, measured=measured, observed=observed)
+
+
+def _base_config(args: argparse.Namespace, rates: _Rates, agent: AgentModel | None) -> Any:
+    """The simulator's config every candidate varies: the batch knobs (the command line's over the run's), the
+    failure limit and the agent model; refused when a candidate is below ``rollout_batch_size``."""
+    from shopsim_metrics.simulator.config import SimConfig
+
+    knobs = {**rates.knobs, **{k: getattr(args, k) for k in _RUN_KNOBS if getattr(args, k) is not None}}
     rbs = knobs.get("rollout_batch_size", SimConfig.rollout_batch_size)
     too_small = [size for size in args.candidates or () if size < rbs]
     if too_small:
         origin = "--rollout-batch-size" if args.rollout_batch_size is not None else (
             f"the run at {args.from_path}" if "rollout_batch_size" in knobs else "the default")
-        print(f"{_ERROR} --candidates: every over_sampling_batch_size must be >= rollout_batch_size ({rbs}, from "
-              f"{origin}): slime never keeps more groups than it submits; got {too_small[0]}", file=sys.stderr)
-        return 2
-    base = SimConfig(over_sampling_batch_size=rbs, max_consecutive_failed_groups=args.max_consecutive_failed_groups,
+        raise _Refused(f"--candidates: every over_sampling_batch_size must be >= rollout_batch_size ({rbs}, from "
+                       f"{origin}): slime never keeps more groups than it submits; got {too_small[0]}")
+    return SimConfig(over_sampling_batch_size=rbs, max_consecutive_failed_groups=args.max_consecutive_failed_groups,
                      agent=agent, **knobs)
-    calibration = None
-    if args.from_path:
-        try:
-            calibration = _calibrate(args, base, observed, run_over_sampling, zero, technical)
-        except (OSError, ValueError) as exc:
-            print(f"{_ERROR} cannot calibrate the cost from {args.from_path}: {exc}", file=sys.stderr)
-            return 2
+
+
+def _calibration(args: argparse.Namespace, base: Any, rates: _Rates) -> Any:
+    """The cost model fitted to the run at ``--from`` (None without it, or when it records no tokens)."""
+    if not args.from_path:
+        return None
+    try:
+        return _calibrate(args, base, rates.observed, rates.measured.over_sampling_batch_size, rates.zero,
+                          rates.technical)
+    except (OSError, ValueError) as exc:
+        raise _Refused(f"cannot calibrate the cost from {args.from_path}: {exc}") from None
+
+
+def _simulate_candidates(args: argparse.Namespace, base: Any, rates: _Rates, calibration: Any) -> Any:
+    """The tune report: every candidate simulated (``--jobs`` processes), the recommendation made."""
+    import os
+
+    from shopsim_metrics.simulator.tune import TuneTargets
+
     jobs = args.jobs or min(os.cpu_count() or 1, len(args.candidates) if args.candidates else 5)
     try:
-        report = _run_tune(zero, technical, args, base, TuneTargets(args.max_zero_advantage, args.max_second_wave),
-                           source, jobs, calibration, bursts)
+        return _run_tune(rates.zero, rates.technical, args, base, TuneTargets(args.max_zero_advantage,
+                         args.max_second_wave), rates.source, jobs, calibration, rates.bursts)
     except ValueError as exc:
-        print(f"{_ERROR} {exc}", file=sys.stderr)
-        return 2
-    saving = _skip_saving(args, base, zero, technical, report.recommended) if args.prompt_skip != "off" else None
-    run_persistence = measured.zero_std_persistence if args.from_path else None
-    run_share = measured.zero_std_rate if args.from_path else None
-    if args.json:
-        out = report.to_dict()
-        out["rate_notes"] = rate_lines
-        if saving is not None:
-            out["prompt_skip"] = {"mode": saving.mode, "wave_size": args.wave_size, "seeds": list(saving.seeds),
-                                  "pool": "assumed: zero-std follows the prompt", "pool_prompts": SKIP_POOL_PROMPTS,
-                                  "token_ratio": saving.token_ratio, "off": _run_dict(saving.off),
-                                  "skipping": _run_dict(saving.skipping),
-                                  "run_zero_std_persistence": run_persistence, "run_zero_std_share": run_share}
-        print(json.dumps(out, indent=2))
-    else:
-        print(f"zero-std rate {zero:.4f}, technical rate {technical:.4f} ({source}); rollout_batch_size "
-              f"{base.rollout_batch_size}, {args.steps} simulated steps per candidate, seed {args.seed}")
-        for line in rate_lines:
-            print(line)
-        print(format_table(report))
-        print(f"recommended over_sampling_batch_size: {report.recommended}  ({report.reason})")
-        price = wave_price(report)
-        if price is not None:
-            print(price)
-        print(f"rel.time = mean step rollout time / one wave of {base.rollout_batch_size} groups run to completion "
-              f"({report.reference_wave_seconds:.1f} s in the latency model); simulated in {report.wall_seconds:.1f} s of wall time")
-        print(cost_note(report))
-        if saving is not None:
-            from shopsim_metrics.simulator.skip_saving import ASSUMED_POOL, format_saving, skipping_verdict
+        raise _Refused(str(exc)) from None
 
-            print(format_saving(saving, report.recommended, wave_size=args.wave_size,
-                                pool=ASSUMED_POOL.format(prompts=SKIP_POOL_PROMPTS)))
-            print(skipping_verdict(run_persistence, run_share))
-    if args.plot:
-        path = write_plot(report, args.plot)
-        print(f"plot: {path}", file=sys.stderr if args.json else sys.stdout)
-    return 0
+
+def _run_share(rates: _Rates) -> tuple[float | None, float | None]:
+    """The run's zero-std persistence and share (None, None without ``--from``): what skipping would act on."""
+    if rates.measured is None:
+        return None, None
+    return rates.measured.zero_std_persistence, rates.measured.zero_std_rate
+
+
+def _print_json(args: argparse.Namespace, rates: _Rates, report: Any, saving: Any) -> None:
+    """The report as JSON, with the rates' notes and (``--prompt-skip``) the pool run without and with skipping."""
+    out = report.to_dict()
+    out["rate_notes"] = rates.notes
+    if saving is not None:
+        persistence, share = _run_share(rates)
+        out["prompt_skip"] = {"mode": saving.mode, "wave_size": args.wave_size, "seeds": list(saving.seeds),
+                              "pool": "assumed: zero-std follows the prompt", "pool_prompts": SKIP_POOL_PROMPTS,
+                              "token_ratio": saving.token_ratio, "off": _run_dict(saving.off),
+                              "skipping": _run_dict(saving.skipping),
+                              "run_zero_std_persistence": persistence, "run_zero_std_share": share}
+    print(json.dumps(out, indent=2))
+
+
+def _print_table(args: argparse.Namespace, rates: _Rates, base: Any, report: Any, saving: Any) -> None:
+    """The report as text: the rates, the candidates' table, the recommendation and its price, the cost note and
+    (``--prompt-skip``) the pool run without and with skipping."""
+    from shopsim_metrics.simulator.tune import cost_note, format_table, wave_price
+
+    print(f"zero-std rate {rates.zero:.4f}, technical rate {rates.technical:.4f} ({rates.source}); rollout_batch_size "
+          f"{base.rollout_batch_size}, {args.steps} simulated steps per candidate, seed {args.seed}")
+    for line in rates.notes:
+        print(line)
+    print(format_table(report))
+    print(f"recommended over_sampling_batch_size: {report.recommended}  ({report.reason})")
+    price = wave_price(report)
+    if price is not None:
+        print(price)
+    print(f"rel.time = mean step rollout time / one wave of {base.rollout_batch_size} groups run to completion "
+          f"({report.reference_wave_seconds:.1f} s in the latency model); simulated in {report.wall_seconds:.1f} s of wall time")
+    print(cost_note(report))
+    if saving is not None:
+        from shopsim_metrics.simulator.skip_saving import ASSUMED_POOL, format_saving, skipping_verdict
+
+        print(format_saving(saving, report.recommended, wave_size=args.wave_size,
+                            pool=ASSUMED_POOL.format(prompts=SKIP_POOL_PROMPTS)))
+        print(skipping_verdict(*_run_share(rates)))
 
 
 def _source(args: argparse.Namespace, measured: Any) -> str:
