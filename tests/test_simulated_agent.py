@@ -8,7 +8,7 @@ from collections import Counter
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from shopsim_metrics.cli import main
@@ -162,14 +162,20 @@ def expected_cause_counts(causes: dict[int, str]) -> dict[str, int] | None:
 @given(seed=st.integers(0, 10_000), turns_mean=st.floats(1.0, 8.0), max_turns=st.integers(2, 10),
        tool_seconds=st.floats(0.1, 10.0), technical_rate=st.sampled_from([0.0, 0.1, 0.4]),
        round_number=st.booleans())
+# one turn per episode: no tool call, no environment time reported (null fields) in any step
+@example(seed=0, turns_mean=1.0, max_turns=2, tool_seconds=1.0, technical_rate=0.0, round_number=True)
+# and no turn structure but the failed tool calls of step 0: steps 1 and 2 keep the agent fields, environment null
+@example(seed=6, turns_mean=1.0, max_turns=2, tool_seconds=1.0, technical_rate=0.1, round_number=False)
 def test_a_simulated_agent_runs_records_hold_what_the_simulator_generated(seed, turns_mean, max_turns, tool_seconds,
                                                                           technical_rate, round_number):
     agent = AgentModel(turns_mean=turns_mean, max_turns=max_turns, tool_seconds_median=tool_seconds,
                        round_number=round_number)
     result = simulate(SimConfig(steps=3, seed=seed, agent=agent, technical_rate=technical_rate, max_technical_streak=4))
+    agent_run = False  # once a step's episodes show a turn structure, every later step has the agent fields
     for record, outcome in zip(result.records, result.outcomes):
         tally: GeneratedEpisodes = outcome.episodes
-        if not (round_number or tally.observation_tokens or tally.environment_seconds):  # no turn structure shows
+        agent_run = agent_run or bool(round_number or tally.observation_tokens or tally.environment_seconds)
+        if not agent_run:  # no turn structure has shown yet
             assert all(getattr(record, name) is None for name in (*contract.AGENT_FIELDS, "turn_count_source"))
             assert record.total_token_count == tally.generated_tokens and record.technical_cause_counts is None
             continue
@@ -183,10 +189,14 @@ def test_a_simulated_agent_runs_records_hold_what_the_simulator_generated(seed, 
         assert record.turns_per_episode_max == tally.turns_max
         assert record.turn_count_source == ("metadata" if round_number else
                                             "loss_mask" if tally.observation_tokens else None)
-        assert record.environment_seconds == pytest.approx(tally.environment_seconds)  # the latencies it drew
-        assert record.environment_seconds_per_episode == pytest.approx(tally.environment_seconds / tally.episodes)
-        assert record.environment_time_fraction == pytest.approx(
-            tally.environment_seconds / tally.episodes / outcome.rollout_time)
+        if tally.environment_seconds:  # the latencies it drew
+            assert record.environment_seconds == pytest.approx(tally.environment_seconds)
+            assert record.environment_seconds_per_episode == pytest.approx(tally.environment_seconds / tally.episodes)
+            assert record.environment_time_fraction == pytest.approx(
+                tally.environment_seconds / tally.episodes / outcome.rollout_time)
+        else:  # every episode answered in one turn, no tool call: their non_generation_time 0 reports nothing
+            assert (record.environment_seconds, record.environment_seconds_per_episode,
+                    record.environment_time_fraction) == (None, None, None)
         assert record.truncated_episode_fraction == pytest.approx(tally.truncated / tally.episodes)
         assert record.technical_cause_counts == expected_cause_counts(tally.causes)  # the failures it injected
         for row in record.decisions:

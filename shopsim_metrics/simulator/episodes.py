@@ -13,9 +13,10 @@ answers. Per rollout the simulator draws (:class:`AgentModel`, :class:`EpisodeMo
 
 The sample an episode leaves (:meth:`Episode.write`, what a multi-turn generate function returns):
 ``response_length`` = generated + observation tokens, ``loss_mask`` 1 per generated and 0 per observation
-token, ``non_generation_time`` = the tool calls' seconds, ``metadata["round_number"]`` = the turns (slime's key;
-with ``round_number=False`` it is left out and the turns are read from the mask), status ``completed``,
-``truncated`` or ``aborted``.
+token, ``non_generation_time`` = the tool calls' seconds (0 for an episode that called no tool, as slime's
+``Sample`` leaves it: the monitor reads 0 as not reported, so a step without a tool call has null environment
+fields), ``metadata["round_number"]`` = the turns (slime's key; with ``round_number=False`` it is left out and the
+turns are read from the mask), status ``completed``, ``truncated`` or ``aborted``.
 
 Time: an episode takes ``seconds_per_token`` per generated token plus its tool calls' seconds; its group ends
 with its slowest episode. When slime aborts the group at ``seconds`` into it (:meth:`EpisodePlan.at`), each
