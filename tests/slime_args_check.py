@@ -7,8 +7,10 @@ Megatron, SGLang or a model is stubbed: Megatron's own ``parse_args`` becomes a 
 carrying slime's arguments (``ignore_unknown_args`` as slime asks), its ``validate_args`` and SGLang's
 parse/validate do nothing, and ``transformers.AutoConfig`` is never reached (no ``--hf-checkpoint``).
 
-Prints one JSON object: the ``shopsim_*`` attributes and knobs slime's ``args`` ended with, and the
-project's :class:`ShopsimSettings` read from them (or the error it raised).
+Prints one JSON object: the ``shopsim_*`` attributes and knobs slime's ``args`` ended with, the
+project's :class:`ShopsimSettings` read from them (or the error it raised) and, when they read, the
+directory and records file of the monitor slime's process creates from them (its first hook's
+``get_runtime``: a run without ``shopsim_run_dir``, ``--save`` or ``--load`` gets its new directory there).
 
 Usage: PYTHONPATH=/path/to/slime python tests/slime_args_check.py shopsim.yaml [more slime flags]
 """
@@ -79,8 +81,24 @@ def main(argv: list[str]) -> int:
         out["settings"] = asdict(ShopsimSettings.from_args(args))
     except ValueError as exc:
         out["error"] = str(exc)
+    else:
+        out["monitor"] = monitor_location(args)
     print(json.dumps(out))
     return 0
+
+
+def monitor_location(args: argparse.Namespace) -> dict[str, str]:
+    """The run directory of the monitor slime's process creates from ``args`` and the file its JSONL sink
+    writes the records to (nothing is written: the monitor is shut down before its first step)."""
+    from shopsim_metrics.sinks.jsonl import JsonlSink
+    from shopsimrl.slime_runtime import get_runtime, reset_runtime
+
+    runtime = get_runtime(args)
+    try:
+        [jsonl] = [sink for sink in runtime.sinks.sinks if isinstance(sink, JsonlSink)]
+        return {"run_dir": runtime.run_dir, "records": str(jsonl.path)}
+    finally:
+        reset_runtime()
 
 
 if __name__ == "__main__":

@@ -120,4 +120,7 @@ def test_slime_applies_a_misspelled_key_silently_and_the_settings_name_it(tmp_pa
 
 def test_without_save_the_run_dir_is_absolute_in_the_working_directory(tmp_path: Path) -> None:
     out = through_slime(tmp_path, ROOT / "examples" / "shopsim.yaml", *KNOB_FLAGS)
-    assert out["save"] is None and Path(out["settings"]["run_dir"]).parent == tmp_path / "shopsim_run"
+    assert out["save"] is None and out["settings"]["run_dir"] is None  # the settings name none: the monitor makes it
+    run_dir, records = Path(out["monitor"]["run_dir"]), Path(out["monitor"]["records"])
+    assert run_dir.is_absolute() and run_dir.parent == tmp_path / "shopsim_run" and run_dir.name.startswith("run-")
+    assert records == run_dir / "steps.jsonl"
