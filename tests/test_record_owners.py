@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings as hsettings, strategies as st
 
 from shopsim_metrics.health.alerts import StreakAlertPolicy
+from shopsim_metrics.prompts.lost_signal_guard import LostSignalGuard
 from shopsim_metrics.prompts.skip_record import SkippedPrompt, SkipTally
 from shopsim_metrics.prompts.value import PromptValueTracker
 from shopsim_metrics.record.owners import CLOSED_STEP, OWNED, OWNER_OF, PART_FIELDS, PROMPTS, SKIPPING, SLIME
@@ -80,8 +81,8 @@ def test_the_skip_tally_and_the_prompt_tracker_give_exactly_what_they_own() -> N
                          group_index=1)
     given_fields = [set(SkipTally().step_fields([], [skip], p_easy=0.5, p_hard=0.5)),
                     set(SkipTally().step_fields([_judged_row(group_index=2)], [skip], p_easy=None, p_hard=None,
-                                                predictions=[(2, 0.4)]))]
-    assert set().union(*given_fields) == OWNED[SKIPPING]  # GRESO's p values, or the predictive rule's calibration
+                                                predictions=[(2, 0.4)], guard=LostSignalGuard().record_fields(1)))]
+    assert set().union(*given_fields) == OWNED[SKIPPING]  # GRESO's p values, or the predictive rule's calibration and guard
     tracker = PromptValueTracker(table_every=1)
     part = tracker.step_fields(0, [], generated_token_count=0, sources=set())
     assert set(part) == OWNED[PROMPTS]

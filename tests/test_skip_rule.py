@@ -246,7 +246,7 @@ def test_history_shares_of_a_closed_step_and_the_limit() -> None:
     for key, verdict in (("a", EASY), ("b", HARD), ("c", OTHER), ("d", "spread"), ("e", "technical")):
         h.observe(key, verdict)
     assert h.last_closed_step() is None
-    assert h.close_step(4) == StepShares(step=4, easy_share=0.2, hard_share=0.4, judged=5)
+    assert h.close_step(4) == StepShares(step=4, easy_share=0.2, hard_share=0.4, judged=5, informative=1)
     assert h.close_step(5) == StepShares(step=5, easy_share=None, hard_share=None, judged=0)
     assert len(h.tracker.history) == 2 and h.zero_std_run("a") == (0, None)  # "a" was the least recently seen
 
@@ -260,5 +260,5 @@ def test_history_state_round_trips_through_json() -> None:
     restored = FedHistory()
     restored.tracker.load_state_dict(json.loads(json.dumps(h.tracker.state_dict())))
     assert restored.zero_std_run("a") == (2, HARD) and restored.zero_std_run("b") == (2, EASY)
-    assert restored.last_closed_step() == h.last_closed_step() == StepShares(3, 0.4, 0.4, 5)
+    assert restored.last_closed_step() == h.last_closed_step() == StepShares(3, 0.4, 0.4, 5, informative=1)
     assert restored.success_evidence("a") == h.success_evidence("a")

@@ -99,13 +99,15 @@ import os
 import threading
 from typing import Any, Callable
 
-from shopsim_metrics.judging.verdicts import ZERO_STD_ALL_FAIL, ZERO_STD_ALL_PASS
+from shopsim_metrics.judging.group_judgement import SPREAD
+from shopsim_metrics.judging.verdicts import ZERO_STD_ALL_FAIL, ZERO_STD_ALL_PASS, ZERO_STD_VERDICTS
 from shopsim_metrics.judging.prompt_keys import prompt_key
 from shopsim_metrics.settings import PROMPT_SKIP, PROMPT_SKIP_MODES, SETTINGS_BY_NAME, SKIP_RULE_SETTINGS
 from shopsim_metrics.settings import WAVE_SIZE_MODES, ShopsimSettings
 from shopsim_metrics.settings import skip_rule_settings
 from shopsim_metrics.prompts.skip_evidence import MonitorSkipHistory, SkipHistory
 from shopsim_metrics.prompts.skip_record import SkippedPrompt
+from shopsim_metrics.prompts.lost_signal_guard import PROBE, SKIP, LostSignalGuard
 from shopsim_metrics.prompts.predictive_rule import PredictiveSkipRule
 from shopsim_metrics.prompts.skip_rule import GresoSkipRule, SkipDecision
 from shopsim_metrics.settings.prompt_skip import SkipRuleSettings
@@ -200,6 +202,10 @@ class PromptSkipDataSource:
         self.adapted_step: int | None = None  # rollout_id of the last closed step the rule adapted to
         self._skipped: list[SkippedPrompt] = []
         self._predictions: list[tuple[Any, float]] = []  # (group_index, predicted zero-std) of the groups let through
+        self.guard: LostSignalGuard | None = LostSignalGuard.of(settings) if self.mode == PREDICTIVE else None
+        """``predictive``: keeps the skips' lost signal under ``shopsim_prompt_skip_max_lost_signal``, on probes."""
+        self._probes: dict[str, tuple[int, float]] = {}  # key -> (its visits when probed, predicted chance of spread)
+        self._probe_count = 0  # probes served since the last record
         self._lock = threading.Lock()
 
     # --- slime's interface -------------------------------------------------------------------------
@@ -214,6 +220,8 @@ class PromptSkipDataSource:
             return self.inner.get_samples(num_samples)
         if self.mode == GRESO:
             self._adapt_to_closed_step()
+        elif self.guard is not None:
+            self._guard_closed_step()
         dataset_length = len(self.inner)
         served: list[list[Any]] = []
         rounds = drawn = 0
@@ -318,15 +326,23 @@ class PromptSkipDataSource:
         return predictions
 
     def state_dict(self) -> dict[str, Any]:
-        """The rule's and the history's state and the last step adapted to, JSON-able."""
-        return {"format": STATE_FORMAT, "mode": self.mode, "adapted_step": self.adapted_step,
-                "rule": self.rule.state_dict(), "history": self.history.state_dict()}
+        """The rule's, the guard's and the history's state and the last step adapted to, JSON-able."""
+        state = {"format": STATE_FORMAT, "mode": self.mode, "adapted_step": self.adapted_step,
+                 "rule": self.rule.state_dict(), "history": self.history.state_dict()}
+        if self.guard is not None:
+            state["guard"] = self.guard.state_dict()
+        return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         if state.get("format") != STATE_FORMAT:
             raise ValueError(f"format: expected {STATE_FORMAT}; got {state.get('format')!r}")
         self.rule.load_state_dict(state["rule"])
         self.history.load_state_dict(state["history"])
+        if self.guard is not None and "guard" in state:
+            self.guard.load_state_dict(state["guard"])
+        elif self.guard is not None:
+            logger.warning("shopsim-metrics: the prompt-skip state holds no lost-signal guard (saved by a version "
+                           "without it, or with another shopsim_prompt_skip): the guard starts afresh")
         self.adapted_step = state["adapted_step"]
 
     # --- internals ----------------------------------------------------------------------------------
@@ -345,6 +361,8 @@ class PromptSkipDataSource:
         if self.predictor is not None:
             evidence = self.history.success_evidence(key)
             decision = self.predictor.decide(evidence, self.history.relative_cost(key))
+            if decision.skip:
+                decision = self._guarded(key, decision)
             if evidence is not None and kind is None:  # the side the evidence leans to
                 kind = ZERO_STD_ALL_PASS if evidence[0] > evidence[1] else ZERO_STD_ALL_FAIL
             if not decision.skip and evidence is not None:
@@ -355,6 +373,41 @@ class PromptSkipDataSource:
         if decision.skip:
             self._record_skip(group, key, run, kind, decision)  # type: ignore[arg-type]  # a run >= 1 has a kind
         return decision.skip
+
+    def _guarded(self, key: str, decision: SkipDecision) -> SkipDecision:
+        """The guard's word on a draw the predictive rule skips: skipped, or served (a probe, or past its cap)."""
+        chance = 1.0 - decision.probability
+        action = self.guard.consider(chance)  # type: ignore[union-attr]  # predictive has a guard
+        if action == SKIP:
+            return decision
+        if action == PROBE:
+            self._probes[key] = (self.history.visits(key)[0], chance)
+            with self._lock:
+                self._probe_count += 1
+        return SkipDecision(skip=False, probability=decision.probability)
+
+    def _guard_closed_step(self) -> None:
+        """Once per closed step: the probes judged since, and the step's informative groups, to the guard."""
+        closed = self.history.last_closed_step()
+        if closed is None or closed.step == self.adapted_step:
+            return
+        judged = []
+        for key, (visits_then, chance) in list(self._probes.items()):
+            visits, verdicts = self.history.visits(key)
+            if visits > visits_then:  # the probe's visit is the first since
+                del self._probes[key]
+                since = visits - visits_then
+                verdict = verdicts[-since] if since <= len(verdicts) else None
+                if verdict == SPREAD or verdict in ZERO_STD_VERDICTS:
+                    judged.append((chance, verdict == SPREAD))
+        self.guard.close_step(informative=closed.informative, probes=judged)  # type: ignore[union-attr]
+        self.adapted_step = closed.step
+
+    def take_guard_fields(self) -> dict[str, Any]:
+        """``predictive``: the guard's record fields: the probes served since the last call, its cap and estimate."""
+        with self._lock:
+            probes, self._probe_count = self._probe_count, 0
+        return {} if self.guard is None else self.guard.record_fields(probes)
 
     def _record_skip(self, group: list[Any], key: str, run: int, kind: str, decision: SkipDecision) -> None:
         """One skipped draw, for the monitor's next record (:meth:`take_skipped`)."""

@@ -10,7 +10,9 @@ The data source that skips prompts (``shopsimrl.data_source.PromptSkipDataSource
   latest closed step, which the rule adapts its ``p`` values to once;
 - ``success_evidence(key) -> (successes, failures) | None``: the prompt's scored rollouts, weighed
   by the forgetting per step since each visit, as of the step being served (the predictive rule's
-  evidence, :mod:`shopsim_metrics.prompts.predictive_rule`); None when it was never scored.
+  evidence, :mod:`shopsim_metrics.prompts.predictive_rule`); None when it was never scored;
+- ``visits(key) -> (visits, verdicts)``: how often it was judged and its last verdicts (the guard reads
+  a probe's verdict there, :mod:`shopsim_metrics.prompts.lost_signal_guard`).
 
 Keys are prompt keys as the ledger writes them (``shopsim_metrics.judging.prompt_keys.prompt_key``).
 There is one implementation of that evidence: the monitor's prompt history
@@ -22,7 +24,7 @@ test feeds a tracker of its own.
 
 Example:
     >>> step_shares(0, {"zero_std_all_fail": 2, "spread": 1})
-    StepShares(step=0, easy_share=0.0, hard_share=0.6666666666666666, judged=3)
+    StepShares(step=0, easy_share=0.0, hard_share=0.6666666666666666, judged=3, informative=1)
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping, Protocol
 
+from shopsim_metrics.judging.group_judgement import SPREAD
 from shopsim_metrics.judging.prompt_keys import history_key
 from shopsim_metrics.prompts.skip_rule import EASY, HARD, OTHER
 
@@ -45,6 +48,7 @@ class StepShares:
     easy_share: float | None  # all-pass groups / judged groups (None: no group was judged)
     hard_share: float | None  # all-fail and other zero-std groups / judged groups
     judged: int  # groups judged in the step
+    informative: int = 0  # groups judged in the step with spread
 
 
 def step_shares(step: int, verdicts: Mapping[str, int]) -> StepShares:
@@ -52,13 +56,14 @@ def step_shares(step: int, verdicts: Mapping[str, int]) -> StepShares:
 
     Example:
         >>> step_shares(4, {"zero_std_all_pass": 1, "zero_std_all_fail": 1, "spread": 2})
-        StepShares(step=4, easy_share=0.25, hard_share=0.25, judged=4)
+        StepShares(step=4, easy_share=0.25, hard_share=0.25, judged=4, informative=2)
     """
     judged = sum(verdicts.values())
     if not judged:
         return StepShares(step=step, easy_share=None, hard_share=None, judged=0)
     hard = verdicts.get(HARD, 0) + verdicts.get(OTHER, 0)
-    return StepShares(step=step, easy_share=verdicts.get(EASY, 0) / judged, hard_share=hard / judged, judged=judged)
+    return StepShares(step=step, easy_share=verdicts.get(EASY, 0) / judged, hard_share=hard / judged, judged=judged,
+                      informative=verdicts.get(SPREAD, 0))
 
 
 class SkipHistory(Protocol):
@@ -78,6 +83,10 @@ class SkipHistory(Protocol):
 
     def relative_cost(self, key: str) -> float | None:
         """The prompt's tokens per visit over the tracked prompts' mean (None: no tokens known for it)."""
+        ...
+
+    def visits(self, key: str) -> tuple[int, tuple[str, ...]]:
+        """The prompt's visits and its last verdicts, oldest first (``(0, ())``: never seen)."""
         ...
 
     def state_dict(self) -> dict[str, Any]:
@@ -108,7 +117,7 @@ class MonitorSkipHistory:
         >>> h.zero_std_run("b2:00000000000000a"), h.zero_std_run("never seen")
         ((2, 'zero_std_all_fail'), (0, None))
         >>> h.last_closed_step()
-        StepShares(step=3, easy_share=0.0, hard_share=1.0, judged=2)
+        StepShares(step=3, easy_share=0.0, hard_share=1.0, judged=2, informative=0)
     """
 
     def __init__(self, tracker: "PromptValueTracker") -> None:
@@ -129,6 +138,11 @@ class MonitorSkipHistory:
         """See :meth:`SkipHistory.success_evidence` (the step served: the one after the tracker's last)."""
         last = self.tracker.last_step
         return self.tracker.history.evidence(history_key(key), 0 if last is None else last[0] + 1)
+
+    def visits(self, key: str) -> tuple[int, tuple[str, ...]]:
+        """The prompt's visits and its last verdicts, oldest first ((0, ()) when never seen)."""
+        stats = self.tracker.history.stats(history_key(key))
+        return (0, ()) if stats is None else (stats.visits, stats.verdicts)
 
     def relative_cost(self, key: str) -> float | None:
         """See :meth:`SkipHistory.relative_cost`."""

@@ -20,6 +20,10 @@ record is built with them, :mod:`shopsim_metrics.step.draft`):
   matched to its group by ``group_index``; one not judged yet (a partial rollout) waits for a later step.
 - ``skipped_for_cost_count`` (``predictive``; None with ``greso``): the skipped prompts whose zero-std
   probability was below the threshold, skipped for their token cost (the rule's cost part).
+- the lost-signal guard's (``predictive``; :mod:`shopsim_metrics.prompts.lost_signal_guard`):
+  ``skip_probe_count`` (draws the rule would skip, served as probes since the last record), ``skip_cap``
+  (the largest predicted chance of spread a draw may have to be skipped, for the next draws) and
+  ``skip_lost_signal_estimate`` (its estimate of the run's lost signal so far).
 
 Skips and judged groups are put in one order by slime's ``group_index`` (a skipped draw takes a
 slot of the running counter, as a served one does), so a prompt skipped and then served later in
@@ -42,7 +46,7 @@ from __future__ import annotations
 import math
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from shopsim_metrics.judging.group_judgement import SPREAD, TECHNICAL
 from shopsim_metrics.judging.verdicts import ZERO_STD_VERDICTS
@@ -77,16 +81,19 @@ class SkipTally:
         self._predicted: OrderedDict[Any, float] = OrderedDict()  # group_index -> prediction, not judged yet
 
     def step_fields(self, decisions: Sequence[Any] | None, skipped: Sequence[SkippedPrompt], *, p_easy: float | None,
-                    p_hard: float | None, predictions: Sequence[tuple[Any, float]] | None = None) -> dict[str, Any]:
+                    p_hard: float | None, predictions: Sequence[tuple[Any, float]] | None = None,
+                    guard: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """A step's skip fields from its skipped prompts and its ledger rows (``decisions``).
 
         ``predictions``: ``(group_index, predicted zero-std probability)`` of the groups the predictive
-        rule let through since the last record (None: a rule that does not predict).
+        rule let through since the last record (None: a rule that does not predict); ``guard``: the
+        lost-signal guard's fields (``skip_probe_count``, ``skip_cap``, ``skip_lost_signal_estimate``).
         """
         rows = decisions or []
         fields = self._calibrate(predictions, rows) if predictions is not None else {}
         if predictions is not None:
             fields["skipped_for_cost_count"] = sum(1 for skip in skipped if skip.for_cost)
+        fields.update(guard or {})
         table = [dict(zip(SKIPPED_PROMPT_COLUMNS, (skip.prompt_key, skip.zero_std_run, skip.kind,
                                                    skip.skip_probability, skip.group_index)))
                  for skip in skipped]
@@ -193,5 +200,7 @@ class SourceSkips:
         source = self.source
         greso = getattr(source, "predictor", None) is None
         predictions = source.take_predictions() if not greso else None
+        guard = source.take_guard_fields() if not greso else None
         return self.tally.step_fields(decisions, source.take_skipped(), p_easy=source.rule.p_easy if greso else None,
-                                      p_hard=source.rule.p_hard if greso else None, predictions=predictions)
+                                      p_hard=source.rule.p_hard if greso else None, predictions=predictions,
+                                      guard=guard)

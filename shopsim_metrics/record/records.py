@@ -205,6 +205,9 @@ class StepRecord:
     skip_predicted_zero_std_mean: float | None = per_step(PROMPT_SKIP, None)  # their mean predicted P(zero-std)
     skip_realised_zero_std_rate: float | None = per_step(PROMPT_SKIP, None)  # the share of them that were zero-std
     skip_brier_score: float | None = per_step(PROMPT_SKIP, None)  # mean (predicted - realised)^2 over them
+    skip_probe_count: int | None = per_step(PROMPT_SKIP, None)  # predictive: draws it would skip, served as probes
+    skip_cap: float | None = per_step(PROMPT_SKIP, None)  # predictive: largest chance of spread a skipped draw may have
+    skip_lost_signal_estimate: float | None = per_step(PROMPT_SKIP, None)  # predictive: the guard's estimate, the run so far
     skipped_prompts: list[dict[str, Any]] | None = None  # rows with contract.SKIPPED_PROMPT_COLUMNS
     # slime's fully-async path (None, and absent from to_dict: a synchronous step)
     carried_group_count: int | None = per_step(FULLY_ASYNC, None)  # trained groups drawn before the step began

@@ -89,6 +89,14 @@ class SkipRuleSettings:
         0.11, "`predictive`: a drawn prompt is also skipped when its predicted chance of spread is below this times "
               "its relative token cost (its tokens per visit over the tracked prompts' mean): the costly prompts "
               "that teach least go first (`0` = the threshold alone)", greso=False)
+    max_lost_signal: float = rule_knob(
+        0.1, "`predictive`: the guard keeps the signal the skips forgo (estimated on probes: informative groups "
+             "forgone per informative group judged, over the run) under this, skipping only the draws surest to be "
+             "zero-std when it would be more (`1` = no limit) (§3.6)", greso=False)
+    probe_every: int = setting(
+        8, integer(0), "an integer >= 0",
+        "`predictive`: every N-th draw the rule skips is served anyway, a probe whose verdict checks the rule's "
+        "predictions (`0` = no probe: the guard trusts the predictions)")
 
     def __post_init__(self) -> None:
         for field in _UNIT_KNOBS:
@@ -98,8 +106,9 @@ class SkipRuleSettings:
         for field in ("p_easy_start", "p_hard_start"):
             value = checked_number(field, getattr(self, field), self.p_min, self.p_max, " (between p_min and p_max)")
             object.__setattr__(self, field, value)
-        if not is_int(self.seed) or self.seed < 0:
-            raise SkipRuleSettingsError("seed", "an integer >= 0", self.seed)
+        for field in ("seed", "probe_every"):
+            if not is_int(getattr(self, field)) or getattr(self, field) < 0:
+                raise SkipRuleSettingsError(field, "an integer >= 0", getattr(self, field))
 
     @property
     def easy_target(self) -> float:

@@ -391,7 +391,7 @@ def skip_rule_settings(values: Mapping[str, Any], rollout_seed: Any = None) -> S
 
     Example:
         >>> skip_rule_settings(validate_settings({"shopsim_prompt_skip_floor": "2e-2"})[0], rollout_seed=42)
-        SkipRuleSettings(target_share=0.25, easy_share_of_target=0.3333333333333333, floor=0.02, step=0.01, p_min=0.05, p_max=0.95, p_easy_start=0.5, p_hard_start=0.5, seed=42, threshold=0.7, forgetting=0.995, min_yield=0.11)
+        SkipRuleSettings(target_share=0.25, easy_share_of_target=0.3333333333333333, floor=0.02, step=0.01, p_min=0.05, p_max=0.95, p_easy_start=0.5, p_hard_start=0.5, seed=42, threshold=0.7, forgetting=0.995, min_yield=0.11, max_lost_signal=0.1, probe_every=8)
         >>> skip_rule_settings({"shopsim_prompt_skip_p_min": 0.92, "shopsim_prompt_skip_p_max": 0.9})
         Traceback (most recent call last):
         ...

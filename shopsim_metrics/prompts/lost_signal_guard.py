@@ -1,0 +1,164 @@
+"""The predictive rule's guard: it keeps the signal the skips forgo under a limit, measured on the run by probes.
+
+A skip rule is judged by two figures: the tokens it saves and the informative groups it forgoes for each one
+trained (the *lost signal*). For each draw it would skip, the predictive rule predicts the chance ``p`` that
+its group would have spread; what it forgoes is the sum of those chances, if the predictions are right. Two
+things make them wrong in a run: zero-std by luck of the draw (a prompt solved 30% of the time fails a whole
+group of 4 a quarter of the time) and evidence gone stale (a prompt that has become learnable). The guard
+measures both on the run itself:
+
+- **probes**: of the draws the rule skips, every ``probe_every``-th is served anyway, and its verdict says
+  whether it spread. The **calibration** ``c`` is the probes' spreads over their predicted chances, weighed by
+  :data:`CALIBRATION_MEMORY` per step, from one imagined probe that was right (``c`` starts at 1);
+- the forgone signal so far, ``c ×`` the predicted chances of the draws skipped, against the informative
+  groups judged (both weighed by :data:`RUN_MEMORY` per step): the **lost signal estimate**;
+- what the next step will bring: the would-be skips' predicted chances (a histogram) and the informative
+  groups judged per step, weighed by :data:`STEP_MEMORY`.
+
+After each closed step it sets the **cap**: the largest chance of spread a skipped draw may have such that,
+with the next step's skips below it, the estimate stays at most ``max_lost_signal``. The rule skips a draw
+only if its own test says so (threshold or cost) and its ``p`` is at most the cap: the draws surest to be
+zero-std go first, as many as the limit allows. Where prompts stay zero-std the probes stay zero-std, ``c``
+falls below 1 and the cap lets every skip through; where zero-std is luck, or prompts become learnable, the
+probes spread and the cap closes.
+
+Deterministic (a probe is every ``probe_every``-th skip; no draw); its state is a few numbers and one
+histogram (:meth:`LostSignalGuard.state_dict`), saved with the data source's state. Probes pending when a
+run stops are not saved: their verdicts are lost, the estimate is not.
+
+Example:
+    >>> guard = LostSignalGuard(max_lost_signal=0.1, probe_every=4)
+    >>> [guard.consider(0.2) for _ in range(8)]       # every 4th skip is served as a probe
+    ['skip', 'skip', 'skip', 'probe', 'skip', 'skip', 'skip', 'probe']
+    >>> guard.close_step(informative=10, probes=[(0.2, True), (0.2, True)])   # both probes spread
+    >>> round(guard.calibration, 2), round(guard.lost_signal_estimate, 2)   # 6 x 0.2 x 2.16 / 10
+    (2.16, 0.26)
+    >>> guard.cap, guard.consider(0.2)                 # past the limit: nothing more is skipped
+    (0.0, 'serve')
+    >>> for _ in range(60):                            # steps with informative groups and no skip
+    ...     guard.close_step(informative=10, probes=[])
+    >>> guard.cap, guard.consider(0.2)
+    (1.0, 'skip')
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import math
+from typing import Any, Mapping, Sequence
+
+from shopsim_metrics.judging.plain_values import is_int, is_number
+from shopsim_metrics.settings.prompt_skip import SkipRuleSettings
+
+STATE_FORMAT = 1
+BINS = 40
+"""Bins of the predicted chance of spread in the would-be skips' histogram, each ``1/BINS`` wide."""
+STEP_MEMORY = 0.9
+"""Weight per step of the histogram and of the informative groups per step (about the last 10 steps)."""
+CALIBRATION_MEMORY = 0.98
+"""Weight per step of the probes in the calibration (about the last 50 steps)."""
+RUN_MEMORY = 0.99
+"""Weight per step of the forgone signal and the informative groups in the estimate (about the last 100 steps)."""
+SKIP, PROBE, SERVE = "skip", "probe", "serve"
+
+_NUMBERS = ("cap", "spread_probes", "predicted_probes", "step_informative", "run_informative", "run_forgone")
+
+
+class LostSignalGuard:
+    """Caps the predicted chance of spread a skipped draw may have (see the module docstring)."""
+
+    def __init__(self, max_lost_signal: float = SkipRuleSettings.max_lost_signal,
+                 probe_every: int = SkipRuleSettings.probe_every) -> None:
+        self.max_lost_signal = max_lost_signal
+        self.probe_every = probe_every
+        self.cap = 1.0
+        self.spread_probes = 1.0  # weighed spreads of the probes (one imagined probe that was right)
+        self.predicted_probes = 1.0  # weighed predicted chances of the probes
+        self.step_informative = 0.0  # informative groups judged, weighed by STEP_MEMORY
+        self.run_informative = 0.0  # informative groups judged, weighed by RUN_MEMORY
+        self.run_forgone = 0.0  # predicted chances of the draws skipped, weighed by RUN_MEMORY
+        self.skips = 0  # draws within the cap, probes included: every probe_every-th is a probe
+        self.chances = [0.0] * BINS  # predicted chances of the would-be skips, per bin, weighed by STEP_MEMORY
+        self._step_chances = [0.0] * BINS
+        self._step_forgone = 0.0
+
+    @classmethod
+    def of(cls, settings: SkipRuleSettings) -> "LostSignalGuard":
+        """The guard of the rule's settings (``max_lost_signal``, ``probe_every``)."""
+        return cls(settings.max_lost_signal, settings.probe_every)
+
+    @property
+    def calibration(self) -> float:
+        """Realised spreads over predicted chances, of the probes (1: the predictions are right)."""
+        return self.spread_probes / self.predicted_probes
+
+    @property
+    def lost_signal_estimate(self) -> float | None:
+        """The forgone signal over the informative groups judged, both weighed (None: nothing judged yet)."""
+        return self.calibration * self.run_forgone / self.run_informative if self.run_informative else None
+
+    def consider(self, chance: float) -> str:
+        """One draw the rule would skip, with its predicted chance of spread: ``skip``, ``probe`` or ``serve``."""
+        self._step_chances[min(int(chance * BINS), BINS - 1)] += chance
+        if chance > self.cap:
+            return SERVE
+        self.skips += 1
+        if self.probe_every and self.skips % self.probe_every == 0:
+            return PROBE
+        self._step_forgone += chance
+        return SKIP
+
+    def close_step(self, *, informative: int, probes: Sequence[tuple[float, bool]]) -> None:
+        """One closed step: its informative groups judged, and the probes judged since the last call
+        (predicted chance of spread, whether it spread); then the cap for the next step."""
+        self.spread_probes = self.spread_probes * CALIBRATION_MEMORY + sum(spread for _, spread in probes)
+        self.predicted_probes = self.predicted_probes * CALIBRATION_MEMORY + sum(chance for chance, _ in probes)
+        self.step_informative = self.step_informative * STEP_MEMORY + informative
+        self.chances = [old * STEP_MEMORY + new for old, new in zip(self.chances, self._step_chances)]
+        self.run_informative = self.run_informative * RUN_MEMORY + informative
+        self.run_forgone = self.run_forgone * RUN_MEMORY + self._step_forgone
+        self._step_chances, self._step_forgone = [0.0] * BINS, 0.0
+        self.cap = self._next_cap()
+
+    def _next_cap(self) -> float:
+        """The largest bin edge such that the next step's skips below it keep the estimate within the limit."""
+        if self.max_lost_signal >= 1.0:
+            return 1.0
+        per_step = 1.0 - STEP_MEMORY  # the step-weighed sums hold about 1 / (1 - STEP_MEMORY) steps
+        next_informative = self.step_informative * per_step
+        allowed = self.max_lost_signal * (self.run_informative + next_informative) / self.calibration - self.run_forgone
+        within = bisect.bisect_right(list(itertools.accumulate(self.chances)), allowed / per_step)
+        return within / BINS
+
+    def record_fields(self, probe_count: int) -> dict[str, Any]:
+        """The record's guard fields, with the probes served since the last record (metrics contract).
+
+        Example:
+            >>> LostSignalGuard().record_fields(2)
+            {'skip_probe_count': 2, 'skip_cap': 1.0, 'skip_lost_signal_estimate': None}
+        """
+        return {"skip_probe_count": probe_count, "skip_cap": self.cap, "skip_lost_signal_estimate": self.lost_signal_estimate}
+
+    def state_dict(self) -> dict[str, Any]:
+        """JSON-able: the numbers, the skips counted and the histogram."""
+        return {"format": STATE_FORMAT, "skips": self.skips, "chances": list(self.chances),
+                **{name: getattr(self, name) for name in _NUMBERS}}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore what :meth:`state_dict` saved; ``ValueError`` for anything else."""
+        if state.get("format") != STATE_FORMAT:
+            raise ValueError(f"lost-signal guard state: format: expected {STATE_FORMAT}; got {state.get('format')!r}")
+        numbers = {name: state.get(name) for name in _NUMBERS}
+        chances = state.get("chances")
+        bad = [name for name, value in numbers.items() if not is_number(value) or not math.isfinite(value) or value < 0]
+        if not isinstance(chances, list) or len(chances) != BINS or not all(
+                is_number(c) and math.isfinite(c) and c >= 0 for c in chances):
+            bad.append("chances")
+        if not is_int(state.get("skips")) or state["skips"] < 0:
+            bad.append("skips")
+        if bad or numbers["predicted_probes"] == 0:
+            raise ValueError(f"lost-signal guard state: {', '.join(bad) or 'predicted_probes'} not as saved")
+        for name, value in numbers.items():
+            setattr(self, name, float(value))
+        self.skips, self.chances = state["skips"], [float(c) for c in chances]
