@@ -30,9 +30,9 @@ Targets (ratios side by side in one run; misses are printed and exit 1):
 
 - the best mode >= 1.6x fewer total tokens per informative trained group than off on the drifting
   pool, and >= 1.0x on every pool;
-- predictive: no more tokens than greso (each wave size, each pool). Its lost signal is printed, not
-  judged here: the rule's defaults were chosen on the real outcomes of a GRPO run, where the lost-signal
-  target lives (``bench_real_trace.py``: at most 0.15), not on these pools (docs §3.6);
+- predictive (the project's rule, at its defaults): a lost signal of at most **0.15** wherever it saves
+  tokens (each wave size, each pool, each size). GRESO's rule is the published reference: its lost signal is
+  printed beside its saving and judged by no target (it is often past 0.15: the price of its saving);
 - adaptive waves: fewer aborted tokens than fixed (each mode, each pool), and P(second wave) <= 0.05 at
   tune's size: pooled over every pool and mode, and in each, not significantly above 0.05. A
   probability measured over 750 steps has a standard error near 0.008, so a wave sized to 0.95 exactly
@@ -78,6 +78,7 @@ MODES = ("off", "greso", "predictive")
 WAVES = ("fixed", "adaptive")
 BEST_DRIFTING_TARGET, EVERY_POOL_TARGET = 1.6, 1.0
 SECOND_WAVE_TARGET = 0.05
+LOST_SIGNAL_LIMIT = 0.15
 ONE_SIDED_95 = 1.645  # standard normal quantile: a row's P(second wave) significantly above the target
 REFERENCES = tuple(OracleSkip(threshold, seen_only) for seen_only in (True, False) for threshold in (0.1, 0.3))
 
@@ -176,10 +177,11 @@ def _check(name: str, label: str, results: dict[tuple[str, str], SkipMeasure], *
         misses.append(f"{label}: the best mode ({'/'.join(best_key)}) is {best:.2f}x fewer tokens per informative "
                       f"group than off (target >= {target}x)")
     for waves in WAVES:
-        greso, predictive = results["greso", waves], results["predictive", waves]
-        if predictive.tokens_per_informative_group > greso.tokens_per_informative_group:
-            misses.append(f"{label}, {waves} waves: predictive uses more tokens per informative group than greso "
-                          f"({predictive.tokens_per_informative_group:,.0f} > {greso.tokens_per_informative_group:,.0f})")
+        predictive = results["predictive", waves]
+        ratio = off / predictive.tokens_per_informative_group
+        if ratio > 1.0 and predictive.lost_signal > LOST_SIGNAL_LIMIT:
+            misses.append(f"{label}, {waves} waves: predictive saves {ratio:.2f}x at a lost signal of "
+                          f"{predictive.lost_signal:.3f} > {LOST_SIGNAL_LIMIT}")
     for mode in MODES:
         fixed, adaptive = results[mode, "fixed"], results[mode, "adaptive"]
         error = math.sqrt(SECOND_WAVE_TARGET * (1 - SECOND_WAVE_TARGET) / adaptive.steps)

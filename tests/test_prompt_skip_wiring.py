@@ -175,9 +175,13 @@ def _step(args, ds, loop, step: int) -> list[str]:
     return [g[0].label for g in groups]
 
 
-def test_a_resumed_run_skips_as_the_unbroken_one(tmp_path) -> None:
-    """GRESO's random rule (seeded): the p values and random state come from the data source's file, the
-    prompt history from the monitor's records: the steps after the checkpoint serve the same prompts."""
+@pytest.mark.parametrize("rule", [
+    {"shopsim_prompt_skip": "greso", "shopsim_prompt_skip_p_easy_start": 0.2, "shopsim_prompt_skip_p_hard_start": 0.2},
+    {"shopsim_prompt_skip": "predictive", "shopsim_prompt_skip_threshold": 0.8, "shopsim_prompt_skip_probe_every": 2}])
+def test_a_resumed_run_skips_as_the_unbroken_one(tmp_path, rule) -> None:
+    """GRESO's random rule (seeded): the p values and random state come from the data source's file; the
+    predictive rule's guard: its numbers and pending probes; the prompt history from the monitor's records: the
+    steps after the checkpoint serve the same prompts."""
     import json
     import shutil
 
@@ -185,8 +189,7 @@ def test_a_resumed_run_skips_as_the_unbroken_one(tmp_path) -> None:
         return SimpleNamespace(rollout_batch_size=4, n_samples_per_prompt=N, over_sampling_batch_size=4,
                                global_batch_size=16, reward_key=None, rollout_shuffle=True, rollout_seed=1,
                                rollout_global_dataset=True, save=str(tmp_path / "ckpt"), shopsim_run_dir=str(run_dir),
-                               shopsim_wandb="off", shopsim_prompt_skip="greso", shopsim_prompt_skip_p_easy_start=0.2,
-                               shopsim_prompt_skip_p_hard_start=0.2, **extra)
+                               shopsim_wandb="off", **rule, **extra)
 
     def records(run_dir):
         return [json.loads(x) for x in (run_dir / "steps.jsonl").read_text().splitlines()]
@@ -215,4 +218,8 @@ def test_a_resumed_run_skips_as_the_unbroken_one(tmp_path) -> None:
         return [{k: r[k] for k in (*contract.PROMPT_SKIP_FIELDS, "skipped_prompts")} for r in records(run_dir)[6:]]
 
     assert skip_fields(resumed_dir) == skip_fields(tmp_path / "run")  # pending skips restored from the records too
-    assert sum(r["skipped_then_generated_group_count"] for r in records(tmp_path / "run")[6:]) > 0
+    after = records(tmp_path / "run")[6:]
+    if rule["shopsim_prompt_skip"] == "greso":  # skipped prompts generated again after the checkpoint
+        assert sum(r["skipped_then_generated_group_count"] for r in after) > 0
+    else:  # the guard served probes after the checkpoint, and its estimate moved
+        assert sum(r["skip_probe_count"] for r in after) > 0 and len({r["skip_lost_signal_estimate"] for r in after}) > 1

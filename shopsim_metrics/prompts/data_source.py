@@ -20,7 +20,11 @@ so this module imports without slime) and delegates to it:
   forgetting success evidence, the history's ``success_evidence``) is at least
   ``shopsim_prompt_skip_threshold``, or its chance of spread is below ``shopsim_prompt_skip_min_yield``
   times its relative token cost (the history's ``relative_cost``); the prediction of every prompt let through is handed to the
-  monitor (:meth:`PromptSkipDataSource.take_predictions`) for the calibration fields.
+  monitor (:meth:`PromptSkipDataSource.take_predictions`) for the calibration fields. Every skip passes the
+  lost-signal guard (:mod:`shopsim_metrics.prompts.lost_signal_guard`): every ``shopsim_prompt_skip_probe_every``-th
+  is served as a probe (its verdict, read from the history at the next closed step, checks the predictions),
+  and a draw whose predicted chance of spread is above the guard's cap is served (its fields:
+  :meth:`PromptSkipDataSource.take_guard_fields`).
 - ``shopsim_wave_size: adaptive`` (with either mode): each call serves the number of groups that fills
   ``rollout_batch_size`` without another wave with probability ``shopsim_wave_fill_probability``, from the
   step's needs and the recent steps' judged groups in finishing order, as the monitor's wave planner answers
@@ -52,8 +56,8 @@ inject any :class:`~shopsim_metrics.prompts.skip_evidence.SkipHistory` (``histor
 rule adapts its ``p`` values once per closed step, at the first wave after the step closed.
 
 State: with slime's checkpoint ``<save>/rollout/global_dataset_state_dict_<N>.pt`` this class writes
-``<save>/rollout/shopsim_prompt_skip_state_<N>.json`` (the rule's ``p`` values and random state, an
-injected history's state, the last step adapted to; the monitor's history is restored from the
+``<save>/rollout/shopsim_prompt_skip_state_<N>.json`` (the rule's ``p`` values and random state, the
+guard's numbers (``predictive``), an injected history's state, the last step adapted to; the monitor's history is restored from the
 records, ``shopsim_metrics.run.resume``) and reads it back on ``load``, so a resumed run skips
 as an unbroken one would. The file is written durably (``fsync``, then replace:
 :mod:`shopsim_metrics.state_file`); a damaged one (0 bytes, truncated, ``[]``, ``null``, binary, a
@@ -330,7 +334,8 @@ class PromptSkipDataSource:
         state = {"format": STATE_FORMAT, "mode": self.mode, "adapted_step": self.adapted_step,
                  "rule": self.rule.state_dict(), "history": self.history.state_dict()}
         if self.guard is not None:
-            state["guard"] = self.guard.state_dict()
+            state["guard"] = {**self.guard.state_dict(),  # and the probes served but not judged yet
+                              "pending_probes": [[key, visits, chance] for key, (visits, chance) in self._probes.items()]}
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -340,6 +345,7 @@ class PromptSkipDataSource:
         self.history.load_state_dict(state["history"])
         if self.guard is not None and "guard" in state:
             self.guard.load_state_dict(state["guard"])
+            self._probes = _pending_probes(state["guard"].get("pending_probes", []))
         elif self.guard is not None:
             logger.warning("shopsim-metrics: the prompt-skip state holds no lost-signal guard (saved by a version "
                            "without it, or with another shopsim_prompt_skip): the guard starts afresh")
@@ -419,6 +425,26 @@ class PromptSkipDataSource:
     def _buffer_length(self) -> int:
         get_buffer_length = getattr(self.inner, "get_buffer_length", None)
         return get_buffer_length() if get_buffer_length is not None else 0
+
+
+def _pending_probes(rows: Any) -> dict[str, tuple[int, float]]:
+    """The probes served and not judged yet, as :meth:`PromptSkipDataSource.state_dict` saved them.
+
+    Example:
+        >>> _pending_probes([["b2:00000000000000a", 3, 0.25]])
+        {'b2:00000000000000a': (3, 0.25)}
+        >>> _pending_probes([["k", -1, 0.25]])
+        Traceback (most recent call last):
+        ...
+        ValueError: pending_probes: expected [key, visits >= 0, chance in [0, 1]] rows; got ['k', -1, 0.25]
+    """
+    probes = {}
+    for row in rows if isinstance(rows, list) else [rows]:
+        if not (isinstance(row, list) and len(row) == 3 and isinstance(row[0], str) and is_int(row[1]) and row[1] >= 0
+                and isinstance(row[2], (int, float)) and not isinstance(row[2], bool) and 0.0 <= row[2] <= 1.0):
+            raise ValueError(f"pending_probes: expected [key, visits >= 0, chance in [0, 1]] rows; got {row!r}")
+        probes[row[0]] = (row[1], float(row[2]))
+    return probes
 
 
 def _group_size(args: Any) -> int:

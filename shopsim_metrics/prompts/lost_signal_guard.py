@@ -23,8 +23,8 @@ falls below 1 and the cap lets every skip through; where zero-std is luck, or pr
 probes spread and the cap closes.
 
 Deterministic (a probe is every ``probe_every``-th skip; no draw); its state is a few numbers and one
-histogram (:meth:`LostSignalGuard.state_dict`), saved with the data source's state. Probes pending when a
-run stops are not saved: their verdicts are lost, the estimate is not.
+histogram (:meth:`LostSignalGuard.state_dict`), saved with the data source's state, which adds the probes
+served and not judged yet.
 
 Example:
     >>> guard = LostSignalGuard(max_lost_signal=0.1, probe_every=4)
@@ -45,10 +45,9 @@ from __future__ import annotations
 
 import bisect
 import itertools
-import math
 from typing import Any, Mapping, Sequence
 
-from shopsim_metrics.judging.plain_values import is_int, is_number
+from shopsim_metrics.record.saved_values import number_column, saved_count, saved_number
 from shopsim_metrics.settings.prompt_skip import SkipRuleSettings
 
 STATE_FORMAT = 1
@@ -62,7 +61,9 @@ RUN_MEMORY = 0.99
 """Weight per step of the forgone signal and the informative groups in the estimate (about the last 100 steps)."""
 SKIP, PROBE, SERVE = "skip", "probe", "serve"
 
-_NUMBERS = ("cap", "spread_probes", "predicted_probes", "step_informative", "run_informative", "run_forgone")
+_NUMBERS = ("cap", "spread_probes", "predicted_probes", "step_informative", "run_informative", "run_forgone",
+            "open_step_forgone")
+_HISTOGRAMS = ("chances", "open_step_chances")
 
 
 class LostSignalGuard:
@@ -80,8 +81,8 @@ class LostSignalGuard:
         self.run_forgone = 0.0  # predicted chances of the draws skipped, weighed by RUN_MEMORY
         self.skips = 0  # draws within the cap, probes included: every probe_every-th is a probe
         self.chances = [0.0] * BINS  # predicted chances of the would-be skips, per bin, weighed by STEP_MEMORY
-        self._step_chances = [0.0] * BINS
-        self._step_forgone = 0.0
+        self.open_step_chances = [0.0] * BINS  # the draws since the last close: the step not closed yet
+        self.open_step_forgone = 0.0
 
     @classmethod
     def of(cls, settings: SkipRuleSettings) -> "LostSignalGuard":
@@ -100,13 +101,13 @@ class LostSignalGuard:
 
     def consider(self, chance: float) -> str:
         """One draw the rule would skip, with its predicted chance of spread: ``skip``, ``probe`` or ``serve``."""
-        self._step_chances[min(int(chance * BINS), BINS - 1)] += chance
+        self.open_step_chances[min(int(chance * BINS), BINS - 1)] += chance
         if chance > self.cap:
             return SERVE
         self.skips += 1
         if self.probe_every and self.skips % self.probe_every == 0:
             return PROBE
-        self._step_forgone += chance
+        self.open_step_forgone += chance
         return SKIP
 
     def close_step(self, *, informative: int, probes: Sequence[tuple[float, bool]]) -> None:
@@ -115,10 +116,10 @@ class LostSignalGuard:
         self.spread_probes = self.spread_probes * CALIBRATION_MEMORY + sum(spread for _, spread in probes)
         self.predicted_probes = self.predicted_probes * CALIBRATION_MEMORY + sum(chance for chance, _ in probes)
         self.step_informative = self.step_informative * STEP_MEMORY + informative
-        self.chances = [old * STEP_MEMORY + new for old, new in zip(self.chances, self._step_chances)]
+        self.chances = [old * STEP_MEMORY + new for old, new in zip(self.chances, self.open_step_chances)]
         self.run_informative = self.run_informative * RUN_MEMORY + informative
-        self.run_forgone = self.run_forgone * RUN_MEMORY + self._step_forgone
-        self._step_chances, self._step_forgone = [0.0] * BINS, 0.0
+        self.run_forgone = self.run_forgone * RUN_MEMORY + self.open_step_forgone
+        self.open_step_chances, self.open_step_forgone = [0.0] * BINS, 0.0
         self.cap = self._next_cap()
 
     def _next_cap(self) -> float:
@@ -141,24 +142,25 @@ class LostSignalGuard:
         return {"skip_probe_count": probe_count, "skip_cap": self.cap, "skip_lost_signal_estimate": self.lost_signal_estimate}
 
     def state_dict(self) -> dict[str, Any]:
-        """JSON-able: the numbers, the skips counted and the histogram."""
-        return {"format": STATE_FORMAT, "skips": self.skips, "chances": list(self.chances),
+        """JSON-able: the numbers, the skips counted and the histograms (the open step's too)."""
+        return {"format": STATE_FORMAT, "skips": self.skips, **{name: list(getattr(self, name)) for name in _HISTOGRAMS},
                 **{name: getattr(self, name) for name in _NUMBERS}}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore what :meth:`state_dict` saved; ``ValueError`` for anything else."""
         if state.get("format") != STATE_FORMAT:
             raise ValueError(f"lost-signal guard state: format: expected {STATE_FORMAT}; got {state.get('format')!r}")
-        numbers = {name: state.get(name) for name in _NUMBERS}
-        chances = state.get("chances")
-        bad = [name for name, value in numbers.items() if not is_number(value) or not math.isfinite(value) or value < 0]
-        if not isinstance(chances, list) or len(chances) != BINS or not all(
-                is_number(c) and math.isfinite(c) and c >= 0 for c in chances):
-            bad.append("chances")
-        if not is_int(state.get("skips")) or state["skips"] < 0:
-            bad.append("skips")
-        if bad or numbers["predicted_probes"] == 0:
-            raise ValueError(f"lost-signal guard state: {', '.join(bad) or 'predicted_probes'} not as saved")
+        what = "lost-signal guard state"
+        numbers = {name: saved_number(state.get(name), f"{what}: {name}") for name in _NUMBERS}
+        for name in _HISTOGRAMS:
+            number_column(state.get(name), f"{what}: {name}")
+            if len(state[name]) != BINS:
+                raise ValueError(f"{what}: {name}: {len(state[name])} bins, expected {BINS}")
+        skips = saved_count(state.get("skips"), f"{what}: skips")
+        if numbers["predicted_probes"] == 0:
+            raise ValueError(f"{what}: predicted_probes: 0 (it starts at 1 and never reaches 0)")
         for name, value in numbers.items():
-            setattr(self, name, float(value))
-        self.skips, self.chances = state["skips"], [float(c) for c in chances]
+            setattr(self, name, value)
+        for name in _HISTOGRAMS:
+            setattr(self, name, [float(c) for c in state[name]])
+        self.skips = skips

@@ -18,17 +18,21 @@ What a run pays for is generated tokens per informative group, and a prompt thre
 the average costs three draws: of two prompts equally unlikely to have spread, the longer one goes
 first. For a prompt of average cost or less the threshold decides alone (with the defaults the cost
 rule only adds skips for prompts above 2.7 times the mean). The rule is deterministic: no draw.
-The defaults were chosen on the real outcomes of a GRPO run, replayed (``shopsim-metrics replay``,
-docs §3.6): with them, one all-fail or all-pass visit of 8 (0.713) skips a prompt for 15 steps, two in
+The threshold, forgetting and min_yield were chosen on the real outcomes of a GRPO run, replayed
+(``shopsim-metrics replay``, docs §3.6), and the guard makes them safe beyond it: with them, one all-fail or all-pass visit of 8 (0.713) skips a prompt for 15 steps, two in
 a row (0.819) for about 150: that run's prompts stayed zero-std once they were (after a zero-std visit
 the next one was zero-std 77% of the time).
 What brings a skipped prompt back is forgetting: unvisited, its evidence fades toward the prior
 (``P(zero-std)`` of the prior alone is 0.39 for ``n = 8``), so after enough steps it is served again
 and, if it has become learnable, seen to be so. That needs a threshold above the prior's own chance of
 a zero-std group (0.75 for ``n = 2``; 1 for ``n = 1``, where every group is zero-std): a lower one is an
-error, since a prompt once skipped would never come back. Where zero-std is luck of the draw (a prompt that
-succeeds half the time is zero-std in 0.8% of its groups of 8), the posterior says so and the rule
-skips nothing.
+error, since a prompt once skipped would never come back. The threshold is the same at every ``n``: the
+posterior after one all-fail visit hardly depends on ``n`` (0.72 at 4, 0.71 at 8 and 16), but how often luck
+alone makes a group zero-std does (a prompt solved 30% of the time fails a whole group of 4 a quarter of the
+time), and evidence goes stale as prompts become learnable. Neither is in the model; both are measured on the
+run by the data source's guard (:mod:`shopsim_metrics.prompts.lost_signal_guard`), which serves every 8th
+skipped draw as a probe and lets the rule skip only as much as keeps the run's lost signal under
+``shopsim_prompt_skip_max_lost_signal``.
 
 Calibration: the data source records the prediction of every prompt it lets through; the monitor
 compares it with the realised verdict when the group is judged (``skip_predicted_zero_std_mean``,

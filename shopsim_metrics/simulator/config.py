@@ -37,6 +37,10 @@ from shopsim_metrics.settings import DEFAULTS, PROMPT_SKIP_MODES, WAVE_SIZE_MODE
 from shopsim_metrics.judging.plain_values import is_int
 
 ROLLOUT_MODES = ("sync", "fully-async")
+PREFIX = "shopsim_"
+PREDICTIVE_KNOBS = ("prompt_skip_threshold", "prompt_skip_forgetting", "prompt_skip_min_yield",
+                    "prompt_skip_max_lost_signal", "prompt_skip_probe_every")
+"""The predictive rule's knobs a simulated run may set: fields of :class:`SimConfig`, each the setting ``shopsim_<knob>``."""
 """Which slime rollout the simulator runs: the synchronous loop (waves, ``remaining``, abort at the
 step's end) or the fully-async pool (:mod:`shopsim_metrics.simulator.fully_async_pool`)."""
 
@@ -139,11 +143,13 @@ class SimConfig:
     prompt_pool: int | None = None
     difficulty_drift: float = 0.0  # per step, each pool prompt's difficulty takes a normal step of this size
     # skipping prompts before generation (needs prompt_pool): "off", "greso" or "predictive", through the real
-    # data source; the predictive rule's threshold, forgetting and min_yield (None: the settings' defaults)
+    # data source; the predictive rule's knobs, each the setting shopsim_<field> (None: the setting's default)
     prompt_skip: str = "off"
     prompt_skip_threshold: float | None = None
     prompt_skip_forgetting: float | None = None
     prompt_skip_min_yield: float | None = None
+    prompt_skip_max_lost_signal: float | None = None
+    prompt_skip_probe_every: int | None = None
     # waves: "fixed" (over_sampling_batch_size per wave) or "adaptive" (sized by the real data source to fill
     # the batch with wave_fill_probability, at most wave_size_cap groups; None: over_sampling_batch_size)
     wave_size: str = "fixed"
@@ -264,9 +270,8 @@ class SimConfig:
         if self.prompt_skip != "off":
             args.shopsim_prompt_skip = self.prompt_skip
             args.rollout_seed = self.seed
-            args.shopsim_prompt_skip_threshold = self.prompt_skip_threshold
-            args.shopsim_prompt_skip_forgetting = self.prompt_skip_forgetting
-            args.shopsim_prompt_skip_min_yield = self.prompt_skip_min_yield
+            for knob in PREDICTIVE_KNOBS:
+                setattr(args, PREFIX + knob, getattr(self, knob))
         if self.wave_size != "fixed":
             args.shopsim_wave_size = self.wave_size
             args.shopsim_wave_fill_probability = self.wave_fill_probability
