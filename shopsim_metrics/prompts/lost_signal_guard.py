@@ -15,8 +15,10 @@ measures both on the run itself:
 - what the next step will bring: the would-be skips' predicted chances (a histogram) and the informative
   groups judged per step, weighed by :data:`STEP_MEMORY`.
 
-After each closed step it sets the **cap**: the largest chance of spread a skipped draw may have such that,
-with the next step's skips below it, the estimate stays at most ``max_lost_signal``. The rule skips a draw
+After each closed step it sets the **cap**: the largest chance of spread a skipped draw may have such that
+the skips below it over the next :data:`HORIZON` steps (at the recent steps' rate) keep the estimate at most
+``max_lost_signal``: the budget left is spread over them, so the cap moves smoothly and the waves sized from
+recent steps stay true. The rule skips a draw
 only if its own test says so (threshold or cost) and its ``p`` is at most the cap: the draws surest to be
 zero-std go first, as many as the limit allows. Where prompts stay zero-std the probes stay zero-std, ``c``
 falls below 1 and the cap lets every skip through; where zero-std is luck, or prompts become learnable, the
@@ -57,6 +59,8 @@ STEP_MEMORY = 0.9
 """Weight per step of the histogram and of the informative groups per step (about the last 10 steps)."""
 CALIBRATION_MEMORY = 0.98
 """Weight per step of the probes in the calibration (about the last 50 steps)."""
+HORIZON = 10
+"""Steps over which the budget left is spread when the cap is set (as many as the recent steps' sums hold)."""
 RUN_MEMORY = 0.99
 """Weight per step of the forgone signal and the informative groups in the estimate (about the last 100 steps)."""
 SKIP, PROBE, SERVE = "skip", "probe", "serve"
@@ -123,13 +127,14 @@ class LostSignalGuard:
         self.cap = self._next_cap()
 
     def _next_cap(self) -> float:
-        """The largest bin edge such that the next step's skips below it keep the estimate within the limit."""
+        """The largest bin edge such that the next :data:`HORIZON` steps' skips below it, at the recent steps'
+        rate, keep the estimate within the limit (the budget left spread over them, so the cap moves smoothly)."""
         if self.max_lost_signal >= 1.0:
             return 1.0
         per_step = 1.0 - STEP_MEMORY  # the step-weighed sums hold about 1 / (1 - STEP_MEMORY) steps
-        next_informative = self.step_informative * per_step
-        allowed = self.max_lost_signal * (self.run_informative + next_informative) / self.calibration - self.run_forgone
-        within = bisect.bisect_right(list(itertools.accumulate(self.chances)), allowed / per_step)
+        informative = self.run_informative + HORIZON * self.step_informative * per_step
+        allowed_per_step = (self.max_lost_signal * informative / self.calibration - self.run_forgone) / HORIZON
+        within = bisect.bisect_right(list(itertools.accumulate(self.chances)), allowed_per_step / per_step)
         return within / BINS
 
     def record_fields(self, probe_count: int) -> dict[str, Any]:
