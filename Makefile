@@ -38,7 +38,7 @@ $(BENCH_STAMP): $(STAMP)
 	touch $(BENCH_STAMP)
 
 # every benchmark runs, then the recipe exits 1 if any missed its target (make itself then exits 2, "Error 1")
-BENCH := import filter monitoring_step wave_sizing simulator prompt_history records_file prompt_skip real_trace
+BENCH := import filter monitoring_step wave_sizing simulator prompt_history records_file prompt_skip skip_worlds real_trace
 BENCH_BIG := big_files resume
 
 bench: $(BENCH_STAMP)

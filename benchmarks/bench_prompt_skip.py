@@ -28,8 +28,9 @@ not the sizing, sets them).
 
 Targets (ratios side by side in one run; misses are printed and exit 1):
 
-- the best mode >= 1.6x fewer total tokens per informative trained group than off on the drifting
-  pool, and >= 1.0x on every pool;
+- the best mode within the lost-signal limit (0.15) >= 1.2x fewer total tokens per informative trained
+  group than off on the drifting pool, and >= 1.0x on every pool (until the predictive rule had its guard,
+  this target was 1.6x, met by a rule that forwent 0.48 of signal for it);
 - predictive (the project's rule, at its defaults): a lost signal of at most **0.15** wherever it saves
   tokens (each wave size, each pool, each size). GRESO's rule is the published reference: its lost signal is
   printed beside its saving and judged by no target (it is often past 0.15: the price of its saving);
@@ -76,7 +77,7 @@ from shopsim_metrics.simulator.skip_measure import OracleSkip, SkipMeasure, meas
 
 MODES = ("off", "greso", "predictive")
 WAVES = ("fixed", "adaptive")
-BEST_DRIFTING_TARGET, EVERY_POOL_TARGET = 1.6, 1.0
+BEST_DRIFTING_TARGET, EVERY_POOL_TARGET = 1.2, 1.0
 SECOND_WAVE_TARGET = 0.05
 LOST_SIGNAL_LIMIT = 0.15
 ONE_SIDED_95 = 1.645  # standard normal quantile: a row's P(second wave) significantly above the target
@@ -170,12 +171,13 @@ def _check(name: str, label: str, results: dict[tuple[str, str], SkipMeasure], *
            judge_second_waves: bool) -> list[str]:
     misses = []
     off = results["off", "fixed"].tokens_per_informative_group
-    best_key = min(results, key=lambda k: results[k].tokens_per_informative_group)
+    within = {k: m for k, m in results.items() if m.lost_signal <= LOST_SIGNAL_LIMIT}
+    best_key = min(within, key=lambda k: within[k].tokens_per_informative_group)
     best = off / results[best_key].tokens_per_informative_group
     target = BEST_DRIFTING_TARGET if name == "drifting" else EVERY_POOL_TARGET
     if best < target:
-        misses.append(f"{label}: the best mode ({'/'.join(best_key)}) is {best:.2f}x fewer tokens per informative "
-                      f"group than off (target >= {target}x)")
+        misses.append(f"{label}: the best mode within a lost signal of {LOST_SIGNAL_LIMIT} ({'/'.join(best_key)}) is "
+                      f"{best:.2f}x fewer tokens per informative group than off (target >= {target}x)")
     for waves in WAVES:
         predictive = results["predictive", waves]
         ratio = off / predictive.tokens_per_informative_group

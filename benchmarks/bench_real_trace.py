@@ -12,9 +12,13 @@ over_sampling_batch_size 32, over as many steps as draw each prompt about as oft
 reads a prompt's other visits (``replay --lengths``): ``by-outcome`` (a group's lengths from its own visit's
 outcome: more failures, longer answers) and ``independent`` (one distribution for every group).
 
-Target (a miss is printed and exits 1), in each length mode: the best mode at least **1.45x** fewer total
-tokens per informative trained group than off with fixed waves, at a lost signal of at most **0.15** (skipped
-draws whose recorded visit was informative, per informative trained group). The oracle row is printed beside it.
+Targets (a miss is printed and exits 1), in each length mode: the best mode at least **1.45x** (``by-outcome``)
+and **1.35x** (``independent``) fewer total tokens per informative trained group than off with fixed waves, at
+a lost signal of at most **0.15** (skipped draws whose recorded visit was informative, per informative trained
+group); and the predictive rule, at its defaults, never past that limit where it saves (GRESO's rule, the
+published reference, is printed beside it and judged by no target). The oracle row is printed beside them. The
+``independent`` target was 1.45x until the predictive rule had its lost-signal guard: its probes and cap cost
+a few percent here, where the rule alone was safe, and buy safety in every world of ``bench_skip_worlds.py``.
 
 The two length modes replay in two processes at once (each its own trace, settings and seeds: the figures
 are those of a serial run), so on two free cores the bench takes the time of one.
@@ -40,7 +44,8 @@ from shopsim_metrics.replay.source import LENGTH_MODES
 from shopsim_metrics.outcomes.trace import load_trace
 
 TRACE = Path(__file__).resolve().parent / "data" / "one_shot_rlvr_dsr_sub_acc.dev.json"
-RATIO_TARGET, LOST_SIGNAL_TARGET = 1.45, 0.15
+RATIO_TARGETS = {"by-outcome": 1.45, "independent": 1.35}
+LOST_SIGNAL_TARGET = 0.15
 ROLLOUT_BATCH_SIZE, OVER_SAMPLING_BATCH_SIZE = 16, 32
 
 
@@ -74,16 +79,23 @@ def main(argv: list[str] | None = None) -> int:
         within = [r for r in rows if r.prompt_skip != ORACLE and r.ratio_vs_off is not None
                   and r.lost_signal_per_informative <= LOST_SIGNAL_TARGET]
         best = max(within, key=lambda r: r.ratio_vs_off or 0.0)
-        met = (best.ratio_vs_off or 0.0) >= RATIO_TARGET
+        target = RATIO_TARGETS[lengths]
+        met = (best.ratio_vs_off or 0.0) >= target
         print(f"lengths {lengths}: {best.prompt_skip}/{best.wave_size} {best.ratio_vs_off:.2f}x at "
-              f"{best.lost_signal_per_informative:.3f} (target >= {RATIO_TARGET}x at <= {LOST_SIGNAL_TARGET}): "
-              f"{'met' if met else 'MISSED'}\n")
+              f"{best.lost_signal_per_informative:.3f} (target >= {target}x at <= {LOST_SIGNAL_TARGET}): "
+              f"{'met' if met else 'MISSED'}")
         if not met:
-            missed.append(lengths)
+            missed.append(f"no mode reaches {target}x at a lost signal of at most {LOST_SIGNAL_TARGET} with lengths "
+                          f"{lengths}")
+        for row in rows:
+            if row.prompt_skip == "predictive" and (row.ratio_vs_off or 0.0) > 1.0 \
+                    and row.lost_signal_per_informative > LOST_SIGNAL_TARGET:
+                missed.append(f"lengths {lengths}: predictive/{row.wave_size} saves {row.ratio_vs_off:.2f}x at a lost "
+                              f"signal of {row.lost_signal_per_informative:.3f} > {LOST_SIGNAL_TARGET}")
+        print()
     print(f"{time.perf_counter() - started:.0f} s")
     if missed:
-        print(f"MISS: no mode reaches {RATIO_TARGET}x at a lost signal of at most {LOST_SIGNAL_TARGET} with lengths "
-              f"{' and '.join(missed)}")
+        print("MISS: " + "\n  ".join(missed))
         return 1
     print("OK: every target met")
     return 0
