@@ -649,6 +649,27 @@ def skipping_panels(section: str, o: dict[str, str]) -> tuple[Panel, ...]:
             ),
         ),
         Panel(
+            id="skip_guard",
+            title="The predictive rule's guard: lost signal held under its limit",
+            description=(
+                "predictive: every 8th draw the rule would skip is served as a probe; the probes' verdicts check "
+                "its predictions. The estimated lost signal (calibrated chances of spread of the draws skipped, per "
+                "informative group judged) is held under shopsim_prompt_skip_max_lost_signal by the cap on a "
+                "skipped draw's predicted chance of spread: 1, the rule's own test decides; lower, only the surest "
+                "skips; 0, none. A cap that sits low says the run's prompts are less predictable than the rule "
+                "assumes."
+            ),
+            kind="line",
+            source="steps",
+            section=section,
+            y_title="probability / lost signal / probes",
+            series=(
+                Series("skip_lost_signal_estimate", "estimated lost signal", color="#d62728"),
+                Series("skip_cap", "cap on a skipped draw's chance of spread", color="#1f77b4"),
+                Series("skip_probe_count", "probes served", "bar", color="#7f7f7f"),
+            ),
+        ),
+        Panel(
             id="skip_cost",
             title="Skipped prompts generated again: spread after all",
             description=(
