@@ -116,7 +116,7 @@ from shopsim_metrics.prompts.predictive_rule import PredictiveSkipRule
 from shopsim_metrics.prompts.skip_rule import GresoSkipRule, SkipDecision
 from shopsim_metrics.settings.prompt_skip import SkipRuleSettings
 from shopsim_metrics.state_file import DamagedStateFile, read_json_object, write_json
-from shopsim_metrics.judging.plain_values import is_int
+from shopsim_metrics.judging.plain_values import is_int, is_number
 
 logger = logging.getLogger("shopsim_metrics")
 
@@ -441,7 +441,7 @@ def _pending_probes(rows: Any) -> dict[str, tuple[int, float]]:
     probes = {}
     for row in rows if isinstance(rows, list) else [rows]:
         if not (isinstance(row, list) and len(row) == 3 and isinstance(row[0], str) and is_int(row[1]) and row[1] >= 0
-                and isinstance(row[2], (int, float)) and not isinstance(row[2], bool) and 0.0 <= row[2] <= 1.0):
+                and is_number(row[2]) and 0.0 <= row[2] <= 1.0):
             raise ValueError(f"pending_probes: expected [key, visits >= 0, chance in [0, 1]] rows; got {row!r}")
         probes[row[0]] = (row[1], float(row[2]))
     return probes
