@@ -37,13 +37,14 @@ $(BENCH_STAMP): $(STAMP)
 	$(BIN)/pip install -q -e '.[dev,bench]'
 	touch $(BENCH_STAMP)
 
-# every benchmark runs, then the recipe exits 1 if any missed its target (make itself then exits 2, "Error 1")
-BENCH := import filter monitoring_step wave_sizing simulator prompt_history records_file prompt_skip skip_worlds real_trace
+# every benchmark runs, then the recipe exits 1 if any missed its target (make itself then exits 2, "Error 1");
+# the single-process ones run side by side on the CPUs, those that spread over every CPU alone (benchmarks/run.py)
+BENCH_SIDE_BY_SIDE := import filter monitoring_step wave_sizing simulator prompt_history records_file
+BENCH_ALONE := prompt_skip skip_worlds real_trace
 BENCH_BIG := big_files resume
 
 bench: $(BENCH_STAMP)
-	@status=0; for b in $(BENCH); do echo "== benchmarks/bench_$$b.py"; $(BIN)/python benchmarks/bench_$$b.py || status=1; done; \
-	  if [ $$status = 0 ]; then echo "bench: every target met"; else echo "bench: some target MISSED"; fi; exit $$status
+	@$(BIN)/python benchmarks/run.py --parallel $(BENCH_SIDE_BY_SIDE) --serial $(BENCH_ALONE)
 
 bench-big: $(BENCH_STAMP)
 	@status=0; for b in $(BENCH_BIG); do echo "== benchmarks/bench_$$b.py"; $(BIN)/python benchmarks/bench_$$b.py || status=1; done; exit $$status
