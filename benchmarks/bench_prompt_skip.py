@@ -48,8 +48,8 @@ generated), with adaptive waves. They are blind to cost (the predictive rule als
 tokens, and can pass them): they say how far a rule that skips by the chance of spread is from what
 its information allows.
 
-The pools run in parallel, one process each up to the CPUs (each its own configs and seeds: the figures
-are those of a serial run); the output comes in the pools' order.
+Every setting of every pool at each size is one job, spread over one process per CPU (each its own config
+and seeds: the figures are those of a serial run); the output comes in the pools' order.
 
 Run: ``python benchmarks/bench_prompt_skip.py [--steps N] [--seeds K]``.
 """
@@ -109,19 +109,39 @@ def tuned_over_sampling(config: SimConfig) -> int:
     return int(json.loads(out.stdout)["recommended"])
 
 
-def measure_pool(pool: SimConfig, seeds: tuple[int, ...]) -> list[tuple[int, bool, dict, dict]]:
-    """One pool at its own over_sampling_batch_size and at tune's (in a worker process): per size, whether it is
-    tune's, every mode's measure with both wave sizes, and the oracle references."""
-    tuned = tuned_over_sampling(pool)
-    sizes = []
-    for over in dict.fromkeys((pool.over_sampling_batch_size, tuned)):
-        config = replace(pool, over_sampling_batch_size=over)
-        results = {(mode, waves): measure_skipping(replace(config, prompt_skip=mode, wave_size=waves), seeds)
-                   for waves in WAVES for mode in MODES}
-        references = {(oracle.name, "adaptive"): measure_skipping(replace(config, wave_size="adaptive"), seeds, oracle)
-                      for oracle in REFERENCES}
-        sizes.append((over, over == tuned, results, references))
-    return sizes
+def measure_setting(job: tuple[SimConfig, tuple[int, ...], OracleSkip | None]) -> SkipMeasure:
+    """One setting of one pool at one size, over the seeds (in a worker process)."""
+    config, seeds, oracle = job
+    return measure_skipping(config, seeds, oracle)
+
+
+def settings_of(pool: SimConfig, over: int) -> dict[tuple[str, str], tuple[SimConfig, OracleSkip | None]]:
+    """Every mode with both wave sizes, then the oracle references with adaptive waves, at ``over``."""
+    config = replace(pool, over_sampling_batch_size=over)
+    settings: dict[tuple[str, str], tuple[SimConfig, OracleSkip | None]] = {
+        (mode, waves): (replace(config, prompt_skip=mode, wave_size=waves), None) for waves in WAVES for mode in MODES}
+    settings |= {(oracle.name, "adaptive"): (replace(config, wave_size="adaptive"), oracle) for oracle in REFERENCES}
+    return settings
+
+
+def measure_pools(configs: dict[str, SimConfig], seeds: tuple[int, ...]) -> dict[str, list[tuple[int, bool, dict, dict]]]:
+    """Every pool at its own over_sampling_batch_size and at tune's: per size, whether it is tune's, every mode's
+    measure with both wave sizes, and the oracle references. Each setting is one job, spread over the CPUs."""
+    jobs = os.cpu_count() or 1
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as workers:
+        tuned = dict(zip(configs, workers.map(tuned_over_sampling, configs.values())))
+        sizes = {name: list(dict.fromkeys((pool.over_sampling_batch_size, tuned[name])))
+                 for name, pool in configs.items()}
+        plan = [(name, over, key, setting) for name, pool in configs.items() for over in sizes[name]
+                for key, setting in settings_of(pool, over).items()]
+        measured = list(workers.map(measure_setting, [(config, seeds, oracle) for *_, (config, oracle) in plan]))
+    results: dict[str, list[tuple[int, bool, dict, dict]]] = {}
+    for (name, over, key, _), m in zip(plan, measured):
+        rows = results.setdefault(name, [])
+        if not rows or rows[-1][0] != over:
+            rows.append((over, over == tuned[name], {}, {}))
+        rows[-1][2 if key[0] in MODES else 3][key] = m
+    return results
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -138,10 +158,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'pool':<11}{'over':>5}  {'skip':<16}{'waves':<9}{'tokens/inf.grp':>15}{'vs off':>8}{'P(2nd)':>8}"
           f"{'aborted/step':>14}{'lost sig.':>10}{'return':>8}{'skipped':>9}")
     configs = pools(args.steps)
-    jobs = min(len(configs), os.cpu_count() or 1)
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as workers:
-        measured = list(workers.map(measure_pool, configs.values(), [seeds] * len(configs)))
-    for name, sizes in zip(configs, measured):
+    measured = measure_pools(configs, seeds)
+    for name, sizes in measured.items():
         for over, tuned, results, references in sizes:
             label = f"{name} at over_sampling_batch_size {over}" + (" (tune's)" if tuned else "")
             off = results["off", "fixed"].tokens_per_informative_group
