@@ -26,7 +26,8 @@ probes spread and the cap closes.
 
 Deterministic (a probe is every ``probe_every``-th skip; no draw); its state is a few numbers and one
 histogram (:meth:`LostSignalGuard.state_dict`), saved with the data source's state, which adds the probes
-served and not judged yet.
+served and not judged yet (at most one per prompt: a probe's verdict is its prompt's first visit after it, so
+a probe aborted and dropped by slime waits for the prompt's next visit).
 
 Example:
     >>> guard = LostSignalGuard(max_lost_signal=0.1, probe_every=4)
