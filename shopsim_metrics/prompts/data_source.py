@@ -109,7 +109,7 @@ from shopsim_metrics.judging.prompt_keys import prompt_key
 from shopsim_metrics.settings import PROMPT_SKIP, PROMPT_SKIP_MODES, SETTINGS_BY_NAME, SKIP_RULE_SETTINGS
 from shopsim_metrics.settings import WAVE_SIZE_MODES, ShopsimSettings
 from shopsim_metrics.settings import skip_rule_settings
-from shopsim_metrics.prompts.skip_evidence import MonitorSkipHistory, SkipHistory
+from shopsim_metrics.prompts.skip_evidence import MonitorSkipHistory, SkipHistory, StepShares
 from shopsim_metrics.prompts.skip_record import SkippedPrompt
 from shopsim_metrics.prompts.lost_signal_guard import PROBE, SKIP, LostSignalGuard
 from shopsim_metrics.prompts.predictive_rule import PredictiveSkipRule
@@ -222,10 +222,11 @@ class PromptSkipDataSource:
         """``num_samples`` groups: slime's data source's with ``off``; with skipping, skipped draws replaced."""
         if self.mode == OFF:
             return self.inner.get_samples(num_samples)
-        if self.mode == GRESO:
-            self._adapt_to_closed_step()
-        elif self.guard is not None:
-            self._guard_closed_step()
+        closed = self._newly_closed_step()
+        if closed is not None and self.mode == GRESO:
+            self.rule.adapt(closed.easy_share, closed.hard_share)
+        elif closed is not None and self.guard is not None:
+            self._guard_closed_step(closed)
         dataset_length = len(self.inner)
         served: list[list[Any]] = []
         rounds = drawn = 0
@@ -352,11 +353,14 @@ class PromptSkipDataSource:
         self.adapted_step = state["adapted_step"]
 
     # --- internals ----------------------------------------------------------------------------------
-    def _adapt_to_closed_step(self) -> None:
+    def _newly_closed_step(self) -> StepShares | None:
+        """The latest closed step if the rule has not adapted to it yet (then it has): once per step, however many
+        waves read it."""
         closed = self.history.last_closed_step()
-        if closed is not None and closed.step != self.adapted_step:
-            self.rule.adapt(closed.easy_share, closed.hard_share)
-            self.adapted_step = closed.step
+        if closed is None or closed.step == self.adapted_step:
+            return None
+        self.adapted_step = closed.step
+        return closed
 
     def _skips(self, group: list[Any]) -> bool:
         """Ask the rule about one drawn group; a skipped one is recorded."""
@@ -392,11 +396,8 @@ class PromptSkipDataSource:
                 self._probe_count += 1
         return SkipDecision(skip=False, probability=decision.probability)
 
-    def _guard_closed_step(self) -> None:
+    def _guard_closed_step(self, closed: StepShares) -> None:
         """Once per closed step: the probes judged since, and the step's informative groups, to the guard."""
-        closed = self.history.last_closed_step()
-        if closed is None or closed.step == self.adapted_step:
-            return
         judged = []
         for key, (visits_then, chance) in list(self._probes.items()):
             visits, verdicts = self.history.visits(key)
@@ -407,7 +408,6 @@ class PromptSkipDataSource:
                 if verdict == SPREAD or verdict in ZERO_STD_VERDICTS:
                     judged.append((chance, verdict == SPREAD))
         self.guard.close_step(informative=closed.informative, probes=judged)  # type: ignore[union-attr]
-        self.adapted_step = closed.step
 
     def take_guard_fields(self) -> dict[str, Any]:
         """``predictive``: the guard's record fields: the probes served since the last call, its cap and estimate."""

@@ -122,8 +122,7 @@ class PredictiveSkipRule:
             return None
         return zero_std_probability(evidence[0], evidence[1], self.n_samples)
 
-    def decide(self, evidence: tuple[float, float] | None, relative_cost: float | None = None,
-               strictness: float = 1.0) -> SkipDecision:
+    def decide(self, evidence: tuple[float, float] | None, relative_cost: float | None = None) -> SkipDecision:
         """Skip or keep; ``probability`` is the predicted zero-std probability (0 for a prompt never scored).
 
         ``relative_cost``: the prompt's tokens per visit over the tracked prompts' mean (None: unknown,
@@ -132,10 +131,7 @@ class PredictiveSkipRule:
         predicted = self.predict(evidence)
         if predicted is None:
             return SkipDecision(skip=False, probability=0.0)
-        if strictness >= 1.0:
-            by_threshold = predicted >= self.threshold
-        else:
-            by_threshold = 1.0 - predicted <= strictness * (1.0 - self.threshold)
-        too_costly = relative_cost is not None and 1.0 - predicted < strictness * self.min_yield * relative_cost
+        by_threshold = predicted >= self.threshold
+        too_costly = relative_cost is not None and 1.0 - predicted < self.min_yield * relative_cost
         return SkipDecision(skip=by_threshold or too_costly, probability=predicted,
                             for_cost=too_costly and not by_threshold)

@@ -36,7 +36,7 @@ from typing import Any, Callable, Iterable, Mapping
 from shopsim_metrics.judging.verdicts import ZERO_STD_ALL_FAIL, ZERO_STD_ALL_PASS, ZERO_STD_OTHER
 from shopsim_metrics.replay.source import BY_OUTCOME, TraceGroupSource, trace_prompt_names
 from shopsim_metrics.outcomes.trace import Trace
-from shopsim_metrics.settings import PROMPT_SKIP_MODES, WAVE_SIZE_MODES
+from shopsim_metrics.settings import PREFIX, PROMPT_SKIP_MODES, WAVE_SIZE_MODES
 from shopsim_metrics.simulator.config import PREDICTIVE_KNOBS, SimConfig
 from shopsim_metrics.simulator.loop import rng_streams, token_rng
 from shopsim_metrics.simulator.skip_measure import (
@@ -47,7 +47,7 @@ from shopsim_metrics.simulator.tokens import TokenModel
 ORACLE = "oracle"
 REPLAY_SKIPS = (*PROMPT_SKIP_MODES, ORACLE)
 """The rules a replay compares: the project's modes, then the oracle reference."""
-REPLAY_SETTINGS = (*("shopsim_" + knob for knob in PREDICTIVE_KNOBS), "shopsim_wave_fill_probability")
+REPLAY_SETTINGS = (*(PREFIX + knob for knob in PREDICTIVE_KNOBS), "shopsim_wave_fill_probability")
 """The settings a replay lets the user try (each a flag, read by the setting: ``settings/flags.py``); each is a field
 of :class:`~shopsim_metrics.simulator.config.SimConfig` by the same name."""
 

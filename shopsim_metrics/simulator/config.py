@@ -33,16 +33,15 @@ from dataclasses import dataclass, field, replace
 from types import SimpleNamespace
 from typing import Any
 
-from shopsim_metrics.settings import DEFAULTS, PROMPT_SKIP_MODES, WAVE_SIZE_MODES, ShopsimSettings
+from shopsim_metrics.settings import DEFAULTS, PREFIX, PROMPT_SKIP_MODES, WAVE_SIZE_MODES, ShopsimSettings
 from shopsim_metrics.judging.plain_values import is_int
 
 ROLLOUT_MODES = ("sync", "fully-async")
-PREFIX = "shopsim_"
+"""Which slime rollout the simulator runs: the synchronous loop (waves, ``remaining``, abort at the
+step's end) or the fully-async pool (:mod:`shopsim_metrics.simulator.fully_async_pool`)."""
 PREDICTIVE_KNOBS = ("prompt_skip_threshold", "prompt_skip_forgetting", "prompt_skip_min_yield",
                     "prompt_skip_max_lost_signal", "prompt_skip_probe_every")
 """The predictive rule's knobs a simulated run may set: fields of :class:`SimConfig`, each the setting ``shopsim_<knob>``."""
-"""Which slime rollout the simulator runs: the synchronous loop (waves, ``remaining``, abort at the
-step's end) or the fully-async pool (:mod:`shopsim_metrics.simulator.fully_async_pool`)."""
 
 
 @dataclass(frozen=True)
