@@ -350,7 +350,7 @@ def test_a_resumed_run_skips_as_the_unbroken_one(tmp_path) -> None:
         unbroken.save(step)
     assert sum(len(s["skipped"]) for s in steps[4:]) > 0  # the check below has skips to reproduce
     state = json.loads((tmp_path / "ckpt" / "rollout" / "shopsim_prompt_skip_state_3.json").read_text())
-    assert set(state) == {"format", "mode", "adapted_step", "rule", "history"}
+    assert set(state) == {"format", "mode", "adapted_step", "rule", "history", "run_id"}
 
     resumed = skip_source(make_args(tmp_path, load=str(tmp_path / "ckpt"), save=str(tmp_path / "ckpt2")), prompts)
     resumed.load(3)

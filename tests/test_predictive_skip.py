@@ -73,7 +73,7 @@ def _source(tmp_path, prompts, **settings):
 
 def test_a_prompt_failed_five_times_in_a_row_is_skipped_until_forgetting_brings_it_back(tmp_path) -> None:
     prompts = pool(12)
-    ds = _source(tmp_path, prompts)
+    ds = _source(tmp_path, prompts, shopsim_prompt_skip_max_lost_signal=1.0)  # the rule alone: no guard's cap
     hard, coin = _keys(prompts)[:2]
     n = ds.predictor.n_samples
     for step in range(5):

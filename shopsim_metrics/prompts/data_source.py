@@ -210,6 +210,7 @@ class PromptSkipDataSource:
         """``predictive``: keeps the skips' lost signal under ``shopsim_prompt_skip_max_lost_signal``, on probes."""
         self._probes: dict[str, tuple[int, float]] = {}  # key -> (its visits when probed, predicted chance of spread)
         self._probe_count = 0  # probes served since the last record
+        self._loaded_run_id: str | None = None  # the run a loaded state was saved by, checked at the first serve
         self._lock = threading.Lock()
 
     # --- slime's interface -------------------------------------------------------------------------
@@ -222,6 +223,8 @@ class PromptSkipDataSource:
         """``num_samples`` groups: slime's data source's with ``off``; with skipping, skipped draws replaced."""
         if self.mode == OFF:
             return self.inner.get_samples(num_samples)
+        if self._loaded_run_id is not None:
+            self._check_loaded_run()
         closed = self._newly_closed_step()
         if closed is not None and self.mode == GRESO:
             self.rule.adapt(closed.easy_share, closed.hard_share)
@@ -333,7 +336,7 @@ class PromptSkipDataSource:
     def state_dict(self) -> dict[str, Any]:
         """The rule's, the guard's and the history's state and the last step adapted to, JSON-able."""
         state = {"format": STATE_FORMAT, "mode": self.mode, "adapted_step": self.adapted_step,
-                 "rule": self.rule.state_dict(), "history": self.history.state_dict()}
+                 "rule": self.rule.state_dict(), "history": self.history.state_dict(), "run_id": self._run_id()}
         if self.guard is not None:
             state["guard"] = {**self.guard.state_dict(),  # and the probes served but not judged yet
                               "pending_probes": [[key, visits, chance] for key, (visits, chance) in self._probes.items()]}
@@ -345,12 +348,53 @@ class PromptSkipDataSource:
         self.rule.load_state_dict(state["rule"])
         self.history.load_state_dict(state["history"])
         if self.guard is not None and "guard" in state:
-            self.guard.load_state_dict(state["guard"])
-            self._probes = _pending_probes(state["guard"].get("pending_probes", []))
+            self._load_guard(state["guard"])
         elif self.guard is not None:
             logger.warning("shopsim-metrics: the prompt-skip state holds no lost-signal guard (saved by a version "
                            "without it, or with another shopsim_prompt_skip): the guard starts afresh")
         self.adapted_step = state["adapted_step"]
+        run_id = state.get("run_id")
+        self._loaded_run_id = run_id if isinstance(run_id, str) else None
+
+    def _load_guard(self, state: Any) -> None:
+        """The guard's saved state, checked (:meth:`LostSignalGuard.load_state_dict`); one that holds what no run
+        reaches (a spread of 1e308, predicted chances of 1e-300 for a probe that spread) is left aside with one
+        warning, and the guard starts afresh: it skips nothing until its probes bound the calibration again."""
+        try:
+            if not isinstance(state, dict):
+                raise ValueError(f"lost-signal guard state: expected an object; got {type(state).__name__}")
+            probes = _pending_probes(state.get("pending_probes", []))
+            self.guard.load_state_dict(state)  # type: ignore[union-attr]  # called with a guard
+        except ValueError as exc:
+            logger.warning("shopsim-metrics: the prompt-skip state's lost-signal guard was left aside (%s); the guard "
+                           "starts afresh and skips only as its new probes allow", str(exc)[:200])
+            self.guard = LostSignalGuard.of(self.settings.prompt_skip_rule)
+            self._probes = {}
+            return
+        self._probes = probes
+
+    def _run_id(self) -> str | None:
+        """The run this data source serves (its monitor's ``run_id``; None: no monitor attached yet)."""
+        run_id = getattr(self._monitor, "run_id", None)
+        return run_id if isinstance(run_id, str) else None
+
+    def _check_loaded_run(self) -> None:
+        """At the first serve after a load (the monitor has restored the run by then): a state saved by another run
+        (its ``run_id`` not the monitor's) is refused with one warning, and the rule and the guard start afresh."""
+        saved, self._loaded_run_id = self._loaded_run_id, None
+        if self._monitor is None and self.monitor_of is None:
+            return  # no monitor to ask (an injected history): nothing to compare with
+        mine = getattr(self.monitor, "run_id", None)
+        if not isinstance(mine, str) or mine == saved:
+            return
+        logger.warning("shopsim-metrics: the prompt-skip state loaded was saved by run %s, not this run (%s): it is "
+                       "refused, and prompt skipping starts afresh (the rule's p values at their start, the guard "
+                       "with no probe); check that --load names this run's checkpoints", saved, mine)
+        settings = self.settings.prompt_skip_rule
+        self.rule = GresoSkipRule(settings)
+        self.guard = LostSignalGuard.of(settings) if self.guard is not None else None
+        self._probes = {}
+        self.adapted_step = None
 
     # --- internals ----------------------------------------------------------------------------------
     def _newly_closed_step(self) -> StepShares | None:
@@ -390,14 +434,14 @@ class PromptSkipDataSource:
         action = self.guard.consider(chance)  # type: ignore[union-attr]  # predictive has a guard
         if action == SKIP:
             return decision
+        self._probes[key] = (self.history.visits(key)[0], chance)  # a probe or a draw past the cap: its verdict is read
         if action == PROBE:
-            self._probes[key] = (self.history.visits(key)[0], chance)
             with self._lock:
                 self._probe_count += 1
         return SkipDecision(skip=False, probability=decision.probability)
 
     def _guard_closed_step(self, closed: StepShares) -> None:
-        """Once per closed step: the probes judged since, and the step's informative groups, to the guard."""
+        """Once per closed step: the probes judged since, and the step's informative trained groups, to the guard."""
         judged = []
         for key, (visits_then, chance) in list(self._probes.items()):
             visits, verdicts = self.history.visits(key)
@@ -407,7 +451,8 @@ class PromptSkipDataSource:
                 verdict = verdicts[-since] if since <= len(verdicts) else None
                 if verdict == SPREAD or verdict in ZERO_STD_VERDICTS:
                     judged.append((chance, verdict == SPREAD))
-        self.guard.close_step(informative=closed.informative, probes=judged)  # type: ignore[union-attr]
+        informative = closed.informative if closed.trained_informative is None else closed.trained_informative
+        self.guard.close_step(informative=informative, probes=judged)  # type: ignore[union-attr]
 
     def take_guard_fields(self) -> dict[str, Any]:
         """``predictive``: the guard's record fields: the probes served since the last call, its cap and estimate."""

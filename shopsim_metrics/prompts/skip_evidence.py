@@ -49,10 +49,14 @@ class StepShares:
     hard_share: float | None  # all-fail and other zero-std groups / judged groups
     judged: int  # groups judged in the step
     informative: int = 0  # groups judged in the step with spread
+    trained_informative: int | None = None
+    """Groups trained in the step with spread (None: not known; the guard then counts the judged ``informative``):
+    the lost signal is per informative *trained* group, and a step with surplus judges more than it trains."""
 
 
-def step_shares(step: int, verdicts: Mapping[str, int]) -> StepShares:
-    """The shares of one step from its verdict counts (all-pass; all-fail with other), over every judged group.
+def step_shares(step: int, verdicts: Mapping[str, int], trained_informative: int | None = None) -> StepShares:
+    """The shares of one step from its verdict counts (all-pass; all-fail with other), over every judged group;
+    ``trained_informative``: its groups trained with spread, when known.
 
     Example:
         >>> step_shares(4, {"zero_std_all_pass": 1, "zero_std_all_fail": 1, "spread": 2})
@@ -60,10 +64,10 @@ def step_shares(step: int, verdicts: Mapping[str, int]) -> StepShares:
     """
     judged = sum(verdicts.values())
     if not judged:
-        return StepShares(step=step, easy_share=None, hard_share=None, judged=0)
+        return StepShares(step=step, easy_share=None, hard_share=None, judged=0, trained_informative=trained_informative)
     hard = verdicts.get(HARD, 0) + verdicts.get(OTHER, 0)
     return StepShares(step=step, easy_share=verdicts.get(EASY, 0) / judged, hard_share=hard / judged, judged=judged,
-                      informative=verdicts.get(SPREAD, 0))
+                      informative=verdicts.get(SPREAD, 0), trained_informative=trained_informative)
 
 
 class SkipHistory(Protocol):
@@ -132,7 +136,7 @@ class MonitorSkipHistory:
 
     def last_closed_step(self) -> StepShares | None:
         last = self.tracker.last_step
-        return None if last is None else step_shares(*last)
+        return None if last is None else step_shares(*last, self.tracker.last_step_trained_informative)
 
     def success_evidence(self, key: str) -> tuple[float, float] | None:
         """See :meth:`SkipHistory.success_evidence` (the step served: the one after the tracker's last)."""

@@ -87,6 +87,9 @@ class PromptValueTracker:
         self.tokens_known = False  # some visit carried a token count
         self.last_step: tuple[int, Counter[str]] | None = None
         """(rollout_id, verdict counts of its judged groups) of the latest observed step: what a skip rule adapts to."""
+        self.last_step_trained_informative: int | None = None
+        """Groups of the latest observed step trained with spread (the ledger's ``trained`` rows): what the guard's
+        lost signal is per (None: not known, e.g. restored from a snapshot that did not save it)."""
         self._warn_once = WarnOnce(logger)
 
     def keys(self, groups: Sequence[Any]) -> list[tuple[str | None, str]] | None:
@@ -139,7 +142,9 @@ class PromptValueTracker:
         repeat_tokens = 0
         tokens_complete = True
         verdicts: Counter[str] = Counter()
+        trained_informative = 0
         for row in sorted(decisions, key=lambda r: r.order):
+            trained_informative += row.outcome == C.OUTCOME_TRAINED
             tokens = getattr(row, "response_tokens", None)
             if tokens is None:
                 tokens_complete = False
@@ -163,6 +168,7 @@ class PromptValueTracker:
         if tokens_complete and decisions:
             self.tokens_known = True
         self.last_step = (rollout_id, verdicts)
+        self.last_step_trained_informative = trained_informative
         generated = generated_token_count
         return {
             "revisit_group_count": revisits,
@@ -178,7 +184,8 @@ class PromptValueTracker:
     def state_dict(self) -> dict[str, Any]:
         """What a resumed run needs of this tracker (a snapshot, :mod:`shopsim_metrics.run.snapshot`)."""
         last = None if self.last_step is None else [self.last_step[0], dict(self.last_step[1])]
-        return {"history": self.history.state_columns(), "tokens_known": self.tokens_known, "last_step": last}
+        return {"history": self.history.state_columns(), "tokens_known": self.tokens_known, "last_step": last,
+                "last_step_trained_informative": self.last_step_trained_informative}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Put back :meth:`state_dict`'s state (raises ``ValueError``/``KeyError``/``TypeError`` for another shape).
@@ -199,9 +206,13 @@ class PromptValueTracker:
                 raise ValueError(f"the last step's verdicts: {sorted(set(verdicts) - set(VERDICT_LETTERS))[:3]} "
                                  f"are not verdicts ({', '.join(VERDICT_LETTERS)})")
             last_step = (saved_count(last[0], "the last step"), Counter(verdicts))
+        trained = state.get("last_step_trained_informative")  # absent from the snapshots of earlier versions
+        if trained is not None:
+            trained = saved_count(trained, "the last step's informative trained groups")
         self.history.load_state_columns(state["history"])
         self.tokens_known = bool(state["tokens_known"])
         self.last_step = last_step
+        self.last_step_trained_informative = trained if last_step is not None else None
 
     def table(self, count: int = PROMPT_TABLE_ROWS) -> list[list[Any]]:
         """The prompts table: the ``count`` prompts that wasted the most generation."""
