@@ -26,8 +26,9 @@ and evidence gone stale (a prompt that has become learnable). The guard measures
 After each closed step it sets the **cap**: the largest chance of spread a skipped draw may have such that the
 skips below it over the next :data:`HORIZON` steps (at the recent steps' rate) keep the lost signal at most
 ``max_lost_signal`` *at the calibration's upper credible bound* (its :data:`CREDIBLE_LEVEL` quantile): the
-budget left is spread over them, so the cap moves smoothly. The rule skips a draw only if its own test says
-so and its ``q`` is at most the cap: the draws surest to be zero-std go first.
+budget left is spread over them (the **step budget**), so the cap moves smoothly. The rule skips a draw only if
+its own test says so, its ``q`` is below the cap (the draws surest to be zero-std go first) and the step's
+skips have not spent the step budget (a burst the recent steps did not show is served).
 
 **Probing more while the bound is wide**: a draw within the cap is a probe once the probe credit reaches 1;
 each such draw adds ``1 / k`` to it, with ``k = max(2, probe_every / (1 + width))`` and ``width`` the bound's
@@ -47,11 +48,11 @@ Example:
     >>> for _ in range(30):   # 10 would-be skips a step, 10 informative groups trained, 2 probes that stay zero-std
     ...     _ = [guard.consider(0.2) for _ in range(10)]
     ...     guard.close_step(informative=10, probes=[(0.2, False)] * 2)
-    >>> round(guard.calibration_bound, 2), guard.cap, round(guard.probe_interval, 1)
-    (0.24, 1.0, 7.1)
+    >>> round(guard.calibration_bound, 2), guard.cap, round(guard.probe_interval, 1), guard.consider(0.2)
+    (0.24, 1.0, 7.1, 'probe')
     >>> guard.close_step(informative=10, probes=[(0.2, True)] * 6)    # then they spread: the cap closes
-    >>> round(guard.calibration_bound, 2), guard.cap
-    (0.99, 0.0)
+    >>> round(guard.calibration_bound, 2), guard.cap, guard.consider(0.2)
+    (0.99, 0.2, 'serve')
 """
 
 from __future__ import annotations
@@ -90,7 +91,7 @@ _Z = {0.8: 0.8416, 0.9: 1.2816, 0.95: 1.6449}
 _NUMBERS = {  # saved number -> the memory it is weighed by (its largest possible value follows)
     "spread_probes": CALIBRATION_MEMORY, "predicted_probes": CALIBRATION_MEMORY, "counted_probes": CALIBRATION_MEMORY,
     "step_informative": STEP_MEMORY, "run_informative": RUN_MEMORY, "run_forgone": RUN_MEMORY,
-    "open_step_forgone": 0.0, "probe_credit": 0.0, "cap": 0.0}
+    "open_step_forgone": 0.0, "probe_credit": 0.0, "cap": 0.0, "step_budget": 0.0}
 _HISTOGRAMS = ("chances", "open_step_chances")
 
 
@@ -123,6 +124,7 @@ class LostSignalGuard:
         self.chances = [0.0] * BINS  # predicted chances of the would-be skips, per bin, weighed by STEP_MEMORY
         self.open_step_chances = [0.0] * BINS  # the draws since the last close: the step not closed yet
         self.open_step_forgone = 0.0
+        self.step_budget = 0.0  # predicted chances this step's skips may forgo (the budget left over the horizon)
         self.cap = self._next_cap()
 
     @classmethod
@@ -162,8 +164,8 @@ class LostSignalGuard:
         chance = min(max(chance, MIN_CHANCE), 1.0)
         bin_ = min(int(chance * BINS), BINS - 1)
         self.open_step_chances[bin_] += chance
-        if bin_ >= round(self.cap * BINS):  # the cap's bins are those below it
-            return SERVE
+        if bin_ >= round(self.cap * BINS) or self.open_step_forgone + chance > self.step_budget:
+            return SERVE  # past the cap (its bins are those below it), or the step's budget spent
         if self.probe_every:
             self.probe_credit += 1.0 / self.probe_interval
             if self.probe_credit >= 1.0:
@@ -190,10 +192,12 @@ class LostSignalGuard:
         """The largest bin edge such that the next :data:`HORIZON` steps' skips below it, at the recent steps'
         rate, keep the lost signal at the calibration's bound within the limit (the budget left spread over them)."""
         if self.max_lost_signal >= 1.0:
+            self.step_budget = float(MOST_GROUPS_PER_STEP)  # no limit
             return 1.0
         per_step = 1.0 - STEP_MEMORY  # the step-weighed sums hold about 1 / (1 - STEP_MEMORY) steps
         informative = self.run_informative + HORIZON * self.step_informative * per_step
         allowed_per_step = (self.max_lost_signal * informative / self.calibration_bound - self.run_forgone) / HORIZON
+        self.step_budget = max(allowed_per_step, 0.0)
         if allowed_per_step <= 0.0:  # no budget left (or none yet: nothing trained)
             return 0.0
         within = bisect.bisect_right(list(itertools.accumulate(self.chances)), allowed_per_step / per_step)

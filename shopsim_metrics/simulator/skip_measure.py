@@ -68,6 +68,10 @@ class SkipMeasure:
     skipped_prompts: int
     forgone_informative: float  # expected informative groups of the skipped draws
     return_delays: tuple[int, ...]
+    seed_lost_signals: tuple[float, ...] = ()  # each seed's lost signal (its forgone over its informative trained)
+    estimated_forgone: float | None = None
+    """The guard's estimate at each seed's last record times that seed's informative trained groups, summed (None:
+    no estimate recorded: not ``predictive``): over ``informative_groups``, the estimate pooled as the truth is."""
 
     @property
     def tokens_per_informative_group(self) -> float | None:
@@ -85,6 +89,13 @@ class SkipMeasure:
     def lost_signal(self) -> float:
         """Expected informative groups forgone per informative group trained."""
         return self.forgone_informative / self.informative_groups if self.informative_groups else 0.0
+
+    @property
+    def lost_signal_estimate(self) -> float | None:
+        """The guard's lost signal estimate, pooled over the seeds as :attr:`lost_signal` is (None: none recorded)."""
+        if self.estimated_forgone is None or not self.informative_groups:
+            return None
+        return self.estimated_forgone / self.informative_groups
 
     @property
     def median_return_delay(self) -> float | None:
@@ -187,6 +198,7 @@ class CostSink(StepSink):
         self.totals = dict(total_tokens=0, aborted_tokens=0, informative_groups=0, multi_wave_steps=0,
                            skipped_prompts=0)
         self.forgone_informative = 0.0
+        self.lost_signal_estimate: float | None = None  # the guard's, as of the last record that had one
 
     @property
     def pool_of(self) -> dict[str, int]:
@@ -211,6 +223,8 @@ class CostSink(StepSink):
         t["informative_groups"] += record.train_group_count - record.fallback_group_count
         t["multi_wave_steps"] += record.wave_count > 1
         t["skipped_prompts"] += record.skipped_prompt_count or 0
+        if record.skip_lost_signal_estimate is not None:
+            self.lost_signal_estimate = record.skip_lost_signal_estimate
         self.records += 1
 
 
@@ -277,7 +291,7 @@ def pooled_measure(config: SimConfig, seeds: Iterable[int],
     figures (sums over sums). ``progress`` is called after every simulated step."""
     totals = dict(steps=0, total_tokens=0, aborted_tokens=0, informative_groups=0, multi_wave_steps=0,
                   skipped_prompts=0)
-    forgone, delays = 0.0, []
+    forgone, delays, per_seed, estimated = 0.0, [], [], None
     for seed in seeds:
         run = replace(config, seed=seed)
         source, sink = prepare(run)
@@ -288,4 +302,9 @@ def pooled_measure(config: SimConfig, seeds: Iterable[int],
             totals[name] += value
         forgone += sink.forgone_informative
         delays += sink.delays()
-    return SkipMeasure(**totals, forgone_informative=forgone, return_delays=tuple(delays))
+        informative = sink.totals["informative_groups"]
+        per_seed.append(sink.forgone_informative / informative if informative else 0.0)
+        if sink.lost_signal_estimate is not None:
+            estimated = (estimated or 0.0) + sink.lost_signal_estimate * informative
+    return SkipMeasure(**totals, forgone_informative=forgone, return_delays=tuple(delays),
+                       seed_lost_signals=tuple(per_seed), estimated_forgone=estimated)
