@@ -181,3 +181,73 @@ def test_against_the_simulators_truth_predictive_forgoes_far_less_signal_than_gr
     assert predictive.tokens_per_informative_group < greso.tokens_per_informative_group
     assert predictive.median_return_delay <= greso.median_return_delay  # learnable prompts come back no later
     assert all(d >= 0 for d in predictive.return_delays)
+
+
+# --- the run's population as the prior of a prompt seen once ---------------------------------------
+from shopsim_metrics.prompts.population_prior import MIN_VISITS, PopulationPrior  # noqa: E402
+from shopsim_metrics.prompts.predictive_rule import PredictiveSkipRule  # noqa: E402
+from shopsim_metrics.settings.prompt_skip import SkipRuleSettings  # noqa: E402
+
+
+@hsettings(max_examples=60)
+@given(rates=st.lists(st.floats(0.0, 1.0), min_size=MIN_VISITS, max_size=200), n=st.sampled_from([4, 8, 16]))
+def test_the_population_prior_is_a_proper_beta_whose_mean_is_the_visits(rates, n) -> None:
+    prior = PopulationPrior()
+    for rate in rates:
+        prior.observe(round(rate * n), n)
+    fitted = prior.prior()
+    mean = sum(round(r * n) for r in rates) / (n * len(rates))
+    if 0.0 < mean < 1.0:
+        a, b = fitted
+        assert a > 0 and b > 0 and a + b <= 64.0 + 1e-9
+        assert a / (a + b) == pytest.approx(mean)
+    else:
+        assert fitted is None
+    restored = PopulationPrior()
+    restored.load(prior.state())
+    assert restored.prior() == fitted
+
+
+def test_a_polarised_population_makes_one_all_fail_visit_strong_and_a_mixed_one_weak() -> None:
+    rule = PredictiveSkipRule(SkipRuleSettings(threshold=0.7), n_samples=8)
+    polarised, mixed = PopulationPrior(), PopulationPrior()
+    for i in range(240):
+        polarised.observe([0, 0, 0, 8, 3, 5][i % 6], 8)  # most prompts always failed or solved
+        mixed.observe([3, 4, 5, 4][i % 4], 8)  # every prompt solved about half the time
+    one_fail = (0.0, 8.0)
+    assert rule.predict(one_fail, polarised.prior()) > 0.85 > rule.predict(one_fail) > 0.7 > 0.02 > \
+        rule.predict(one_fail, mixed.prior())
+    assert rule.decide(one_fail, prior=polarised.prior()).skip and not rule.decide(one_fail, prior=mixed.prior()).skip
+
+
+def test_a_population_prior_that_alone_would_skip_is_not_used_so_a_skipped_prompt_comes_back() -> None:
+    """A prior whose own chance of a zero-std group reaches the threshold would keep a skipped prompt away for good
+    (its evidence fades to that prior): Jeffreys' decides then."""
+    rule = PredictiveSkipRule(SkipRuleSettings(threshold=0.7), n_samples=8)
+    bold = (0.05, 0.05)
+    assert zero_std_probability(0.0, 0.0, 8, bold) >= 0.7
+    assert rule.predict((0.0, 8.0), bold) == rule.predict((0.0, 8.0))
+    assert rule.predict((0.0, 0.0), (2.0, 2.0)) < 0.7  # a usable prior: a faded prompt comes back
+
+
+def test_the_data_source_uses_the_population_only_for_a_prompt_seen_once(tmp_path) -> None:
+    prompts = pool(40)
+    ds = _source(tmp_path, prompts, shopsim_prompt_skip_max_lost_signal=1.0)
+    keys = _keys(prompts)
+    n = ds.predictor.n_samples
+    for step, key in enumerate(keys[:36]):  # a population of prompts solved half the time
+        ds.history.observe(key, "spread", successes=n // 2, scored=n)
+        ds.history.tracker.population.observe(n // 2, n)  # the tracker's own part, as the monitor's close does
+        ds.history.close_step(step)
+    seen_once, seen_twice = keys[36], keys[37]
+    ds.history.observe(seen_once, "zero_std_all_fail", successes=0, scored=n)
+    for _ in range(2):
+        ds.history.observe(seen_twice, "zero_std_all_fail", successes=0, scored=n)
+    ds.history.close_step(36)
+    population = ds.history.population_prior()
+    assert population is not None
+    asked = []
+    decide = ds.predictor.decide
+    ds.predictor.decide = lambda evidence, cost=None, prior=None: asked.append(prior) or decide(evidence, cost, prior)
+    ds.get_samples(40)
+    assert population in asked and None in asked  # the seen-once prompt with the population, the others without

@@ -35,8 +35,8 @@ from shopsim_metrics.record.saved_values import saved_number
 MIN_VISITS = 32
 """Scored visits before the population says anything."""
 MIN_PARAMETER, MAX_STRENGTH = 0.05, 64.0
-"""The fitted ``a`` and ``b`` are at least this; ``a + b`` at most ``MAX_STRENGTH`` (the prior never outweighs
-eight visits of 8)."""
+"""The fitted ``a + b`` is at least what makes the smaller of ``a`` and ``b`` this, and at most ``MAX_STRENGTH`` (the
+prior never outweighs eight visits of 8); the mean is the visits' either way."""
 
 
 class PopulationPrior:
@@ -72,8 +72,8 @@ class PopulationPrior:
             return None
         # no spread beyond the noise: the prompts are alike, the prior as strong as it may be
         strength = mean * (1.0 - mean) / variance - 1.0 if variance > 1e-9 else MAX_STRENGTH
-        strength = min(max(strength, 2 * MIN_PARAMETER), MAX_STRENGTH)
-        return max(mean * strength, MIN_PARAMETER), max((1.0 - mean) * strength, MIN_PARAMETER)
+        strength = min(max(strength, MIN_PARAMETER / min(mean, 1.0 - mean)), MAX_STRENGTH)
+        return mean * strength, (1.0 - mean) * strength
 
     def state(self) -> list[float]:
         return [self.visits, self.fractions, self.squares, self.inverse_sizes]
