@@ -42,6 +42,9 @@ run's start, about 40 s, is most of a short run). Skipped unless ``SLIME_SRC`` a
 
     SLIME_SRC=/path/to/slime-src MEGATRON_SRC=/path/to/megatron-src \
       /path/to/slime-venv/bin/python -m pytest tests/test_slime_train_trace.py -q -s
+
+``SHOPSIM_TRACE_FILE=PATH`` replays another trace of the same format in place of the shared one (the kept-aside half
+of ``data/acc_step_500.json``, its odd keys: outcomes nothing was tuned on).
 """
 
 from __future__ import annotations

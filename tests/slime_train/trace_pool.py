@@ -33,12 +33,16 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import random
 from dataclasses import dataclass
 from pathlib import Path
 
-TRACE = Path(__file__).resolve().parents[2] / "benchmarks" / "data" / "one_shot_rlvr_dsr_sub_acc.dev.json"
+SHARED_TRACE = Path(__file__).resolve().parents[2] / "benchmarks" / "data" / "one_shot_rlvr_dsr_sub_acc.dev.json"
 """The shared trace, kept in the repository (``benchmarks/data``, with its source, license and citation)."""
+TRACE = Path(os.environ.get("SHOPSIM_TRACE_FILE") or SHARED_TRACE)
+"""The trace the tests replay: the shared one, or the file ``SHOPSIM_TRACE_FILE`` names (the kept-aside half of
+``data/acc_step_500.json``, its odd keys, built outside the repository: a check on outcomes nothing was tuned on)."""
 TRACE_N = 8
 """The trace's group size: its fractions are successes out of 8."""
 PROMPT_ID_PREFIX = "t"
