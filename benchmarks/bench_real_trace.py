@@ -38,10 +38,14 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from shopsim_metrics.replay.command import describe, format_rows
-from shopsim_metrics.replay.measure import ORACLE, ReplayKnobs, default_steps, replay_rows
-from shopsim_metrics.replay.source import LENGTH_MODES
-from shopsim_metrics.outcomes.trace import load_trace
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import results_file  # noqa: E402
+
+from shopsim_metrics.replay.command import describe, format_rows  # noqa: E402
+from shopsim_metrics.replay.measure import ORACLE, ReplayKnobs, default_steps, replay_rows  # noqa: E402
+from shopsim_metrics.replay.source import LENGTH_MODES  # noqa: E402
+from shopsim_metrics.outcomes.trace import load_trace  # noqa: E402
 
 TRACE = Path(__file__).resolve().parent / "data" / "one_shot_rlvr_dsr_sub_acc.dev.json"
 RATIO_TARGETS = {"by-outcome": 1.45, "independent": 1.35}
@@ -69,6 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     seeds = tuple(range(args.seeds))
     missed = []
+    figures: dict[str, Any] = {}
     jobs = min(len(LENGTH_MODES), os.cpu_count() or 1)
     with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
         replays = list(pool.map(replay_mode, *zip(*[(args.trace, args.n_samples_per_prompt, seeds, lengths)
@@ -87,6 +92,11 @@ def main(argv: list[str] | None = None) -> int:
         if not met:
             missed.append(f"no mode reaches {target}x at a lost signal of at most {LOST_SIGNAL_TARGET} with lengths "
                           f"{lengths}")
+        figures[f"{lengths}_best"] = f"{best.prompt_skip}/{best.wave_size}"
+        for row in rows:
+            name = f"{lengths}_{row.prompt_skip}_{row.wave_size}"
+            figures[f"{name}_saving"] = None if row.ratio_vs_off is None else round(row.ratio_vs_off, 2)
+            figures[f"{name}_lost_signal"] = round(row.lost_signal_per_informative, 3)
         for row in rows:
             if row.prompt_skip == "predictive" and (row.ratio_vs_off or 0.0) > 1.0 \
                     and row.lost_signal_per_informative > LOST_SIGNAL_TARGET:
@@ -94,6 +104,9 @@ def main(argv: list[str] | None = None) -> int:
                               f"signal of {row.lost_signal_per_informative:.3f} > {LOST_SIGNAL_TARGET}")
         print()
     print(f"{time.perf_counter() - started:.0f} s")
+    shared = Path(args.trace).resolve() == TRACE
+    results_file.update("bench_real_trace" if shared else f"bench_real_trace_{Path(args.trace).stem}",
+                        {**figures, "misses": len(missed)})
     if missed:
         print("MISS: " + "\n  ".join(missed))
         return 1

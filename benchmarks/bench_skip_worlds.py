@@ -15,8 +15,9 @@ The worlds (``make bench``: the first two lines; ``--all``: every one):
 - short runs: 40 steps, ``rollout_batch_size`` 8, ``over_sampling_batch_size`` 16, pools sized for about 4 visits
   per prompt (the drifting one is the world of the ``train.py`` run that showed the guard lagging: 200 prompts, n = 4);
 - ``--all`` adds: every pool at 1, 2 and 4 visits per prompt over 120 steps and at 1, 2 and 4 over 40 steps, at every
-  n; ``--trace`` the shared trace (both length modes), cut to about 3 visits per prompt (``rollout_batch_size`` 8,
-  ``over_sampling_batch_size`` 16), and ``--kept-aside PATH`` the same for the trace's other half.
+  n; ``--trace`` the shared trace (both length modes) cut to about 3 visits per prompt (``rollout_batch_size`` 8,
+  ``over_sampling_batch_size`` 16; the whole trace is ``bench_real_trace.py``'s), and ``--kept-aside PATH`` the
+  same for the trace's other half.
 
 Targets (misses are printed and exit 1): wherever a row saves tokens, a true lost signal of at most **0.15**; at
 most the setting (0.1) in at least **95%** of the seeds of those rows; never more tokens than off. The guard's estimate
@@ -132,8 +133,7 @@ def jobs_of(args: argparse.Namespace, rule: dict) -> list[tuple[Any, ...]]:
     if args.trace or args.kept_aside:
         traces = [("trace", str(TRACE))] if args.trace else []
         traces += [("kept-aside", args.kept_aside)] if args.kept_aside else []
-        jobs += [("trace", label, path, lengths, visits, rule) for label, path in traces for lengths in LENGTH_MODES
-                 for visits in (None, TRACE_VISITS)]
+        jobs += [("trace", label, path, lengths, TRACE_VISITS, rule) for label, path in traces for lengths in LENGTH_MODES]
     return jobs
 
 
@@ -153,8 +153,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.add_argument("--" + flag.replace("_", "-"), type=kind, default=None,
                             help=f"predictive's {flag} (default: the setting's)")
     parser.add_argument("--all", action="store_true", help="every world (1, 2, 4 visits; 40 and 120 steps)")
-    parser.add_argument("--trace", action="store_true", help="also the shared trace, whole and cut to 3 visits")
-    parser.add_argument("--kept-aside", metavar="PATH", help="also this trace (the other half), whole and cut")
+    parser.add_argument("--trace", action="store_true", help="also the shared trace cut to 3 visits per prompt")
+    parser.add_argument("--kept-aside", metavar="PATH", help="also this trace (the other half), cut likewise")
     args = parser.parse_args(argv)
     started = time.perf_counter()
     rule = {"prompt_skip_" + flag: getattr(args, flag) for flag in RULE_FLAGS}
