@@ -179,9 +179,6 @@ class PromptSkipDataSource:
     """Dotted path of the data source wrapped when none is given (a subclass may name its own)."""
     max_rounds: int = DEFAULT_MAX_ROUNDS
     """Draws per call after which the rest of a wave is served without asking the rule."""
-    population_prior: bool = True
-    """``predictive``: a prompt seen once is judged with the run's population as its prior (empirical Bayes,
-    :mod:`shopsim_metrics.prompts.population_prior`) rather than Jeffreys'."""
     max_epochs_per_call: int = DEFAULT_MAX_EPOCHS_PER_CALL
     """Dataset lengths one call may draw before the rest of the wave is served without asking the rule."""
 
@@ -417,9 +414,7 @@ class PromptSkipDataSource:
         run, kind = self.history.zero_std_run(key)
         if self.predictor is not None:
             evidence = self.history.success_evidence(key)
-            prior = (self.history.population_prior()
-                     if self.population_prior and evidence is not None and self.history.visits(key)[0] == 1 else None)
-            decision = self.predictor.decide(evidence, self.history.relative_cost(key), prior)
+            decision = self.predictor.decide(evidence, self.history.relative_cost(key))
             if decision.skip:
                 decision = self._guarded(key, decision)
             if evidence is not None and kind is None:  # the side the evidence leans to

@@ -74,10 +74,8 @@ PRIOR = 0.5
 """Jeffreys' prior: ``Beta(1/2, 1/2)`` on a prompt's success rate."""
 
 
-def zero_std_probability(successes: float, failures: float, n: int,
-                         prior: float | tuple[float, float] = PRIOR) -> float:
-    """P(a group of ``n`` is all-success or all-fail) under ``Beta(a + successes, b + failures)``, ``(a, b)`` the
-    ``prior`` (one number: both).
+def zero_std_probability(successes: float, failures: float, n: int, prior: float = PRIOR) -> float:
+    """P(a group of ``n`` is all-success or all-fail) under ``Beta(prior + successes, prior + failures)``.
 
     Example:
         >>> round(zero_std_probability(0.0, 0.0, 1), 12)   # a group of one is always zero-std
@@ -85,8 +83,7 @@ def zero_std_probability(successes: float, failures: float, n: int,
         >>> zero_std_probability(3.0, 0.0, 8) > zero_std_probability(3.0, 1.0, 8)
         True
     """
-    a, b = prior if isinstance(prior, tuple) else (prior, prior)
-    a, b = a + max(successes, 0.0), b + max(failures, 0.0)
+    a, b = prior + max(successes, 0.0), prior + max(failures, 0.0)
     log_norm = math.lgamma(a + b) - math.lgamma(a + b + n)
     all_pass = math.exp(log_norm + math.lgamma(a + n) - math.lgamma(a))
     all_fail = math.exp(log_norm + math.lgamma(b + n) - math.lgamma(b))
@@ -119,25 +116,19 @@ class PredictiveSkipRule:
         self.n_samples = n_samples
         self.min_yield = min_yield
 
-    def predict(self, evidence: tuple[float, float] | None,
-                prior: tuple[float, float] | None = None) -> float | None:
-        """The zero-std probability of a prompt with this ``(successes, failures)`` evidence (None: never scored);
-        ``prior``: the run's population's ``Beta`` for a prompt seen once, used when its own chance of a zero-std
-        group is below the threshold (else a prompt once skipped would never come back; Jeffreys' then)."""
+    def predict(self, evidence: tuple[float, float] | None) -> float | None:
+        """The zero-std probability of a prompt with this ``(successes, failures)`` evidence (None: never scored)."""
         if evidence is None:
             return None
-        if prior is not None and zero_std_probability(0.0, 0.0, self.n_samples, prior) < self.threshold:
-            return zero_std_probability(evidence[0], evidence[1], self.n_samples, prior)
         return zero_std_probability(evidence[0], evidence[1], self.n_samples)
 
-    def decide(self, evidence: tuple[float, float] | None, relative_cost: float | None = None,
-               prior: tuple[float, float] | None = None) -> SkipDecision:
+    def decide(self, evidence: tuple[float, float] | None, relative_cost: float | None = None) -> SkipDecision:
         """Skip or keep; ``probability`` is the predicted zero-std probability (0 for a prompt never scored).
 
         ``relative_cost``: the prompt's tokens per visit over the tracked prompts' mean (None: unknown,
-        the threshold decides alone); ``prior``: see :meth:`predict`.
+        the threshold decides alone).
         """
-        predicted = self.predict(evidence, prior)
+        predicted = self.predict(evidence)
         if predicted is None:
             return SkipDecision(skip=False, probability=0.0)
         by_threshold = predicted >= self.threshold

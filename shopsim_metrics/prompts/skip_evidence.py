@@ -89,10 +89,6 @@ class SkipHistory(Protocol):
         """The prompt's tokens per visit over the tracked prompts' mean (None: no tokens known for it)."""
         ...
 
-    def population_prior(self) -> tuple[float, float] | None:
-        """``(a, b)``: the ``Beta`` the run's prompts' success rates fit so far (None: not enough known)."""
-        ...
-
     def visits(self, key: str) -> tuple[int, tuple[str, ...]]:
         """The prompt's visits and its last verdicts, oldest first (``(0, ())``: never seen)."""
         ...
@@ -155,10 +151,6 @@ class MonitorSkipHistory:
     def relative_cost(self, key: str) -> float | None:
         """See :meth:`SkipHistory.relative_cost`."""
         return self.tracker.history.relative_cost(history_key(key))
-
-    def population_prior(self) -> tuple[float, float] | None:
-        """See :meth:`SkipHistory.population_prior` (the tracker's :class:`~shopsim_metrics.prompts.population_prior.PopulationPrior`)."""
-        return self.tracker.population.prior()
 
     def state_dict(self) -> dict[str, Any]:
         return {}

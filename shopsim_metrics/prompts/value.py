@@ -46,7 +46,6 @@ from typing import Any, Sequence
 from shopsim_metrics.record import contract as C
 from shopsim_metrics.judging.group_judgement import SPREAD
 from shopsim_metrics.judging.verdicts import ZERO_STD_VERDICTS, verdict_of
-from shopsim_metrics.prompts.population_prior import PopulationPrior
 from shopsim_metrics.prompts.history import (
     DEFAULT_FORGETTING, DEFAULT_LIMIT, VERDICT_LETTERS, PromptHistory, PromptStats,
 )
@@ -88,8 +87,6 @@ class PromptValueTracker:
         self.tokens_known = False  # some visit carried a token count
         self.last_step: tuple[int, Counter[str]] | None = None
         """(rollout_id, verdict counts of its judged groups) of the latest observed step: what a skip rule adapts to."""
-        self.population = PopulationPrior()
-        """The moments of every scored visit's success fraction: the prior of a prompt seen once (empirical Bayes)."""
         self.last_step_trained_informative: int | None = None
         """Groups of the latest observed step trained with spread (the ledger's ``trained`` rows): what the guard's
         lost signal is per (None: not known, e.g. restored from a snapshot that did not save it)."""
@@ -148,8 +145,6 @@ class PromptValueTracker:
         trained_informative = 0
         for row in sorted(decisions, key=lambda r: r.order):
             trained_informative += row.outcome == C.OUTCOME_TRAINED
-            if row.scorable_rollouts and row.success_count is not None:
-                self.population.observe(row.success_count, row.scorable_rollouts)
             tokens = getattr(row, "response_tokens", None)
             if tokens is None:
                 tokens_complete = False
@@ -190,8 +185,7 @@ class PromptValueTracker:
         """What a resumed run needs of this tracker (a snapshot, :mod:`shopsim_metrics.run.snapshot`)."""
         last = None if self.last_step is None else [self.last_step[0], dict(self.last_step[1])]
         return {"history": self.history.state_columns(), "tokens_known": self.tokens_known, "last_step": last,
-                "last_step_trained_informative": self.last_step_trained_informative,
-                "population": self.population.state()}
+                "last_step_trained_informative": self.last_step_trained_informative}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Put back :meth:`state_dict`'s state (raises ``ValueError``/``KeyError``/``TypeError`` for another shape).
@@ -215,11 +209,7 @@ class PromptValueTracker:
         trained = state.get("last_step_trained_informative")  # absent from the snapshots of earlier versions
         if trained is not None:
             trained = saved_count(trained, "the last step's informative trained groups")
-        population = PopulationPrior()
-        if state.get("population") is not None:  # absent from the snapshots of earlier versions
-            population.load(state["population"])
         self.history.load_state_columns(state["history"])
-        self.population = population
         self.tokens_known = bool(state["tokens_known"])
         self.last_step = last_step
         self.last_step_trained_informative = trained if last_step is not None else None
