@@ -177,7 +177,9 @@ def _step(args, ds, loop, step: int) -> list[str]:
 
 @pytest.mark.parametrize("rule", [
     {"shopsim_prompt_skip": "greso", "shopsim_prompt_skip_p_easy_start": 0.2, "shopsim_prompt_skip_p_hard_start": 0.2},
-    {"shopsim_prompt_skip": "predictive", "shopsim_prompt_skip_threshold": 0.8, "shopsim_prompt_skip_probe_every": 2}])
+    # a loose limit: the guard skips nothing until its bound allows, and ten steps of 16 prompts show little
+    {"shopsim_prompt_skip": "predictive", "shopsim_prompt_skip_threshold": 0.8, "shopsim_prompt_skip_probe_every": 2,
+     "shopsim_prompt_skip_max_lost_signal": 0.6}])
 def test_a_resumed_run_skips_as_the_unbroken_one(tmp_path, rule) -> None:
     """GRESO's random rule (seeded): the p values and random state come from the data source's file; the
     predictive rule's guard: its numbers and pending probes; the prompt history from the monitor's records: the
