@@ -21,10 +21,11 @@ so this module imports without slime) and delegates to it:
   ``shopsim_prompt_skip_threshold``, or its chance of spread is below ``shopsim_prompt_skip_min_yield``
   times its relative token cost (the history's ``relative_cost``); the prediction of every prompt let through is handed to the
   monitor (:meth:`PromptSkipDataSource.take_predictions`) for the calibration fields. Every skip passes the
-  lost-signal guard (:mod:`shopsim_metrics.prompts.lost_signal_guard`): every ``shopsim_prompt_skip_probe_every``-th
-  is served as a probe (its verdict, read from the history at the next closed step, checks the predictions),
-  and a draw whose predicted chance of spread is above the guard's cap is served (its fields:
-  :meth:`PromptSkipDataSource.take_guard_fields`).
+  lost-signal guard (:mod:`shopsim_metrics.prompts.lost_signal_guard`): one in ``shopsim_prompt_skip_probe_every``
+  (more while its bound is wide) is served as a probe, and a draw past the guard's cap or step budget is served;
+  the verdicts of both, read from the history at the next closed step, check the predictions (its fields:
+  :meth:`PromptSkipDataSource.take_guard_fields`). The guard's lost signal is per informative *trained* group
+  (the closed step's ``trained`` rows, :attr:`~shopsim_metrics.prompts.skip_evidence.StepShares.trained_informative`).
 - ``shopsim_wave_size: adaptive`` (with either mode): each call serves the number of groups that fills
   ``rollout_batch_size`` without another wave with probability ``shopsim_wave_fill_probability``, from the
   step's needs and the recent steps' judged groups in finishing order, as the monitor's wave planner answers
@@ -57,9 +58,11 @@ rule adapts its ``p`` values once per closed step, at the first wave after the s
 
 State: with slime's checkpoint ``<save>/rollout/global_dataset_state_dict_<N>.pt`` this class writes
 ``<save>/rollout/shopsim_prompt_skip_state_<N>.json`` (the rule's ``p`` values and random state, the
-guard's numbers (``predictive``), an injected history's state, the last step adapted to; the monitor's history is restored from the
-records, ``shopsim_metrics.run.resume``) and reads it back on ``load``, so a resumed run skips
-as an unbroken one would. The file is written durably (``fsync``, then replace:
+guard's numbers (``predictive``), an injected history's state, the last step adapted to, the run's ``run_id``; the
+monitor's history is restored from the records, ``shopsim_metrics.run.resume``) and reads it back on ``load``, so a
+resumed run skips as an unbroken one would. The guard's numbers are checked (a value no run reaches: one warning,
+the guard starts afresh), and a state another run saved is refused at the first serve (one warning naming both
+runs; the rule and the guard start afresh). The file is written durably (``fsync``, then replace:
 :mod:`shopsim_metrics.state_file`); a damaged one (0 bytes, truncated, ``[]``, ``null``, binary, a
 directory) stops the load with one line naming it and what to do
 (:class:`~shopsim_metrics.state_file.DamagedStateFile`, a ``ValueError``).

@@ -30,9 +30,9 @@ error, since a prompt once skipped would never come back. The threshold is the s
 posterior after one all-fail visit hardly depends on ``n`` (0.72 at 4, 0.71 at 8 and 16), but how often luck
 alone makes a group zero-std does (a prompt solved 30% of the time fails a whole group of 4 a quarter of the
 time), and evidence goes stale as prompts become learnable. Neither is in the model; both are measured on the
-run by the data source's guard (:mod:`shopsim_metrics.prompts.lost_signal_guard`), which serves every 8th
-skipped draw as a probe and lets the rule skip only as much as keeps the run's lost signal under
-``shopsim_prompt_skip_max_lost_signal``.
+run by the data source's guard (:mod:`shopsim_metrics.prompts.lost_signal_guard`), which serves some of the
+draws the rule would skip as probes and lets it skip only as much as keeps the run's lost signal, at an upper
+credible bound of what the probes measured, under ``shopsim_prompt_skip_max_lost_signal``.
 
 Calibration: the data source records the prediction of every prompt it lets through; the monitor
 compares it with the realised verdict when the group is judged (``skip_predicted_zero_std_mean``,

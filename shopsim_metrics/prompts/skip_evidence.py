@@ -23,8 +23,8 @@ records or a snapshot on resume). A data source with no monitor history reads an
 test feeds a tracker of its own.
 
 Example:
-    >>> step_shares(0, {"zero_std_all_fail": 2, "spread": 1})
-    StepShares(step=0, easy_share=0.0, hard_share=0.6666666666666666, judged=3, informative=1)
+    >>> step_shares(0, {"zero_std_all_fail": 2, "spread": 1}, trained_informative=1)
+    StepShares(step=0, easy_share=0.0, hard_share=0.6666666666666666, judged=3, informative=1, trained_informative=1)
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ def step_shares(step: int, verdicts: Mapping[str, int], trained_informative: int
 
     Example:
         >>> step_shares(4, {"zero_std_all_pass": 1, "zero_std_all_fail": 1, "spread": 2})
-        StepShares(step=4, easy_share=0.25, hard_share=0.25, judged=4, informative=2)
+        StepShares(step=4, easy_share=0.25, hard_share=0.25, judged=4, informative=2, trained_informative=None)
     """
     judged = sum(verdicts.values())
     if not judged:
@@ -121,7 +121,7 @@ class MonitorSkipHistory:
         >>> h.zero_std_run("b2:00000000000000a"), h.zero_std_run("never seen")
         ((2, 'zero_std_all_fail'), (0, None))
         >>> h.last_closed_step()
-        StepShares(step=3, easy_share=0.0, hard_share=1.0, judged=2, informative=0)
+        StepShares(step=3, easy_share=0.0, hard_share=1.0, judged=2, informative=0, trained_informative=0)
     """
 
     def __init__(self, tracker: "PromptValueTracker") -> None:

@@ -93,13 +93,13 @@ class SkipRuleSettings:
               "its relative token cost (its tokens per visit over the tracked prompts' mean): the costly prompts "
               "that teach least go first (`0` = the threshold alone)", greso=False)
     max_lost_signal: float = rule_knob(
-        0.1, "`predictive`: the guard keeps the signal the skips forgo (estimated on probes: informative groups "
-             "forgone per informative group judged, over the run) under this, skipping only the draws surest to be "
+        0.1, "`predictive`: the guard keeps the signal the skips forgo (informative groups forgone per informative "
+             "group trained, over the run, at an upper credible bound of what its probes measured) under this, skipping only the draws surest to be "
              "zero-std when it would be more (`1` = no limit) (§3.6)", greso=False)
     probe_every: int = setting(
         8, integer(0), "an integer >= 0",
-        "`predictive`: every N-th draw the rule skips is served anyway, a probe whose verdict checks the rule's "
-        "predictions (`0` = no probe: the guard trusts the predictions)")
+        "`predictive`: one in N of the draws the rule skips is served anyway (more while the guard's bound is "
+        "wide), a probe whose verdict checks the rule's predictions (`0` = no probe: the guard trusts the predictions)")
 
     def __post_init__(self) -> None:
         for field in _UNIT_KNOBS:
