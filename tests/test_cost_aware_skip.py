@@ -80,8 +80,10 @@ def test_a_min_yield_outside_zero_to_one_is_refused() -> None:
 # --- through the data source ---------------------------------------------------------------------
 def test_of_two_prompts_failed_once_the_long_one_is_skipped_and_the_short_one_served(tmp_path) -> None:
     prompts = pool(12)
-    # groups of 2: one all-fail visit predicts 0.79, below this threshold (the test is about the cost part)
-    ds = skip_source(make_args(tmp_path, shopsim_prompt_skip="predictive", shopsim_prompt_skip_threshold=0.85), prompts)
+    # groups of 2: one all-fail visit predicts 0.79, below this threshold (the test is about the cost part; the
+    # rule alone: the guard skips nothing before its probes bound the calibration)
+    ds = skip_source(make_args(tmp_path, shopsim_prompt_skip="predictive", shopsim_prompt_skip_threshold=0.85,
+                               shopsim_prompt_skip_max_lost_signal=1.0), prompts)
     keys = [prompt_key([p])[0] for p in prompts]
     long, short, *rest = keys
     n = ds.predictor.n_samples
@@ -126,7 +128,9 @@ def test_each_record_counts_the_prompts_skipped_for_their_cost() -> None:
 
     threshold = DEFAULTS["shopsim_prompt_skip_threshold"]
     with alerts_silenced():
-        records = Simulator(SimConfig(prompt_skip="predictive", **SPREAD_POOL), sinks=[]).run().records
+        # the rule alone: the cost part's skips have the larger chances of spread, the first the guard's cap refuses
+        records = Simulator(SimConfig(prompt_skip="predictive", prompt_skip_max_lost_signal=1.0,
+                                      prompt_skip_probe_every=0, **SPREAD_POOL), sinks=[]).run().records
         greso = Simulator(SimConfig(prompt_skip="greso", **SPREAD_POOL), sinks=[]).run().records
     for record in records:
         below = [row for row in record.skipped_prompts if row["skip_probability"] < threshold]
