@@ -159,7 +159,7 @@ def test_a_run_of_the_projects_records_replays_at_its_own_knobs_with_its_tokens(
                  "--json", str(out)])
     printed = capsys.readouterr().out
     assert code == 0
-    assert "rollout_batch_size 16, over_sampling_batch_size 32, 12 steps" in printed
+    assert "rollout_batch_size 16, over_sampling_batch_size 32 (the run's own), 12 steps" in printed
     assert "tokens: the recorded response tokens" in printed
     written = json.loads(out.read_text())
     assert [(r["prompt_skip"], r["wave_size"]) for r in written] == [
