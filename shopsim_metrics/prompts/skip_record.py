@@ -23,7 +23,8 @@ record is built with them, :mod:`shopsim_metrics.step.draft`):
 - the lost-signal guard's (``predictive``; :mod:`shopsim_metrics.prompts.lost_signal_guard`):
   ``skip_probe_count`` (draws the rule would skip, served as probes since the last record), ``skip_cap``
   (the largest predicted chance of spread a draw may have to be skipped, for the next draws) and
-  ``skip_lost_signal_estimate`` (its estimate of the run's lost signal so far).
+  ``skip_lost_signal_estimate`` (its estimate of the run's lost signal so far), beside ``skip_max_lost_signal``
+  (the limit in force, ``shopsim_prompt_skip_max_lost_signal``: the line the estimate is read against).
 
 Skips and judged groups are put in one order by slime's ``group_index`` (a skipped draw takes a
 slot of the running counter, as a served one does), so a prompt skipped and then served later in
@@ -191,9 +192,10 @@ class SourceSkips:
     GRESO rule says its two probabilities instead.
     """
 
-    def __init__(self, source: Any, tally: SkipTally) -> None:
+    def __init__(self, source: Any, tally: SkipTally, *, max_lost_signal: float | None = None) -> None:
         self.source = source
         self.tally = tally
+        self.max_lost_signal = max_lost_signal  # the guard's limit (shopsim_prompt_skip_max_lost_signal)
 
     def step_fields(self, decisions: Sequence[Any] | None) -> dict[str, Any]:
         """The skip fields of the step whose ledger rows are ``decisions``."""
@@ -201,6 +203,8 @@ class SourceSkips:
         greso = getattr(source, "predictor", None) is None
         predictions = source.take_predictions() if not greso else None
         guard = source.take_guard_fields() if not greso else None
+        if guard:
+            guard = {**guard, "skip_max_lost_signal": self.max_lost_signal}
         return self.tally.step_fields(decisions, source.take_skipped(), p_easy=source.rule.p_easy if greso else None,
                                       p_hard=source.rule.p_hard if greso else None, predictions=predictions,
                                       guard=guard)
