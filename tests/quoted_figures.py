@@ -15,7 +15,7 @@ signal (``at 0.073``, ``lost signal of 0.088``) must carry one of the two marker
 (``≥ 1.45×``, ``at least``, ``say 1.2×``, ``1.2× or more``, ``at most 0.15``).
 
 Example:
-    >>> quoted("1.53×<!-- results: b.k -->, then **0.073**<!-- results: b.l -->")
+    >>> quoted("1.53×<!-- results: b.k -->, then **0.073**<!-- results: b.l -->, `2.1×<!-- results: b.m -->`")
     [Quote(text='1.53', key='b.k', line=1), Quote(text='0.073', key='b.l', line=1)]
     >>> matches("1.53", 1.5312), matches("0.07", 0.073), matches("4,050", 4050)
     (True, True, True)
@@ -39,7 +39,7 @@ NOT_FROM_A_BENCH = re.compile(r"<!--\s*not from a bench:[^>]*-->")
 _NUMBER = re.compile(r"(\d[\d,]*(?:\.\d+)?)\**\s?[×x%]?\**\)?$")
 _FIGURES = re.compile(r"(?P<ratio>\d+\.\d+\s?[×x])(?![\w])|(?P<lost>(?:lost signals?(?: of| is| at)?(?: at most)?|\bat) "
                       r"\**(?P<value>0\.\d{2,3})\**)")
-_TARGET_BEFORE = ("≥", ">=", "at least", "say ", "target", "reach", "under", "within", "limit")
+_TARGET_BEFORE = ("≥", ">=", "≤", "<=", "never past", "must", "of at most", "at least", "say ", "target", "reach", "under", "within", "limit")
 _AFTER_FIGURE = re.compile(r"^\**\)?(?:<!--\s*(?:results:|not from a bench:))")
 
 
@@ -57,6 +57,8 @@ def quoted(page: str) -> list[Quote]:
     out = []
     for number, line in enumerate(page.splitlines(), start=1):
         for marker in MARKER.finditer(line):
+            if line[:marker.start()].count("`") % 2:
+                continue  # inside a code span: the convention shown, not a quote
             before = NOT_FROM_A_BENCH.sub("", MARKER.sub("", line[:marker.start()])).rstrip()
             found = _NUMBER.search(before)
             out.append(Quote(found.group(1) if found else "", marker.group(1), number))
@@ -73,14 +75,25 @@ def matches(text: str, value: Any) -> bool:
 
 
 def lookup(results: dict[str, Any], key: str) -> tuple[bool, Any]:
-    """``(found, value)`` of a dotted key: the bench's entry, then the keys inside it."""
-    bench, *path = key.split(".")
-    value: Any = results.get(bench)
-    for part in path:
-        if not isinstance(value, dict) or part not in value:
+    """``(found, value)`` of a dotted key: the bench's entry, then the keys inside it (a key that holds a dot is
+    matched whole, the longest first).
+
+    >>> lookup({"b": {"n=0.5": {"saving": 1.2}}}, "b.n=0.5.saving"), lookup({"b": {}}, "b.x")
+    ((True, 1.2), (False, None))
+    """
+    value: Any = results
+    parts = key.split(".")
+    while parts:
+        if not isinstance(value, dict):
             return False, None
-        value = value[part]
-    return bench in results and not isinstance(value, dict), value
+        for cut in range(len(parts), 0, -1):
+            name = ".".join(parts[:cut])
+            if name in value:
+                value, parts = value[name], parts[cut:]
+                break
+        else:
+            return False, None
+    return not isinstance(value, dict), value
 
 
 def unmarked(page: str) -> list[str]:
@@ -89,7 +102,7 @@ def unmarked(page: str) -> list[str]:
     for line in page.splitlines():
         for figure in _FIGURES.finditer(line):
             start, end = figure.span("ratio") if figure.group("ratio") else figure.span("value")
-            before = line[max(0, start - 24):start].lower()
+            before = line[max(0, start - 32):start].lower()
             if any(word in before for word in _TARGET_BEFORE) or line[end:end + 8].startswith(" or more"):
                 continue
             if not _AFTER_FIGURE.match(line[end:]):
