@@ -181,9 +181,10 @@ def figures_of(measured: dict[str, list[tuple[int, bool, dict, dict]]], second_w
         return {"min": min(values), "max": max(values)}
 
     figures |= {"predictive_adaptive_lost_signal": span("lost_signal", "predictive", waves=("adaptive",)),
-                "greso_lost_signal": span("lost_signal", "greso"),
+                "greso_adaptive_lost_signal": span("lost_signal", "greso", waves=("adaptive",)),
                 "oracle_seen_lost_signal": span("lost_signal", "oracle_seen", waves=("adaptive",)),
                 "tuned_adaptive_second_wave": span("second_wave", *MODES, waves=("adaptive",), tuned_only=True),
+                "adaptive_second_wave": span("second_wave", *MODES, waves=("adaptive",)),
                 "adaptive_second_wave_pooled": round(second_waves[0] / second_waves[1], 3),
                 "adaptive_second_wave_steps": second_waves[1]}
     return figures
