@@ -83,18 +83,20 @@ class SkipTally:
 
     def step_fields(self, decisions: Sequence[Any] | None, skipped: Sequence[SkippedPrompt], *, p_easy: float | None,
                     p_hard: float | None, predictions: Sequence[tuple[Any, float]] | None = None,
-                    guard: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                    guard: Mapping[str, Any] | None = None, max_lost_signal: float | None = None) -> dict[str, Any]:
         """A step's skip fields from its skipped prompts and its ledger rows (``decisions``).
 
         ``predictions``: ``(group_index, predicted zero-std probability)`` of the groups the predictive
         rule let through since the last record (None: a rule that does not predict); ``guard``: the
-        lost-signal guard's fields (``skip_probe_count``, ``skip_cap``, ``skip_lost_signal_estimate``).
+        lost-signal guard's fields (``skip_probe_count``, ``skip_cap``, ``skip_lost_signal_estimate``), given with the
+        guard's limit ``max_lost_signal`` (``skip_max_lost_signal``).
         """
         rows = decisions or []
         fields = self._calibrate(predictions, rows) if predictions is not None else {}
         if predictions is not None:
             fields["skipped_for_cost_count"] = sum(1 for skip in skipped if skip.for_cost)
-        fields.update(guard or {})
+        if guard:
+            fields.update(guard, skip_max_lost_signal=max_lost_signal)
         table = [dict(zip(SKIPPED_PROMPT_COLUMNS, (skip.prompt_key, skip.zero_std_run, skip.kind,
                                                    skip.skip_probability, skip.group_index)))
                  for skip in skipped]
@@ -203,8 +205,6 @@ class SourceSkips:
         greso = getattr(source, "predictor", None) is None
         predictions = source.take_predictions() if not greso else None
         guard = source.take_guard_fields() if not greso else None
-        if guard:
-            guard = {**guard, "skip_max_lost_signal": self.max_lost_signal}
         return self.tally.step_fields(decisions, source.take_skipped(), p_easy=source.rule.p_easy if greso else None,
                                       p_hard=source.rule.p_hard if greso else None, predictions=predictions,
-                                      guard=guard)
+                                      guard=guard, max_lost_signal=self.max_lost_signal)
