@@ -11,10 +11,11 @@ Example:
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import os
 import sys
-from typing import NoReturn
+from typing import Any, NoReturn, Sequence
 
 from shopsim_metrics.settings import check as config_check
 from shopsim_metrics.settings import preflight as preflight_command
@@ -25,7 +26,32 @@ from shopsim_metrics.simulator import commands as simulator_commands
 
 
 class OneLineParser(argparse.ArgumentParser):
-    """An argument parser whose usage errors are one line on stderr (with a pointer to ``--help``), exit 2."""
+    """An argument parser whose usage errors are one line on stderr (with a pointer to ``--help``), exit 2.
+
+    A flag is taken only when spelt in full (``allow_abbrev=False``: ``--rollout`` is not
+    ``--rollout-batch-size``), and a flag the command does not know gets the nearest it does ("did you mean").
+    Every subcommand's parser is one of these (argparse builds subparsers with the parent's class).
+
+    Example:
+        >>> import contextlib, io
+        >>> err = io.StringIO()
+        >>> with contextlib.redirect_stderr(err), contextlib.suppress(SystemExit):
+        ...     build_parser().parse_args(["replay", "trace.json", "--sedes", "2"])
+        >>> print(err.getvalue().strip())
+        shopsim-metrics replay: error: unrecognized arguments: --sedes 2; did you mean --seeds? (see shopsim-metrics replay --help)
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs["allow_abbrev"] = False
+        super().__init__(*args, **kwargs)
+
+    def parse_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
+                   namespace: argparse.Namespace | None = None) -> argparse.Namespace:
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            chosen = chosen_parser(self, parsed)
+            chosen.error(f"unrecognized arguments: {' '.join(extras)}{did_you_mean(extras, chosen, self)}")
+        return parsed
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
@@ -71,6 +97,63 @@ def name_subcommands(parser: argparse.ArgumentParser) -> None:
                 action.metavar = "{" + ",".join(action.choices) + "}"
             for command in action.choices.values():
                 name_subcommands(command)
+
+
+def chosen_parser(parser: argparse.ArgumentParser, parsed: argparse.Namespace) -> argparse.ArgumentParser:
+    """The (sub)command's parser that ``parsed`` went down to: the one whose flags a stray argument was meant for."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            name = getattr(parsed, action.dest, None)
+            if name in action.choices:
+                return chosen_parser(action.choices[name], parsed)
+    return parser
+
+
+def did_you_mean(extras: Sequence[str], parser: argparse.ArgumentParser,
+                 root: argparse.ArgumentParser | None = None) -> str:
+    """What each stray flag of ``extras`` was likely meant as: a flag of ``parser`` spelt nearly so, the one it
+    abbreviates (abbreviations are not accepted), or another command's (of ``root``'s); ``""`` when none.
+
+    Example:
+        >>> parser = OneLineParser(prog="x"); _ = parser.add_argument("--rollout-batch-size")
+        >>> did_you_mean(["--rollout-batch-sise", "3"], parser)
+        '; did you mean --rollout-batch-size?'
+        >>> did_you_mean(["--rollout-batch-sise", "3", "--zzz"], parser)
+        '; --rollout-batch-sise: did you mean --rollout-batch-size?'
+        >>> did_you_mean(["--rollout-batch", "3"], parser)
+        '; did you mean --rollout-batch-size?'
+    """
+    stray = [extra.split("=", 1)[0] for extra in extras if extra.startswith("--")]
+    near = {flag: hint for flag in stray if (hint := _meant(flag, parser, root))}
+    if not near:
+        return ""
+    if len(stray) == 1:
+        return f"; {near[stray[0]]}"
+    return "; " + "; ".join(f"{bad}: {hint}" for bad, hint in near.items())
+
+
+def _meant(flag: str, parser: argparse.ArgumentParser, root: argparse.ArgumentParser | None) -> str | None:
+    """The hint for one stray ``flag`` (see :func:`did_you_mean`)."""
+    known = [name for action in parser._actions for name in action.option_strings if name.startswith("--")]
+    close = difflib.get_close_matches(flag, known, n=1, cutoff=0.75)
+    if close:
+        return f"did you mean {close[0]}?"
+    owners = [command for command in _commands(root) if command is not parser
+              and any(flag in action.option_strings for action in command._actions)]
+    if owners:
+        return f"{flag} is an option of {', '.join(owner.prog for owner in owners)}, not of {parser.prog}"
+    longer = [name for name in known if name.startswith(flag)]
+    return f"did you mean {longer[0]}?" if len(longer) == 1 else None
+
+
+def _commands(parser: argparse.ArgumentParser | None) -> list[argparse.ArgumentParser]:
+    """Every (sub)command parser under ``parser``."""
+    found = []
+    for action in parser._actions if parser is not None else ():
+        if isinstance(action, argparse._SubParsersAction):
+            for command in action.choices.values():
+                found += [command, *_commands(command)]
+    return found
 
 
 def _version() -> str:

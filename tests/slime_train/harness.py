@@ -557,7 +557,7 @@ def mark_checkpoint(save: Path, rollout_id: int) -> None:
 def main(argv=None) -> None:
     import argparse
 
-    parser = argparse.ArgumentParser(description="one slime train.py run through the harness")
+    parser = argparse.ArgumentParser(description="one slime train.py run through the harness", allow_abbrev=False)
     parser.add_argument("out", type=Path)
     parser.add_argument("--num-rollout", type=int, default=3)
     options = parser.parse_args(argv)
