@@ -14,6 +14,7 @@ import argparse
 import difflib
 import json
 import os
+import re
 import sys
 from typing import Any, NoReturn, Sequence
 
@@ -54,7 +55,7 @@ class OneLineParser(argparse.ArgumentParser):
         return parsed
 
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        self.exit(2, f"{self.prog}: error: {printable(message)} (see {self.prog} --help)\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -220,8 +221,29 @@ def _inspect_json(path: str) -> int:
     return 0
 
 
+_TERMINAL_STYLE = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]")
+"""A terminal's style sequence (``ESC [ 1 m``: bold), as a library's message may carry one."""
+
+
+def printable(text: str) -> str:
+    """``text`` on one line with nothing a terminal would act on: style sequences dropped, white space runs
+    one space, any other control character shown escaped (a file name may hold one).
+
+    Example:
+        >>> printable("Weights only load failed, \\x1b[1mdo those steps\\x1b[0m.\\n  see \\x07x")
+        'Weights only load failed, do those steps. see \\\\x07x'
+    """
+    text = " ".join(_TERMINAL_STYLE.sub("", text).split())
+    return "".join(char if char.isprintable() else repr(char)[1:-1] for char in text)
+
+
 def _message(exc: BaseException) -> str:
-    """A one-line description of an error for the terminal."""
+    """A one-line description of an error for the terminal (:func:`printable`)."""
+    return printable(_described(exc))
+
+
+def _described(exc: BaseException) -> str:
+    """What the error says, by its kind."""
     if isinstance(exc, OSError) and exc.strerror:
         where = f": {exc.filename}" if exc.filename else ""
         hint = ""

@@ -7,11 +7,13 @@ fully-async`` as ``--rollout-batch-size``), and a misspelt flag gets the nearest
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 
 import pytest
 
 from shopsim_metrics.cli import _commands, build_parser, main
+from shopsim_metrics.judging.prompt_keys import hash_prompt
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -64,3 +66,86 @@ def test_a_flag_without_a_near_one_gets_no_guess(capsys):
 
 def test_parse_args_of_a_plain_parser_is_untouched():
     assert argparse.ArgumentParser(allow_abbrev=False).parse_args([]) == argparse.Namespace()
+
+
+# --- inputs misread -----------------------------------------------------------------------------------------
+
+def write_verl_run(folder: Path, prompts=("q0", "q1", "q2"), steps=(1, 2, 3), n: int = 4) -> Path:
+    """verl's ``trainer.rollout_data_dir``: per step a ``{step}.jsonl``, n rows per drawn prompt."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for step in steps:
+        rows = [{"input": prompt, "output": "a", "score": float(i < k % (n + 1)), "step": step}
+                for k, prompt in enumerate(prompts) for i in range(n)]
+        (folder / f"{step}.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return folder
+
+
+def test_replay_of_a_file_that_is_no_trace_says_so_not_that_a_flag_is_missing(tmp_path, capsys):
+    picture = tmp_path / "pic.png"
+    picture.write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00")
+    assert main(["replay", str(picture)]) == 2
+    err = capsys.readouterr().err
+    assert "pic.png: not a JSON trace (it does not start with '{')" in err and "--n-samples-per-prompt" not in err
+
+
+def test_the_directory_above_dumps_names_the_dumps_below_it(tmp_path, capsys):
+    write_verl_run(tmp_path / "runs" / "a")
+    write_verl_run(tmp_path / "runs" / "b")
+    for flags in ([], ["--whole-run"]):
+        assert main(["replay", str(tmp_path / "runs"), *flags]) == 2
+        err = capsys.readouterr().err
+        assert "this package's records" not in err and "no such file" not in err
+        assert f"the directories below it hold dumps: {tmp_path / 'runs' / 'a'} (verl's), " in err and "give one" in err
+
+
+def test_n_samples_per_prompt_given_for_a_dump_is_refused_not_ignored(tmp_path, capsys):
+    run = write_verl_run(tmp_path / "run")
+    assert main(["replay", str(run), "--whole-run", "--n-samples-per-prompt", "8"]) == 2
+    assert "--n-samples-per-prompt is a JSON trace's group size; verl's dump has its own" in capsys.readouterr().err
+
+
+# --- dumps as users write them ----------------------------------------------------------------------------
+
+def test_a_prompt_drawn_twice_in_one_verl_batch_is_two_groups_with_a_note(tmp_path, capsys):
+    from shopsim_metrics.outcomes.groups import WHOLE_RUN, DumpOptions
+    from shopsim_metrics.outcomes.sources import load_outcomes
+
+    run = write_verl_run(tmp_path / "run", prompts=("q0", "q1", "q2", "q0"))
+    trace = load_outcomes(run, options=DumpOptions(WHOLE_RUN))
+    assert trace.n_samples == 4 and trace.visit_count == 12 and len(trace.prompts) == 3
+    first_step = [visit.successes for visit in trace.visits[trace.prompts.index(hash_prompt("q0"))] if visit.step == 1]
+    assert first_step == [0, 3]  # its two groups of step 1: 0 of 4 and 3 of 4 successes
+    assert any("a prompt drawn again in the same step" in note for note in trace.notes)
+    assert main(["replay", str(run), "--whole-run", "--no-progress", "--seeds", "1"]) == 0
+    assert "files of two runs" not in capsys.readouterr().err
+
+
+def test_a_slime_dump_with_numpy_rewards_is_read(tmp_path):
+    torch = pytest.importorskip("torch")
+    np = pytest.importorskip("numpy")
+    from shopsim_metrics.outcomes.groups import WHOLE_RUN, DumpOptions
+    from shopsim_metrics.outcomes.sources import load_outcomes
+
+    kinds = (np.float32, np.float64, np.int64)
+    for step in range(2):
+        samples = [{"group_index": 2 * step + g, "index": 8 * step + 4 * g + i, "prompt": f"p{g}", "status": "completed",
+                    "reward": kinds[(g + i) % 3](i % 2 if g == 0 else 0), "response_length": 3,
+                    "metadata": {"shopsim_success": np.bool_(g == 0 and i % 2)}}
+                   for g in range(2) for i in range(4)]
+        torch.save({"rollout_id": step, "samples": samples}, tmp_path / f"rollout_{step}.pt")
+    trace = load_outcomes(tmp_path, options=DumpOptions(WHOLE_RUN))
+    assert trace.visit_count == 4 and not trace.notes  # no group left out as technical
+    assert sorted(v.successes for visits in trace.visits for v in visits) == [0, 0, 2, 2]
+
+
+def test_no_error_message_carries_a_terminal_escape(tmp_path, capsys):
+    torch = pytest.importorskip("torch")
+    import datetime
+
+    torch.save({"rollout_id": 0, "samples": [{"when": datetime.date(2026, 1, 1)}]}, tmp_path / "rollout_0.pt")
+    assert main(["replay", str(tmp_path), "--whole-run"]) == 2
+    err = capsys.readouterr().err
+    assert "not a slime rollout dump torch can load safely" in err and "\x1b" not in err
+    assert main(["replay", str(tmp_path / "a\x1bb\x07.json")]) == 2
+    err = capsys.readouterr().err
+    assert "\x1b" not in err and "\x07" not in err and "a\\x1bb\\x07.json" in err

@@ -101,7 +101,8 @@ def load_dump_file(path: Path) -> tuple[int, list[dict[str, Any]]]:
     except ImportError:
         raise DumpError(f"{path}: {TORCH_MISSING}") from None
     try:
-        data = torch.load(path, map_location="cpu", weights_only=True)
+        with _numpy_scalars_allowed(torch):
+            data = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # noqa: BLE001 - a torn file, another format, an object torch refuses to unpickle
         reason = " ".join(str(exc).split())[:160]
         raise DumpError(f"{path}: not a slime rollout dump torch can load safely ({type(exc).__name__}: "
@@ -125,8 +126,41 @@ def step_groups(path: Path, samples: list[Any]) -> dict[int, list[DumpSample]]:
         if not is_int(group_index):
             raise DumpError(f"{path}: sample {position} has no integer group_index ({group_index!r}): its group "
                             "cannot be told")
-        groups.setdefault(group_index, []).append(DumpSample(**{name: raw.get(name) for name in _SAMPLE_FIELDS}))
+        groups.setdefault(group_index, []).append(DumpSample(**{name: plain(raw.get(name)) for name in _SAMPLE_FIELDS}))
     return groups
+
+
+def plain(value: Any) -> Any:
+    """``value`` with numpy scalars as Python's (a dict's values too): a reward function may return
+    ``np.float32(1.0)``, which the filter's rules would not read as a number.
+
+    Example:
+        >>> import numpy as np
+        >>> plain(np.float32(0.5)), plain({"acc": np.int64(1), "ok": np.bool_(True)}), plain([1])
+        (0.5, {'acc': 1, 'ok': True}, [1])
+    """
+    import numpy as np
+
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, dict):
+        return {key: plain(item) for key, item in value.items()}
+    return value
+
+
+def _numpy_scalars_allowed(torch: Any) -> Any:
+    """A context in which ``torch.load(weights_only=True)`` also takes numpy scalars and their dtypes (plain
+    data, no code: a reward returned as ``np.float32`` is pickled as one), where torch can be told so."""
+    import contextlib
+
+    import numpy as np
+
+    safe_globals = getattr(torch.serialization, "safe_globals", None)
+    if safe_globals is None:  # an old torch: numpy scalars stay refused, in the error's one line
+        return contextlib.nullcontext()
+    scalar = np.float64(0.0).__reduce__()[0]  # numpy's scalar constructor, wherever this numpy keeps it
+    dtypes = {type(np.dtype(code)) for code in "?bhilqBHILQefdgFDG"}
+    return safe_globals([scalar, np.dtype, *dtypes])
 
 
 def read_slime_dump(path: str | os.PathLike, options: DumpOptions) -> Trace:
