@@ -149,3 +149,19 @@ def test_no_error_message_carries_a_terminal_escape(tmp_path, capsys):
     assert main(["replay", str(tmp_path / "a\x1bb\x07.json")]) == 2
     err = capsys.readouterr().err
     assert "\x1b" not in err and "\x07" not in err and "a\\x1bb\\x07.json" in err
+
+
+# --- a launch checked before it runs ----------------------------------------------------------------------
+
+def test_preflight_refuses_a_sample_hook_path_that_does_not_load(tmp_path, capsys):
+    from test_preflight import launch
+
+    typo = "shopsimrl.slime_runtime.record_generated_sampel"
+    assert main(["preflight", "--", *launch(tmp_path, **{"--rollout-sample-hook-path": typo})]) == 2
+    err = capsys.readouterr().err
+    assert f"error: --rollout-sample-hook-path: {typo} does not load (AttributeError" in err
+    argv = launch(tmp_path) + ["--rollout-sample-hook-path", "math.sqrt"]  # slime's flag may be repeated: each checked
+    assert main(["preflight", "--", *argv]) == 2
+    assert "--rollout-sample-hook-path: math.sqrt cannot be called as slime calls it" in capsys.readouterr().err
+    assert main(["preflight", "--", *launch(tmp_path)]) == 0
+    assert "--rollout-sample-hook-path shopsimrl.slime_runtime.record_generated_sample" in capsys.readouterr().out

@@ -51,6 +51,9 @@ HOOK_CALLS: dict[str, tuple[str, ...]] = {
 }
 """The positional arguments slime calls each hook with."""
 
+SAMPLE_HOOK_CALL = ("args", "sample")
+"""How slime calls each ``--rollout-sample-hook-path`` hook (``rollout_id`` and ``evaluation`` by keyword, if taken)."""
+
 
 @dataclass
 class PreflightReport:
@@ -68,7 +71,7 @@ def launch_parser() -> argparse.ArgumentParser:
         parser.add_argument(flag, default=None)
     parser.add_argument("--data-source-path", default=None)
     parser.add_argument("--rollout-function-path", default=None)
-    parser.add_argument("--rollout-sample-hook-path", default=None)
+    parser.add_argument("--rollout-sample-hook-path", action="append", default=[])  # slime's: may be repeated
     parser.add_argument("--custom-config-path", default=None)
     for flag in ("--rollout-batch-size", "--n-samples-per-prompt", "--over-sampling-batch-size",
                  "--global-batch-size", "--num-steps-per-rollout"):
@@ -115,6 +118,12 @@ def _check_hooks(launch: argparse.Namespace, report: PreflightReport) -> None:
             if not paths[flag]:
                 report.problems.append(f"{flag}: not set, but the filter is {filter_path}: without it {lost} "
                                        f"(set it to {filter_path.rpartition('.')[0]}.{_PROJECT_HOOK_NAMES[flag]})")
+    for path in launch.rollout_sample_hook_path:  # slime loads each at every generate call: a typo fails then
+        problem = _check_callable(path, SAMPLE_HOOK_CALL)
+        if problem:
+            report.problems.append(f"--rollout-sample-hook-path: {problem}")
+        else:
+            report.checked.append(f"--rollout-sample-hook-path {path}")
     if launch.data_source_path:
         problem = _check_class(launch.data_source_path)
         if problem:
@@ -320,7 +329,7 @@ def check_fully_async(argv: list[str], launch: argparse.Namespace, report: Prefl
         _check_project_async(launch, report)
     elif rollout == SLIME_ASYNC_ROLLOUT_PATH:
         project = [flag for flag in (*HOOK_CALLS, "--rollout-sample-hook-path")
-                   if (getattr(launch, _dest(flag), None) or "").startswith(PROJECT_FILTER_MODULE)]
+                   if any(path.startswith(PROJECT_FILTER_MODULE) for path in _paths(launch, flag))]
         line = (f"--rollout-function-path: {SLIME_ASYNC_ROLLOUT_PATH} calls neither the filter nor the all-samples "
                 "hook: nothing is filtered (zero-std and technical groups train) and no group is judged; "
                 f"use {ASYNC_ROLLOUT_PATH} (docs §3.8)")
@@ -353,6 +362,12 @@ def _check_project_async(launch: argparse.Namespace, report: PreflightReport) ->
 
 def _dest(flag: str) -> str:
     return flag.lstrip("-").replace("-", "_")
+
+
+def _paths(launch: argparse.Namespace, flag: str) -> list[str]:
+    """The hook paths ``flag`` gives (one, or each of a repeated flag's)."""
+    value = getattr(launch, _dest(flag), None)
+    return [value] if isinstance(value, str) else list(value or [])
 
 
 def run(args: argparse.Namespace) -> int:
@@ -424,7 +439,7 @@ def check_launch_shape(argv: list[str], launch: argparse.Namespace, settings: di
                                "and the waves stay fixed")
     filter_path = getattr(launch, _dest("--dynamic-sampling-filter-path"))
     uses_project = (filter_path or "").startswith(PROJECT_FILTER_MODULE) or launch.rollout_function_path == ASYNC_ROLLOUT_PATH
-    if uses_project and launch.rollout_sample_hook_path != SAMPLE_HOOK_PATH:
+    if uses_project and SAMPLE_HOOK_PATH not in launch.rollout_sample_hook_path:
         report.warnings.append(f"--rollout-sample-hook-path: not {SAMPLE_HOOK_PATH}: total_token_count, "
                                "aborted_token_count and tokens_per_informative_group stay null (aborted "
                                "generation is not counted)")
