@@ -165,3 +165,55 @@ def test_preflight_refuses_a_sample_hook_path_that_does_not_load(tmp_path, capsy
     assert "--rollout-sample-hook-path: math.sqrt cannot be called as slime calls it" in capsys.readouterr().err
     assert main(["preflight", "--", *launch(tmp_path)]) == 0
     assert "--rollout-sample-hook-path shopsimrl.slime_runtime.record_generated_sample" in capsys.readouterr().out
+
+
+# --- prompts by their text ----------------------------------------------------------------------------------
+
+def test_a_dumps_prompt_text_is_in_the_skip_list_and_on_the_prompts_page(tmp_path, capsys):
+    from shopsim_metrics.dashboards.prompts_page import read_page_data
+    from shopsim_metrics.prompts.command import read_skip_list
+
+    run = write_verl_run(tmp_path / "run", prompts=("Name a prime.", "What is 2+2?"), steps=(1, 2, 3))
+    assert main(["prompts", str(run), "--whole-run", "--out", str(tmp_path / "skip.jsonl")]) == 0
+    assert "the prompt is the dump's text" in capsys.readouterr().out
+    entries = read_skip_list(tmp_path / "skip.jsonl")
+    assert [(e["prompt_key"], e["prompt"]) for e in entries] == [(hash_prompt("Name a prime."), "Name a prime.")]
+    assert main(["dashboard", "html", str(run), "--whole-run", "--out", str(tmp_path / "prompts.html")]) == 0
+    page = (tmp_path / "prompts.html").read_text()
+    data = read_page_data(page)
+    assert dict(zip(data["keys"], data["texts"])) == {hash_prompt(p): p for p in ("Name a prime.", "What is 2+2?")}
+    # verl records no tokens: the page opens sorted by zero-std visits, not by an empty wasted-tokens column
+    assert data["tokens_known"] is False and data["sort"] == "zero_std"
+    assert "success by visit\n(0 to 4/4)" in page  # the sparklines' scale
+
+
+def test_prompt_data_written_with_a_chat_template_maps_to_the_keys(tmp_path, capsys, monkeypatch):
+    import shopsim_metrics.prompts.command as prompts_command
+
+    def template(messages, tools):  # what a tokenizer's chat template does, in small
+        return "".join(f"<|{m['role']}|>{m['content']}" for m in messages) + "<|assistant|>"
+
+    asked = []
+    monkeypatch.setattr(prompts_command, "tokenizer_chat_template",
+                        lambda checkpoint, kwargs: asked.append((checkpoint, kwargs)) or template)
+    questions = [f"Question {i}?" for i in range(7)]
+    data = tmp_path / "prompts.jsonl"
+    data.write_text("".join(json.dumps({"input": [{"role": "system", "content": "Be brief."},
+                                                  {"role": "user", "content": q}]}) + "\n" for q in questions))
+    templated = [template([{"role": "system", "content": "Be brief."}, {"role": "user", "content": q}], None)
+                 for q in questions]
+    run = write_verl_run(tmp_path / "run", prompts=templated)  # verl dumps the templated text it generated from
+    out = tmp_path / "skip.jsonl"
+    argv = ["prompts", str(run), "--whole-run", "--out", str(out), "--prompt-data", str(data), "--min-visits", "1"]
+    assert main(argv) == 0
+    assert "0 of" in capsys.readouterr().out  # as the launch hashed them, the plain rows match nothing
+    assert main([*argv, "--apply-chat-template", "--hf-checkpoint", "/ckpt", "--apply-chat-template-kwargs",
+                 '{"enable_thinking": false}']) == 0
+    printed = capsys.readouterr().out
+    entries = prompts_command.read_skip_list(out)
+    line_of = {hash_prompt(text): number for number, text in enumerate(templated, 1)}
+    assert entries and all(e["data_line"] == line_of[e["prompt_key"]] for e in entries)
+    assert entries[0]["prompt"][1]["content"].startswith("Question")  # the dataset's row, as written
+    assert f"{len(entries)} of {len(entries)} found" in printed and asked == [("/ckpt", {"enable_thinking": False})]
+    assert main([*argv, "--apply-chat-template"]) == 2
+    assert "--apply-chat-template needs --hf-checkpoint" in capsys.readouterr().err

@@ -38,7 +38,7 @@ from __future__ import annotations
 import functools
 import os
 from array import array
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
@@ -160,6 +160,7 @@ class Trace:
     origin: str  # what it was read from, for the output
     run: RunKnobs | None = None  # the recorded run's knobs (records only)
     notes: tuple[str, ...] = ()  # what the output must say about how the trace was read (a dump's biases)
+    texts: Mapping[str, str] = field(default_factory=dict)  # prompt key -> its text, where the source holds it
 
     def __post_init__(self) -> None:
         if not isinstance(self.visits, TraceVisits):
