@@ -217,3 +217,39 @@ def test_prompt_data_written_with_a_chat_template_maps_to_the_keys(tmp_path, cap
     assert f"{len(entries)} of {len(entries)} found" in printed and asked == [("/ckpt", {"enable_thinking": False})]
     assert main([*argv, "--apply-chat-template"]) == 2
     assert "--apply-chat-template needs --hf-checkpoint" in capsys.readouterr().err
+
+
+# --- the demo run twice -------------------------------------------------------------------------------------
+
+def test_a_second_demo_says_what_it_replaces_and_leaves_nothing_of_the_first(tmp_path, monkeypatch, capsys):
+    import wandb
+
+    root = tmp_path / "wb"
+    for var, sub in (("WANDB_DATA_DIR", "data"), ("WANDB_CACHE_DIR", "cache"), ("WANDB_CONFIG_DIR", "config"),
+                     ("WANDB_ARTIFACT_DIR", "artifacts")):
+        (root / sub).mkdir(parents=True)
+        monkeypatch.setenv(var, str(root / sub))
+    for var, value in (("WANDB_MODE", "offline"), ("WANDB_SILENT", "true"), ("WANDB_CONSOLE", "off"),
+                       ("WANDB_DISABLE_GIT", "true"), ("WANDB_BASE_URL", "http://127.0.0.1:9"),
+                       ("NETRC", str(root / "no-netrc"))):
+        monkeypatch.setenv(var, value)
+    monkeypatch.delenv("WANDB_DIR", raising=False)  # the W&B runs go under <out>/run/wandb, as on a fresh clone
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    out = tmp_path / "demo_out"
+    try:
+        wandb.teardown()
+        assert main(["demo", "--out", str(out), "--steps", "3", "--no-progress"]) == 0
+        for name in ("skip.jsonl", "dashboard-prompts.html"):  # what the README's commands derive from the run
+            (out / name).write_text("of the first run\n")
+        keep = out / "notes.txt"
+        keep.write_text("mine\n")
+        capsys.readouterr()
+        assert main(["demo", "--out", str(out), "--steps", "3", "--no-progress", "--prompt-skip", "predictive"]) == 0
+        said = capsys.readouterr().out.splitlines()[0]
+    finally:
+        wandb.teardown()
+    assert said.startswith(f"replacing the previous demo in {out} (steps 3, seed 0, prompt_skip off,")
+    assert "removed steps.jsonl, 1 W&B offline run(s), dashboard-prompts.html, skip.jsonl" in said
+    assert not (out / "skip.jsonl").exists() and not (out / "dashboard-prompts.html").exists()
+    assert keep.read_text() == "mine\n"
+    assert len(list((out / "run" / "wandb").glob("offline-run-*"))) == 1
