@@ -169,18 +169,20 @@ def _version() -> str:
 
 def _inspect(args: argparse.Namespace) -> int:
     from shopsim_metrics.readers.steps import read_step_columns
-    from shopsim_metrics.readers.report import (STEP_TABLE_LEGEND, STEP_TABLE_NAMES, format_cost_headline,
-                                            format_step_table, format_wave_calibration)
+    from shopsim_metrics.readers.report import (NOTE_NAMES, STEP_TABLE_LEGEND, STEP_TABLE_NAMES,
+                                                format_cost_headline, format_step_table, format_wave_calibration,
+                                                step_note)
 
     if args.json:
         return _inspect_json(args.path)
     names = STEP_TABLE_NAMES
     cost = ("total_token_count", "aborted_token_count")
-    table = read_step_columns(args.path, names=names + ("terminated", "predicted_second_wave_probability") + cost)
+    noted = tuple(name for name in NOTE_NAMES if name not in names)
+    table = read_step_columns(args.path, names=names + noted + ("predicted_second_wave_probability",) + cost)
     out = sys.stdout
     cols = {name: table.rollout_ids if name == "rollout_id" else table.columns[name] for name in names}
     rows = [{name: col[i] for name, col in cols.items()} for i in range(len(table))]
-    notes = ["TERMINATED" if terminated else "" for terminated in table.columns["terminated"]]
+    notes = [step_note({name: table.columns[name][i] for name in NOTE_NAMES}) for i in range(len(table))]
     out.write(format_step_table(rows, notes) + "\n")
     out.write(f"{len(table)} steps" + "".join(f"; {note}" for note in table.report.notes()) + "\n")
     out.write(format_cost_headline(*_run_cost(table.columns)) + "\n")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -221,7 +222,10 @@ def test_prompt_data_written_with_a_chat_template_maps_to_the_keys(tmp_path, cap
 
 # --- the demo run twice -------------------------------------------------------------------------------------
 
-def test_a_second_demo_says_what_it_replaces_and_leaves_nothing_of_the_first(tmp_path, monkeypatch, capsys):
+@pytest.fixture
+def offline_wandb(tmp_path, monkeypatch):
+    """W&B offline in a temp dir, no network, no key; its runs under the demo's own ``<out>/run/wandb``, as on a
+    fresh clone (no WANDB_DIR)."""
     import wandb
 
     root = tmp_path / "wb"
@@ -233,23 +237,76 @@ def test_a_second_demo_says_what_it_replaces_and_leaves_nothing_of_the_first(tmp
                        ("WANDB_DISABLE_GIT", "true"), ("WANDB_BASE_URL", "http://127.0.0.1:9"),
                        ("NETRC", str(root / "no-netrc"))):
         monkeypatch.setenv(var, value)
-    monkeypatch.delenv("WANDB_DIR", raising=False)  # the W&B runs go under <out>/run/wandb, as on a fresh clone
+    monkeypatch.delenv("WANDB_DIR", raising=False)
     monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    wandb.teardown()
+    yield
+    wandb.teardown()
+
+
+def test_a_second_demo_says_what_it_replaces_and_leaves_nothing_of_the_first(tmp_path, offline_wandb, capsys):
     out = tmp_path / "demo_out"
-    try:
-        wandb.teardown()
-        assert main(["demo", "--out", str(out), "--steps", "3", "--no-progress"]) == 0
-        for name in ("skip.jsonl", "dashboard-prompts.html"):  # what the README's commands derive from the run
-            (out / name).write_text("of the first run\n")
-        keep = out / "notes.txt"
-        keep.write_text("mine\n")
-        capsys.readouterr()
-        assert main(["demo", "--out", str(out), "--steps", "3", "--no-progress", "--prompt-skip", "predictive"]) == 0
-        said = capsys.readouterr().out.splitlines()[0]
-    finally:
-        wandb.teardown()
+    assert main(["demo", "--out", str(out), "--steps", "3", "--no-progress"]) == 0
+    for name in ("skip.jsonl", "dashboard-prompts.html"):  # what the README's commands derive from the run
+        (out / name).write_text("of the first run\n")
+    keep = out / "notes.txt"
+    keep.write_text("mine\n")
+    capsys.readouterr()
+    assert main(["demo", "--out", str(out), "--steps", "3", "--no-progress", "--prompt-skip", "predictive"]) == 0
+    said = capsys.readouterr().out.splitlines()[0]
     assert said.startswith(f"replacing the previous demo in {out} (steps 3, seed 0, prompt_skip off,")
     assert "removed steps.jsonl, 1 W&B offline run(s), dashboard-prompts.html, skip.jsonl" in said
     assert not (out / "skip.jsonl").exists() and not (out / "dashboard-prompts.html").exists()
     assert keep.read_text() == "mine\n"
     assert len(list((out / "run" / "wandb").glob("offline-run-*"))) == 1
+
+
+# --- small things ---------------------------------------------------------------------------------------------
+
+def test_tunes_table_has_a_legend_for_every_column(capsys):
+    assert main(["tune", "--zero-std-rate", "0.3", "--steps", "3", "--candidates", "16,32", "--no-widen",
+                 "--jobs", "1"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    header = next(line for line in out if line.startswith("over "))
+    legend = "\n".join(out[out.index(header):])
+    named = {word for line in legend.splitlines()[3:] for word in re.findall(r"[\w.()/-]+", line)}
+    assert set(header.split()) <= named, set(header.split()) - named
+    assert "P(limit)    share of steps whose technical streak reached 8 consecutive failed groups" in legend
+    assert "ok          yes: within both targets" in legend and "wasted      samples of judged groups" in legend
+
+
+def test_the_fully_async_demos_progress_shows_no_waves(tmp_path, offline_wandb, capsys):
+    assert main(["demo", "--out", str(tmp_path / "out"), "--steps", "4", "--rollout", "fully-async"]) == 0
+    printed = capsys.readouterr()
+    progress = [line for line in (printed.out + printed.err).splitlines() if "simulated rollout steps:" in line]
+    assert progress and not any("None" in line or "waves" in line for line in progress), progress
+
+
+def test_inspects_note_column_says_what_stands_out_in_a_step(tmp_path, capsys):
+    from shopsim_metrics.record.records import StepRecord
+    from shopsim_metrics.sinks import JsonlSink
+
+    sink = JsonlSink(tmp_path / "run", fsync=False)
+    for record in (StepRecord(rollout_id=0, wave_count=1), StepRecord(rollout_id=1, wave_count=3, skipped_prompt_count=4,
+                                                                       alerts=[{"level": "WARN", "title": "t", "text": "x"}]),
+                   StepRecord(rollout_id=2, wave_count=1, terminated=True)):
+        sink.emit(record)
+    sink.close()
+    assert main(["inspect", str(tmp_path / "run")]) == 0
+    rows = capsys.readouterr().out.splitlines()[1:4]
+    assert rows[1].rstrip().endswith(" 3 waves, 4 skipped, WARN alert") and rows[2].rstrip().endswith(" TERMINATED")
+    assert not any(word in rows[0] for word in ("waves", "skipped", "alert", "TERMINATED"))
+
+
+def test_the_waves_panel_lists_no_adaptive_line_on_a_run_with_fixed_waves():
+    from shopsim_metrics.dashboards.data import DashboardData
+    from shopsim_metrics.dashboards.html import step_figure_dict
+    from shopsim_metrics.dashboards.spec import dashboard_spec
+
+    panel = dashboard_spec().panel("waves")
+    fixed = DashboardData(steps=[{"rollout_id": i, "wave_count": 1 + i % 2} for i in range(4)])
+    assert [t["meta"] for t in step_figure_dict(panel, fixed)["data"]] == ["wave_count"]
+    adaptive = DashboardData(steps=[{"rollout_id": i, "wave_count": 1, "predicted_second_wave_probability": 0.1}
+                                    for i in range(4)])
+    assert [t["meta"] for t in step_figure_dict(panel, adaptive)["data"]] == ["wave_count",
+                                                                             "predicted_second_wave_probability"]

@@ -207,12 +207,17 @@ def step_figure_dict(panel: Panel, data: DashboardData) -> dict[str, Any]:
 
     Past :data:`~shopsim_metrics.dashboards.downsample.MAX_POINTS` steps the series are downsampled for
     drawing: stacked bars by bucket means (the stack still adds up), lines by min/max buckets. Built
-    without plotly's objects, whose per-element validation costs seconds on a 100k-step run.
+    without plotly's objects, whose per-element validation costs seconds on a 100k-step run. A series no
+    step carries (adaptive waves' prediction on a run with fixed waves) is left out, not listed in the legend
+    with nothing drawn, unless no series has data (the panel then says it is off).
     """
     x = data.step_ids()
     breakdown = breakdown_values(panel, data)  # one stacked bar per label (technical causes), after the series
-    series = [*panel.series, *(Series(panel.breakdown_key or "", label, "bar") for label, _ in breakdown)]
-    values = [*(series_values(s, data) for s in panel.series), *(counts for _, counts in breakdown)]
+    own = [(s, series_values(s, data)) for s in panel.series]
+    if any(s.style != "threshold" and any(v is not None for v in values) for s, values in own):
+        own = [(s, values) for s, values in own if s.style == "threshold" or any(v is not None for v in values)]
+    series = [*(s for s, _ in own), *(Series(panel.breakdown_key or "", label, "bar") for label, _ in breakdown)]
+    values = [*(v for _, v in own), *(counts for _, counts in breakdown)]
     if panel.kind == "stacked_bar":
         bucket_x, bucketed = mean_buckets(x, values)
         drawn = [(bucket_x, v) for v in bucketed]

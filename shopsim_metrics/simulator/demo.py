@@ -198,8 +198,9 @@ def run_demo(
                 run = wandb_sink.run  # resolved by the first record already
                 if run is not None:
                     found["wandb"] = Path(run.dir).parent
-            if bar is not None:
-                bar.update(waves=outcome.waves, accepted=len(outcome.judged_ids))
+            if bar is not None:  # the fully-async pool has no waves: nothing to show for them
+                waves = {} if outcome.waves is None else {"waves": outcome.waves}
+                bar.update(**waves, accepted=len(outcome.judged_ids))
 
         try:
             tally = RunTally(planned_steps=steps)
