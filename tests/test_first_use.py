@@ -310,3 +310,41 @@ def test_the_waves_panel_lists_no_adaptive_line_on_a_run_with_fixed_waves():
                                     for i in range(4)])
     assert [t["meta"] for t in step_figure_dict(panel, adaptive)["data"]] == ["wave_count",
                                                                              "predicted_second_wave_probability"]
+
+
+def test_the_chat_template_applied_as_slimes_dataset_applies_it(tmp_path):
+    """Against slime's own ``Dataset`` (``--apply-chat-template``): every prompt it builds is found under its
+    key. Runs where slime (``SLIME_SRC``) and transformers are importable (the slime venv)."""
+    import os
+    import sys
+
+    if not os.environ.get("SLIME_SRC"):
+        pytest.skip("set SLIME_SRC to a slime checkout (and use a Python with transformers) to run it")
+    pytest.importorskip("transformers")
+    tokenizers = pytest.importorskip("tokenizers")
+    sys.path.insert(0, os.environ["SLIME_SRC"])
+    try:
+        from slime.utils.data import Dataset
+    finally:
+        sys.path.remove(os.environ["SLIME_SRC"])
+    from transformers import PreTrainedTokenizerFast
+
+    from shopsim_metrics.prompts.dataset import rows_by_key, tokenizer_chat_template
+
+    words = ["<unk>", "Be", "brief.", "Question", "?"]
+    core = tokenizers.Tokenizer(tokenizers.models.WordLevel(vocab={w: i for i, w in enumerate(words)}, unk_token="<unk>"))
+    core.pre_tokenizer = tokenizers.pre_tokenizers.WhitespaceSplit()
+    template = ("{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}\n{% endfor %}"
+                "{% if add_generation_prompt %}<|assistant|>{% endif %}")
+    PreTrainedTokenizerFast(tokenizer_object=core, unk_token="<unk>", chat_template=template).save_pretrained(tmp_path / "tok")
+    data = tmp_path / "prompts.jsonl"
+    data.write_text("".join(json.dumps({"input": [{"role": "system", "content": "Be brief."},
+                                                  {"role": "user", "content": f"Question {i}?"}], "label": str(i)})
+                            + "\n" for i in range(5)) + json.dumps({"input": "plain text", "label": "x"}) + "\n")
+    from transformers import AutoTokenizer
+
+    dataset = Dataset(str(data), AutoTokenizer.from_pretrained(tmp_path / "tok"), None, None, prompt_key="input",
+                      label_key="label", apply_chat_template=True)
+    rows = rows_by_key(data, label_key="label", chat_template=tokenizer_chat_template(str(tmp_path / "tok")))
+    keys = [hash_prompt(sample.prompt, sample.label) for sample in dataset.origin_samples]
+    assert [rows[key].line for key in keys] == [1, 2, 3, 4, 5, 6]
