@@ -105,6 +105,19 @@ def test_n_samples_per_prompt_given_for_a_dump_is_refused_not_ignored(tmp_path, 
     assert "--n-samples-per-prompt is a JSON trace's group size; verl's dump has its own" in capsys.readouterr().err
 
 
+def test_n_samples_per_prompt_other_than_the_records_own_is_refused(tmp_path, capsys):
+    from dashboard_records import make_records
+    from shopsim_metrics.sinks import JsonlSink
+
+    sink = JsonlSink(tmp_path / "run", fsync=False)
+    for record in make_records(terminate=False):
+        sink.emit(record)
+    sink.close()
+    assert main(["replay", str(tmp_path / "run"), "--n-samples-per-prompt", "3", "--seeds", "1", "--no-progress"]) == 2
+    assert "--n-samples-per-prompt 3 is a JSON trace's group size; the records say their own (8)" in \
+        capsys.readouterr().err
+
+
 # --- dumps as users write them ----------------------------------------------------------------------------
 
 def test_a_prompt_drawn_twice_in_one_verl_batch_is_two_groups_with_a_note(tmp_path, capsys):
