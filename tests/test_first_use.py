@@ -361,3 +361,17 @@ def test_the_chat_template_applied_as_slimes_dataset_applies_it(tmp_path):
     rows = rows_by_key(data, label_key="label", chat_template=tokenizer_chat_template(str(tmp_path / "tok")))
     keys = [hash_prompt(sample.prompt, sample.label) for sample in dataset.origin_samples]
     assert [rows[key].line for key in keys] == [1, 2, 3, 4, 5, 6]
+
+
+def test_a_page_of_100000_prompts_with_their_texts_stays_under_20_mb():
+    import dataclasses
+
+    from test_prompts_page import MAX_PAGE_BYTES, _trace
+
+    from shopsim_metrics.dashboards.prompts_page import read_page_data, render_prompts_page
+
+    trace = _trace(100_000, 3)
+    trace = dataclasses.replace(trace, texts={key: "a long prompt " * 40 for key in trace.prompts})
+    page = render_prompts_page(trace)
+    assert len(page.encode()) < MAX_PAGE_BYTES
+    assert all(text.startswith("a long prompt") for text in read_page_data(page)["texts"])

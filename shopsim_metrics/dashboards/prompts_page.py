@@ -47,6 +47,30 @@ VISITS_BUDGET = 12_000_000
 
 _DIGITS = "0123456789abcdefghijklmnopqrstuvwxyz"
 
+TEXTS_BUDGET = 4_000_000
+"""Characters of prompt text the page may embed in all: each prompt's text is cut to its share (at most
+:data:`TEXT_CHARS`), so a dump of 100,000 prompts still makes a page under 20 MB."""
+
+TEXT_CHARS = 160
+"""The most of one prompt's text the page shows (its key, on hover, names it whole)."""
+
+
+def page_texts(trace: Trace, keys: list[str], budget: int = TEXTS_BUDGET) -> list[str] | None:
+    """Each prompt's text as the page shows it (None: the source holds none), cut to an equal share of ``budget``.
+
+    Example:
+        >>> from shopsim_metrics.outcomes.trace import trace_from_mapping
+        >>> import dataclasses
+        >>> trace = dataclasses.replace(trace_from_mapping({"a": [0.5], "b": [1.0]}, 2), texts={"a": "x" * 50})
+        >>> page_texts(trace, ["a", "b"], budget=40)
+        ['xxxxxxxxxxxxxxxxxxx…', '']
+    """
+    if not trace.texts:
+        return None
+    share = max(min(TEXT_CHARS, budget // max(len(keys), 1)), 1)
+    texts = [trace.texts.get(key, "") for key in keys]
+    return [text if len(text) <= share else text[:share - 1] + "…" for text in texts]
+
 
 def base36(number: int) -> str:
     """A non-negative int in base 36 (the page's compact numbers).
@@ -112,7 +136,7 @@ def page_data(trace: Trace, budget: int = VISITS_BUDGET) -> dict[str, Any]:
         "tok": [s if e else None for s, e in zip(token_text, embedded)],
         "verdicts": [s if e else None for s, e in zip(letters, embedded)],
         "embedded": sum(embedded),
-        "texts": [trace.texts.get(key, "") for key in keys] if trace.texts else None,
+        "texts": page_texts(trace, keys),
         "sort": "wasted" if tokens_known else "zero_std",  # the opening order: wasted tokens need recorded tokens
     }
 
