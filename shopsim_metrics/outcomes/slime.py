@@ -126,7 +126,7 @@ def step_groups(path: Path, samples: list[Any]) -> dict[int, list[DumpSample]]:
         if not is_int(group_index):
             raise DumpError(f"{path}: sample {position} has no integer group_index ({group_index!r}): its group "
                             "cannot be told")
-        groups.setdefault(group_index, []).append(DumpSample(**{name: plain(raw.get(name)) for name in _SAMPLE_FIELDS}))
+        groups.setdefault(group_index, []).append(DumpSample(**{name: raw.get(name) for name in _SAMPLE_FIELDS}))
     return groups
 
 
@@ -178,7 +178,7 @@ def read_slime_dump(path: str | os.PathLike, options: DumpOptions) -> Trace:
         if step in file_of:
             raise DumpError(f"{file}: step {step} twice (also in {file_of[step]}): files of two runs, or copies")
         file_of[step] = file
-        by_index = step_groups(file, samples)
+        by_index = step_groups(file, [plain(raw) for raw in samples])  # numpy scalars as Python's
         del samples
         for group_index, members in by_index.items():
             if group_index in owner:
