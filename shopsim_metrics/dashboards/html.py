@@ -213,18 +213,18 @@ def step_figure_dict(panel: Panel, data: DashboardData) -> dict[str, Any]:
     """
     x = data.step_ids()
     breakdown = breakdown_values(panel, data)  # one stacked bar per label (technical causes), after the series
-    own = [(s, series_values(s, data)) for s in panel.series]
-    if any(s.style != "threshold" and any(v is not None for v in values) for s, values in own):
-        own = [(s, values) for s, values in own if s.style == "threshold" or any(v is not None for v in values)]
-    series = [*(s for s, _ in own), *(Series(panel.breakdown_key or "", label, "bar") for label, _ in breakdown)]
-    values = [*(v for _, v in own), *(counts for _, counts in breakdown)]
+    series = [*panel.series, *(Series(panel.breakdown_key or "", label, "bar") for label, _ in breakdown)]
+    values = [*(series_values(s, data) for s in panel.series), *(counts for _, counts in breakdown)]
     if panel.kind == "stacked_bar":
         bucket_x, bucketed = mean_buckets(x, values)
         drawn = [(bucket_x, v) for v in bucketed]
     else:
         drawn = [minmax_buckets(x, v) for v in values]
     traces: list[dict[str, Any]] = []
+    unshown = unshown_series(panel, data)
     for s, (sx, sy) in zip(series, drawn):
+        if s.key in unshown:
+            continue
         trace: dict[str, Any] = {"x": sx, "y": sy, "name": s.label, "meta": s.key}
         if s.style == "bar":
             trace.update(type="bar", marker={"color": s.color})
@@ -261,6 +261,21 @@ def step_figure_dict(panel: Panel, data: DashboardData) -> dict[str, Any]:
                        "name": f"alerts ({len(warned)} steps)",
                        "marker": {"color": ALERT_COLOR, "symbol": "triangle-up", "size": 7}})
     return {"data": traces, "layout": layout}
+
+
+def unshown_series(panel: Panel, data: DashboardData) -> set[str]:
+    """The keys of ``panel``'s series that no step carries, beside one that has data (thresholds aside): left out
+    of the chart and its legend. None when no series has data (the panel then says it is off).
+
+    Example:
+        >>> from shopsim_metrics.dashboards.spec import dashboard_spec
+        >>> waves = dashboard_spec().panel("waves")
+        >>> unshown_series(waves, DashboardData(steps=[{"rollout_id": 0, "wave_count": 2}]))
+        {'predicted_second_wave_probability'}
+    """
+    drawn = [s for s in panel.series if s.style != "threshold"]
+    empty = {s.key for s in drawn if all(v is None for v in series_values(s, data))}
+    return empty if len(empty) < len(drawn) else set()
 
 
 ALERT_COLOR = "#e377c2"

@@ -71,7 +71,7 @@ def launch_parser() -> argparse.ArgumentParser:
         parser.add_argument(flag, default=None)
     parser.add_argument("--data-source-path", default=None)
     parser.add_argument("--rollout-function-path", default=None)
-    parser.add_argument("--rollout-sample-hook-path", action="append", default=[])  # slime's: may be repeated
+    parser.add_argument("--rollout-sample-hook-path", default=None)
     parser.add_argument("--custom-config-path", default=None)
     for flag in ("--rollout-batch-size", "--n-samples-per-prompt", "--over-sampling-batch-size",
                  "--global-batch-size", "--num-steps-per-rollout"):
@@ -91,6 +91,7 @@ def preflight(argv: list[str], *, environ: dict[str, str] | None = None) -> Pref
                                "(shopsim-metrics preflight -- --rollout-batch-size 16 ...)")
         return report
     launch, _ = launch_parser().parse_known_args(argv)
+    launch.sample_hook_paths = _every_value(argv, "--rollout-sample-hook-path")  # slime's flag may be repeated
     _check_hooks(launch, report)
     settings = _check_config(launch, report)
     _check_knobs(launch, report)
@@ -118,7 +119,7 @@ def _check_hooks(launch: argparse.Namespace, report: PreflightReport) -> None:
             if not paths[flag]:
                 report.problems.append(f"{flag}: not set, but the filter is {filter_path}: without it {lost} "
                                        f"(set it to {filter_path.rpartition('.')[0]}.{_PROJECT_HOOK_NAMES[flag]})")
-    for path in launch.rollout_sample_hook_path:  # slime loads each at every generate call: a typo fails then
+    for path in sample_hook_paths(launch):  # slime loads each at every generate call: a typo fails then
         problem = _check_callable(path, SAMPLE_HOOK_CALL)
         if problem:
             report.problems.append(f"--rollout-sample-hook-path: {problem}")
@@ -364,6 +365,28 @@ def _dest(flag: str) -> str:
     return flag.lstrip("-").replace("-", "_")
 
 
+def sample_hook_paths(launch: argparse.Namespace) -> list[str]:
+    """Every ``--rollout-sample-hook-path`` of the launch (slime appends each one given)."""
+    found = getattr(launch, "sample_hook_paths", None)
+    return list(found) if found is not None else _paths(launch, "--rollout-sample-hook-path")
+
+
+def _every_value(argv: list[str], flag: str) -> list[str]:
+    """Each value ``flag`` is given in ``argv`` (``--flag V`` or ``--flag=V``), in order.
+
+    Example:
+        >>> _every_value(["--x", "a", "--y", "b", "--x=c"], "--x")
+        ['a', 'c']
+    """
+    found = []
+    for position, token in enumerate(argv):
+        if token == flag and position + 1 < len(argv):
+            found.append(argv[position + 1])
+        elif token.startswith(flag + "="):
+            found.append(token[len(flag) + 1:])
+    return found
+
+
 def _paths(launch: argparse.Namespace, flag: str) -> list[str]:
     """The hook paths ``flag`` gives (one, or each of a repeated flag's)."""
     value = getattr(launch, _dest(flag), None)
@@ -439,7 +462,7 @@ def check_launch_shape(argv: list[str], launch: argparse.Namespace, settings: di
                                "and the waves stay fixed")
     filter_path = getattr(launch, _dest("--dynamic-sampling-filter-path"))
     uses_project = (filter_path or "").startswith(PROJECT_FILTER_MODULE) or launch.rollout_function_path == ASYNC_ROLLOUT_PATH
-    if uses_project and SAMPLE_HOOK_PATH not in launch.rollout_sample_hook_path:
+    if uses_project and SAMPLE_HOOK_PATH not in sample_hook_paths(launch):
         report.warnings.append(f"--rollout-sample-hook-path: not {SAMPLE_HOOK_PATH}: total_token_count, "
                                "aborted_token_count and tokens_per_informative_group stay null (aborted "
                                "generation is not counted)")
