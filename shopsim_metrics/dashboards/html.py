@@ -263,21 +263,6 @@ def step_figure_dict(panel: Panel, data: DashboardData) -> dict[str, Any]:
     return {"data": traces, "layout": layout}
 
 
-def unshown_series(panel: Panel, data: DashboardData) -> set[str]:
-    """The keys of ``panel``'s series that no step carries, beside one that has data (thresholds aside): left out
-    of the chart and its legend. None when no series has data (the panel then says it is off).
-
-    Example:
-        >>> from shopsim_metrics.dashboards.spec import dashboard_spec
-        >>> waves = dashboard_spec().panel("waves")
-        >>> unshown_series(waves, DashboardData(steps=[{"rollout_id": 0, "wave_count": 2}]))
-        {'predicted_second_wave_probability'}
-    """
-    drawn = [s for s in panel.series if s.style != "threshold"]
-    empty = {s.key for s in drawn if all(v is None for v in series_values(s, data))}
-    return empty if len(empty) < len(drawn) else set()
-
-
 ALERT_COLOR = "#e377c2"
 """The colour of a step's WARN mark on the per-step charts (terminated steps are marked in red)."""
 
@@ -319,6 +304,21 @@ def step_alerts(data: DashboardData) -> list[tuple[int, str, str, str]]:
                 out.append((step, str(alert.get("level") or "?"), str(alert.get("title") or ""),
                             str(alert.get("text") or "")))
     return out
+
+
+def unshown_series(panel: Panel, data: DashboardData) -> set[str]:
+    """The keys of ``panel``'s series that no step carries, beside one that has data (thresholds aside): left out
+    of the chart and its legend. None when no series has data (the panel then says it is off).
+
+    Example:
+        >>> from shopsim_metrics.dashboards.spec import dashboard_spec
+        >>> waves = dashboard_spec().panel("waves")
+        >>> unshown_series(waves, DashboardData(steps=[{"rollout_id": 0, "wave_count": 2}]))
+        {'predicted_second_wave_probability'}
+    """
+    drawn = [s for s in panel.series if s.style != "threshold"]
+    empty = {s.key for s in drawn if all(v is None for v in series_values(s, data))}
+    return empty if len(empty) < len(drawn) else set()
 
 
 def downsample_note(panel: Panel, steps: int) -> str:

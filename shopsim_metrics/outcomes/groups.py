@@ -182,6 +182,11 @@ def trace_from_groups(groups: Sequence[DumpGroup], *, origin: str, options: Dump
         found.setdefault(group.key, []).append(
             Visit(successes=group.successes, zero_std=group.kind != SPREAD, time=(group.step - first + 0.5) / span,
                   tokens=group.tokens, step=group.step))
+    texts: dict[str, str] = {}  # each prompt's text, as its first scored group holds it
+    for group in scored:
+        if group.text is not None:
+            texts.setdefault(group.key, group.text)
+
     per_step = Counter(g.step for g in groups)
     said = list(notes)
     technical = len(groups) - len(scored)
@@ -191,10 +196,6 @@ def trace_from_groups(groups: Sequence[DumpGroup], *, origin: str, options: Dump
     if options.holds == KEPT_ONLY:
         said.append(KEPT_ONLY_NOTE.format(share=zero_std / len(scored)))
     keys = sorted(found)
-    texts: dict[str, str] = {}
-    for group in scored:
-        if group.text is not None:
-            texts.setdefault(group.key, group.text)
     run = RunKnobs(rollout_batch_size=Counter(per_step.values()).most_common(1)[0][0], over_sampling_batch_size=None, steps=span)
     return Trace(prompts=tuple(keys), visits=tuple(tuple(found[k]) for k in keys), n_samples=sizes.most_common(1)[0][0],
                  origin=origin, run=run, notes=tuple(said), texts=texts)
