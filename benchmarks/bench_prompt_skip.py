@@ -191,7 +191,7 @@ def figures_of(measured: dict[str, list[tuple[int, bool, dict, dict]]], second_w
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("--steps", type=int, default=DEFAULT_STEPS)
     parser.add_argument("--seeds", type=int, default=DEFAULT_SEEDS)
     args = parser.parse_args(argv)
