@@ -186,7 +186,7 @@ class ShopsimRuntime:
             self._generation = 1  # unless the restore learns of later ones
             self._restore()
         self.writer["process_generation"] = self._generation
-        self.run_writers = RunWriters(self.run_dir, self._known_writers)
+        self.run_writers = RunWriters(self.run_dir, self._known_writers, run_id=self.run_id)
         """The run's other processes known (handed on by the snapshots: a resume from one knows of them)."""
         self.recorder.identity = {"run_id": self.run_id, **self.writer}
         self.recorder.history_partial = self._missing_steps > 0
@@ -220,6 +220,8 @@ class ShopsimRuntime:
         if restored.note is not None:
             logger.warning("shopsim-metrics: the monitor snapshot was not used (%s); the records were replayed.",
                            restored.note)
+        for note in restored.left_out:  # a file that could not be read, another run's records: named, left out
+            logger.warning("shopsim-metrics: resuming at rollout step %d: %s.", start, note)
         self._missing_steps = restored.missing
         self._generation = restored.generation
         self._known_writers = restored.writers
