@@ -32,6 +32,10 @@ Rules:
   step whose episodes all answered in one turn included); before that (single-turn generation) no step has one
   (``StepTokens.episodes`` None), and its record no agent fields. No episode reporting environment seconds
   makes them unknown (None), not 0.
+- a value no episode could hold (:func:`~shopsim_metrics.judging.episodes.read_episode`: a length or turns
+  above ``MAX_TOKENS``, environment seconds above ``MAX_EPISODE_SECONDS``, metadata that raises) is unknown: the
+  sample counts as if it lacked it, ``out_of_range_count`` counts such samples, and the first one is named in one
+  warning.
 
 A step no call reported (the hook is not wired) has no figures: :meth:`GeneratedTokens.take` returns None,
 and the record's fields stay null rather than guessed.
@@ -51,6 +55,7 @@ Example:
 
 from __future__ import annotations
 
+import logging
 import math
 import threading
 from dataclasses import dataclass
@@ -59,6 +64,8 @@ from typing import Any, Hashable, Iterable, NamedTuple
 from shopsim_metrics.judging.episodes import Episode, read_episode
 from shopsim_metrics.judging.group_judgement import rollout_key, status_check
 from shopsim_metrics.judging.plain_values import is_int
+
+logger = logging.getLogger("shopsim_metrics")
 
 CARRIED_LIMIT = 1_000_000
 """Aborted samples whose length at the abort is remembered for their continuation (``--partial-rollout``)."""
@@ -145,6 +152,8 @@ class GeneratedTokens:
         self._carried: dict[Hashable, tuple[int, int]] = {}
         self.agent_run = False
         """Some episode this process saw showed a turn structure: from then on every step has its episode tally."""
+        self.out_of_range_count = 0
+        """Generate calls whose sample held a value out of range (read as unknown; the first one warned of)."""
 
     def observe(self, sample: Any, step: int | None) -> None:
         """Count one generate call of ``sample`` in ``step`` (None: the step is not known; the next step taken gets it)."""
@@ -166,6 +175,14 @@ class GeneratedTokens:
             if held is not None:
                 tokens, observation = tokens + held.tokens, observation + held.observation
             bucket[id(sample)] = _Call(sample, tokens, observation, length, aborted, rollout, episode)
+            if episode.out_of_range is not None:
+                self.out_of_range_count += 1
+                if self.out_of_range_count == 1:
+                    logger.warning(
+                        "shopsim-metrics: a sample of step %s holds %s, out of range for an episode: read as unknown "
+                        "(its tokens, turns or environment seconds are left out of the step's figures; the step's "
+                        "record and judgements are unchanged). Samples like it are counted, not warned of again.",
+                        step, episode.out_of_range)
 
     def take(self, step: int, judged_groups: Iterable[Any]) -> StepTokens | None:
         """The figures of ``step`` (and of calls whose step was unknown), forgetting them and any earlier step's.
