@@ -8,8 +8,18 @@ writes the same files to ``DIR/rollout_data/{rollout_id}.pt``. Evaluation dumps 
 are not training steps and are left out.
 
 A path is one file, a directory (its ``*.pt``, or ``rollout_data/*.pt`` of a ``--dump-details``
-directory) or a glob (``'dump/rollout_*.pt'``). Each file is loaded with ``torch.load(weights_only=True)``:
-plain containers and tensors only, never code (torch is needed here and only here).
+directory) or a glob (``'dump/rollout_*.pt'``). Only regular files are read: a FIFO, a device or a socket named
+like a dump is skipped, with one warning naming it (a FIFO would be waited on forever). Each file is loaded with
+``torch.load(weights_only=True)``: plain containers and tensors only, never code (torch is needed here and only
+here).
+
+**Bounded before it is loaded.** A ``.pt`` is a zip archive; its directory says what each member unpacks to, and
+is read first (:func:`check_dump_archive`): a dump that unpacks to more than :data:`MAX_UNPACKED_BYTES` (4 GiB),
+or holds a member that unpacks to more than :data:`MAX_UNPACK_RATIO` times its packed size (``torch.save`` stores
+its members uncompressed: a deflated ``data.pkl`` that unpacks 500-fold was made to cost far more than its size),
+is refused in one line without being loaded. The objects a pickle makes are at most one per byte of it, so the
+size bound bounds them too; and a dump whose ``samples`` list one object more than once (a pickle's reference,
+never what slime writes) is refused before any sample is read.
 
 Samples are grouped by ``group_index``, judged and keyed (:mod:`.groups`). What the reader checks:
 one ``rollout_id`` per file and no step twice; a ``group_index`` in one step only, and each step's
@@ -38,8 +48,10 @@ Example:
 from __future__ import annotations
 
 import glob
+import logging
 import os
 import re
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +61,17 @@ from shopsim_metrics.outcomes.groups import (
 )
 from shopsim_metrics.outcomes.trace import Trace
 from shopsim_metrics.judging.plain_values import is_int
+from shopsim_metrics.state_file import file_kind
+
+logger = logging.getLogger("shopsim_metrics")
+
+MAX_UNPACKED_BYTES = 4 * 2**30
+"""The most a step's dump may unpack to (its zip members summed), checked before it is loaded: slime's dump of a
+large step (1,024 samples of 64k tokens with their log-probs) unpacks to about 1.5 GB."""
+MAX_UNPACK_RATIO = 20
+"""The most a member of a dump may unpack to, as a multiple of its packed size (members above 1 MiB):
+``torch.save`` stores them uncompressed (a ratio of 1)."""
+_RATIO_FREE_BYTES = 2**20
 
 TORCH_MISSING = ("reading slime's .pt dumps needs torch (pip install torch; the rest of shopsim-metrics does "
                  "not): it is not installed in this Python")
@@ -77,11 +100,11 @@ def dump_files(path: str | os.PathLike) -> list[Path]:
     if target.is_dir():
         inner = target / "rollout_data"
         folder = inner if inner.is_dir() and not any(target.glob("*.pt")) else target
-        files = sorted(folder.glob("*.pt"))
-    elif target.is_file():
-        files = [target]
+        files = regular_files(sorted(folder.glob("*.pt")))
+    elif target.exists() and not glob.has_magic(text):
+        files = regular_files([target])
     elif glob.has_magic(text):
-        files = sorted(Path(p) for p in glob.glob(text) if Path(p).is_file())
+        files = regular_files(sorted(Path(p) for p in glob.glob(text)))
     else:
         files = []
     if not files and not target.exists() and not glob.has_magic(text):
@@ -94,12 +117,51 @@ def dump_files(path: str | os.PathLike) -> list[Path]:
     return training
 
 
+def regular_files(paths: list[Path]) -> list[Path]:
+    """The regular files of ``paths`` (links followed); the others (a FIFO, a device, a socket, a directory) are
+    left out unopened, each named in a warning."""
+    kept = []
+    for path in paths:
+        try:
+            kind = file_kind(os.stat(path).st_mode)
+        except OSError as exc:
+            kind = f"not readable ({type(exc).__name__})"
+        if kind is None:
+            kept.append(path)
+        else:
+            logger.warning("shopsim-metrics: skipped %s: %s, not a file (only regular files are read as dumps)",
+                           path, kind)
+    return kept
+
+
+def check_dump_archive(path: Path) -> None:
+    """Refuse (:class:`DumpError`) a ``.pt`` whose zip directory says it unpacks beyond the bounds (module
+    docstring: :data:`MAX_UNPACKED_BYTES`, :data:`MAX_UNPACK_RATIO`), before anything of it is unpacked.
+    A file that is not a zip archive is left to ``torch.load`` (it says what the file is)."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            members = archive.infolist()
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError):
+        return
+    unpacked = sum(member.file_size for member in members)
+    if unpacked > MAX_UNPACKED_BYTES:
+        raise DumpError(f"{path}: unpacks to {unpacked} bytes, above the {MAX_UNPACKED_BYTES} a step's dump may hold "
+                        "(shopsim_metrics.outcomes.slime.MAX_UNPACKED_BYTES); not loaded")
+    for member in members:
+        if member.file_size > _RATIO_FREE_BYTES and member.file_size > MAX_UNPACK_RATIO * max(member.compress_size, 1):
+            raise DumpError(f"{path}: its {member.filename} unpacks to {member.file_size} bytes from "
+                            f"{member.compress_size}, more than {MAX_UNPACK_RATIO} times its size (torch.save stores "
+                            "a dump uncompressed: this one was packed to cost far more than its size); not loaded")
+
+
 def load_dump_file(path: Path) -> tuple[int, list[dict[str, Any]]]:
-    """One file's ``(rollout_id, samples)``; :class:`DumpError` for a file that is not a slime rollout dump."""
+    """One file's ``(rollout_id, samples)``; :class:`DumpError` for a file that is not a slime rollout dump, or one
+    beyond the bounds (module docstring), checked before it is loaded."""
     try:
         import torch
     except ImportError:
         raise DumpError(f"{path}: {TORCH_MISSING}") from None
+    check_dump_archive(path)
     try:
         data = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # noqa: BLE001 - a torn file, another format, an object torch refuses to unpickle
@@ -112,6 +174,13 @@ def load_dump_file(path: Path) -> tuple[int, list[dict[str, Any]]]:
     rollout_id = data.get("rollout_id")
     if not is_int(rollout_id) or rollout_id < 0:
         raise DumpError(f"{path}: its rollout_id is {rollout_id!r}, not a step number (an evaluation dump?)")
+    seen: set[int] = set()
+    for position, sample in enumerate(data["samples"]):
+        if id(sample) in seen:
+            raise DumpError(f"{path}: sample {position} is the same object as an earlier sample (a pickle that lists "
+                            "one sample again and again; slime writes each sample once): not a slime rollout dump")
+        if isinstance(sample, (dict, list)):
+            seen.add(id(sample))
     return rollout_id, data["samples"]
 
 
