@@ -60,7 +60,8 @@ from shopsim_metrics.outcomes.groups import (
     trace_from_groups,
 )
 from shopsim_metrics.outcomes.trace import Trace
-from shopsim_metrics.judging.plain_values import is_int
+from shopsim_metrics.judging.plain_values import is_int, shown_value
+from shopsim_metrics.judging.tokens import MAX_TOKENS, checked_response_length
 from shopsim_metrics.state_file import file_kind
 
 logger = logging.getLogger("shopsim_metrics")
@@ -185,8 +186,13 @@ def load_dump_file(path: Path) -> tuple[int, list[dict[str, Any]]]:
 
 
 def step_groups(path: Path, samples: list[Any]) -> dict[int, list[DumpSample]]:
-    """A step's samples by ``group_index`` (in the order slime wrote them)."""
+    """A step's samples by ``group_index`` (in the order slime wrote them). :class:`DumpError`, naming the sample
+    and its value, for a sample no slime run writes: a ``response_length`` above
+    :data:`~shopsim_metrics.judging.tokens.MAX_TOKENS`, or an ``index`` another sample of its group has without a
+    ``rollout_id`` telling them apart (slime gives each sample its own index; the segments of one rollout share a
+    ``rollout_id``): the group would read as fewer rollouts than it holds."""
     groups: dict[int, list[DumpSample]] = {}
+    indices: dict[tuple[int, Any], int] = {}  # (group, index) of a sample without rollout_id -> its position
     for position, raw in enumerate(samples):
         if not isinstance(raw, dict):
             raise DumpError(f"{path}: sample {position} is a {type(raw).__name__}, not a dict (Sample.to_dict())")
@@ -194,7 +200,19 @@ def step_groups(path: Path, samples: list[Any]) -> dict[int, list[DumpSample]]:
         if not is_int(group_index):
             raise DumpError(f"{path}: sample {position} has no integer group_index ({group_index!r}): its group "
                             "cannot be told")
-        groups.setdefault(group_index, []).append(DumpSample(**{name: raw.get(name) for name in _SAMPLE_FIELDS}))
+        sample = DumpSample(**{name: raw.get(name) for name in _SAMPLE_FIELDS})
+        _, too_long = checked_response_length(sample)
+        if too_long is not None:
+            raise DumpError(f"{path}: sample {position} has response_length {shown_value(too_long)}, more than the "
+                            f"{MAX_TOKENS:,} tokens a response can hold: a damaged dump, not one slime wrote")
+        if sample.rollout_id is None and is_int(sample.index):
+            first = indices.setdefault((group_index, sample.index), position)
+            if first != position:
+                raise DumpError(f"{path}: group {group_index} holds two samples with index {sample.index} (samples "
+                                f"{first} and {position}) and no rollout_id: they would count as one rollout. slime "
+                                "gives every sample its own index (the segments of one rollout share a rollout_id): "
+                                "samples copied or merged into this dump?")
+        groups.setdefault(group_index, []).append(sample)
     return groups
 
 
@@ -225,6 +243,7 @@ def read_slime_dump(path: str | os.PathLike, options: DumpOptions) -> Trace:
     check_numbering(numbers, file_of)
     if not groups:
         raise DumpError(f"{origin}: the dump holds no sample")
+    check_missing_groups(numbers, file_of)
     missing = (max(owner) - min(owner) + 1) - len(owner)
     notes = []
     if missing:
@@ -232,6 +251,35 @@ def read_slime_dump(path: str | os.PathLike, options: DumpOptions) -> Trace:
         notes.append(ABORTED_NOTE.format(missing=missing, dropped=dropped))
     return trace_from_groups(groups, origin=f"{origin} (slime's rollout dumps, {len(files)} files, "
                                             f"{holds_text(options)})", options=options, notes=notes)
+
+
+MAX_MISSING_PER_GROUP = 100
+"""The most groups a dump may lack between its group numbers, per group it holds: slime aborts (and a filter drops)
+some of the groups it starts, never a hundred for each it keeps; more is a damaged ``group_index``."""
+
+
+def check_missing_groups(numbers: dict[int, list[int]], file_of: dict[int, Path]) -> None:
+    """Refuse group numbers that leave more than :data:`MAX_MISSING_PER_GROUP` groups missing per group held, naming
+    the largest jump: slime's data source numbers its groups one after another.
+
+    Example:
+        >>> check_missing_groups({0: [0, 1], 1: [3, 4]}, {})
+        >>> check_missing_groups({0: [0, 1], 1: [2, 10**15]}, {1: Path("rollout_1.pt")})
+        Traceback (most recent call last):
+        ...
+        shopsim_metrics.outcomes.groups.DumpError: rollout_1.pt: group_index jumps from 2 to 1,000,000,000,000,000 in step 1: 999,999,999,999,997 groups would be missing from the dump, more than 100 for each of its 4 groups; slime numbers its groups one after another, so a group_index was damaged (or files of two runs are mixed)
+    """
+    placed = sorted((number, step) for step, found in numbers.items() for number in found)
+    held = len(placed)
+    missing = placed[-1][0] - placed[0][0] + 1 - held if placed else 0
+    if missing <= MAX_MISSING_PER_GROUP * held:
+        return
+    (low, low_step), (high, step) = max(zip(placed, placed[1:]), key=lambda pair: pair[1][0] - pair[0][0])
+    where = f"in step {step}" if low_step == step else f"from step {low_step} to step {step}"
+    raise DumpError(f"{file_of.get(step, step)}: group_index jumps from {low:,} to {high:,} {where}: {missing:,} groups "
+                    f"would be missing from the dump, more than {MAX_MISSING_PER_GROUP} for each of its {held:,} "
+                    "groups; slime numbers its groups one after another, so a group_index was damaged (or files of "
+                    "two runs are mixed)")
 
 
 def check_numbering(numbers: dict[int, list[int]], file_of: dict[int, Path]) -> None:
