@@ -68,6 +68,23 @@ def test_a_fifo_named_like_a_dump_is_never_opened_and_is_named(tmp_path: Path, c
     assert "rollout_2.pt" in said and "FIFO" in said, said
 
 
+def test_a_fifo_named_like_a_verl_step_file_is_never_opened_and_is_named(tmp_path: Path, capsys, caplog) -> None:
+    from test_dumps import PROMPTS, write_verl_step
+
+    for step in range(1, 4):
+        write_verl_step(tmp_path, step, [{"input": p, "output": "o", "score": float(i < k), "step": step}
+                                         for k, p in enumerate(PROMPTS) for i in range(4)])
+    watch = FifoWatch(tmp_path / "4.jsonl")
+    try:
+        code = main(["replay", str(tmp_path), "--whole-run", "--seeds", "1", "--no-progress", "--prompt-skip", "off",
+                     "--wave-size", "fixed"])
+    finally:
+        opened = watch.stop()
+    assert not opened and code == 0
+    said = capsys.readouterr().err + caplog.text
+    assert "4.jsonl" in said and "FIFO" in said, said
+
+
 def _memo_bomb(path: Path, references: int, *, deflate: bool) -> Path:
     """A .pt whose pickle lists one sample dict ``references`` times (one dict, then memo references to it)."""
     buf = io.BytesIO()

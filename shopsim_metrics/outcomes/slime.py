@@ -48,7 +48,6 @@ Example:
 from __future__ import annotations
 
 import glob
-import logging
 import os
 import re
 import zipfile
@@ -62,9 +61,7 @@ from shopsim_metrics.outcomes.groups import (
 from shopsim_metrics.outcomes.trace import Trace
 from shopsim_metrics.judging.plain_values import is_int, shown_value
 from shopsim_metrics.judging.tokens import MAX_TOKENS, checked_response_length
-from shopsim_metrics.state_file import file_kind
-
-logger = logging.getLogger("shopsim_metrics")
+from shopsim_metrics.errors import regular_files
 
 MAX_UNPACKED_BYTES = 4 * 2**30
 """The most a step's dump may unpack to (its zip members summed), checked before it is loaded: slime's dump of a
@@ -116,23 +113,6 @@ def dump_files(path: str | os.PathLike) -> list[Path]:
         raise DumpError(f"{text}: no slime rollout dump there (no .pt file" + (", only evaluation dumps eval_*.pt"
                                                                             if files else "") + ")")
     return training
-
-
-def regular_files(paths: list[Path]) -> list[Path]:
-    """The regular files of ``paths`` (links followed); the others (a FIFO, a device, a socket, a directory) are
-    left out unopened, each named in a warning."""
-    kept = []
-    for path in paths:
-        try:
-            kind = file_kind(os.stat(path).st_mode)
-        except OSError as exc:
-            kind = f"not readable ({type(exc).__name__})"
-        if kind is None:
-            kept.append(path)
-        else:
-            logger.warning("shopsim-metrics: skipped %s: %s, not a file (only regular files are read as dumps)",
-                           path, kind)
-    return kept
 
 
 def check_dump_archive(path: Path) -> None:
