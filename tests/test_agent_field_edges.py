@@ -147,6 +147,14 @@ def test_a_cause_with_bidi_or_line_separators_is_printed_escaped_in_the_terminat
     assert all(char not in text for text in texts) and any("EnvError: cart" in text for text in texts)
 
 
+@pytest.mark.parametrize("seconds", [1e308, float("inf"), 10**400, MAX_EPISODE_SECONDS * 2])
+def test_environment_seconds_out_of_range_are_named_and_unknown(seconds) -> None:
+    episode = read_episode(SimSample(response_length=4, loss_mask=[1, 0, 0, 1], non_generation_time=seconds))
+    assert episode.environment_seconds == 0.0 and "non_generation_time" in episode.out_of_range
+    for fine in (0.0, float("nan"), -1.0, MAX_EPISODE_SECONDS):
+        assert read_episode(SimSample(response_length=4, non_generation_time=fine)).out_of_range is None
+
+
 @settings(max_examples=60)
 @given(seconds=st.lists(st.floats(allow_nan=True, allow_infinity=True) | st.integers(-10**400, 10**400), max_size=8),
        length=st.integers(-10**400, 10**400), rounds=st.integers(-10**400, 10**400))

@@ -14,7 +14,7 @@ never raising:
 - **environment seconds**: ``Sample.non_generation_time`` (finite and >= 0, else 0);
 - a value out of range is unknown, as if absent, and named in ``out_of_range`` (the sample hook counts them and
   warns once): a ``response_length`` or ``round_number`` above :data:`~shopsim_metrics.judging.tokens.MAX_TOKENS`,
-  a ``non_generation_time`` above :data:`MAX_EPISODE_SECONDS`, metadata that raises when read. So no sum of a
+  a ``non_generation_time`` above :data:`MAX_EPISODE_SECONDS` (or infinite), metadata that raises when read. So no sum of a
   step can overflow, and one absurd episode never swamps the step's figures;
 - **multi_turn**: the sample shows a turn structure (an observation token, a ``round_number`` or environment
   seconds): the per-step agent fields exist only in steps where some episode does.
@@ -34,7 +34,6 @@ Example:
 
 from __future__ import annotations
 
-import math
 from enum import Enum
 from typing import Any, NamedTuple
 
@@ -74,13 +73,9 @@ def read_episode(sample: Any, start: int = 0) -> Episode:
     else:
         generated, runs = response, 1 if response else 0
     rounds, bad_rounds = _round_number(_attribute(sample, "metadata"))
-    raw_seconds = _attribute(sample, "non_generation_time")
-    seconds = _seconds(raw_seconds)
+    seconds, bad_seconds = _seconds(_attribute(sample, "non_generation_time"))
     bad = (f"response_length {shown_value(bad_length)}" if bad_length is not None
-           else bad_rounds if bad_rounds is not None
-           else f"non_generation_time {shown_value(raw_seconds)}" if seconds > MAX_EPISODE_SECONDS else None)
-    if seconds > MAX_EPISODE_SECONDS:
-        seconds = 0.0
+           else bad_rounds if bad_rounds is not None else bad_seconds)
     observation = response - generated
     if rounds is not None:
         turns, turns_from = rounds, "metadata"
@@ -115,12 +110,18 @@ def _round_number(metadata: Any) -> tuple[int | None, str | None]:
     return value, None
 
 
-def _seconds(value: Any) -> float:
+def _seconds(value: Any) -> tuple[float, str | None]:
+    """The episode's environment seconds (0: none known), and what was out of range (above
+    :data:`MAX_EPISODE_SECONDS`, infinite, an integer beyond the float range)."""
     try:
         seconds = as_float(value)
+    except OverflowError:
+        return 0.0, f"non_generation_time {shown_value(value)}"
     except Exception:  # noqa: BLE001 - absent or unreadable: no environment time known
-        return 0.0
-    return seconds if math.isfinite(seconds) and seconds > 0 else 0.0
+        return 0.0, None
+    if seconds > MAX_EPISODE_SECONDS:  # infinity included
+        return 0.0, f"non_generation_time {shown_value(value)}"
+    return (seconds, None) if seconds > 0 else (0.0, None)  # NaN, 0 and negatives: none known
 
 
 def _status(sample: Any) -> Any:
