@@ -11,6 +11,9 @@
   that resumed at step s supersedes the records of ``rollout_id >= s`` of every process before it
   (:class:`Winners`): a stale writer's later steps never count. The readers say how many records
   were superseded.
+- Only the run's own records count (:func:`own_run_id`: the run of the first record of ``steps.jsonl`` that
+  names one): another run's records, placed beside them or in the file, are left out, and so is a records
+  file that cannot be opened; one note names each (:meth:`ReadReport.trust_notes`).
 - A file with no step record at all is an error (:class:`NoStepRecords`), naming the first bad line.
 
 :func:`read_step_columns` keeps per-step columns only (the names of :data:`COLUMN_NAMES`, plus any

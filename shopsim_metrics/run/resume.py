@@ -97,8 +97,10 @@ def restore(run_dir: str | os.PathLike, state: ResumableState, *, start_rollout_
     (:mod:`shopsim_metrics.run.snapshot`), the state is read from it and only the records written after it,
     of the steps N < rollout_id < s, are replayed; a snapshot that is damaged, of another run, of other
     prompt settings, or whose records are gone is left aside (``note`` says why) and every record is replayed.
-    A missing or unreadable records directory restores nothing (every step is missing); the caller
-    warns. Never raises for what the files hold.
+    Only the run's own records are replayed (the snapshot's run, else the run of the first record of
+    ``steps.jsonl``): another run's records and a records file that cannot be opened are left out, each
+    named in ``left_out`` (the caller warns once of each). A missing or unreadable records directory restores
+    nothing (every step is missing); the caller warns. Never raises for what the files hold.
     """
     note = None
     found = find_snapshot(snapshot_dir, start_rollout_id)
