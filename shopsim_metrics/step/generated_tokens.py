@@ -117,6 +117,7 @@ class StepTokens:
     aborted_length: int = 0  # their partial lengths at the abort, summed
     observation: int = 0  # the environment's tokens (loss_mask 0) in every response the hook saw, aborted included
     episodes: EpisodeTally | None = None  # None: no episode of the step shows a turn structure
+    source: str | None = None  # who reported the calls when not slime's sample hook ("generate_function" in miles)
 
 
 class _Call(NamedTuple):
@@ -145,6 +146,9 @@ class GeneratedTokens:
         self._carried: dict[Hashable, tuple[int, int]] = {}
         self.agent_run = False
         """Some episode this process saw showed a turn structure: from then on every step has its episode tally."""
+        self.source: str | None = None
+        """Who reports the calls when it is not slime's sample hook (miles' generate-function wrapper sets
+        ``"generate_function"``); each step's figures say it (``token_count_source``)."""
 
     def observe(self, sample: Any, step: int | None) -> None:
         """Count one generate call of ``sample`` in ``step`` (None: the step is not known; the next step taken gets it)."""
@@ -207,7 +211,7 @@ class GeneratedTokens:
                           unjudged_length=sum(length for length, _ in unjudged.values()),
                           aborted_rollouts=len(aborted), aborted_length=sum(aborted),
                           observation=sum(call.observation for call in calls.values()),
-                          episodes=EpisodeTally.of(started) if self.agent_run else None)
+                          episodes=EpisodeTally.of(started) if self.agent_run else None, source=self.source)
 
 
 def _never_started(call: _Call) -> bool:
