@@ -1,9 +1,10 @@
-"""Build a small byte-level BPE tokenizer for miles' ``--hf-checkpoint``, offline.
+"""Build a small byte-level BPE tokenizer (and a tiny model config) for miles' ``--hf-checkpoint``, offline.
 
 miles' mock SGLang server and its rollout load ``AutoTokenizer.from_pretrained(--hf-checkpoint)`` (by default
 ``Qwen/Qwen3-0.6B``, a download). A byte-level tokenizer round-trips any text, so the prompts the mock server
 decodes and the answers it encodes come back exactly. Trained with the ``tokenizers`` package on a few lines,
-saved with transformers' ``save_pretrained`` (no hub download)::
+saved with transformers' ``save_pretrained`` (no hub download), beside a one-layer Qwen3 config (miles' argument
+parser reads the checkpoint's config for its layer count; no weights are ever loaded)::
 
     python build_tokenizer.py OUT_DIR
 """
@@ -33,6 +34,10 @@ def build(out_dir: str | Path) -> Path:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     tokenizer.save_pretrained(str(out))
+    from transformers import Qwen3Config
+
+    Qwen3Config(vocab_size=len(tokenizer), hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                num_attention_heads=2, num_key_value_heads=1, head_dim=8).save_pretrained(str(out))
     return out
 
 
