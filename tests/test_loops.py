@@ -144,3 +144,40 @@ def test_in_miles_the_records_are_what_miles_trained_and_every_step_ends(fakes, 
     zero = records[2]  # every group zero-std: slime's fallback, decided by the filter, ends it in its first wave
     assert truth[2]["waves"] == 1 and zero["fallback"] == 4 and len(zero["dropped"]) == 2
     assert any(r["fallback"] < len(r["trained"]) for r in records)  # groups with spread trained as such
+
+
+# --- preflight and check-config know the loop too ---------------------------------------------------
+MILES_LAUNCH = ["--rollout-batch-size", "4", "--n-samples-per-prompt", "2", "--over-sampling-batch-size", "8",
+                "--dynamic-sampling-filter-path", "shopsimrl.slime_runtime.fully_scored_group_filter",
+                "--rollout-all-samples-process-path", "shopsimrl.slime_runtime.record_all_samples",
+                "--custom-rollout-log-function-path", "shopsimrl.slime_runtime.log_rollout_step",
+                "--custom-generate-function-path", "shopsimrl.miles_generate.count_generated_tokens"]
+
+
+def test_preflight_for_miles_checks_what_miles_can_run(tmp_path):
+    from shopsim_metrics.settings.preflight import preflight
+
+    env = {"SHOPSIM_RUN_DIR": str(tmp_path)}
+    sound = preflight(MILES_LAUNCH, environ=env, loop="miles")
+    assert sound.problems == [] and any(line.startswith("loop: miles") for line in sound.checked)
+    # miles-only flags are not "unknown to slime" there; slime's sample hook is
+    bad = preflight([*MILES_LAUNCH, "--fully-async", "--rollout-submission-granularity", "sample",
+                     "--rollout-sample-hook-path", "shopsimrl.slime_runtime.record_generated_sample"],
+                    environ=env, loop="miles")
+    assert len(bad.problems) == 3 and all("\n" not in line for line in bad.problems)
+    assert bad.problems[-1].startswith("--rollout-sample-hook-path: miles has no such flag")
+    no_counter = preflight(MILES_LAUNCH[:-2], environ=env, loop="miles")
+    assert no_counter.problems == [] and any("stay null" in w for w in no_counter.warnings)
+    # for slime, a miles-only flag is one slime does not know
+    assert any(p.startswith("--rollout-submission-granularity: not a flag slime knows") for p in preflight(
+        [*MILES_LAUNCH, "--rollout-submission-granularity", "group"], environ=env, loop="slime").problems)
+
+
+def test_check_config_for_miles_refuses_what_acts_through_slime_only(tmp_path):
+    from shopsim_metrics.settings.check import check_file
+
+    path = tmp_path / "shopsim.yaml"
+    path.write_text("shopsim_prompt_skip: greso\nshopsim_wave_size: adaptive\n")
+    assert check_file(path) == [] and check_file(path, loop="slime") == []
+    problems = check_file(path, loop="miles")
+    assert [p.split(":")[0] for p in problems] == ["line 1", "line 2"] and all("miles cannot run" in p for p in problems)

@@ -16,7 +16,10 @@ The generate function wrapped: ``shopsim_generate_function_path`` (in the ``--cu
 set (a custom multi-turn or agent function), else miles' default for the rollout in use
 (``miles.rollout.sglang_rollout.generate`` on the old rollout, ``miles.rollout.generate_hub.single_turn.generate``
 on ``InferenceRolloutFn``). A sample's own ``generate_function_path`` (an evaluation dataset's) is left to miles.
-Evaluation samples are not counted.
+Evaluation samples are not counted. The wrapper never reads the monitor's settings as a whole (a bad setting is
+refused by the filter's first call, as in slime): miles' class-based rollout logs a generate function's error and
+goes on, so an error here would repeat for every sample instead of stopping the run; ``preflight`` checks that the
+wrapped path loads.
 
 Example:
     >>> import inspect
@@ -28,6 +31,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from shopsim_metrics.record.contract import MILES_GENERATE_PATH
+from shopsim_metrics.settings import SETTINGS_BY_NAME
 from shopsimrl.slime_runtime import HOOKS
 
 __all__ = ["count_generated_tokens", "TOKEN_SOURCE", "GENERATE_SETTING"]
@@ -43,9 +48,9 @@ _wrapped: dict[str, Any] = {}  # path -> miles' adapted generate function (loade
 
 
 def _inner_path(args: Any, state: Any) -> str:
-    path = getattr(args, GENERATE_SETTING, None)
+    path = SETTINGS_BY_NAME[GENERATE_SETTING].from_args(args)  # a bad value: one line, logged by miles per sample
     if path:
-        return str(path)
+        return path
     old = type(state).__module__ == "miles.rollout.sglang_rollout"
     return _OLD_ROLLOUT_GENERATE if old else _INFERENCE_ROLLOUT_GENERATE
 
@@ -55,7 +60,7 @@ def _generate_function(path: str) -> Any:
     if fn is None:
         from miles.rollout.inference_rollout.compatibility import load_generate_function  # type: ignore[import-not-found]
 
-        if path == "shopsimrl.miles_generate.count_generated_tokens":
+        if path == MILES_GENERATE_PATH:
             raise ValueError(f"{GENERATE_SETTING}: {path} would wrap itself; name the generate function to count "
                              "(or leave it unset for miles' default)")
         fn = _wrapped[path] = load_generate_function(path)
