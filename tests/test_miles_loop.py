@@ -137,10 +137,17 @@ def miles_logged(monkeypatch) -> list[dict]:
     return logged
 
 
-def test_the_hooks_know_they_are_in_miles():
-    assert LOOP == "miles"
-    out = slime_runtime.fully_scored_group_filter.__module__
-    assert out == "shopsimrl.slime_runtime" and slime_runtime._FilterOutput.__module__ == "miles.rollout.filter_hub.base_types"
+def test_the_hooks_and_preflight_know_they_are_in_miles(tmp_path):
+    from shopsim_metrics.settings.preflight import preflight
+
+    assert LOOP == "miles" and slime_runtime._FilterOutput.__module__ == "miles.rollout.filter_hub.base_types"
+    launch = ["--rollout-batch-size", "2", "--n-samples-per-prompt", "2", "--over-sampling-batch-size", "4",
+              "--dynamic-sampling-filter-path", "shopsimrl.slime_runtime.fully_scored_group_filter",
+              "--rollout-all-samples-process-path", "shopsimrl.slime_runtime.record_all_samples",
+              "--custom-rollout-log-function-path", "shopsimrl.slime_runtime.log_rollout_step",
+              "--custom-generate-function-path", "shopsimrl.miles_generate.count_generated_tokens"]
+    report = preflight(launch, environ={"SHOPSIM_RUN_DIR": str(tmp_path)})  # the loop: the one installed
+    assert report.problems == [] and any(line.startswith("loop: miles") for line in report.checked)
 
 
 @pytest.mark.parametrize("rollout_env,source", [
