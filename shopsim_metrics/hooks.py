@@ -10,7 +10,8 @@ What the hooks promise slime (signatures are slime's):
 - :meth:`Hooks.filter` judges a finished group; it raises only to terminate at the failure limit
   (:class:`~shopsim_metrics.errors.TechnicalFailureLimitExceeded`, after the step's record is written)
   and, at the first call, for bad settings; should the monitor itself fail, the group is kept (slime's
-  behaviour without a filter) with one warning;
+  behaviour without a filter) with one warning; :meth:`Hooks.filter_deciding_fallback` is the same filter
+  for a loop without ``keep_when_insufficient`` (miles): it applies slime's fallback itself;
 - :meth:`Hooks.all_samples` closes the step over every completed group;
 - :meth:`Hooks.log` emits the step's record and returns False (slime's own logging runs too);
 - :meth:`Hooks.sample` counts every generated rollout's tokens, aborted ones included.

@@ -102,7 +102,7 @@ class StepRecord:
     global_batch_size: int | None = None
     technical_failure_limit: int | None = per_step(EXTRA, None)
     technical_failure_warn_at: int | None = per_step(EXTRA, None)  # the streak that raises the step's WARN (None: alerts off)
-    loop_state_source: str | None = None  # "slime", "mirror", "fully_async", or the name of a test/simulated loop
+    loop_state_source: str | None = None  # "slime", "miles", "mirror", "fully_async", or a test/simulated loop's name
     # who wrote the record, and when among the run's writes (the readers' order: process generation, then start,
     # then sequence; a process that resumed at s supersedes the records of steps >= s of every process before it)
     run_id: str | None = None  # the run's identity: made by its first process, kept by every resume
