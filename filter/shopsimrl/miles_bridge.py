@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import sys
 
+from shopsim_metrics.judging.plain_values import is_int
+
 _OLD_ROLLOUT_MODULE = "miles.rollout.sglang_rollout"
-_FILTER_TYPES_MODULE = "miles.rollout.filter_hub.base_types"
 
 
 def miles_filter_output() -> type:
@@ -52,4 +53,4 @@ class MilesLoopState:
         state = instances.get(state_cls) if isinstance(instances, dict) else None
         remaining = getattr(state, "remaining_batch_size", None)
         # >= 1 while the old loop judges a group (the group itself is counted); 0 is a reset, finished loop's
-        return remaining if isinstance(remaining, int) and not isinstance(remaining, bool) and remaining > 0 else None
+        return remaining if is_int(remaining) and remaining > 0 else None
