@@ -20,10 +20,11 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 
+from shopsim_metrics.settings.loops import MILES
 from shopsimrl import LOOP
 
 try:  # slime's module holds only dataclasses and helpers: cheap to import
-    if LOOP == "miles":  # never import slime into miles' process
+    if LOOP == MILES:  # never import slime into miles' process
         raise ImportError("the hooks are loaded by miles")
     from slime.rollout.filter_hub.base_types import DynamicFilterOutput  # type: ignore[import-not-found]
 except ImportError:  # slime is not installed: a structurally identical stand-in

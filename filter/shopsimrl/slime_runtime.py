@@ -14,8 +14,8 @@ Each hook is the core's (:class:`shopsim_metrics.hooks.Hooks`, which the simulat
 the process's monitor (:mod:`shopsim_metrics.monitor`) with a reader of slime's live loop state; the
 filter's answer is turned into slime's ``DynamicFilterOutput``.
 
-Loaded, this module knows which loop loads it (:data:`LOOP`: ``slime``, ``miles`` or ``none``, by
-:func:`shopsimrl.LOOP`; both slime and miles in one process is refused at import).
+Loaded, this module knows which loop loads it (:data:`shopsimrl.LOOP`: ``slime``, ``miles`` or ``none``; both
+slime and miles in one process is refused at import).
 In miles (docs/miles.md) the filter returns miles' own ``DynamicFilterOutput`` (``keep``, ``reason``) and,
 as miles has no ``keep_when_insufficient``, decides the fallback itself
 (:meth:`~shopsim_metrics.hooks.Hooks.filter_deciding_fallback`); the loop state is miles'
