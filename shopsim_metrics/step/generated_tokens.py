@@ -44,7 +44,7 @@ Example:
     >>> for sample in [*judged, aborted]:
     ...     tokens.observe(sample, step=5)
     >>> tokens.take(5, [judged])
-    StepTokens(total=190, aborted=30, unjudged_rollouts=1, unjudged_length=30, aborted_rollouts=1, aborted_length=30, observation=0, episodes=None)
+    StepTokens(total=190, aborted=30, unjudged_rollouts=1, unjudged_length=30, aborted_rollouts=1, aborted_length=30, observation=0, episodes=None, source=None)
     >>> tokens.take(6, []) is None   # nothing reported for step 6: unknown, not 0
     True
 """
