@@ -48,7 +48,7 @@ Example:
     >>> for sample in [*judged, aborted]:
     ...     tokens.observe(sample, step=5)
     >>> tokens.take(5, [judged])
-    StepTokens(total=190, aborted=30, unjudged_rollouts=1, unjudged_length=30, aborted_rollouts=1, aborted_length=30, observation=0, episodes=None)
+    StepTokens(total=190, aborted=30, unjudged_rollouts=1, unjudged_length=30, aborted_rollouts=1, aborted_length=30, observation=0, episodes=None, source=None)
     >>> tokens.take(6, []) is None   # nothing reported for step 6: unknown, not 0
     True
 """
@@ -124,6 +124,7 @@ class StepTokens:
     aborted_length: int = 0  # their partial lengths at the abort, summed
     observation: int = 0  # the environment's tokens (loss_mask 0) in every response the hook saw, aborted included
     episodes: EpisodeTally | None = None  # None: no episode of the step shows a turn structure
+    source: str | None = None  # who reported the calls when not slime's sample hook ("generate_function" in miles)
 
 
 class _Call(NamedTuple):
@@ -154,6 +155,9 @@ class GeneratedTokens:
         """Some episode this process saw showed a turn structure: from then on every step has its episode tally."""
         self.out_of_range_count = 0
         """Generate calls whose sample held a value out of range (read as unknown; the first one warned of)."""
+        self.source: str | None = None
+        """Who reports the calls when it is not slime's sample hook (miles' generate-function wrapper sets
+        ``"generate_function"``); each step's figures say it (``token_count_source``)."""
 
     def observe(self, sample: Any, step: int | None) -> None:
         """Count one generate call of ``sample`` in ``step`` (None: the step is not known; the next step taken gets it)."""
@@ -224,7 +228,7 @@ class GeneratedTokens:
                           unjudged_length=sum(length for length, _ in unjudged.values()),
                           aborted_rollouts=len(aborted), aborted_length=sum(aborted),
                           observation=sum(call.observation for call in calls.values()),
-                          episodes=EpisodeTally.of(started) if self.agent_run else None)
+                          episodes=EpisodeTally.of(started) if self.agent_run else None, source=self.source)
 
 
 def _never_started(call: _Call) -> bool:
