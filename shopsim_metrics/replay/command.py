@@ -177,6 +177,22 @@ def wave_origin(trace: Trace, args: argparse.Namespace) -> str:
     return run.wave_origin
 
 
+def check_rules(trace: Trace, knobs: ReplayKnobs, skips: list[str]) -> None:
+    """Raise, before any replay work, the error a rule would raise at its first replayed step: the predictive
+    rule's at the trace's group size (a threshold not above the chance of a zero-std group of ``n``; ``n`` 1)."""
+    if "predictive" not in skips:
+        return
+    from shopsim_metrics.prompts.predictive_rule import PredictiveSkipRule
+    from shopsim_metrics.settings import ShopsimSettings
+
+    settings = ShopsimSettings.from_args(knobs.config(trace, "predictive", "fixed").to_args()).prompt_skip_rule
+    try:
+        PredictiveSkipRule(settings, n_samples=trace.n_samples)
+    except ValueError as exc:
+        raise TraceError(f"{trace.origin}: groups of {trace.n_samples}: the predictive rule cannot run: {exc} (here: "
+                         "--prompt-skip-threshold; or replay the other rules: --prompt-skip off greso oracle)") from None
+
+
 def format_rows(rows: list[ReplayRow], best_within: float = MAX_LOST_SIGNAL, *,
                 kept_only_share: float | None = None) -> str:
     """The table, its legend, then the best rule within ``best_within`` (lost signal) beside the oracle; for a kept-only dump
@@ -306,6 +322,7 @@ def _replay(args: argparse.Namespace) -> int:
     knobs = knobs_for(trace, args)
     seeds = tuple(range(args.seeds))
     skips, waves = list(dict.fromkeys(args.prompt_skip)), list(dict.fromkeys(args.wave_size))
+    check_rules(trace, knobs, skips)
     print(describe(trace, knobs, seeds, wave_origin(trace, args)), flush=True)
     settings = 1 + sum(1 for s in skips for w in waves if (s, w) != ("off", "fixed"))
     with (contextlib.nullcontext() if args.no_progress else
