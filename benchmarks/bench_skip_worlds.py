@@ -147,7 +147,7 @@ def judge(row: Row) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     for flag in RULE_FLAGS:
         kind = int if flag == "probe_every" else float
         parser.add_argument("--" + flag.replace("_", "-"), type=kind, default=None,

@@ -299,7 +299,8 @@ def test_html_figures_are_plain_valid_plotly_json_and_the_template_is_embedded_o
     import plotly.graph_objects as go
     import plotly.io as pio
 
-    page = render_html(load_dashboard_data(records))
+    data = load_dashboard_data(records)
+    page = render_html(data)
     figures = {m.group(1): json.loads(m.group(2)) for m in
                re.finditer(r'<script type="application/json" id="plot-([\w-]+)-figure">(.*?)</script>', page, re.S)}
     ledger = re.search(r'<script type="application/json" id="ledger-data-remaining_ledger">(.*?)</script>', page, re.S)
@@ -312,9 +313,12 @@ def test_html_figures_are_plain_valid_plotly_json_and_the_template_is_embedded_o
     for panel in SPEC.panels:
         if panel.kind == "ledger_remaining":
             continue
-        traces = figures[panel.id]["data"][: len(panel.series)]
+        # every series with data, in the spec's order; one no step carries is left out of the legend (unless none has)
+        drawn = [s for s in panel.series if s.style == "threshold" or any(v is not None for v in series_values(s, data))]
+        drawn = drawn if any(s.style != "threshold" for s in drawn) else list(panel.series)
+        traces = figures[panel.id]["data"][: len(drawn)]
         assert [(t["name"], t["meta"], (t.get("marker") or t["line"])["color"]) for t in traces] == [
-            (s.label, s.key, s.color) for s in panel.series], panel.id
+            (s.label, s.key, s.color) for s in drawn], panel.id
     templates = re.findall(r'<script type="application/json" id="plotly-template">(.*?)</script>', page, re.S)
     white = json.loads(json.dumps(pio.templates["plotly_white"].to_plotly_json()))
     assert len(templates) == 1 and json.loads(templates[0]) == white
@@ -560,20 +564,24 @@ def test_the_skipping_section_draws_a_run_that_skips(tmp_path: Path, records: li
     data = load_dashboard_data(skipping)
     bars = step_figure(SPEC.panel("skipped_prompts"), data).data[0]
     assert list(bars.y) == [r.rollout_id % 3 for r in records]
-    assert {p.id for p in SPEC.panels_in("Skipping")} == {"skipped_prompts", "skip_p", "skip_guard", "skip_cost"}
+    assert {p.id for p in SPEC.panels_in("Skipping")} == {"skipped_prompts", "skip_p", "skip_guard", "skip_probes",
+                                                          "skip_cost"}
 
 
 def test_the_guard_panel_draws_the_predictive_runs_cap_and_estimate(records: list[StepRecord]) -> None:
     import dataclasses
 
     guarded = [dataclasses.replace(r, skipped_prompt_count=1, skip_probe_count=r.rollout_id % 2,
-                                   skip_cap=1.0 - r.rollout_id / 100, skip_lost_signal_estimate=r.rollout_id / 1000)
+                                   skip_cap=1.0 - r.rollout_id / 100, skip_lost_signal_estimate=r.rollout_id / 1000,
+                                   skip_max_lost_signal=0.1)
                for r in records]
     figure = step_figure(SPEC.panel("skip_guard"), load_dashboard_data(guarded))
     by_name = {trace.name: list(trace.y) for trace in figure.data}
     assert by_name["cap on a skipped draw's chance of spread"] == pytest.approx([r.skip_cap for r in guarded])
     assert by_name["estimated lost signal"] == pytest.approx([r.skip_lost_signal_estimate for r in guarded])
-    assert by_name["probes served"] == [r.skip_probe_count for r in guarded]
+    assert by_name["limit (shopsim_prompt_skip_max_lost_signal)"] == pytest.approx([0.1] * len(guarded))
+    probes = step_figure(SPEC.panel("skip_probes"), load_dashboard_data(guarded))
+    assert {trace.name: list(trace.y) for trace in probes.data}["probes served"] == [r.skip_probe_count for r in guarded]
 
 
 def test_the_cost_section_draws_every_token_and_the_headline() -> None:
