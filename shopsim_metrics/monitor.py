@@ -309,15 +309,15 @@ class ShopsimRuntime:
 
     def _observe(self, judgement: GroupJudgement, account: Callable[[int], None]) -> None:
         """Feed the streak, account the group, send the alerts due, and terminate at the limit."""
-        alert, rollout_id, checks, causes = None, None, {}, {}
+        alert, rollout_id, checks, causes, kinds = None, None, {}, {}, {}
         with self._judge_lock:
-            streak = self.streak.observe(judgement.failed_check, judgement.failure_cause)
+            streak = self.streak.observe(judgement.failed_check, judgement.failure_cause, judgement.failure_kind)
             account(streak)
             if streak:
                 rollout_id = self.steps.current()
                 alert = self.alerts.after_judgement(self.streak, rollout_id)  # the ERROR at the limit, else None
                 if streak >= self.settings.max_consecutive_failed_groups:
-                    checks, causes = self.streak.checks, self.streak.causes  # read with the streak it ends
+                    checks, causes, kinds = self.streak.checks, self.streak.causes, self.streak.kinds  # as it ends
         try:
             if alert is not None:
                 self.recorder.send_warnings(up_to=None if rollout_id is None else rollout_id - 1)  # earlier first
@@ -328,7 +328,7 @@ class ShopsimRuntime:
             self._warn_once("filter_side_effects", "shopsim-metrics: sending an alert or a record from the filter "
                             "failed (%s: %s); the filter's decisions are unaffected.", type(exc).__name__, exc)
         if streak >= self.settings.max_consecutive_failed_groups:
-            self._terminate(streak, rollout_id, checks, causes)
+            self._terminate(streak, rollout_id, checks, causes, kinds)
 
     def _account(self, judgement: GroupJudgement, samples: Any, streak: int) -> None:
         """Record the judgement in the step's ledger with the loop's live facts (when accounting is on)."""
@@ -342,7 +342,8 @@ class ShopsimRuntime:
             self._warn_once("accounting", "shopsim-metrics: accounting failed (%s: %s); the filter's decisions "
                             "are unaffected but this step's record may be incomplete.", type(exc).__name__, exc)
 
-    def _terminate(self, streak: int, rollout_id: int | None, checks: dict[str, int], causes: dict[str, int]) -> None:
+    def _terminate(self, streak: int, rollout_id: int | None, checks: dict[str, int], causes: dict[str, int],
+                   kinds: dict[str, int]) -> None:
         """Write the step so far (marked terminated) and end the run with the streak's failed checks."""
         try:
             if self.accountant is not None:
@@ -352,7 +353,7 @@ class ShopsimRuntime:
             logger.warning("shopsim-metrics: writing the terminated step failed (%s: %s)", type(exc).__name__, exc)
         raise TechnicalFailureLimitExceeded(
             streak=streak, max_consecutive_failed_groups=self.settings.max_consecutive_failed_groups,
-            rollout_id=rollout_id, failed_checks=checks, causes=causes,
+            rollout_id=rollout_id, failed_checks=checks, causes=causes, kinds=kinds,
         )
 
     # --- the sample hook's side ---------------------------------------------------------------

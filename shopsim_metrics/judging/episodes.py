@@ -12,8 +12,11 @@ never raising:
   >= 0, else the runs of trainable tokens in the mask (a model turn is a maximal run of 1s), else 1 for a
   sample with a response; ``turns_from`` says which (``"metadata"``, ``"loss_mask"``, or None: no structure);
 - **environment seconds**: ``Sample.non_generation_time`` (finite and >= 0, else 0);
-- **multi_turn**: the sample shows a turn structure (an observation token, a ``round_number`` or environment
-  seconds): the per-step agent fields exist only in steps where some episode does.
+- **multi_turn**: the sample shows a turn structure (an observation token, a ``round_number``, environment
+  seconds or a tool-call list): the per-step agent fields exist only in steps where some episode does;
+- **tools**: ``metadata["shopsim_tool_calls"]`` read once (:func:`~shopsim_metrics.judging.tool_calls.read_tool_calls`;
+  None: the generate function left none); **failure_kind**: whose failure ended it
+  (:func:`~shopsim_metrics.judging.tool_calls.read_failure_kind`); **failed**: status ``aborted`` or ``failed``.
 
 ``start`` reads only the response from that token on (a continued ``--partial-rollout`` sample: the tokens
 before it were counted when they were generated).
@@ -37,6 +40,7 @@ from typing import Any, NamedTuple
 from shopsim_metrics.judging.group_judgement import as_float
 from shopsim_metrics.judging.tokens import read_response_length, trainable_mask
 from shopsim_metrics.judging.plain_values import is_int
+from shopsim_metrics.judging.tool_calls import ToolCalls, read_failure_kind, read_tool_calls
 
 ROUND_NUMBER_KEY = "round_number"
 """slime's metadata key for an episode's turns (``slime.ray.rollout`` logs it with ``--log-multi-turn``)."""
@@ -53,6 +57,9 @@ class Episode(NamedTuple):
     environment_seconds: float
     truncated: bool  # status truncated
     multi_turn: bool
+    tools: ToolCalls | None = None  # metadata shopsim_tool_calls (None: none left)
+    failure_kind: str | None = None  # "model", "environment" (a kind, or a cause left), None
+    failed: bool = False  # status aborted or failed
 
 
 def read_episode(sample: Any, start: int = 0) -> Episode:
@@ -66,7 +73,9 @@ def read_episode(sample: Any, start: int = 0) -> Episode:
         runs = mask.count(b"\x00\x01") + (mask[:1] == b"\x01")
     else:
         generated, runs = response, 1 if response else 0
-    rounds = _round_number(_attribute(sample, "metadata"))
+    metadata = _attribute(sample, "metadata")
+    rounds = _round_number(metadata)
+    tools = read_tool_calls(metadata)
     seconds = _seconds(_attribute(sample, "non_generation_time"))
     observation = response - generated
     if rounds is not None:
@@ -75,9 +84,10 @@ def read_episode(sample: Any, start: int = 0) -> Episode:
         turns, turns_from = runs, "loss_mask"
     else:
         turns, turns_from = runs, None
-    truncated = _status(sample) == "truncated"
-    return Episode(response, generated, observation, turns, turns_from, seconds, truncated,
-                   multi_turn=bool(observation or rounds is not None or seconds))
+    status = _status(sample)
+    return Episode(response, generated, observation, turns, turns_from, seconds, status == "truncated",
+                   multi_turn=bool(observation or rounds is not None or seconds or tools is not None),
+                   tools=tools, failure_kind=read_failure_kind(metadata), failed=status in ("aborted", "failed"))
 
 
 def _attribute(sample: Any, name: str) -> Any:
@@ -90,7 +100,10 @@ def _attribute(sample: Any, name: str) -> Any:
 def _round_number(metadata: Any) -> int | None:
     if not isinstance(metadata, dict):
         return None
-    value = metadata.get(ROUND_NUMBER_KEY)
+    try:
+        value = metadata.get(ROUND_NUMBER_KEY)
+    except Exception:  # noqa: BLE001 - a metadata mapping that raises on access reports no rounds
+        return None
     if not is_int(value) or value < 0:
         return None
     return value

@@ -41,6 +41,7 @@ from enum import Enum
 from typing import Any, Hashable, Sequence
 
 from shopsim_metrics.judging.failure_cause import read_failure_cause
+from shopsim_metrics.judging.tool_calls import UNMARKED, read_failure_kind
 
 SPREAD = "spread"
 ZERO_STD = "zero_std"
@@ -73,6 +74,7 @@ class GroupJudgement:
     rewards: tuple[float, ...] = ()
     success_count: int = 0
     failure_cause: str | None = None  # technical: the first failing rollout's cause (judging.failure_cause), if left
+    failure_kind: str | None = None  # technical: who failed it (failure_kind_of), None for a check not the generate function's
 
     def reward_figures(self) -> tuple[float | None, float | None, float, float | None]:
         """``(min, max, sum, mean)`` of ``rewards`` (``(None, None, 0.0, None)`` without rewards); the sum is
@@ -112,6 +114,7 @@ def judge_group(
     rewards: list[float] = []
     successes = 0
     cause: str | None = None
+    kind: str | None = None
     for segments in rollouts.values():
         try:
             reward, success, check = read_rollout(segments, reward_key, success_threshold, success_key, unscored_key)
@@ -120,18 +123,42 @@ def judge_group(
         if check is not None:
             failed = failed or check
             cause = cause or next(filter(None, map(read_failure_cause, segments)), None)
+            if kind is None or kind == UNMARKED:  # a kind the generate function left comes first
+                kind = failure_kind_of(segments, check) or kind
             continue
         rewards.append(reward)
         successes += success
 
     if failed is not None:
-        kind = TECHNICAL
+        verdict = TECHNICAL
     elif max(rewards) - min(rewards) > ZERO_STD_TOLERANCE:
-        kind = SPREAD
+        verdict = SPREAD
     else:
-        kind = ZERO_STD
+        verdict = ZERO_STD
     first = next(iter(rollouts.values()))[0] if rollouts else None
-    return GroupJudgement(kind, failed, group_index_of(first), len(rollouts), tuple(rewards), successes, cause)
+    return GroupJudgement(verdict, failed, group_index_of(first), len(rollouts), tuple(rewards), successes, cause,
+                          kind if failed is not None else None)
+
+
+def failure_kind_of(segments: Sequence[Any], check: str) -> str | None:
+    """Who failed an unscorable rollout: the kind its generate function left (``judging.tool_calls``), else
+    ``"unmarked"`` when the failed check is a status the generate function set (aborted, failed), else None.
+
+    Example:
+        >>> from shopsim_metrics.simulator.samples import SimSample as S
+        >>> failure_kind_of([S(status="aborted", metadata={"shopsim_failure_kind": "model"})], "status_aborted")
+        'model'
+        >>> failure_kind_of([S(status="aborted")], "status_aborted"), failure_kind_of([S()], "reward_missing")
+        ('unmarked', None)
+    """
+    for segment in segments:
+        try:
+            kind = read_failure_kind(getattr(segment, "metadata", None))
+        except Exception:  # noqa: BLE001 - a metadata property that raises says nothing
+            kind = None
+        if kind is not None:
+            return kind
+    return UNMARKED if check in _STATUS_CHECKS.values() and check is not None else None
 
 
 def segments_by_rollout(group: Sequence[Any]) -> dict[Hashable, list[Any]]:

@@ -153,7 +153,46 @@ def record_scalars(record: StepRecord) -> dict[str, float | int]:
     alerts_on = record.technical_failure_warn_at is not None  # the monitor sets it while the alerts are on
     for name, value in alert_scalars(record.alerts, alerts_on=alerts_on).items():
         out[contract.wandb_key(name)] = value
+    out.update(tool_scalars(record))
     return out
+
+
+def tool_scalars(record: StepRecord) -> dict[str, float | int]:
+    """The tool figures of one record under their W&B keys: ``tools/<name>/<figure>`` for each tool of ``tool_stats``
+    (at most 20 safe names and ``(other tools)``; beside the record's figures, ``calls_per_episode`` and the error
+    rates ``environment_error_rate`` and ``model_error_rate`` over its calls), and ``episode_end/<reason>`` for
+    each reason of ``episode_end_counts``. Empty for a record without them.
+
+    Example:
+        >>> stats = {"search": {"calls": 4, "errors": 1, "model_errors": 1, "seconds": 2.0, "seconds_p50": 0.5,
+        ...                     "seconds_p90": 0.8, "seconds_max": 0.8}}
+        >>> d = tool_scalars(StepRecord(rollout_id=0, episode_count=2, tool_stats=stats))
+        >>> d["rollout/shopsim/tools/search/calls_per_episode"], d["rollout/shopsim/tools/search/model_error_rate"]
+        (2.0, 0.25)
+    """
+    out: dict[str, float | int] = {}
+    episodes = record.episode_count
+    for name, figures in (record.tool_stats or {}).items():
+        prefix = f"{contract.WANDB_PREFIX}{TOOLS_SECTION}/{name}/"
+        for figure, value in figures.items():
+            if figure in contract.TOOL_STAT_FIELDS and value is not None:
+                out[prefix + figure] = value
+        calls, errors, model = figures.get("calls") or 0, figures.get("errors") or 0, figures.get("model_errors") or 0
+        if episodes:
+            out[prefix + "calls_per_episode"] = calls / episodes
+        if calls:
+            out[prefix + "environment_error_rate"] = (errors - model) / calls
+            out[prefix + "model_error_rate"] = model / calls
+    for reason, count in (record.episode_end_counts or {}).items():
+        if reason in contract.EPISODE_END_REASONS:
+            out[f"{contract.WANDB_PREFIX}{EPISODE_END_SECTION}/{reason}"] = count
+    return out
+
+
+TOOLS_SECTION = "tools"
+"""W&B keys of each tool's figures: ``rollout/shopsim/tools/<name>/<figure>``."""
+EPISODE_END_SECTION = "episode_end"
+"""W&B keys of why the step's episodes ended: ``rollout/shopsim/episode_end/<reason>``."""
 
 
 _SCALAR_KEYS = tuple((name, contract.wandb_key(name)) for name in contract.WANDB_STEP_FIELDS)

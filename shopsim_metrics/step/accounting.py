@@ -40,7 +40,7 @@ from typing import Any, Callable, Protocol
 
 from shopsim_metrics.record import contract as C
 from shopsim_metrics.step.drop_rule import filter_flags, should_drop
-from shopsim_metrics.step.generated_tokens import GeneratedTokens
+from shopsim_metrics.step.generated_tokens import GeneratedTokens, StepTokens, group_tool_counts
 from shopsim_metrics.step.closed_step import DROP_OUTCOMES, ClosedStep, GenerationStats, JudgedGroup, StepKnobs
 from shopsim_metrics.record.records import DecisionRow
 from shopsim_metrics.loop.step_number import StepNumbers
@@ -277,9 +277,11 @@ class StepAccountant:
             return closed
 
     def _ledger(self, state: ClosedStep, wave_sizes: list[int] | None,
-                keys: list[str | None] | None) -> list[DecisionRow]:
-        """The step's ledger rows, in judgement order (``keys``: each group's prompt key, None: not tracked)."""
+                keys: list[str | None] | None, live: StepTokens | None = None) -> list[DecisionRow]:
+        """The step's ledger rows, in judgement order (``keys``: each group's prompt key, None: not tracked; ``live``:
+        the sample hook's figures, whose episodes give each group's tool calls)."""
         start = state.judged[0].clock if state.judged else 0.0
+        by_sample = live.by_sample if live is not None else {}
         rows = []
         for order, judged in enumerate(state.judged, start=1):
             key = keys[order - 1] if keys is not None else None
@@ -306,6 +308,8 @@ class StepAccountant:
                 judged_at=judged.clock - start,
                 prompt_key=key,
                 technical_cause=j.failure_cause if technical else None,
+                failure_kind=j.failure_kind if technical else None,
+                **group_tool_counts(judged.group, by_sample),
             ))
         return rows
 
@@ -334,7 +338,7 @@ class StepAccountant:
         # the step's tokens as it closes, before anything else: the sample hook may go on counting on another thread
         live = self.tokens.take(state.rollout_id, groups) if self.tokens is not None else None
         keyed = self.prompts.keys(groups) if self.prompts is not None else None
-        rows = self._ledger(state, wave_sizes, [key for key, _ in keyed] if keyed is not None else None)
+        rows = self._ledger(state, wave_sizes, [key for key, _ in keyed] if keyed is not None else None, live)
         prompt_part = None
         if self.prompts is not None and keyed is not None:  # reads the step's token counts
             prompt_part = self.prompts.step_fields(state.rollout_id, rows,

@@ -32,6 +32,9 @@ Rules:
   step whose episodes all answered in one turn included); before that (single-turn generation) no step has one
   (``StepTokens.episodes`` None), and its record no agent fields. No episode reporting environment seconds
   makes them unknown (None), not 0.
+- the same episodes' tool calls and why each ended (:class:`~shopsim_metrics.step.tool_tally.ToolTally`, in
+  ``StepTokens.tools``) in every step of an agent run; each sample's episode as last seen is kept by ``id()`` for
+  the ledger's per-group counts (``StepTokens.by_sample``).
 
 A step no call reported (the hook is not wired) has no figures: :meth:`GeneratedTokens.take` returns None,
 and the record's fields stay null rather than guessed.
@@ -44,7 +47,7 @@ Example:
     >>> for sample in [*judged, aborted]:
     ...     tokens.observe(sample, step=5)
     >>> tokens.take(5, [judged])
-    StepTokens(total=190, aborted=30, unjudged_rollouts=1, unjudged_length=30, aborted_rollouts=1, aborted_length=30, observation=0, episodes=None)
+    StepTokens(total=190, aborted=30, unjudged_rollouts=1, unjudged_length=30, aborted_rollouts=1, aborted_length=30, observation=0, episodes=None, tools=None)
     >>> tokens.take(6, []) is None   # nothing reported for step 6: unknown, not 0
     True
 """
@@ -53,12 +56,14 @@ from __future__ import annotations
 
 import math
 import threading
-from dataclasses import dataclass
-from typing import Any, Hashable, Iterable, NamedTuple
+from dataclasses import dataclass, field
+from typing import Any, Hashable, Iterable, Mapping, NamedTuple
 
 from shopsim_metrics.judging.episodes import Episode, read_episode
 from shopsim_metrics.judging.group_judgement import rollout_key, status_check
 from shopsim_metrics.judging.plain_values import is_int
+from shopsim_metrics.judging.tool_calls import MODEL
+from shopsim_metrics.step.tool_tally import ToolTally
 
 CARRIED_LIMIT = 1_000_000
 """Aborted samples whose length at the abort is remembered for their continuation (``--partial-rollout``)."""
@@ -117,6 +122,9 @@ class StepTokens:
     aborted_length: int = 0  # their partial lengths at the abort, summed
     observation: int = 0  # the environment's tokens (loss_mask 0) in every response the hook saw, aborted included
     episodes: EpisodeTally | None = None  # None: no episode of the step shows a turn structure
+    tools: ToolTally | None = None  # the episodes' tool calls and ends (None: not an agent run)
+    by_sample: Mapping[int, Episode] = field(default_factory=dict, repr=False, compare=False)
+    """Each sample's episode as last seen, by ``id()`` (the ledger's per-group tool counts; empty: not an agent run)."""
 
 
 class _Call(NamedTuple):
@@ -145,6 +153,8 @@ class GeneratedTokens:
         self._carried: dict[Hashable, tuple[int, int]] = {}
         self.agent_run = False
         """Some episode this process saw showed a turn structure: from then on every step has its episode tally."""
+        self.tools_run = False
+        """Some episode this process saw left a tool-call list: from then on every step has the tool fields."""
 
     def observe(self, sample: Any, step: int | None) -> None:
         """Count one generate call of ``sample`` in ``step`` (None: the step is not known; the next step taken gets it)."""
@@ -201,13 +211,53 @@ class GeneratedTokens:
             entry[0] += call.length
             entry[1] = entry[1] or call.aborted
         aborted = [length for length, was_aborted in unjudged.values() if was_aborted]
-        started = [call.episode for call in calls.values() if not _never_started(call)]
-        self.agent_run = self.agent_run or any(episode.multi_turn for episode in started)
+        started = [(call.episode, sample_id in judged_ids or call.rollout in judged_rollouts)
+                   for sample_id, call in calls.items() if not _never_started(call)]
+        self.agent_run = self.agent_run or any(episode.multi_turn for episode, _ in started)
+        agent = self.agent_run
+        tools = ToolTally.of(started, self.tools_run) if agent and started else None
+        self.tools_run = self.tools_run or (tools is not None and tools.run_reported)
         return StepTokens(total=total, aborted=total - judged, unjudged_rollouts=len(unjudged),
                           unjudged_length=sum(length for length, _ in unjudged.values()),
                           aborted_rollouts=len(aborted), aborted_length=sum(aborted),
                           observation=sum(call.observation for call in calls.values()),
-                          episodes=EpisodeTally.of(started) if self.agent_run else None)
+                          episodes=EpisodeTally.of([episode for episode, _ in started]) if agent else None,
+                          tools=tools,
+                          by_sample={sample_id: call.episode for sample_id, call in calls.items()} if agent else {})
+
+
+def group_tool_counts(group: Any, by_sample: Mapping[int, Episode]) -> dict[str, int]:
+    """A judged group's tool calls, failed calls and calls the model failed, summed over its samples' episodes as the
+    hook last saw them (``StepTokens.by_sample``); empty when none of them left a tool-call list.
+
+    Example:
+        >>> from shopsim_metrics.judging.tool_calls import ToolCall, ToolCalls
+        >>> from shopsim_metrics.simulator.samples import SimSample as S
+        >>> sample = S(index=0)
+        >>> calls = ToolCalls((ToolCall("search", 1.0, None), ToolCall("view", 0.1, "model")), 0)
+        >>> episode = Episode(9, 6, 3, 2, "metadata", 1.1, False, True, tools=calls)
+        >>> group_tool_counts([sample], {id(sample): episode})
+        {'tool_call_count': 2, 'tool_error_count': 1, 'model_error_count': 1}
+        >>> group_tool_counts([sample], {})
+        {}
+    """
+    if not by_sample:
+        return {}
+    calls = errors = model = 0
+    reported = False
+    for sample in _leaves([group]):
+        episode = by_sample.get(id(sample))
+        if episode is None or episode.tools is None:
+            continue
+        reported = True
+        for call in episode.tools.calls:
+            calls += 1
+            if call.error is not None:
+                errors += 1
+                model += call.error == MODEL
+    if not reported:
+        return {}
+    return {"tool_call_count": calls, "tool_error_count": errors, "model_error_count": model}
 
 
 def _never_started(call: _Call) -> bool:
