@@ -97,9 +97,10 @@ def read_tool_calls(metadata: Any) -> ToolCalls | None:
         return ToolCalls((), 1)
     calls = []
     unreadable = max(count - MAX_CALLS, 0)
+    names: dict[str, str | None] = {}  # a plain name read once per episode, however often it is called
     for index in range(min(count, MAX_CALLS)):
         try:
-            call = _entry(entries[index])
+            call = _entry(entries[index], names)
         except Exception:  # noqa: BLE001 - whatever an entry holds, its reading never raises
             call = None
         if call is None:
@@ -109,24 +110,34 @@ def read_tool_calls(metadata: Any) -> ToolCalls | None:
     return ToolCalls(tuple(calls), unreadable)
 
 
-def _entry(entry: Any) -> ToolCall | None:
+def _entry(entry: Any, names: dict[str, str | None]) -> ToolCall | None:
     if not isinstance(entry, dict):
         return None
-    name, seconds, ok = entry.get("name"), entry.get("seconds"), entry.get("ok")
-    if not isinstance(name, str) or not (ok is True or ok is False):
+    get = dict.get
+    name, seconds, ok = get(entry, "name"), get(entry, "seconds"), get(entry, "ok")
+    if ok is not True and ok is not False:
         return None
-    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
-        return None
-    # plain values whatever the subclass: an int too large for a float raises, and counts as unreadable
-    seconds = float(int.__index__(seconds)) if isinstance(seconds, int) else float.__float__(seconds)
+    if type(seconds) is not float:  # plain values whatever the subclass; an int too large for a float raises
+        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
+            return None
+        seconds = float(int.__index__(seconds)) if isinstance(seconds, int) else float.__float__(seconds)
     if not (0.0 <= seconds <= MAX_SECONDS):  # NaN fails both
         return None
-    text = plain_name(name)
+    if type(name) is str:
+        text = names.get(name, "")
+        if text == "":
+            text = names[name] = plain_name(name)
+    elif isinstance(name, str):
+        text = plain_name(name)
+    else:
+        return None
     if text is None:
         return None
     if ok:
         return ToolCall(text, seconds, None)
-    kind = entry.get("kind", ENVIRONMENT)
+    kind = get(entry, "kind", ENVIRONMENT)
+    if kind == ENVIRONMENT and type(kind) is str:
+        return ToolCall(text, seconds, ENVIRONMENT)
     if not isinstance(kind, str) or str.__str__(kind) not in FAILURE_KINDS:
         return None
     return ToolCall(text, seconds, str.__str__(kind))
