@@ -173,9 +173,16 @@ def test_wandb_renderer_draws_every_panel_with_contract_keys(tmp_path: Path, no_
             companion = by_id[wbw.panel_uid(panel.id, wbw.FALLBACK_SUFFIX)]
             assert _step_names_of(companion["config"]["metrics"]) == ["train_group_count", "fallback_group_count"]
         else:
-            assert names == [s.key for s in panel.series]
-            if panel.kind == "stacked_bar":  # disjoint parts (tokens by outcome): stacked as they are
+            assert names == [s.key for s in panel.series if s.axis == "y"]
+            regex = wbw.breakdown_regex(panel)
+            if panel.kind == "stacked_bar" and regex is None:  # disjoint parts (tokens by outcome): stacked as they are
                 assert cfg["plotType"] == "stacked-area"
+            if regex is not None:  # the per-tool (per-reason) keys, found by their pattern beside the totals
+                each = by_id[wbw.panel_uid(panel.id, "each")]["config"]
+                assert each["useMetricRegex"] is True and each["metricRegex"] == regex
+            right = [s.key for s in panel.series if s.axis == "y2"]
+            if right:  # one y axis per W&B plot: the right-axis series get their own
+                assert _step_names_of(by_id[wbw.panel_uid(panel.id, "y2")]["config"]["metrics"]) == right
     if which == "report":
         grids = [b for b in data["spec"]["blocks"] if b["type"] == "panel-grid"]
         assert len(grids) == len(SPEC.sections)

@@ -192,6 +192,26 @@ def wandb_key(name: str) -> str:
     return WANDB_PREFIX + name
 
 
+def tool_key(tool: str, figure: str) -> str:
+    """The W&B key of one figure of one tool of ``tool_stats`` (its name a safe key, or OTHER_TOOLS).
+
+    Example:
+        >>> tool_key("search_products", "seconds_p90")
+        'rollout/shopsim/tools/search_products/seconds_p90'
+    """
+    return f"{WANDB_PREFIX}tools/{tool}/{figure}"
+
+
+def episode_end_key(reason: str) -> str:
+    """The W&B key of the episodes of the step that ended for ``reason`` (one of EPISODE_END_REASONS).
+
+    Example:
+        >>> episode_end_key("model_failure")
+        'rollout/shopsim/episode_end/model_failure'
+    """
+    return f"{WANDB_PREFIX}episode_end/{reason}"
+
+
 def slime_drop_metric(reason: str) -> str:
     """slime's own counter key for a drop reason, e.g. ``rollout/dynamic_filter/drop_<reason>``."""
     return SLIME_DROP_METRIC_PREFIX + reason

@@ -238,6 +238,7 @@ class StepRecord:
     tool_calls_per_episode_mean: float | None = per_step(TOOLS, None)  # readable tool calls / episode_count
     tool_error_fraction: float | None = per_step(TOOLS, None)  # calls with ok false / calls (None: no call)
     model_error_fraction: float | None = per_step(TOOLS, None)  # calls failed by the model / calls
+    tool_seconds_p90: float | None = per_step(TOOLS, None)  # the 90th percentile of every call's seconds (nearest rank)
     tool_call_unreadable_count: int | None = per_step(TOOLS, None)  # entries ignored (not the contract's)
     tool_stats: dict[str, dict[str, Any]] | None = None  # name -> calls, errors, model_errors, seconds(_p50/_p90/_max)
     # technical groups by the cause their generate function left (None, and absent: no technical group left one)

@@ -173,26 +173,19 @@ def tool_scalars(record: StepRecord) -> dict[str, float | int]:
     out: dict[str, float | int] = {}
     episodes = record.episode_count
     for name, figures in (record.tool_stats or {}).items():
-        prefix = f"{contract.WANDB_PREFIX}{TOOLS_SECTION}/{name}/"
         for figure, value in figures.items():
             if figure in contract.TOOL_STAT_FIELDS and value is not None:
-                out[prefix + figure] = value
+                out[contract.tool_key(name, figure)] = value
         calls, errors, model = figures.get("calls") or 0, figures.get("errors") or 0, figures.get("model_errors") or 0
         if episodes:
-            out[prefix + "calls_per_episode"] = calls / episodes
+            out[contract.tool_key(name, "calls_per_episode")] = calls / episodes
         if calls:
-            out[prefix + "environment_error_rate"] = (errors - model) / calls
-            out[prefix + "model_error_rate"] = model / calls
+            out[contract.tool_key(name, "environment_error_rate")] = (errors - model) / calls
+            out[contract.tool_key(name, "model_error_rate")] = model / calls
     for reason, count in (record.episode_end_counts or {}).items():
         if reason in contract.EPISODE_END_REASONS:
-            out[f"{contract.WANDB_PREFIX}{EPISODE_END_SECTION}/{reason}"] = count
+            out[contract.episode_end_key(reason)] = count
     return out
-
-
-TOOLS_SECTION = "tools"
-"""W&B keys of each tool's figures: ``rollout/shopsim/tools/<name>/<figure>``."""
-EPISODE_END_SECTION = "episode_end"
-"""W&B keys of why the step's episodes ended: ``rollout/shopsim/episode_end/<reason>``."""
 
 
 _SCALAR_KEYS = tuple((name, contract.wandb_key(name)) for name in contract.WANDB_STEP_FIELDS)

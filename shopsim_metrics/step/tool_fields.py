@@ -7,8 +7,8 @@
   ``"model"``), ``seconds`` (the sum), ``seconds_p50`` / ``seconds_p90`` (nearest rank) and ``seconds_max``), the
   :data:`~shopsim_metrics.record.contract.TOOL_STATS_LIMIT` most-called tools whose names are safe W&B keys
   (:func:`safe_tool_name`), every other under :data:`~shopsim_metrics.record.contract.OTHER_TOOLS`;
-  ``tool_calls_per_episode_mean``, ``tool_error_fraction``, ``model_error_fraction`` (over every readable call,
-  None when there is none) and ``tool_call_unreadable_count`` (entries ignored).
+  ``tool_calls_per_episode_mean``, ``tool_error_fraction``, ``model_error_fraction``, ``tool_seconds_p90`` (over
+  every readable call, None when there is none) and ``tool_call_unreadable_count`` (entries ignored).
 
 Example:
     >>> from shopsim_metrics.step.tool_tally import ToolStat, ToolTally
@@ -57,6 +57,7 @@ def tool_fields(tally: ToolTally | None) -> dict[str, Any]:
         tool_calls_per_episode_mean=calls / tally.episodes if tally.episodes else None,
         tool_error_fraction=errors / calls if calls else None,
         model_error_fraction=model / calls if calls else None,
+        tool_seconds_p90=_rank(sorted(seconds for stat in tally.tools.values() for seconds in stat.seconds), 0.9),
         tool_call_unreadable_count=tally.unreadable,
         tool_stats=top_tools(tally.tools),
     )
