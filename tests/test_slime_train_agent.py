@@ -152,13 +152,44 @@ def test_retool_episodes_are_what_the_engine_answered(retool):
         assert record["turns_per_episode_mean"] == pytest.approx(figure["turns_mean"])
         assert record["truncated_episode_fraction"] == figure["truncated_episodes"] / figure["episodes"]
         assert record["turn_count_source"] == figure["turn_count_source"] == "loss_mask"  # retool leaves no round_number
-        # retool leaves no tool-call list and no failure kind: no tool field; its episodes end completed,
-        # truncated or by slime's abort (an aborted one is never judged)
-        assert "tool_stats" not in record and "tool_calls_per_episode_mean" not in record
+    words = build_tokenizer_vocabulary()
+    for record, lines in zip(records, samples_by_step(retool, STEPS)):
+        # retool leaves no tool-call list and no failure kind: no tool's figures, its calls counted alone
+        # (tool_call_count: the turns whose code ran, read back here from the samples' tokens); its episodes end
+        # completed, truncated or by slime's abort (an aborted one is never judged)
+        assert "tool_stats" not in record and record.get("tool_error_fraction") is None
+        interpreted = sum(retool_calls(line, words) for line in lines if line["status"] != "aborted")
+        assert record["tool_calls_per_episode_mean"] == pytest.approx(interpreted / record["episode_count"])
         ends = record["episode_end_counts"]
-        assert sum(ends.values()) == figure["episodes"]
+        assert sum(ends.values()) == record["episode_count"]
         assert ends["environment_failure"] == ends["model_failure"] == ends["unmarked_failure"] == 0
     assert sum(f["discarded_partial_tokens"] for f in figures) > 0, "no partial turn was thrown away"
+
+
+def build_tokenizer_vocabulary() -> list[str]:
+    """The engine's words by token id (the harness's word-level tokenizer)."""
+    import build_tokenizer
+
+    return build_tokenizer.vocabulary(harness.DATASET)
+
+
+def turns_of_words(line: dict, words: list[str]) -> list[tuple[int, list[str]]]:
+    """A sample's response as runs of equal loss-mask bits, each ``(bit, its words)``."""
+    runs: list[tuple[int, list[str]]] = []
+    for token, bit in zip(line["response_ids"], line["loss_mask"]):
+        if not runs or runs[-1][0] != bit:
+            runs.append((bit, []))
+        runs[-1][1].append(words[token])
+    return runs
+
+
+def retool_calls(line: dict, words: list[str]) -> int:
+    """The code-interpreter calls of a retool episode: its turns holding code that an observation followed."""
+    import agent_dialects
+
+    runs = turns_of_words(line, words)
+    return sum(1 for i, (bit, text) in enumerate(runs)
+               if bit and i + 1 < len(runs) and set(text) & set(agent_dialects.RETOOL_CODE))
 
 
 # --- the project's shop example ---------------------------------------------------------------------
@@ -241,11 +272,7 @@ def injected_calls(line: dict, words: list[str]) -> list[tuple[str, str | None]]
     tool, :func:`shop_tools.model_mistake`; None: ok)."""
     import shop_tools
 
-    runs: list[tuple[int, list[str]]] = []
-    for token, bit in zip(line["response_ids"], line["loss_mask"]):
-        if not runs or runs[-1][0] != bit:
-            runs.append((bit, []))
-        runs[-1][1].append(words[token])
+    runs = turns_of_words(line, words)
     turns = [(i, text) for i, (bit, text) in enumerate(runs) if bit]
     out = []
     for position, (i, text) in enumerate(turns):
@@ -260,12 +287,10 @@ def injected_calls(line: dict, words: list[str]) -> list[tuple[str, str | None]]
 
 
 def test_shop_tool_stats_are_what_was_injected(shop, monkeypatch):
-    import build_tokenizer
-
     monkeypatch.setattr(sys, "path", [str(harness.SHOP_AGENT), *sys.path])
     run = shop["shop"]
     records = harness.finished_records(run, STEPS)
-    words = build_tokenizer.vocabulary(harness.DATASET)
+    words = build_tokenizer_vocabulary()
     totals: Counter = Counter()
     for record, lines in zip(records, samples_by_step(run, STEPS)):
         expected: dict[str, Counter] = {}

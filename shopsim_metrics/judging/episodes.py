@@ -13,9 +13,9 @@ never raising:
   sample with a response; ``turns_from`` says which (``"metadata"``, ``"loss_mask"``, or None: no structure);
 - **environment seconds**: ``Sample.non_generation_time`` (finite and >= 0, else 0);
 - **multi_turn**: the sample shows a turn structure (an observation token, a ``round_number``, environment
-  seconds or a tool-call list): the per-step agent fields exist only in steps where some episode does;
-- **tools**: ``metadata["shopsim_tool_calls"]`` read once (:func:`~shopsim_metrics.judging.tool_calls.read_tool_calls`;
-  None: the generate function left none); **failure_kind**: whose failure ended it
+  seconds or an entry in a tool-call list): the per-step agent fields exist only in steps where some episode does;
+- **tools**: ``metadata["shopsim_tool_calls"]`` read once (:func:`~shopsim_metrics.judging.tool_calls.read_tool_calls`),
+  else retool's ``tool_call_count`` (:func:`~shopsim_metrics.judging.tool_calls.read_call_count`; None: neither); **failure_kind**: whose failure ended it
   (:func:`~shopsim_metrics.judging.tool_calls.read_failure_kind`); **failed**: status ``aborted`` or ``failed``.
 
 ``start`` reads only the response from that token on (a continued ``--partial-rollout`` sample: the tokens
@@ -40,7 +40,7 @@ from typing import Any, NamedTuple
 from shopsim_metrics.judging.group_judgement import as_float
 from shopsim_metrics.judging.tokens import read_response_length, trainable_mask
 from shopsim_metrics.judging.plain_values import is_int
-from shopsim_metrics.judging.tool_calls import ToolCalls, read_failure_kind, read_tool_calls
+from shopsim_metrics.judging.tool_calls import ToolCalls, read_call_count, read_failure_kind, read_tool_calls
 
 ROUND_NUMBER_KEY = "round_number"
 """slime's metadata key for an episode's turns (``slime.ray.rollout`` logs it with ``--log-multi-turn``)."""
@@ -75,7 +75,7 @@ def read_episode(sample: Any, start: int = 0) -> Episode:
         generated, runs = response, 1 if response else 0
     metadata = _attribute(sample, "metadata")
     rounds = _round_number(metadata)
-    tools = read_tool_calls(metadata)
+    tools = read_tool_calls(metadata) or read_call_count(sample)
     seconds = _seconds(_attribute(sample, "non_generation_time"))
     observation = response - generated
     if rounds is not None:
@@ -86,7 +86,8 @@ def read_episode(sample: Any, start: int = 0) -> Episode:
         turns, turns_from = runs, None
     status = _status(sample)
     return Episode(response, generated, observation, turns, turns_from, seconds, status == "truncated",
-                   multi_turn=bool(observation or rounds is not None or seconds or tools is not None),
+                   multi_turn=bool(observation or rounds is not None or seconds
+                                   or (tools is not None and (tools.calls or tools.unreadable or tools.counted))),
                    tools=tools, failure_kind=read_failure_kind(metadata), failed=status in ("aborted", "failed"))
 
 

@@ -21,6 +21,11 @@ a mapping that raises on access) counts one in ``unreadable``. A value that is n
 entries past :data:`MAX_CALLS` count one each, unread. Names are read as plain ``str`` (a subclass's own methods
 are never called).
 
+**A count alone.** slime's ``examples/retool`` leaves no list but counts its code-interpreter calls in the sample
+attribute ``tool_call_count``: without a list, that count is read (:func:`read_call_count`, an int from 0 to
+:data:`MAX_CALLS`, else one unreadable entry) as calls of no known tool, time or outcome: they count in the calls
+per episode, in no tool's figures.
+
 **Who failed the episode.** ``metadata["shopsim_failure_kind"]`` (``"model"`` or ``"environment"``) says whose
 failure ended the episode; a failure cause (``metadata["shopsim_failure_cause"]``) without a kind is the
 environment's (the failure-cause convention). :func:`read_failure_kind` reads it.
@@ -73,10 +78,13 @@ class ToolCall(NamedTuple):
 
 
 class ToolCalls(NamedTuple):
-    """An episode's readable tool calls (in call order) and how many entries could not be read."""
+    """An episode's readable tool calls (in call order), how many entries could not be read, and the calls only
+    counted (``tool_call_count``: no name, time or outcome known)."""
 
     calls: tuple[ToolCall, ...]
     unreadable: int
+    counted: int = 0
+    listed: bool = True  # read from metadata shopsim_tool_calls (False: from a count alone)
 
 
 def read_tool_calls(metadata: Any) -> ToolCalls | None:
@@ -141,6 +149,31 @@ def _entry(entry: Any, names: dict[str, str | None]) -> ToolCall | None:
     if not isinstance(kind, str) or str.__str__(kind) not in FAILURE_KINDS:
         return None
     return ToolCall(text, seconds, str.__str__(kind))
+
+
+CALL_COUNT_ATTRIBUTE = "tool_call_count"
+"""The sample attribute slime's ``examples/retool`` counts its tool calls in."""
+
+
+def read_call_count(sample: Any) -> ToolCalls | None:
+    """``sample.tool_call_count`` as calls only counted (slime's retool); None when the sample has none. Never raises.
+
+    Example:
+        >>> from types import SimpleNamespace as S
+        >>> read_call_count(S(tool_call_count=3)), read_call_count(S())
+        (ToolCalls(calls=(), unreadable=0, counted=3, listed=False), None)
+        >>> read_call_count(S(tool_call_count=10**400)).unreadable
+        1
+    """
+    try:
+        count = getattr(sample, CALL_COUNT_ATTRIBUTE, None)
+        if count is None:
+            return None
+        if isinstance(count, bool) or not isinstance(count, int) or not 0 <= int.__index__(count) <= MAX_CALLS:
+            return ToolCalls((), 1, 0, False)
+        return ToolCalls((), 0, int.__index__(count), False)
+    except Exception:  # noqa: BLE001 - a property that raises, an int subclass whose comparison raises
+        return ToolCalls((), 1, 0, False)
 
 
 def plain_name(name: str) -> str | None:

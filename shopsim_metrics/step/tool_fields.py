@@ -2,12 +2,14 @@
 
 - ``episode_end_counts``: why the step's episodes ended (every key of
   :data:`~shopsim_metrics.record.contract.EPISODE_END_REASONS`), in every step of an agent run;
+- in a run whose episodes only count their calls (slime's retool: ``tool_call_count``):
+  ``tool_calls_per_episode_mean`` alone;
 - in a run whose generate function leaves ``metadata["shopsim_tool_calls"]`` (from the first step some episode
   left a list on): ``tool_stats`` (per tool: ``calls``, ``errors`` (ok false), ``model_errors`` (of those, kind
   ``"model"``), ``seconds`` (the sum), ``seconds_p50`` / ``seconds_p90`` (nearest rank) and ``seconds_max``), the
   :data:`~shopsim_metrics.record.contract.TOOL_STATS_LIMIT` most-called tools whose names are safe W&B keys
   (:func:`safe_tool_name`), every other under :data:`~shopsim_metrics.record.contract.OTHER_TOOLS`;
-  ``tool_calls_per_episode_mean``, ``tool_error_fraction``, ``model_error_fraction``, ``tool_seconds_p90`` (over
+  ``tool_calls_per_episode_mean`` (counted calls included), ``tool_error_fraction``, ``model_error_fraction``, ``tool_seconds_p90`` (over
   every readable call, None when there is none) and ``tool_call_unreadable_count`` (entries ignored).
 
 Example:
@@ -49,12 +51,14 @@ def tool_fields(tally: ToolTally | None) -> dict[str, Any]:
         return {}
     fields: dict[str, Any] = {"episode_end_counts": dict(tally.ends)}
     if not tally.run_reported:
+        if tally.counted:  # only counted (retool): calls per episode, nothing per tool
+            fields["tool_calls_per_episode_mean"] = tally.counted / tally.episodes
         return fields
     calls = sum(stat.calls for stat in tally.tools.values())
     errors = sum(stat.errors for stat in tally.tools.values())
     model = sum(stat.model_errors for stat in tally.tools.values())
     fields.update(
-        tool_calls_per_episode_mean=calls / tally.episodes if tally.episodes else None,
+        tool_calls_per_episode_mean=(calls + tally.counted) / tally.episodes if tally.episodes else None,
         tool_error_fraction=errors / calls if calls else None,
         model_error_fraction=model / calls if calls else None,
         tool_seconds_p90=_rank(sorted(seconds for stat in tally.tools.values() for seconds in stat.seconds), 0.9),

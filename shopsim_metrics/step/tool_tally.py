@@ -54,6 +54,7 @@ class ToolTally:
     reporting: int  # episodes that left a tool-call list
     ends: dict[str, int]  # END_REASONS -> episodes
     run_reported: bool = True  # some episode of the run (this step's or an earlier one) left a tool-call list
+    counted: int = 0  # calls only counted (retool's tool_call_count: no name, time or outcome)
 
     @classmethod
     def of(cls, episodes: Iterable[tuple[Episode, bool]], run_reported: bool = False) -> "ToolTally":
@@ -61,15 +62,16 @@ class ToolTally:
         tool-call list (this step's count too)."""
         tools: dict[str, ToolStat] = {}
         ends = dict.fromkeys(END_REASONS, 0)
-        count = unreadable = reporting = 0
+        count = unreadable = reporting = counted = 0
         for episode, judged in episodes:
             count += 1
             ends[end_reason(episode, judged)] += 1
             calls = episode.tools
             if calls is None:
                 continue
-            reporting += 1
+            reporting += calls.listed
             unreadable += calls.unreadable
+            counted += calls.counted
             for call in calls.calls:
                 stat = tools.get(call.name)
                 if stat is None:
@@ -79,7 +81,7 @@ class ToolTally:
                 if call.error is not None:
                     stat.errors += 1
                     stat.model_errors += call.error == MODEL
-        return cls(count, tools, unreadable, reporting, ends, run_reported or reporting > 0)
+        return cls(count, tools, unreadable, reporting, ends, run_reported or reporting > 0, counted)
 
 
 def end_reason(episode: Episode, judged: bool) -> str:
