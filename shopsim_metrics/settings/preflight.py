@@ -13,7 +13,9 @@ the arguments ``train.py`` takes and checks, without starting anything:
 - slime's own constraints on the knobs the project relies on;
 - ``--use-wandb`` without ``--disable-wandb-random-suffix`` when wandb lacks ``wandb.util.generate_id``;
 - where the records will go: an unwritable place is a problem; a relative one, or none because
-  ``--save`` is absent, is a warning (the hooks run in a Ray actor on whatever node Ray picks).
+  ``--save`` is absent, is a warning (the hooks run in a Ray actor on whatever node Ray picks);
+- ``--custom-generate-function-path`` one of slime's examples that leave no failure cause (tau-bench, retool,
+  search-r1): a warning naming what the records will miss and where the docs give the lines to add.
 
 Exit 0 with a short summary when sound (warnings included); one line per problem and exit 2
 otherwise. Every line starts ``shopsim-metrics preflight:``; never a traceback.
@@ -69,6 +71,7 @@ def launch_parser() -> argparse.ArgumentParser:
     parser.add_argument("--data-source-path", default=None)
     parser.add_argument("--rollout-function-path", default=None)
     parser.add_argument("--rollout-sample-hook-path", default=None)
+    parser.add_argument("--custom-generate-function-path", default=None)
     parser.add_argument("--custom-config-path", default=None)
     for flag in ("--rollout-batch-size", "--n-samples-per-prompt", "--over-sampling-batch-size",
                  "--global-batch-size", "--num-steps-per-rollout"):
@@ -95,7 +98,38 @@ def preflight(argv: list[str], *, environ: dict[str, str] | None = None) -> Pref
     _check_run_dir(launch, settings, env, report)
     check_fully_async(argv, launch, report)
     check_launch_shape(argv, launch, settings, report)
+    check_generate_function(launch, report)
     return report
+
+
+SLIME_EXAMPLES_WITHOUT_CAUSE: dict[str, str] = {
+    "generate_with_tau": "tau-bench: a response it cannot parse into a tool call (the model's mistake) and an "
+                         "environment that raised both end as status aborted with no cause, so every such group is "
+                         "an unmarked technical failure; docs/agent_tools.md, \"slime's tau-bench\", gives the "
+                         "two-line change that leaves the kind and the cause",
+    "generate_with_retool": "retool: it leaves no failure cause and no tool-call list (its tool_call_count is read as "
+                            "calls per episode, no tool's latency or errors); docs/agent_tools.md",
+    "generate_with_search": "search-r1: it leaves no failure cause, no tool-call list and no environment time; "
+                            "docs/agent_tools.md",
+}
+"""The modules of slime's examples whose generate functions leave no failure cause, by what that costs."""
+
+
+def check_generate_function(launch: argparse.Namespace, report: PreflightReport) -> None:
+    """A warning when ``--custom-generate-function-path`` is one of slime's examples that leave no cause.
+
+    Example:
+        >>> r = PreflightReport()
+        >>> check_generate_function(launch_parser().parse_known_args(
+        ...     ["--custom-generate-function-path", "generate_with_tau.generate"])[0], r)
+        >>> r.warnings[0].split(":")[0], "two-line change" in r.warnings[0]
+        ('--custom-generate-function-path', True)
+    """
+    path = launch.custom_generate_function_path or ""
+    module = path.rpartition(".")[0].rpartition(".")[2]
+    if module in SLIME_EXAMPLES_WITHOUT_CAUSE:
+        report.warnings.append(f"--custom-generate-function-path: {path} is slime's examples/"
+                               f"{SLIME_EXAMPLES_WITHOUT_CAUSE[module]}")
 
 
 def _check_hooks(launch: argparse.Namespace, report: PreflightReport) -> None:
