@@ -92,7 +92,7 @@ class TechnicalFailureLimitExceeded(RuntimeError):
         self.causes = dict(causes or {})
         """The causes the streak's generate functions left (``metadata["shopsim_failure_cause"]``), most frequent first."""
         self.kinds = dict(kinds or {})
-        """Who failed the streak's groups (``environment``, ``model``, ``unmarked``: docs/agent_tools.md)."""
+        """Who failed the streak's groups (``environment``, ``model``, ``unmarked``: docs §3.9.3)."""
         checks = ", ".join(f"{name}={count}" for name, count in sorted(failed_checks.items())) or "none recorded"
         leading = leading_cause_text(self.causes, self.kinds)
         super().__init__(

@@ -78,7 +78,7 @@ from shopsim_metrics.record.records import StepRecord
 from shopsim_metrics.sinks.base import SinkSet, StepSink
 from shopsim_metrics.sinks.jsonl import JsonlSink
 from shopsim_metrics.errors import TechnicalFailureLimitExceeded
-from shopsim_metrics.judging.group_judgement import GroupJudgement, judge_group
+from shopsim_metrics.judging.group_judgement import GroupJudgement, judge_group, unmarked_kind
 from shopsim_metrics.settings import ShopsimSettings, fresh_run_dir
 from shopsim_metrics.loop.step_number import StepNumbers
 from shopsim_metrics.health.streak import TechnicalStreak
@@ -311,7 +311,9 @@ class ShopsimRuntime:
         """Feed the streak, account the group, send the alerts due, and terminate at the limit."""
         alert, rollout_id, checks, causes, kinds = None, None, {}, {}, {}
         with self._judge_lock:
-            streak = self.streak.observe(judgement.failed_check, judgement.failure_cause, judgement.failure_kind)
+            tokens = self.accountant.tokens if self.accountant is not None else None
+            kind = unmarked_kind(judgement) if tokens is not None and tokens.seen_turns else judgement.failure_kind
+            streak = self.streak.observe(judgement.failed_check, judgement.failure_cause, kind)
             account(streak)
             if streak:
                 rollout_id = self.steps.current()

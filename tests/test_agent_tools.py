@@ -1,7 +1,7 @@
 """An agent's tools seen per tool: the tool-call contract (metadata shopsim_tool_calls, bad entries counted, never
 raised), the per-step tool fields and why episodes ended, the ledger's per-group counts, the model's mistakes apart
 from the environment's (shopsim_failure_kind) in the streak's alerts and its termination, W&B keys, inspect, preflight
-and the simulator (docs/agent_tools.md)."""
+and the simulator (docs §3.9.3)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from hypothesis import given, settings, strategies as st
 from conftest import fifo_batches, group_of, run_scripted_step
 from shopsim_metrics.errors import TechnicalFailureLimitExceeded
 from shopsim_metrics.judging.episodes import read_episode
-from shopsim_metrics.judging.group_judgement import judge_group
+from shopsim_metrics.judging.group_judgement import judge_group, unmarked_kind
 from shopsim_metrics.judging.tool_calls import MAX_CALLS, MAX_SECONDS, read_tool_calls
 from shopsim_metrics.record import contract
 from shopsim_metrics.record.records import StepRecord
@@ -218,10 +218,20 @@ def failed_group(gid, kind=None, cause=None):
 
 @pytest.mark.parametrize("kind, cause, expected", [
     ("model", None, "model"), ("model", "ParseError: no tool call", "model"), (None, "ToolTimeout: x", "environment"),
-    ("environment", None, "environment"), (None, None, "unmarked"), ("odd", None, "unmarked")])
+    ("environment", None, "environment"), (None, None, None), ("odd", None, None)])
 def test_who_failed_a_technical_group(kind, cause, expected):
     judgement = judge_group(failed_group(0, kind, cause))
     assert (judgement.kind, judgement.failed_check, judgement.failure_kind) == ("technical", "status_aborted", expected)
+    assert unmarked_kind(judgement) == (expected or "unmarked")  # in an agent run, nobody said: unmarked
+
+
+def test_a_single_turn_streak_says_nothing_of_kinds(wired):
+    from conftest import technical
+    loop, memory, _ = wired(rollout_batch_size=2, over_sampling_batch_size=16, shopsim_max_consecutive_failed_groups=8)
+    with pytest.raises(TechnicalFailureLimitExceeded) as raised:
+        run_scripted_step(loop, 0, technical, fifo_batches(1))
+    assert raised.value.kinds == {} and "tau-bench" not in str(raised.value) and "dominated" not in str(raised.value)
+    assert all(row.failure_kind is None for row in memory.records[-1].decisions)
 
 
 def test_a_scored_model_mistake_is_not_technical_but_counted_as_a_model_failure():
@@ -255,7 +265,7 @@ def test_a_streak_with_no_cause_says_so_and_points_to_the_tau_bench_change(wired
         run_scripted_step(loop, 0, lambda gid: failed_group(gid), fifo_batches(1))
     text = str(raised.value)
     assert "no cause and no kind was left for 8 of 8" in text and "examples/tau-bench" in text
-    assert "docs/agent_tools.md" in text
+    assert "docs §3.9.4" in text
     assert memory.records[-1].episode_end_counts["unmarked_failure"] == 8
 
 
@@ -300,7 +310,7 @@ def test_preflight_warns_for_slimes_examples_that_leave_no_cause(path, warned):
     hits = [w for w in report.warnings if w.startswith("--custom-generate-function-path")]
     assert bool(hits) == warned
     if path.startswith("generate_with_tau"):
-        assert "two-line change" in hits[0] and "docs/agent_tools.md" in hits[0]
+        assert "two-line change" in hits[0] and "docs §3.9.4" in hits[0]
 
 
 # --- the simulator ----------------------------------------------------------------------------------------------

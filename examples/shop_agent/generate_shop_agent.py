@@ -8,7 +8,7 @@ What the monitoring reads of an episode (docs §3.9, "Monitoring an agent run"):
 
 - ``metadata["round_number"]``: the model's turns (slime's own key; ``--log-multi-turn`` logs it);
 - ``non_generation_time``: the seconds spent in tools;
-- ``metadata["shopsim_tool_calls"]``: one entry per tool call (docs/agent_tools.md): its name, seconds, whether
+- ``metadata["shopsim_tool_calls"]``: one entry per tool call (docs §3.9.3): its name, seconds, whether
   it was ok, and for a failed one the error and who failed: ``"model"`` for the model's mistake (an unknown
   item id it names, an unknown tool; the episode goes on, the model reads the error), ``"environment"`` for an
   injected failure;

@@ -185,7 +185,7 @@ OPTIONAL_FIELDS: tuple[tuple[frozenset[str], str], ...] = (
                                             "\"Monitoring an agent run\"), or the source is a W&B run (the causes "
                                             "are in steps.jsonl)"),
     (frozenset({*contract.TOOL_FIELDS, "tool_stats"}), "no tool calls: the generate function leaves no metadata "
-                                                       "shopsim_tool_calls (docs/agent_tools.md), or the source is a "
+                                                       "shopsim_tool_calls (docs §3.9.3), or the source is a "
                                                        "W&B run (the per-tool figures are in steps.jsonl)"),
     (frozenset({"episode_end_counts"}), "no agent episode, or the source is a W&B run (why episodes ended is in "
                                         "steps.jsonl)"),

@@ -613,7 +613,7 @@ def agent_panels(section: str) -> tuple[Panel, ...]:
 
 
 def tool_panels(section: str) -> tuple[Panel, ...]:
-    """The "Tools" section: the agent's tools per tool (metadata shopsim_tool_calls, docs/agent_tools.md): calls per
+    """The "Tools" section: the agent's tools per tool (metadata shopsim_tool_calls, docs §3.9.3): calls per
     episode, p90 latency, error rates (the environment's and the model's), and why episodes ended.
 
     A run whose generate function leaves no tool-call list logs no tool key: those panels stay empty, with a note.

@@ -6,7 +6,7 @@ the step accounting is on); the step records, the alerts and the termination at
 checks that failed, it counts the causes the generate functions left (``judging.failure_cause``) and who failed
 each group (``GroupJudgement.failure_kind``: ``environment``, ``model``, ``unmarked``), so an alert can say what
 broke and whose failures dominated. A group the model failed counts like any technical group: unscorable, it
-cannot train, and a run whose every group is unscorable must still end (docs/agent_tools.md).
+cannot train, and a run whose every group is unscorable must still end (docs §3.9.3).
 
 Example:
     >>> streak = TechnicalStreak()

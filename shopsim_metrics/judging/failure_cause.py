@@ -61,7 +61,7 @@ def read_failure_cause(sample: Any) -> str | None:
     return text if len(text) <= CAUSE_LENGTH else text[:CAUSE_LENGTH - 3] + "..."
 
 
-TAU_BENCH_NOTE = "docs/agent_tools.md, \"slime's tau-bench\""
+TAU_BENCH_NOTE = "docs §3.9.4"
 """Where the docs give the two-line change that makes slime's ``examples/tau-bench`` leave a cause and a kind."""
 
 

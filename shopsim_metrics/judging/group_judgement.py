@@ -123,8 +123,7 @@ def judge_group(
         if check is not None:
             failed = failed or check
             cause = cause or next(filter(None, map(read_failure_cause, segments)), None)
-            if kind is None or kind == UNMARKED:  # a kind the generate function left comes first
-                kind = failure_kind_of(segments, check) or kind
+            kind = kind or failure_kind_of(segments)
             continue
         rewards.append(reward)
         successes += success
@@ -140,16 +139,17 @@ def judge_group(
                           kind if failed is not None else None)
 
 
-def failure_kind_of(segments: Sequence[Any], check: str) -> str | None:
-    """Who failed an unscorable rollout: the kind its generate function left (``judging.tool_calls``), else
-    ``"unmarked"`` when the failed check is a status the generate function set (aborted, failed), else None.
+def failure_kind_of(segments: Sequence[Any]) -> str | None:
+    """Who failed an unscorable rollout, as its generate function said (``judging.tool_calls``: a kind, or a cause,
+    which is the environment's); None when it said nothing (an agent run's failure with neither is ``unmarked``
+    where the run is known to be one: :func:`unmarked_kind`).
 
     Example:
         >>> from shopsim_metrics.simulator.samples import SimSample as S
-        >>> failure_kind_of([S(status="aborted", metadata={"shopsim_failure_kind": "model"})], "status_aborted")
+        >>> failure_kind_of([S(status="aborted", metadata={"shopsim_failure_kind": "model"})])
         'model'
-        >>> failure_kind_of([S(status="aborted")], "status_aborted"), failure_kind_of([S()], "reward_missing")
-        ('unmarked', None)
+        >>> failure_kind_of([S(status="aborted")]) is None
+        True
     """
     for segment in segments:
         try:
@@ -158,7 +158,23 @@ def failure_kind_of(segments: Sequence[Any], check: str) -> str | None:
             kind = None
         if kind is not None:
             return kind
-    return UNMARKED if check in _STATUS_CHECKS.values() and check is not None else None
+    return None
+
+
+def unmarked_kind(judgement: GroupJudgement) -> str | None:
+    """The failure kind of a technical group of an agent run: the one its generate function left, else
+    ``"unmarked"`` when the generate function failed it (status aborted or failed) and said nothing, else None.
+
+    Example:
+        >>> unmarked_kind(GroupJudgement("technical", "status_aborted", 0, 8)), unmarked_kind(
+        ...     GroupJudgement("technical", "reward_missing", 0, 8))
+        ('unmarked', None)
+    """
+    if judgement.kind != TECHNICAL:
+        return None
+    if judgement.failure_kind is not None:
+        return judgement.failure_kind
+    return UNMARKED if judgement.failed_check in ("status_aborted", "status_failed") else None
 
 
 def segments_by_rollout(group: Sequence[Any]) -> dict[Hashable, list[Any]]:

@@ -105,12 +105,12 @@ def preflight(argv: list[str], *, environ: dict[str, str] | None = None) -> Pref
 SLIME_EXAMPLES_WITHOUT_CAUSE: dict[str, str] = {
     "generate_with_tau": "tau-bench: a response it cannot parse into a tool call (the model's mistake) and an "
                          "environment that raised both end as status aborted with no cause, so every such group is "
-                         "an unmarked technical failure; docs/agent_tools.md, \"slime's tau-bench\", gives the "
+                         "an unmarked technical failure; docs §3.9.4 gives the "
                          "two-line change that leaves the kind and the cause",
     "generate_with_retool": "retool: it leaves no failure cause and no tool-call list (its tool_call_count is read as "
-                            "calls per episode, no tool's latency or errors); docs/agent_tools.md",
+                            "calls per episode, no tool's latency or errors); docs §3.9.3",
     "generate_with_search": "search-r1: it leaves no failure cause, no tool-call list and no environment time; "
-                            "docs/agent_tools.md",
+                            "docs §3.9.3",
 }
 """The modules of slime's examples whose generate functions leave no failure cause, by what that costs."""
 

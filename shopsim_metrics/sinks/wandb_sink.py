@@ -280,10 +280,12 @@ class WandbSink(StepSink):
 
     @staticmethod
     def logged_keys() -> tuple[str, ...]:
-        """Every ``rollout/shopsim/...`` key this sink can log (docs §3.3 lists exactly these)."""
+        """Every fixed ``rollout/shopsim/...`` key this sink can log (docs §3.3 lists exactly these); beside them, each
+        tool's ``rollout/shopsim/tools/<name>/<figure>`` (at most 21 names: docs §3.3.15)."""
         scalars = tuple(contract.wandb_key(n) for n in contract.WANDB_SCALAR_NAMES)
         checks = tuple(failed_check_key(c) for c in contract.FAILED_CHECKS)
-        return scalars + checks + (DECISIONS_KEY, PROMPTS_KEY, SKIPPED_PROMPTS_KEY)
+        ends = tuple(contract.episode_end_key(r) for r in contract.EPISODE_END_REASONS)
+        return scalars + checks + ends + (DECISIONS_KEY, PROMPTS_KEY, SKIPPED_PROMPTS_KEY)
 
     @property
     def run(self) -> Any:

@@ -45,7 +45,7 @@ from shopsim_metrics.step.closed_step import DROP_OUTCOMES, ClosedStep, Generati
 from shopsim_metrics.record.records import DecisionRow
 from shopsim_metrics.loop.step_number import StepNumbers
 from shopsim_metrics.waves.wave_planner import OpenStepCounts, StepWaves, WavePlanner
-from shopsim_metrics.judging.group_judgement import SPREAD, TECHNICAL, GroupJudgement
+from shopsim_metrics.judging.group_judgement import SPREAD, TECHNICAL, GroupJudgement, unmarked_kind
 from shopsim_metrics.judging.tokens import group_tokens
 
 
@@ -282,6 +282,7 @@ class StepAccountant:
         the sample hook's figures, whose episodes give each group's tool calls)."""
         start = state.judged[0].clock if state.judged else 0.0
         by_sample = live.by_sample if live is not None else {}
+        agent = live is not None and live.episodes is not None  # who failed a group: said in agent steps only
         rows = []
         for order, judged in enumerate(state.judged, start=1):
             key = keys[order - 1] if keys is not None else None
@@ -308,7 +309,7 @@ class StepAccountant:
                 judged_at=judged.clock - start,
                 prompt_key=key,
                 technical_cause=j.failure_cause if technical else None,
-                failure_kind=j.failure_kind if technical else None,
+                failure_kind=unmarked_kind(j) if agent else None,
                 **group_tool_counts(judged.group, by_sample),
             ))
         return rows

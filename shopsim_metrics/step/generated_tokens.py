@@ -155,6 +155,9 @@ class GeneratedTokens:
         """Some episode this process saw showed a turn structure: from then on every step has its episode tally."""
         self.tools_run = False
         """Some episode this process saw left a tool-call list: from then on every step has the tool fields."""
+        self.seen_turns = False
+        """Some generate call this process saw showed a turn structure (set as it is seen, not at a step's close):
+        the streak then says who failed a technical group (``unmarked`` when nobody said)."""
 
     def observe(self, sample: Any, step: int | None) -> None:
         """Count one generate call of ``sample`` in ``step`` (None: the step is not known; the next step taken gets it)."""
@@ -170,6 +173,8 @@ class GeneratedTokens:
                 self._carried[key] = (earlier + episode.response, length)
                 if len(self._carried) > CARRIED_LIMIT:
                     self._carried.pop(next(iter(self._carried)))
+            if episode.multi_turn:
+                self.seen_turns = True
             bucket = self._steps.setdefault(step, {})
             held = bucket.get(id(sample))
             tokens, observation = episode.generated, episode.observation
