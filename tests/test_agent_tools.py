@@ -73,7 +73,7 @@ def test_hostile_values_read_as_unknown_never_raise():
     read = read_tool_calls({KEY: [call(name=RaisingStr("search")), RaisingDict(name="x"), call(seconds=10 ** 400)]})
     assert read.calls == () or all(type(c.name) is str for c in read.calls)
     assert len(read.calls) + read.unreadable == 3
-    assert read_tool_calls({KEY: RaisingList([call()])}) == ((), 1, 0, True)
+    assert read_tool_calls({KEY: RaisingList([call()])}) [:2] == ((), 1)
     assert read_tool_calls({KEY: "not a list"}).unreadable == 1
     assert read_tool_calls(RaisingDict()) is None
 

@@ -35,8 +35,8 @@ Example:
     ...     {"name": "search", "seconds": 0.5, "ok": True},
     ...     {"name": "view", "seconds": 0.25, "ok": False, "kind": "model"},
     ...     {"name": "view", "seconds": -1.0, "ok": True}, "junk"]})
-    >>> calls.calls, calls.unreadable
-    ((ToolCall(name='search', seconds=0.5, error=None), ToolCall(name='view', seconds=0.25, error='model')), 2)
+    >>> calls.calls, calls.unreadable, calls.errors, calls.model_errors
+    ((ToolCall(name='search', seconds=0.5, error=None), ToolCall(name='view', seconds=0.25, error='model')), 2, 1, 1)
     >>> read_tool_calls({}) is None    # no list left: the generate function does not report tools
     True
 """
@@ -85,6 +85,8 @@ class ToolCalls(NamedTuple):
     unreadable: int
     counted: int = 0
     listed: bool = True  # read from metadata shopsim_tool_calls (False: from a count alone)
+    errors: int = 0  # of the readable calls, those not ok
+    model_errors: int = 0  # of those, the model's
 
 
 def read_tool_calls(metadata: Any) -> ToolCalls | None:
@@ -105,6 +107,7 @@ def read_tool_calls(metadata: Any) -> ToolCalls | None:
         return ToolCalls((), 1)
     calls = []
     unreadable = max(count - MAX_CALLS, 0)
+    errors = model_errors = 0
     names: dict[str, str | None] = {}  # a plain name read once per episode, however often it is called
     for index in range(min(count, MAX_CALLS)):
         try:
@@ -113,9 +116,12 @@ def read_tool_calls(metadata: Any) -> ToolCalls | None:
             call = None
         if call is None:
             unreadable += 1
-        else:
-            calls.append(call)
-    return ToolCalls(tuple(calls), unreadable)
+            continue
+        calls.append(call)
+        if call.error is not None:
+            errors += 1
+            model_errors += call.error == MODEL
+    return ToolCalls(tuple(calls), unreadable, 0, True, errors, model_errors)
 
 
 def _entry(entry: Any, names: dict[str, str | None]) -> ToolCall | None:
@@ -160,8 +166,8 @@ def read_call_count(sample: Any) -> ToolCalls | None:
 
     Example:
         >>> from types import SimpleNamespace as S
-        >>> read_call_count(S(tool_call_count=3)), read_call_count(S())
-        (ToolCalls(calls=(), unreadable=0, counted=3, listed=False), None)
+        >>> read_call_count(S(tool_call_count=3)).counted, read_call_count(S())
+        (3, None)
         >>> read_call_count(S(tool_call_count=10**400)).unreadable
         1
     """

@@ -62,7 +62,6 @@ from typing import Any, Hashable, Iterable, Mapping, NamedTuple
 from shopsim_metrics.judging.episodes import Episode, read_episode
 from shopsim_metrics.judging.group_judgement import rollout_key, status_check
 from shopsim_metrics.judging.plain_values import is_int
-from shopsim_metrics.judging.tool_calls import MODEL
 from shopsim_metrics.step.tool_tally import ToolTally
 
 CARRIED_LIMIT = 1_000_000
@@ -239,7 +238,7 @@ def group_tool_counts(group: Any, by_sample: Mapping[int, Episode]) -> dict[str,
         >>> from shopsim_metrics.judging.tool_calls import ToolCall, ToolCalls
         >>> from shopsim_metrics.simulator.samples import SimSample as S
         >>> sample = S(index=0)
-        >>> calls = ToolCalls((ToolCall("search", 1.0, None), ToolCall("view", 0.1, "model")), 0)
+        >>> calls = ToolCalls((ToolCall("search", 1.0, None), ToolCall("view", 0.1, "model")), 0, errors=1, model_errors=1)
         >>> episode = Episode(9, 6, 3, 2, "metadata", 1.1, False, True, tools=calls)
         >>> group_tool_counts([sample], {id(sample): episode})
         {'tool_call_count': 2, 'tool_error_count': 1, 'model_error_count': 1}
@@ -255,11 +254,9 @@ def group_tool_counts(group: Any, by_sample: Mapping[int, Episode]) -> dict[str,
         if episode is None or episode.tools is None:
             continue
         reported = True
-        for call in episode.tools.calls:
-            calls += 1
-            if call.error is not None:
-                errors += 1
-                model += call.error == MODEL
+        calls += len(episode.tools.calls)
+        errors += episode.tools.errors
+        model += episode.tools.model_errors
     if not reported:
         return {}
     return {"tool_call_count": calls, "tool_error_count": errors, "model_error_count": model}
