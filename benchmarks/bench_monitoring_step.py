@@ -26,8 +26,8 @@ episode (it reads the list once), then the step's close as the accountant makes 
 per-group counts of the ledger, the record's tool fields). Their time against the step's rollout time in the
 simulator's default latency model (every group generating at once: the slowest episode's generation,
 ``seconds_per_token`` x its tokens, the environment's time not even counted). Target: < 0.1 %; printed beside
-it, the hook's time per episode with the list against the same episode without one, and the same step with 16
-tool calls in every turn (256 per episode; shown, not judged).
+it, the same step whose episodes leave no list (alternating, step by step: the difference is the tools' part), and
+the same step with 16 tool calls in every turn (256 per episode; shown, not judged).
 
 Run: ``python benchmarks/bench_monitoring_step.py`` (no sinks, no network).
 """
@@ -139,8 +139,8 @@ TOOL_NAMES = ("search_products", "view_item", "add_to_cart", "check_out", "recom
 
 
 def tool_step(tool_calls: int, steps: int = 12, judged: bool = True) -> bool:
-    """One agent step's tool reading (hook, close, fields) against the step's generation time, ``tool_calls`` per
-    episode."""
+    """One agent step's hooks and close with ``tool_calls`` per episode against the step's generation time; each step
+    alternates with the same step whose episodes leave no list (the difference is what reading the tools costs)."""
     from shopsim_metrics.step.generated_tokens import group_tool_counts
     from shopsim_metrics.step.tool_fields import tool_fields
 
@@ -153,43 +153,35 @@ def tool_step(tool_calls: int, steps: int = 12, judged: bool = True) -> bool:
     hook = load_function(SAMPLE_HOOK_PATH)
     args = SimpleNamespace(rollout_batch_size=1, n_samples_per_prompt=1)
     configure(args, sinks=[])
-    own, with_list, without_list = [], [], []
+    own: dict[bool, list[float]] = {True: [], False: []}
     try:
         tokens = get_runtime(args).accountant.tokens
-        for step in range(steps):
+        for step in range(2 * steps):
+            listed = step % 2 == 0
+            metadata = {"round_number": TURNS, **({"shopsim_tool_calls": calls} if listed else {})}
             groups = [[SimSample(index=g * EPISODES_PER_GROUP + e, rollout_id=g * EPISODES_PER_GROUP + e,
                                  response_length=len(mask), loss_mask=mask, non_generation_time=3.0,
-                                 metadata={"round_number": TURNS, "shopsim_tool_calls": calls})
-                       for e in range(EPISODES_PER_GROUP)] for g in range(GROUPS)]
-            bare = SimSample(index=-1, rollout_id=-1, response_length=len(mask), loss_mask=mask,
-                             non_generation_time=3.0, metadata={"round_number": TURNS})
+                                 metadata=dict(metadata)) for e in range(EPISODES_PER_GROUP)] for g in range(GROUPS)]
             start = time.perf_counter()
             for group in groups:
                 for sample in group:
                     hook(args, sample, rollout_id=step)
-            hooked = time.perf_counter()
             live = tokens.take(step, groups)
             for group in groups:
                 group_tool_counts(group, live.by_sample)
             tool_fields(live.tools)
-            own.append(time.perf_counter() - start)
-            with_list.append((hooked - start) / (GROUPS * EPISODES_PER_GROUP))
-            start = time.perf_counter()
-            hook(args, bare, rollout_id=steps + step)
-            without_list.append(time.perf_counter() - start)
-            tokens.take(steps + step, [])
+            own[listed].append(time.perf_counter() - start)
     finally:
         reset_runtime()
     generation = SimConfig().seconds_per_token * TURNS * TURN_TOKENS
-    step_own = statistics.median(own)
-    fraction = step_own / generation
+    with_list, without = statistics.median(own[True]), statistics.median(own[False])
+    fraction = with_list / generation
     passed = fraction < TARGET_FRACTION
     verdict = f"(< {TARGET_FRACTION:.1%}): {'ok' if passed else 'MISSED'}" if judged else "(shown, not judged)"
     print(f"agent step with tools ({GROUPS} groups x {EPISODES_PER_GROUP} episodes of {TURNS} turns, {tool_calls} "
-          f"tool calls each): {step_own * 1e3:.1f} ms per step (hooks and close), {fraction:.4%} of the step's "
-          f"{generation:.1f} s of generation {verdict}; the hook "
-          f"{statistics.median(with_list) * 1e6:.0f} us per episode with its list, "
-          f"{statistics.median(without_list) * 1e6:.0f} us without")
+          f"tool calls each): {with_list * 1e3:.1f} ms per step (hooks and close), {fraction:.4%} of the step's "
+          f"{generation:.1f} s of generation {verdict}; the same step without lists {without * 1e3:.1f} ms: the "
+          f"tools' part {(with_list - without) * 1e3:.1f} ms ({(with_list - without) / generation:.4%})")
     return passed
 
 
