@@ -345,6 +345,8 @@ class StepAccountant:
             prompt_part = self.prompts.step_fields(state.rollout_id, rows,
                                                    generated_token_count=sum(row.response_tokens for row in rows),
                                                    sources={source for _, source in keyed})
+        if live is not None and live.by_sample:  # read by the ledger: the closed step keeps no sample's episode
+            live = replace(live, by_sample={})
         return replace(state, rows=rows, terminated=terminated, stats=stats, all_groups=all_groups,
                        aborted_groups=aborted_groups, wave_sizes=wave_sizes, tokens=live,
                        predicted_second_wave=waves.second_wave_probability,

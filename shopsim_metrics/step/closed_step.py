@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Sequence
 
 from shopsim_metrics.judging.group_judgement import ZERO_STD, GroupJudgement, finite_mean
 from shopsim_metrics.judging.verdicts import ZERO_STD_ALL_FAIL, ZERO_STD_ALL_PASS, ZERO_STD_OTHER, verdict_of
@@ -240,7 +240,7 @@ def closed_step_fields(closed: ClosedStep) -> dict[str, Any]:
     return fields
 
 
-def agent_fields(live: StepTokens | None, rows: list[DecisionRow] = ()) -> dict[str, Any]:  # type: ignore[assignment]
+def agent_fields(live: StepTokens | None, rows: Sequence[DecisionRow] = ()) -> dict[str, Any]:
     """The agent fields of a step whose episodes show a turn structure (``live.episodes``); none otherwise.
 
     ``model_failure_group_count``: the technical groups of the ledger ``rows`` whose failure was the model's.
