@@ -46,6 +46,8 @@ from __future__ import annotations
 import re
 from typing import Any, NamedTuple
 
+from shopsim_metrics.judging.plain_values import is_int, is_number
+
 TOOL_CALLS_KEY = "shopsim_tool_calls"
 """The metadata key a generate function leaves its episode's tool calls under."""
 FAILURE_KIND_KEY = "shopsim_failure_kind"
@@ -132,7 +134,7 @@ def _entry(entry: Any, names: dict[str, str | None]) -> ToolCall | None:
     if ok is not True and ok is not False:
         return None
     if type(seconds) is not float:  # plain values whatever the subclass; an int too large for a float raises
-        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
+        if not is_number(seconds):
             return None
         seconds = float(int.__index__(seconds)) if isinstance(seconds, int) else float.__float__(seconds)
     if not (0.0 <= seconds <= MAX_SECONDS):  # NaN fails both
@@ -175,7 +177,7 @@ def read_call_count(sample: Any) -> ToolCalls | None:
         count = getattr(sample, CALL_COUNT_ATTRIBUTE, None)
         if count is None:
             return None
-        if isinstance(count, bool) or not isinstance(count, int) or not 0 <= int.__index__(count) <= MAX_CALLS:
+        if not is_int(count) or not 0 <= int.__index__(count) <= MAX_CALLS:
             return ToolCalls((), 1, 0, False)
         return ToolCalls((), 0, int.__index__(count), False)
     except Exception:  # noqa: BLE001 - a property that raises, an int subclass whose comparison raises
