@@ -15,7 +15,11 @@ the arguments ``train.py`` takes and checks, without starting anything:
 - where the records will go: an unwritable place is a problem; a relative one, or none because
   ``--save`` is absent, is a warning (the hooks run in a Ray actor on whatever node Ray picks);
 - ``--custom-generate-function-path`` one of slime's examples that leave no failure cause (tau-bench, retool,
-  search-r1): a warning naming what the records will miss and where the docs give the lines to add.
+  search-r1): a warning naming what the records will miss and where the docs give the lines to add;
+- the loop the launch is for (``--loop``, else the one installed: :func:`~shopsim_metrics.settings.loops.detect_loop`):
+  for miles (slime's production fork, docs/miles.md), instead of slime's flag and fully-async checks, what the hooks
+  cannot honour in miles (:func:`~shopsim_metrics.settings.loops.unsupported`), ``--rollout-sample-hook-path``
+  (miles has no such flag) and the token counter (:func:`check_miles_launch`).
 
 Exit 0 with a short summary when sound (warnings included); one line per problem and exit 2
 otherwise. Every line starts ``shopsim-metrics preflight:``; never a traceback.
@@ -41,7 +45,10 @@ from typing import Any
 from shopsim_metrics.settings import DEFAULT_RUN_DIR, SAVE_SUBDIR, validate_settings
 from shopsim_metrics.settings.check import check_file, read_config
 from shopsim_metrics.settings.slime_flags import SLIME_FLAGS, closest_slime_flag, is_slime_flag, slime_parser_flags
-from shopsim_metrics.record.contract import ASYNC_ROLLOUT_PATH, DATA_SOURCE_PATH, SAMPLE_HOOK_PATH, SLIME_ASYNC_ROLLOUT_PATH
+from shopsim_metrics.record.contract import (ASYNC_ROLLOUT_PATH, DATA_SOURCE_PATH, MILES_GENERATE_PATH, SAMPLE_HOOK_PATH,
+                                             SLIME_ASYNC_ROLLOUT_PATH)
+from shopsim_metrics.settings.loops import (LOOPS, MILES, LoopUnknown, detect_loop, miles_settings_unsupported,
+                                            unsupported)
 
 PROJECT_FILTER_MODULE = "shopsimrl."
 """Hook paths of this project start here (its filter needs its all-samples hook and log function)."""
@@ -52,6 +59,9 @@ HOOK_CALLS: dict[str, tuple[str, ...]] = {
     "--custom-rollout-log-function-path": ("rollout_id", "args", "samples", "rollout_extra_metrics", "rollout_time"),
 }
 """The positional arguments slime calls each hook with."""
+
+SAMPLE_HOOK_CALL = ("args", "sample")
+"""How slime calls each ``--rollout-sample-hook-path`` hook (``rollout_id`` and ``evaluation`` by keyword, if taken)."""
 
 
 @dataclass
@@ -72,6 +82,8 @@ def launch_parser() -> argparse.ArgumentParser:
     parser.add_argument("--rollout-function-path", default=None)
     parser.add_argument("--rollout-sample-hook-path", default=None)
     parser.add_argument("--custom-generate-function-path", default=None)
+    parser.add_argument("--fully-async", action="store_true")  # miles' own fully-async rollout
+    parser.add_argument("--rollout-submission-granularity", default=None)  # miles
     parser.add_argument("--custom-config-path", default=None)
     for flag in ("--rollout-batch-size", "--n-samples-per-prompt", "--over-sampling-batch-size",
                  "--global-batch-size", "--num-steps-per-rollout"):
@@ -82,23 +94,35 @@ def launch_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def preflight(argv: list[str], *, environ: dict[str, str] | None = None) -> PreflightReport:
-    """Check a ``train.py`` command line (see the module docstring); never raises for what it is given."""
+def preflight(argv: list[str], *, environ: dict[str, str] | None = None, loop: str | None = None) -> PreflightReport:
+    """Check a ``train.py`` command line (see the module docstring) for ``loop`` (None: the one installed);
+    never raises for what it is given."""
     env = os.environ if environ is None else environ
     report = PreflightReport()
     if not argv:  # nothing to check: the one error, and no warning about defaults nobody chose
         report.problems.append("no train.py arguments given: pass the launch's arguments after `--` "
                                "(shopsim-metrics preflight -- --rollout-batch-size 16 ...)")
         return report
+    if loop is None:
+        try:
+            loop = detect_loop()
+        except LoopUnknown as exc:
+            report.problems.append(f"{str(exc).removeprefix('shopsim-metrics: ')} (or say which with --loop)")
+            return report
     launch, _ = launch_parser().parse_known_args(argv)
+    launch.sample_hook_paths = _every_value(argv, "--rollout-sample-hook-path")  # slime's flag may be repeated
     _check_hooks(launch, report)
     settings = _check_config(launch, report)
     _check_knobs(launch, report)
-    _check_wandb(launch, report)
+    if loop != MILES:  # slime's W&B incompatibility
+        _check_wandb(launch, report)
     _check_run_dir(launch, settings, env, report)
+    check_generate_function(launch, report)
+    if loop == MILES:
+        check_miles_launch(argv, launch, settings, report)
+        return report
     check_fully_async(argv, launch, report)
     check_launch_shape(argv, launch, settings, report)
-    check_generate_function(launch, report)
     return report
 
 
@@ -132,6 +156,41 @@ def check_generate_function(launch: argparse.Namespace, report: PreflightReport)
                                f"{SLIME_EXAMPLES_WITHOUT_CAUSE[module]}")
 
 
+def check_miles_launch(argv: list[str], launch: argparse.Namespace, settings: dict[str, Any],
+                       report: PreflightReport) -> None:
+    """A miles launch (docs/miles.md): what the hooks cannot honour in miles, one problem each; the slime-only
+    ``--rollout-sample-hook-path`` (miles' parser stops the launch at it); the token counter and what it wraps.
+
+    Example:
+        >>> r = PreflightReport()
+        >>> check_miles_launch(["--fully-async"], launch_parser().parse_known_args(["--fully-async"])[0], {}, r)
+        >>> r.problems[0].startswith("miles' --fully-async: not supported by shopsim-metrics")
+        True
+    """
+    report.checked.append("loop: miles (its DynamicFilterOutput has no keep_when_insufficient: the filter decides "
+                          "the fallback; no live rollout id: steps are counted and renumbered by the log function)")
+    report.problems += unsupported(MILES, launch) + miles_settings_unsupported(settings)
+    if launch.rollout_sample_hook_path:
+        report.problems.append(f"--rollout-sample-hook-path: miles has no such flag (its parser stops the launch); "
+                               f"count every token with --custom-generate-function-path {MILES_GENERATE_PATH}")
+    filter_path = getattr(launch, _dest("--dynamic-sampling-filter-path")) or ""
+    generate = launch.custom_generate_function_path
+    if filter_path.startswith(PROJECT_FILTER_MODULE) and generate != MILES_GENERATE_PATH:
+        wrap = f" and put {generate} in shopsim_generate_function_path" if generate else ""
+        report.warnings.append(f"--custom-generate-function-path: not {MILES_GENERATE_PATH}: total_token_count, "
+                               "aborted_token_count and tokens_per_informative_group stay null (miles has no sample "
+                               f"hook; set it{wrap})")
+    inner = settings.get("shopsim_generate_function_path")
+    if generate == MILES_GENERATE_PATH and inner:
+        try:
+            load_function(inner)
+        except Exception as exc:  # noqa: BLE001 - whatever the import raises is the user's problem to see
+            report.problems.append(f"shopsim_generate_function_path: {inner} does not load ({type(exc).__name__}: "
+                                   f"{exc})")
+        else:
+            report.checked.append(f"--custom-generate-function-path {MILES_GENERATE_PATH} wrapping {inner}")
+
+
 def _check_hooks(launch: argparse.Namespace, report: PreflightReport) -> None:
     paths = {flag: getattr(launch, _dest(flag)) for flag in HOOK_CALLS}
     for flag, path in paths.items():
@@ -149,6 +208,12 @@ def _check_hooks(launch: argparse.Namespace, report: PreflightReport) -> None:
             if not paths[flag]:
                 report.problems.append(f"{flag}: not set, but the filter is {filter_path}: without it {lost} "
                                        f"(set it to {filter_path.rpartition('.')[0]}.{_PROJECT_HOOK_NAMES[flag]})")
+    for path in sample_hook_paths(launch):  # slime loads each at every generate call: a typo fails then
+        problem = _check_callable(path, SAMPLE_HOOK_CALL)
+        if problem:
+            report.problems.append(f"--rollout-sample-hook-path: {problem}")
+        else:
+            report.checked.append(f"--rollout-sample-hook-path {path}")
     if launch.data_source_path:
         problem = _check_class(launch.data_source_path)
         if problem:
@@ -354,7 +419,7 @@ def check_fully_async(argv: list[str], launch: argparse.Namespace, report: Prefl
         _check_project_async(launch, report)
     elif rollout == SLIME_ASYNC_ROLLOUT_PATH:
         project = [flag for flag in (*HOOK_CALLS, "--rollout-sample-hook-path")
-                   if (getattr(launch, _dest(flag), None) or "").startswith(PROJECT_FILTER_MODULE)]
+                   if any(path.startswith(PROJECT_FILTER_MODULE) for path in _paths(launch, flag))]
         line = (f"--rollout-function-path: {SLIME_ASYNC_ROLLOUT_PATH} calls neither the filter nor the all-samples "
                 "hook: nothing is filtered (zero-std and technical groups train) and no group is judged; "
                 f"use {ASYNC_ROLLOUT_PATH} (docs §3.8)")
@@ -389,13 +454,41 @@ def _dest(flag: str) -> str:
     return flag.lstrip("-").replace("-", "_")
 
 
+def sample_hook_paths(launch: argparse.Namespace) -> list[str]:
+    """Every ``--rollout-sample-hook-path`` of the launch (slime appends each one given)."""
+    found = getattr(launch, "sample_hook_paths", None)
+    return list(found) if found is not None else _paths(launch, "--rollout-sample-hook-path")
+
+
+def _every_value(argv: list[str], flag: str) -> list[str]:
+    """Each value ``flag`` is given in ``argv`` (``--flag V`` or ``--flag=V``), in order.
+
+    Example:
+        >>> _every_value(["--x", "a", "--y", "b", "--x=c"], "--x")
+        ['a', 'c']
+    """
+    found = []
+    for position, token in enumerate(argv):
+        if token == flag and position + 1 < len(argv):
+            found.append(argv[position + 1])
+        elif token.startswith(flag + "="):
+            found.append(token[len(flag) + 1:])
+    return found
+
+
+def _paths(launch: argparse.Namespace, flag: str) -> list[str]:
+    """The hook paths ``flag`` gives (one, or each of a repeated flag's)."""
+    value = getattr(launch, _dest(flag), None)
+    return [value] if isinstance(value, str) else list(value or [])
+
+
 def run(args: argparse.Namespace) -> int:
     """Print the report; 2 on a problem, else 0."""
     argv = list(args.train_args)
     if argv and argv[0] == "--":
         argv = argv[1:]
     try:
-        report = preflight(argv)
+        report = preflight(argv, loop=args.loop)
     except Exception as exc:  # noqa: BLE001 - never a traceback
         print(f"shopsim-metrics preflight: error: the check itself failed ({type(exc).__name__}: {exc})", file=sys.stderr)
         return 2
@@ -418,8 +511,11 @@ def register(subparsers: Any) -> None:
                     "(as check-config), slime's knob constraints, every flag against slime's parser, where the "
                     "records go, and which hooks apply on a fully-async launch. Exit 0 when sound (warnings on "
                     "stderr), 2 with one line per problem.")
+    parser.add_argument("--loop", choices=LOOPS[:2], default=None,
+                        help="the framework the launch is for: slime or miles (slime's production fork); default: "
+                             "the one installed here (slime's checks when neither is)")
     parser.add_argument("train_args", nargs=argparse.REMAINDER, metavar="-- TRAIN_PY_ARGS",
-                        help="the arguments you pass to slime's train.py")
+                        help="the arguments you pass to slime's (or miles') train.py")
     parser.set_defaults(func=run)
 
 
@@ -458,7 +554,7 @@ def check_launch_shape(argv: list[str], launch: argparse.Namespace, settings: di
                                "and the waves stay fixed")
     filter_path = getattr(launch, _dest("--dynamic-sampling-filter-path"))
     uses_project = (filter_path or "").startswith(PROJECT_FILTER_MODULE) or launch.rollout_function_path == ASYNC_ROLLOUT_PATH
-    if uses_project and launch.rollout_sample_hook_path != SAMPLE_HOOK_PATH:
+    if uses_project and SAMPLE_HOOK_PATH not in sample_hook_paths(launch):
         report.warnings.append(f"--rollout-sample-hook-path: not {SAMPLE_HOOK_PATH}: total_token_count, "
                                "aborted_token_count and tokens_per_informative_group stay null (aborted "
                                "generation is not counted)")

@@ -32,6 +32,10 @@ Rules:
   step whose episodes all answered in one turn included); before that (single-turn generation) no step has one
   (``StepTokens.episodes`` None), and its record no agent fields. No episode reporting environment seconds
   makes them unknown (None), not 0.
+- a value no episode could hold (:func:`~shopsim_metrics.judging.episodes.read_episode`: a length or turns
+  above ``MAX_TOKENS``, environment seconds above ``MAX_EPISODE_SECONDS``, metadata that raises) is unknown: the
+  sample counts as if it lacked it, ``out_of_range_count`` counts such samples, and the first one is named in one
+  warning.
 - the same episodes' tool calls and why each ended (:class:`~shopsim_metrics.step.tool_tally.ToolTally`, in
   ``StepTokens.tools``) in every step of an agent run; each sample's episode as last seen is kept by ``id()`` for
   the ledger's per-group counts (``StepTokens.by_sample``).
@@ -47,13 +51,14 @@ Example:
     >>> for sample in [*judged, aborted]:
     ...     tokens.observe(sample, step=5)
     >>> tokens.take(5, [judged])
-    StepTokens(total=190, aborted=30, unjudged_rollouts=1, unjudged_length=30, aborted_rollouts=1, aborted_length=30, observation=0, episodes=None, tools=None)
+    StepTokens(total=190, aborted=30, unjudged_rollouts=1, unjudged_length=30, aborted_rollouts=1, aborted_length=30, observation=0, episodes=None, source=None, tools=None)
     >>> tokens.take(6, []) is None   # nothing reported for step 6: unknown, not 0
     True
 """
 
 from __future__ import annotations
 
+import logging
 import math
 import threading
 from dataclasses import dataclass, field
@@ -63,6 +68,8 @@ from shopsim_metrics.judging.episodes import Episode, read_episode
 from shopsim_metrics.judging.group_judgement import rollout_key, status_check
 from shopsim_metrics.judging.plain_values import is_int
 from shopsim_metrics.step.tool_tally import ToolTally
+
+logger = logging.getLogger("shopsim_metrics")
 
 CARRIED_LIMIT = 1_000_000
 """Aborted samples whose length at the abort is remembered for their continuation (``--partial-rollout``)."""
@@ -121,6 +128,7 @@ class StepTokens:
     aborted_length: int = 0  # their partial lengths at the abort, summed
     observation: int = 0  # the environment's tokens (loss_mask 0) in every response the hook saw, aborted included
     episodes: EpisodeTally | None = None  # None: no episode of the step shows a turn structure
+    source: str | None = None  # who reported the calls when not slime's sample hook ("generate_function" in miles)
     tools: ToolTally | None = None  # the episodes' tool calls and ends (None: not an agent run)
     by_sample: Mapping[int, Episode] = field(default_factory=dict, repr=False, compare=False)
     """Each sample's episode as last seen, by ``id()`` (the ledger's per-group tool counts; empty: not an agent run)."""
@@ -152,6 +160,11 @@ class GeneratedTokens:
         self._carried: dict[Hashable, tuple[int, int]] = {}
         self.agent_run = False
         """Some episode this process saw showed a turn structure: from then on every step has its episode tally."""
+        self.out_of_range_count = 0
+        """Generate calls whose sample held a value out of range (read as unknown; the first one warned of)."""
+        self.source: str | None = None
+        """Who reports the calls when it is not slime's sample hook (miles' generate-function wrapper sets
+        ``"generate_function"``); each step's figures say it (``token_count_source``)."""
         self.tools_run = False
         """Some episode this process saw left a tool-call list: from then on every step has the tool fields."""
         self.seen_turns = False
@@ -180,6 +193,14 @@ class GeneratedTokens:
             if held is not None:
                 tokens, observation = tokens + held.tokens, observation + held.observation
             bucket[id(sample)] = _Call(sample, tokens, observation, length, aborted, rollout, episode)
+            if episode.out_of_range is not None:
+                self.out_of_range_count += 1
+                if self.out_of_range_count == 1:
+                    logger.warning(
+                        "shopsim-metrics: a sample of step %s holds %s, out of range for an episode: read as unknown "
+                        "(its tokens, turns or environment seconds are left out of the step's figures; the step's "
+                        "record and judgements are unchanged). Samples like it are counted, not warned of again.",
+                        step, episode.out_of_range)
 
     def take(self, step: int, judged_groups: Iterable[Any]) -> StepTokens | None:
         """The figures of ``step`` (and of calls whose step was unknown), forgetting them and any earlier step's.
@@ -226,7 +247,7 @@ class GeneratedTokens:
                           aborted_rollouts=len(aborted), aborted_length=sum(aborted),
                           observation=sum(call.observation for call in calls.values()),
                           episodes=EpisodeTally.of([episode for episode, _ in started]) if agent else None,
-                          tools=tools,
+                          source=self.source, tools=tools,
                           by_sample={sample_id: call.episode for sample_id, call in calls.items()} if agent else {})
 
 
