@@ -369,3 +369,16 @@ def test_an_odd_hook_sample_with_tools_never_raises():
             assert hook(args, SimSample(response_length=2, loss_mask=[1, 0], metadata=metadata), rollout_id=0) is None
     finally:
         reset_runtime()
+
+
+class RaisingEq(str):
+    def __eq__(self, other):
+        raise RuntimeError("eq")
+
+    __hash__ = str.__hash__
+
+
+def test_a_status_whose_comparison_raises_is_read_as_its_plain_text():
+    episode = read_episode(SimSample(response_length=3, loss_mask=[1, 0, 1], status=RaisingEq("aborted"),
+                                     metadata={contract.FAILURE_KIND_KEY: RaisingEq("model")}))
+    assert episode.failed and not episode.truncated and episode.failure_kind == "model"

@@ -137,6 +137,12 @@ def _seconds(value: Any) -> tuple[float, str | None]:
     return (seconds, None) if seconds > 0 else (0.0, None)  # NaN, 0 and negatives: none known
 
 
-def _status(sample: Any) -> Any:
+def _status(sample: Any) -> str | None:
+    """The sample's status as a plain ``str`` (slime's enum's value), None when it is none: a ``str`` subclass's own
+    comparison is never called."""
     status = _attribute(sample, "status")
-    return status._value_ if isinstance(status, Enum) else status
+    try:
+        value = status._value_ if isinstance(status, Enum) else status
+        return str.__str__(value) if isinstance(value, str) else None
+    except Exception:  # noqa: BLE001 - an enum whose value raises when read: no status known
+        return None
