@@ -30,7 +30,7 @@ def as_text(value: object) -> str:
 @pytest.mark.parametrize("name", sorted(SETTINGS_BY_NAME))
 def test_every_setting_flag_accepts_its_own_default(name):
     row = SETTINGS_BY_NAME[name]
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(allow_abbrev=False)
     add_setting_flags(parser, [name])
     args = parser.parse_args([flag_of(name), as_text(row.default)])
     assert getattr(args, name.removeprefix(PREFIX)) == row.default
@@ -50,7 +50,7 @@ INTEGER_SETTINGS = sorted(name for name, row in SETTINGS_BY_NAME.items()
 def test_an_integer_flag_reads_as_the_setting_reads_the_integer(name, value):
     """The flag's text and the config file's integer get the same answer: the value, or a refusal."""
     row = SETTINGS_BY_NAME[name]
-    parser = argparse.ArgumentParser(exit_on_error=False)
+    parser = argparse.ArgumentParser(exit_on_error=False, allow_abbrev=False)
     add_setting_flags(parser, [name])
     try:
         expected = row.read(value)
@@ -62,7 +62,7 @@ def test_an_integer_flag_reads_as_the_setting_reads_the_integer(name, value):
 
 
 def test_a_refused_flag_names_what_the_setting_allows(capsys):
-    parser = argparse.ArgumentParser(prog="replay")
+    parser = argparse.ArgumentParser(prog="replay", allow_abbrev=False)
     add_setting_flags(parser, ["shopsim_prompt_skip_probe_every"])
     with pytest.raises(SystemExit):
         parser.parse_args(["--prompt-skip-probe-every", "-1"])
