@@ -20,6 +20,15 @@ without a mask: the hook's time per episode against the episode's generation tim
 latency model (``seconds_per_token`` x generated tokens, the environment's time not even counted). Target:
 < 0.1 %, and the 16-turn episode within 2x of the 1-turn one (one pass over the mask, whatever the turns).
 
+An agent step with tools: 32 groups x 8 episodes of 16 turns with 16 tool calls each (16 entries of
+``metadata["shopsim_tool_calls"]`` per episode, one in ten failed, some by the model): the sample hook on every
+episode (it reads the list once), then the step's close as the accountant makes it (the hook's tally taken, the
+per-group counts of the ledger, the record's tool fields). Their time against the step's rollout time in the
+simulator's default latency model (every group generating at once: the slowest episode's generation,
+``seconds_per_token`` x its tokens, the environment's time not even counted). Target: < 0.1 %; printed beside
+it, the same step whose episodes leave no list (alternating, step by step: the difference is the tools' part), and
+the same step with 16 tool calls in every turn (256 per episode; shown, not judged).
+
 Run: ``python benchmarks/bench_monitoring_step.py`` (no sinks, no network).
 """
 
@@ -79,6 +88,8 @@ def main() -> int:
     print("groups: judged per step; own, rollout: medians per step; break-even: the rollout time at which the")
     print("median own time would be 0.1 %; the worst step includes Python's garbage collection when it runs in a hook")
     ok &= agent_episode()
+    ok &= tool_step(TURNS)
+    tool_step(TURNS * 16, judged=False)
     return 0 if ok else 1
 
 
@@ -120,6 +131,57 @@ def agent_episode(rounds: int = 2000) -> bool:
           f"{agent * 1e6:.1f} us per episode, {single * 1e6:.1f} us for 1 turn with as long a mask ({growth:.2f}x, "
           f"< {GROWTH_LIMIT:.0f}x), {plain * 1e6:.1f} us without a mask; {fraction:.5%} of the episode's "
           f"{generation:.1f} s of generation (< {TARGET_FRACTION:.1%}): {'ok' if passed else 'MISSED'}")
+    return passed
+
+
+GROUPS, EPISODES_PER_GROUP = 32, 8
+TOOL_NAMES = ("search_products", "view_item", "add_to_cart", "check_out", "recommend", "compare", "reviews", "stock")
+
+
+def tool_step(tool_calls: int, steps: int = 12, judged: bool = True) -> bool:
+    """One agent step's hooks and close with ``tool_calls`` per episode against the step's generation time; each step
+    alternates with the same step whose episodes leave no list (the difference is what reading the tools costs)."""
+    from shopsim_metrics.step.generated_tokens import group_tool_counts
+    from shopsim_metrics.step.tool_fields import tool_fields
+
+    mask: list[int] = []
+    for turn in range(TURNS):
+        mask += [1] * TURN_TOKENS + ([0] * TOOL_TOKENS if turn < TURNS - 1 else [])
+    calls = [{"name": TOOL_NAMES[i % len(TOOL_NAMES)], "seconds": 0.05 + (i % 7) * 0.01, "ok": i % 10 != 0,
+              **({"kind": "model", "error": "UnknownItem: sku-1"} if i % 20 == 0 else {})}
+             for i in range(tool_calls)]
+    hook = load_function(SAMPLE_HOOK_PATH)
+    args = SimpleNamespace(rollout_batch_size=1, n_samples_per_prompt=1)
+    configure(args, sinks=[])
+    own: dict[bool, list[float]] = {True: [], False: []}
+    try:
+        tokens = get_runtime(args).accountant.tokens
+        for step in range(2 * steps):
+            listed = step % 2 == 0
+            metadata = {"round_number": TURNS, **({"shopsim_tool_calls": calls} if listed else {})}
+            groups = [[SimSample(index=g * EPISODES_PER_GROUP + e, rollout_id=g * EPISODES_PER_GROUP + e,
+                                 response_length=len(mask), loss_mask=mask, non_generation_time=3.0,
+                                 metadata=dict(metadata)) for e in range(EPISODES_PER_GROUP)] for g in range(GROUPS)]
+            start = time.perf_counter()
+            for group in groups:
+                for sample in group:
+                    hook(args, sample, rollout_id=step)
+            live = tokens.take(step, groups)
+            for group in groups:
+                group_tool_counts(group, live.by_sample)
+            tool_fields(live.tools)
+            own[listed].append(time.perf_counter() - start)
+    finally:
+        reset_runtime()
+    generation = SimConfig().seconds_per_token * TURNS * TURN_TOKENS
+    with_list, without = statistics.median(own[True]), statistics.median(own[False])
+    fraction = with_list / generation
+    passed = fraction < TARGET_FRACTION
+    verdict = f"(< {TARGET_FRACTION:.1%}): {'ok' if passed else 'MISSED'}" if judged else "(shown, not judged)"
+    print(f"agent step with tools ({GROUPS} groups x {EPISODES_PER_GROUP} episodes of {TURNS} turns, {tool_calls} "
+          f"tool calls each): {with_list * 1e3:.1f} ms per step (hooks and close), {fraction:.4%} of the step's "
+          f"{generation:.1f} s of generation {verdict}; the same step without lists {without * 1e3:.1f} ms: the "
+          f"tools' part {(with_list - without) * 1e3:.1f} ms ({(with_list - without) / generation:.4%})")
     return passed
 
 

@@ -169,16 +169,18 @@ def _version() -> str:
 
 def _inspect(args: argparse.Namespace) -> int:
     from shopsim_metrics.readers.steps import read_step_columns
-    from shopsim_metrics.readers.report import (NOTE_NAMES, STEP_TABLE_LEGEND, STEP_TABLE_NAMES,
-                                                format_cost_headline, format_step_table, format_wave_calibration,
-                                                step_note)
+    from shopsim_metrics.readers.report import (AGENT_TABLE_LEGEND, AGENT_TABLE_NAMES, NOTE_NAMES, STEP_TABLE_LEGEND,
+                                                STEP_TABLE_NAMES, format_agent_table, format_cost_headline,
+                                                format_step_table, format_wave_calibration, step_note)
 
     if args.json:
         return _inspect_json(args.path)
     names = STEP_TABLE_NAMES
     cost = ("total_token_count", "aborted_token_count")
     noted = tuple(name for name in NOTE_NAMES if name not in names)
-    table = read_step_columns(args.path, names=names + noted + ("predicted_second_wave_probability",) + cost)
+    agent = tuple(name for name in (*AGENT_TABLE_NAMES, "technical_cause_counts") if name not in names + noted)
+    table = read_step_columns(args.path, names=names + noted + ("predicted_second_wave_probability",) + cost
+                              + agent)
     out = sys.stdout
     cols = {name: table.rollout_ids if name == "rollout_id" else table.columns[name] for name in names}
     rows = [{name: col[i] for name, col in cols.items()} for i in range(len(table))]
@@ -190,6 +192,11 @@ def _inspect(args: argparse.Namespace) -> int:
     if waves is not None:
         out.write(waves + "\n")
     out.write(STEP_TABLE_LEGEND + "\n")
+    agent_rows = [{name: table.rollout_ids[i] if name == "rollout_id" else table.columns[name][i]
+                   for name in (*AGENT_TABLE_NAMES, "technical_cause_counts")} for i in range(len(table))]
+    agent_table = format_agent_table(agent_rows)
+    if agent_table is not None:
+        out.write("\nAgent episodes and tools\n" + agent_table + "\n" + AGENT_TABLE_LEGEND + "\n")
     return 0
 
 

@@ -114,7 +114,7 @@ class TechnicalFailureLimitExceeded(RuntimeError):
 
     def __init__(
         self, *, streak: int, max_consecutive_failed_groups: int, rollout_id: int | None, failed_checks: dict[str, int],
-        causes: dict[str, int] | None = None,
+        causes: dict[str, int] | None = None, kinds: dict[str, int] | None = None,
     ) -> None:
         self.streak = streak
         self.max_consecutive_failed_groups = max_consecutive_failed_groups
@@ -122,8 +122,10 @@ class TechnicalFailureLimitExceeded(RuntimeError):
         self.failed_checks = dict(failed_checks)
         self.causes = dict(causes or {})
         """The causes the streak's generate functions left (``metadata["shopsim_failure_cause"]``), most frequent first."""
+        self.kinds = dict(kinds or {})
+        """Who failed the streak's groups (``environment``, ``model``, ``unmarked``: docs §3.9.3)."""
         checks = ", ".join(f"{name}={count}" for name, count in sorted(failed_checks.items())) or "none recorded"
-        leading = leading_cause_text(self.causes)
+        leading = leading_cause_text(self.causes, self.kinds)
         super().__init__(
             f"shopsim: {streak} consecutive technical groups reached shopsim_max_consecutive_failed_groups="
             f"{max_consecutive_failed_groups} at rollout step {rollout_id}{leading}; failing checks in the streak: {checks}. The step's record "

@@ -78,7 +78,7 @@ from shopsim_metrics.record.records import StepRecord
 from shopsim_metrics.sinks.base import SinkSet, StepSink
 from shopsim_metrics.sinks.jsonl import JsonlSink
 from shopsim_metrics.errors import TechnicalFailureLimitExceeded
-from shopsim_metrics.judging.group_judgement import GroupJudgement, judge_group
+from shopsim_metrics.judging.group_judgement import GroupJudgement, judge_group, unmarked_kind
 from shopsim_metrics.settings import ShopsimSettings, fresh_run_dir
 from shopsim_metrics.loop.step_number import StepNumbers
 from shopsim_metrics.health.streak import TechnicalStreak
@@ -324,15 +324,17 @@ class ShopsimRuntime:
 
     def _observe(self, judgement: GroupJudgement, account: Callable[[int], None]) -> None:
         """Feed the streak, account the group, send the alerts due, and terminate at the limit."""
-        alert, rollout_id, checks, causes = None, None, {}, {}
+        alert, rollout_id, checks, causes, kinds = None, None, {}, {}, {}
         with self._judge_lock:
-            streak = self.streak.observe(judgement.failed_check, judgement.failure_cause)
+            tokens = self.accountant.tokens if self.accountant is not None else None
+            kind = unmarked_kind(judgement) if tokens is not None and tokens.seen_turns else judgement.failure_kind
+            streak = self.streak.observe(judgement.failed_check, judgement.failure_cause, kind)
             account(streak)
             if streak:
                 rollout_id = self.steps.current()
                 alert = self.alerts.after_judgement(self.streak, rollout_id)  # the ERROR at the limit, else None
                 if streak >= self.settings.max_consecutive_failed_groups:
-                    checks, causes = self.streak.checks, self.streak.causes  # read with the streak it ends
+                    checks, causes, kinds = self.streak.checks, self.streak.causes, self.streak.kinds  # as it ends
         try:
             if alert is not None:
                 self.recorder.send_warnings(up_to=None if rollout_id is None else rollout_id - 1)  # earlier first
@@ -343,7 +345,7 @@ class ShopsimRuntime:
             self._warn_once("filter_side_effects", "shopsim-metrics: sending an alert or a record from the filter "
                             "failed (%s: %s); the filter's decisions are unaffected.", type(exc).__name__, exc)
         if streak >= self.settings.max_consecutive_failed_groups:
-            self._terminate(streak, rollout_id, checks, causes)
+            self._terminate(streak, rollout_id, checks, causes, kinds)
 
     def _account(self, judgement: GroupJudgement, samples: Any, streak: int) -> str | None:
         """Record the judgement in the step's ledger with the loop's live facts (when accounting is on); its
@@ -359,7 +361,8 @@ class ShopsimRuntime:
                             "are unaffected but this step's record may be incomplete.", type(exc).__name__, exc)
             return None
 
-    def _terminate(self, streak: int, rollout_id: int | None, checks: dict[str, int], causes: dict[str, int]) -> None:
+    def _terminate(self, streak: int, rollout_id: int | None, checks: dict[str, int], causes: dict[str, int],
+                   kinds: dict[str, int]) -> None:
         """Write the step so far (marked terminated) and end the run with the streak's failed checks."""
         try:
             if self.accountant is not None:
@@ -369,7 +372,7 @@ class ShopsimRuntime:
             logger.warning("shopsim-metrics: writing the terminated step failed (%s: %s)", type(exc).__name__, exc)
         raise TechnicalFailureLimitExceeded(
             streak=streak, max_consecutive_failed_groups=self.settings.max_consecutive_failed_groups,
-            rollout_id=rollout_id, failed_checks=checks, causes=causes,
+            rollout_id=rollout_id, failed_checks=checks, causes=causes, kinds=kinds,
         )
 
     # --- the sample hook's side ---------------------------------------------------------------

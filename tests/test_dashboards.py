@@ -173,9 +173,16 @@ def test_wandb_renderer_draws_every_panel_with_contract_keys(tmp_path: Path, no_
             companion = by_id[wbw.panel_uid(panel.id, wbw.FALLBACK_SUFFIX)]
             assert _step_names_of(companion["config"]["metrics"]) == ["train_group_count", "fallback_group_count"]
         else:
-            assert names == [s.key for s in panel.series]
-            if panel.kind == "stacked_bar":  # disjoint parts (tokens by outcome): stacked as they are
+            assert names == [s.key for s in panel.series if s.axis == "y"]
+            regex = wbw.breakdown_regex(panel)
+            if panel.kind == "stacked_bar" and regex is None:  # disjoint parts (tokens by outcome): stacked as they are
                 assert cfg["plotType"] == "stacked-area"
+            if regex is not None:  # the per-tool (per-reason) keys, found by their pattern beside the totals
+                each = by_id[wbw.panel_uid(panel.id, "each")]["config"]
+                assert each["useMetricRegex"] is True and each["metricRegex"] == regex
+            right = [s.key for s in panel.series if s.axis == "y2"]
+            if right:  # one y axis per W&B plot: the right-axis series get their own
+                assert _step_names_of(by_id[wbw.panel_uid(panel.id, "y2")]["config"]["metrics"]) == right
     if which == "report":
         grids = [b for b in data["spec"]["blocks"] if b["type"] == "panel-grid"]
         assert len(grids) == len(SPEC.sections)
@@ -749,3 +756,44 @@ def test_fully_async_run_in_the_wandb_workspace_and_report(async_records, tmp_pa
         for key in contract.FULLY_ASYNC_FIELDS:
             assert f"rollout/shopsim/{key}" in text, (path.name, key)
         assert "remaining through one step (decision ledger): slime's fully-async path has no waves" in text, path.name
+
+
+TOOL_PANELS = ("tool_calls", "tool_latency", "tool_errors", "episode_ends")
+
+
+def test_the_tools_section_draws_each_tool_and_why_episodes_ended(tmp_path: Path, agent_records: list[StepRecord]) -> None:
+    assert [p.id for p in SPEC.panels_in("Tools")] == list(TOOL_PANELS)
+    sections = _sections(write_html_dashboard(agent_records, tmp_path / "agent.html").read_text())
+    for panel_id in TOOL_PANELS:
+        assert "data-off" not in sections[panel_id], panel_id
+    data = load_dashboard_data(agent_records)
+    calls = [t for t in step_figure(SPEC.panel("tool_calls"), data).data if t.type == "bar"]
+    for i, record in enumerate(agent_records):  # each tool's calls per episode, stacked: every call per episode
+        assert sum(t.y[i] or 0 for t in calls) == pytest.approx(record.tool_calls_per_episode_mean)
+    errors = step_figure(SPEC.panel("tool_errors"), data)
+    bars = [t for t in errors.data if t.type == "bar"]
+    assert errors.layout.barmode == "group" and len(bars) == 2 * len(agent_records[0].tool_stats)
+    environment, model = bars[0], bars[1]  # one tool's pair: the model's bar on the environment's
+    assert environment.offsetgroup == model.offsetgroup and list(model.base) == [v or 0 for v in environment.y]
+    tool = environment.name.rsplit(": ", 1)[0]
+    for i, record in enumerate(agent_records):
+        stats = record.tool_stats[tool]
+        assert model.y[i] == pytest.approx(stats["model_errors"] / stats["calls"])
+    ends = [t for t in step_figure(SPEC.panel("episode_ends"), data).data if t.type == "bar"]
+    assert {t.name for t in ends} <= set(contract.EPISODE_END_REASONS)
+    assert [sum(t.y[i] for t in ends) for i in range(len(agent_records))] == [r.episode_count for r in agent_records]
+
+
+def test_the_environment_time_has_its_own_axis_and_the_causes_a_log_scale(agent_records: list[StepRecord]) -> None:
+    data = load_dashboard_data(agent_records)
+    figure = step_figure(SPEC.panel("agent_environment_time"), data)
+    rollout = next(t for t in figure.data if t.meta == "rollout_seconds")
+    assert rollout.yaxis == "y2" and figure.layout.yaxis2.overlaying == "y" and figure.layout.yaxis2.side == "right"
+    assert next(t for t in figure.data if t.meta == "environment_seconds_per_episode").yaxis in (None, "y")
+    assert step_figure(SPEC.panel("agent_technical_causes"), data).layout.yaxis.type == "log"
+
+
+def test_a_run_without_tool_calls_says_the_tools_are_off(tmp_path: Path) -> None:
+    sections = _sections(write_html_dashboard(make_records(agent=True), tmp_path / "no_tools.html").read_text())
+    for panel_id in TOOL_PANELS[:3]:
+        assert 'data-off="true"' in sections[panel_id] and "Off in this run: no tool calls" in sections[panel_id]

@@ -6,9 +6,11 @@ Two custom generate functions, loaded with ``--custom-generate-function-path`` a
   sandbox running locally), against the fake engine in retool's dialect: some turns call the code
   interpreter, some are invalid actions (retool answers with a fixed observation), the last gives the
   final answer;
-- the project's ``examples/shop_agent`` (search, view, add to cart, check out; slow tools; injected
-  ``ToolTimeout`` failures), against the engine in the shop's dialect; and once more with every search
-  failing, until the technical-failure limit ends the run.
+- the project's ``examples/shop_agent`` (search, view, add to cart, check out; slow tools, one slower;
+  injected ``ToolTimeout`` failures; the engine's model sometimes names an item id the shop does not have: a
+  model error), against the engine in the shop's dialect; and once more with every search failing, until the
+  technical-failure limit ends the run. Every step's ``tool_stats`` are what was injected (the calls read back
+  from the samples' trainable turns, independently of the example's own ``metadata["shopsim_tool_calls"]``).
 
 Checked against three views independent of the project's records: the engine's log of every request
 (the tokens it returned, the partial ones of an aborted request, each request's input length; its
@@ -21,6 +23,7 @@ Skipped unless ``SLIME_SRC`` and ``MEGATRON_SRC`` are set (see ``test_slime_trai
 from __future__ import annotations
 
 import doctest
+import math
 import sys
 from collections import Counter
 
@@ -45,7 +48,9 @@ RETOOL_ENGINE = ("--base-delay", "0.5", "--delay-step", "0.05")
 CAUSE = "ToolTimeout: search_products"
 SHOP = ("--custom-generate-function-path", "generate_shop_agent.generate",
         "--custom-rm-path", "generate_shop_agent.reward")
+SLOW_TOOL, SLOW_SECONDS = "checkout", 0.2
 SHOP_SETTINGS = {"shop_agent_failure_rate": 0.1, "shop_agent_tool_seconds": 0.05,
+                 "shop_agent_slow_tool": SLOW_TOOL, "shop_agent_slow_seconds": SLOW_SECONDS,
                  "shopsim_max_consecutive_failed_groups": 50}  # the injected failures are not an outage here
 OUTAGE_SETTINGS = {"shop_agent_failure_rate": 1.0, "shopsim_max_consecutive_failed_groups": 3}
 
@@ -147,7 +152,44 @@ def test_retool_episodes_are_what_the_engine_answered(retool):
         assert record["turns_per_episode_mean"] == pytest.approx(figure["turns_mean"])
         assert record["truncated_episode_fraction"] == figure["truncated_episodes"] / figure["episodes"]
         assert record["turn_count_source"] == figure["turn_count_source"] == "loss_mask"  # retool leaves no round_number
+    words = build_tokenizer_vocabulary()
+    for record, lines in zip(records, samples_by_step(retool, STEPS)):
+        # retool leaves no tool-call list and no failure kind: no tool's figures, its calls counted alone
+        # (tool_call_count: the turns whose code ran, read back here from the samples' tokens); its episodes end
+        # completed, truncated or by slime's abort (an aborted one is never judged)
+        assert record.get("tool_stats") is None and record.get("tool_error_fraction") is None
+        interpreted = sum(retool_calls(line, words) for line in lines if line["status"] != "aborted")
+        assert record["tool_calls_per_episode_mean"] == pytest.approx(interpreted / record["episode_count"])
+        ends = record["episode_end_counts"]
+        assert sum(ends.values()) == record["episode_count"]
+        assert ends["environment_failure"] == ends["model_failure"] == ends["unmarked_failure"] == 0
     assert sum(f["discarded_partial_tokens"] for f in figures) > 0, "no partial turn was thrown away"
+
+
+def build_tokenizer_vocabulary() -> list[str]:
+    """The engine's words by token id (the harness's word-level tokenizer)."""
+    import build_tokenizer
+
+    return build_tokenizer.vocabulary(harness.DATASET)
+
+
+def turns_of_words(line: dict, words: list[str]) -> list[tuple[int, list[str]]]:
+    """A sample's response as runs of equal loss-mask bits, each ``(bit, its words)``."""
+    runs: list[tuple[int, list[str]]] = []
+    for token, bit in zip(line["response_ids"], line["loss_mask"]):
+        if not runs or runs[-1][0] != bit:
+            runs.append((bit, []))
+        runs[-1][1].append(words[token])
+    return runs
+
+
+def retool_calls(line: dict, words: list[str]) -> int:
+    """The code-interpreter calls of a retool episode: its turns holding code that an observation followed."""
+    import agent_dialects
+
+    runs = turns_of_words(line, words)
+    return sum(1 for i, (bit, text) in enumerate(runs)
+               if bit and i + 1 < len(runs) and set(text) & set(agent_dialects.RETOOL_CODE))
 
 
 # --- the project's shop example ---------------------------------------------------------------------
@@ -220,3 +262,67 @@ def test_shop_outage_alert_names_the_cause(shop):
     assert record["technical_cause_counts"] == {CAUSE: 3}
     errors = [alert for alert in record["alerts"] if alert["level"] == "ERROR"]
     assert len(errors) == 1 and CAUSE in errors[0]["text"], record["alerts"]
+
+
+# --- the shop's tools, per tool, against what was injected --------------------------------------------
+def injected_calls(line: dict, words: list[str]) -> list[tuple[str, str | None]]:
+    """The tool calls a sample's episode made, read back from its tokens (not from the example's metadata):
+    each trainable turn's call that an observation followed, and the last turn's call when the environment
+    failed it; each with who failed it (``"environment"``: the injected failure; ``"model"``: an unknown item or
+    tool, :func:`shop_tools.model_mistake`; None: ok)."""
+    import shop_tools
+
+    runs = turns_of_words(line, words)
+    turns = [(i, text) for i, (bit, text) in enumerate(runs) if bit]
+    out = []
+    for position, (i, text) in enumerate(turns):
+        call = shop_tools.parse_tool_call(" ".join(text))
+        if call is None:
+            continue
+        observed = i + 1 < len(runs)
+        failed = position == len(turns) - 1 and not observed and "shopsim_failure_cause" in line
+        if observed or failed:
+            out.append((call[0], "environment" if failed else ("model" if shop_tools.model_mistake(*call) else None)))
+    return out
+
+
+def test_shop_tool_stats_are_what_was_injected(shop, monkeypatch):
+    monkeypatch.setattr(sys, "path", [str(harness.SHOP_AGENT), *sys.path])
+    run = shop["shop"]
+    records = harness.finished_records(run, STEPS)
+    words = build_tokenizer_vocabulary()
+    totals: Counter = Counter()
+    for record, lines in zip(records, samples_by_step(run, STEPS)):
+        expected: dict[str, Counter] = {}
+        for line in lines:
+            for name, error in injected_calls(line, words):
+                tool = expected.setdefault(name, Counter())
+                tool["calls"] += 1
+                tool["errors"] += error is not None
+                tool["model_errors"] += error == "model"
+        stats = record["tool_stats"]
+        assert {name: (s["calls"], s["errors"], s["model_errors"]) for name, s in stats.items()} == {
+            name: (c["calls"], c["errors"], c["model_errors"]) for name, c in expected.items()}, record["rollout_id"]
+        calls = sum(c["calls"] for c in expected.values())
+        assert record["tool_calls_per_episode_mean"] == pytest.approx(calls / record["episode_count"])
+        assert record["model_error_fraction"] == pytest.approx(
+            sum(c["model_errors"] for c in expected.values()) / calls)
+        # seconds: every call's, as slime's samples carry them (non_generation_time), within 1%; the slow tool slow
+        assert math.fsum(s["seconds"] for s in stats.values()) == pytest.approx(
+            math.fsum(line["non_generation_time"] for line in lines), rel=0.01)
+        if SLOW_TOOL in stats:
+            assert stats[SLOW_TOOL]["seconds_p50"] >= SLOW_SECONDS > stats["search_products"]["seconds_max"]
+        ends = record["episode_end_counts"]
+        assert ends["environment_failure"] == sum("shopsim_failure_cause" in line for line in lines)
+        assert ends["model_failure"] == ends["unmarked_failure"] == 0  # the model's mistakes did not end an episode
+        assert sum(ends.values()) == record["episode_count"]
+        # per group in the ledger: the calls of its samples
+        for row in record["decisions"]:
+            group = [line for line in lines if line["group_index"] == row["group_index"]]
+            made = [call for line in group for call in injected_calls(line, words)]
+            assert (row["tool_call_count"], row["tool_error_count"], row["model_error_count"]) == (
+                len(made), sum(e is not None for _, e in made), sum(e == "model" for _, e in made))
+        for c in expected.values():
+            totals.update(c)
+    print("shop tools over the run:", dict(totals))
+    assert totals["model_errors"] > 0 and totals["errors"] > totals["model_errors"], "the scenario did not happen"

@@ -79,6 +79,7 @@ def make_record(rollout_id: int, **overrides) -> StepRecord:
             values[name] = 10 * rollout_id + i
     values["wave_count"] = 1
     values["failed_check_counts"] = {"status_failed": rollout_id, "reward_missing": 1}
+    values["episode_end_counts"] = {reason: rollout_id + i for i, reason in enumerate(contract.EPISODE_END_REASONS)}
     values["decisions"] = make_rows(rollout_id)
     values.update(overrides)
     return StepRecord(rollout_id=rollout_id, **values)

@@ -8,6 +8,10 @@ What the monitoring reads of an episode (docs §3.9, "Monitoring an agent run"):
 
 - ``metadata["round_number"]``: the model's turns (slime's own key; ``--log-multi-turn`` logs it);
 - ``non_generation_time``: the seconds spent in tools;
+- ``metadata["shopsim_tool_calls"]``: one entry per tool call (docs §3.9.3): its name, seconds, whether
+  it was ok, and for a failed one the error and who failed: ``"model"`` for the model's mistake (an unknown
+  item id it names, an unknown tool; the episode goes on, the model reads the error), ``"environment"`` for an
+  injected failure;
 - an environment failure (an exception in a tool, e.g. an injected :class:`shop_tools.ToolTimeout`):
   status ``aborted`` and ``metadata["shopsim_failure_cause"] = "ToolTimeout: search_products"``; the
   filter drops the group as technical and counts it by that cause;
@@ -21,8 +25,8 @@ Run it (``examples/shop_agent`` on ``PYTHONPATH``; prompts are the task's text, 
     --rollout-max-context-len 4096
 
 and set the shop in the ``--custom-config-path`` YAML: ``shop_agent_failure_rate``,
-``shop_agent_failing_tool``, ``shop_agent_seed``, ``shop_agent_tool_seconds``, ``shop_agent_max_turns``
-(:class:`shop_tools.ShopSettings`).
+``shop_agent_failing_tool``, ``shop_agent_seed``, ``shop_agent_tool_seconds``, ``shop_agent_max_turns``,
+``shop_agent_slow_tool``, ``shop_agent_slow_seconds`` (:class:`shop_tools.ShopSettings`).
 """
 
 from __future__ import annotations
@@ -38,6 +42,8 @@ from shop_tools import CATALOGUE, TOOLS, Shop, ShopSettings, failure_cause, item
 
 FAILURE_CAUSE_KEY = "shopsim_failure_cause"
 """Where the monitoring reads an environment failure's cause (a str, or the exception itself)."""
+TOOL_CALLS_KEY = "shopsim_tool_calls"
+"""Where the monitoring reads the episode's tool calls (one dict per call)."""
 
 SYSTEM = (
     "<|im_start|>system\nYou are a shopping assistant. Tools: " + ", ".join(TOOLS) + ". Call one as "
@@ -68,6 +74,7 @@ async def generate(args, sample: Sample, sampling_params: dict) -> Sample:
     sample.rollout_log_probs = None
     sample.non_generation_time = 0.0
     sample.metadata["round_number"] = 0
+    calls = sample.metadata[TOOL_CALLS_KEY] = []
 
     for turn in range(settings.max_turns):
         budget = (args.rollout_max_context_len or 1 << 30) - len(sample.tokens)
@@ -97,16 +104,23 @@ async def generate(args, sample: Sample, sampling_params: dict) -> Sample:
         if turn == settings.max_turns - 1:
             sample.status = Sample.Status.TRUNCATED  # out of turns before the tool ran
             break
+        name = call[0] or "(malformed call)"
         started = time.monotonic()
         try:
-            await asyncio.sleep(settings.tool_seconds)
-            result = shop.call(*call)
+            await asyncio.sleep(settings.seconds_of(call[0]))
+            result, mistake = shop.run(*call)
         except Exception as error:  # the environment failed, not the model: a technical failure with its cause
+            seconds = time.monotonic() - started
+            sample.non_generation_time += seconds
+            calls.append({"name": name, "seconds": seconds, "ok": False, "error": failure_cause(error),
+                          "kind": "environment"})
             sample.status = Sample.Status.ABORTED
             sample.metadata[FAILURE_CAUSE_KEY] = failure_cause(error)
             return sample
-        finally:
-            sample.non_generation_time += time.monotonic() - started
+        seconds = time.monotonic() - started
+        sample.non_generation_time += seconds
+        calls.append({"name": name, "seconds": seconds, "ok": mistake is None,
+                      **({"error": mistake, "kind": "model"} if mistake else {})})
         observation = render_observation(result)
         sample.append_response_tokens(args, tokens=state.tokenizer(observation, add_special_tokens=False)["input_ids"],
                                       trainable=False, text=observation)

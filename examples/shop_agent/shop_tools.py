@@ -2,9 +2,11 @@
 
 An episode gets its own :class:`Shop` (its own cart). The model calls the tools by name with JSON
 arguments (:func:`parse_tool_call` reads them from its text); every tool returns the text the model
-sees next. A mistake of the model (an unknown item, checking out an empty cart) is an ordinary answer;
-a failure of the environment is an exception: :class:`ToolTimeout`, injected at a set rate into one
-tool (:class:`ShopSettings`), reproducibly, so a run can be compared with what was injected.
+sees next. A mistake of the model (an unknown tool, arguments that do not fit, an item id that does not
+exist) is an ordinary answer, which :meth:`Shop.run` names (:func:`model_mistake`: the tool call's error of
+kind ``"model"``); checking out an empty cart is an answer and no mistake. A failure of the environment is an
+exception: :class:`ToolTimeout`, injected at a set rate into one tool (:class:`ShopSettings`), reproducibly,
+so a run can be compared with what was injected; one tool can be made slow (``slow_tool``, ``slow_seconds``).
 
 Example:
     >>> shop = Shop(ShopSettings(), episode="p00#0")
@@ -14,6 +16,8 @@ Example:
     ('added red-shirt; cart: red-shirt', 'order placed: red-shirt')
     >>> shop.order
     ['red-shirt']
+    >>> shop.run("view_item", {"item_id": "sku-404"})
+    ("no item 'sku-404'", 'UnknownItem: sku-404')
     >>> parse_tool_call('<tool_call> {"name": "checkout", "arguments": {}} </tool_call>')
     ('checkout', {})
 """
@@ -70,7 +74,8 @@ class ShopSettings:
 
     ``failure_rate``: the chance that a call of ``failing_tool`` raises :class:`ToolTimeout`, drawn from
     ``(seed, episode, call number)`` so a run injects the same failures again; ``tool_seconds``: the time
-    every tool call takes (a slow environment); ``max_turns``: the model's turns in an episode at most.
+    every tool call takes (a slow environment); ``slow_tool`` takes ``slow_seconds`` more (one slow tool);
+    ``max_turns``: the model's turns in an episode at most.
 
     Example:
         >>> from types import SimpleNamespace as Args
@@ -87,6 +92,8 @@ class ShopSettings:
     seed: int = 0
     tool_seconds: float = 0.0
     max_turns: int = 8
+    slow_tool: str = "view_item"
+    slow_seconds: float = 0.0
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.failure_rate <= 1.0:
@@ -95,6 +102,10 @@ class ShopSettings:
             raise ValueError(f"shop_agent_failing_tool must be one of {', '.join(TOOLS)}; got {self.failing_tool!r}")
         if not self.tool_seconds >= 0.0:
             raise ValueError(f"shop_agent_tool_seconds must be >= 0; got {self.tool_seconds!r}")
+        if self.slow_tool not in TOOLS:
+            raise ValueError(f"shop_agent_slow_tool must be one of {', '.join(TOOLS)}; got {self.slow_tool!r}")
+        if not self.slow_seconds >= 0.0:
+            raise ValueError(f"shop_agent_slow_seconds must be >= 0; got {self.slow_seconds!r}")
         if self.max_turns < 1:
             raise ValueError(f"shop_agent_max_turns must be >= 1; got {self.max_turns!r}")
 
@@ -103,6 +114,16 @@ class ShopSettings:
         """The settings slime's ``args`` carries (every key optional; the defaults above)."""
         return cls(**{name: getattr(args, f"shop_agent_{name}")
                       for name in cls.__dataclass_fields__ if hasattr(args, f"shop_agent_{name}")})
+
+    def seconds_of(self, tool: str) -> float:
+        """The seconds a call of ``tool`` takes.
+
+        Example:
+            >>> settings = ShopSettings(tool_seconds=0.1, slow_seconds=0.5)
+            >>> settings.seconds_of("view_item"), settings.seconds_of("checkout")
+            (0.6, 0.1)
+        """
+        return self.tool_seconds + (self.slow_seconds if tool == self.slow_tool else 0.0)
 
     def fails(self, tool: str, episode: str, call: int) -> bool:
         """Whether the ``call``-th tool call (from 0) of ``episode``, a call of ``tool``, is an injected failure.
@@ -131,15 +152,20 @@ class Shop:
 
     def call(self, tool: str, arguments: dict) -> str:
         """Run one tool call and return what the model sees; raises :class:`ToolTimeout` when one is injected."""
+        return self.run(tool, arguments)[0]
+
+    def run(self, tool: str, arguments: dict) -> tuple[str, str | None]:
+        """Run one tool call: what the model sees, and the model's mistake in it (None: none); raises
+        :class:`ToolTimeout` when one is injected."""
         call, self.calls = self.calls, self.calls + 1
         if self.settings.fails(tool, self.episode, call):
             raise ToolTimeout(tool)
         if tool not in TOOLS:
-            return f"error: no tool {tool!r}; the tools are {', '.join(TOOLS)}"
+            return f"error: no tool {tool!r}; the tools are {', '.join(TOOLS)}", model_mistake(tool, arguments)
         try:
-            return getattr(self, tool)(**arguments)
+            return getattr(self, tool)(**arguments), model_mistake(tool, arguments)
         except TypeError as error:  # the model's arguments do not fit the tool: its mistake, an answer
-            return f"error: {error}"
+            return f"error: {error}", f"BadArguments: {tool}"
 
     def search_products(self, query: str) -> str:
         words = str(query).lower().split()
@@ -164,6 +190,23 @@ class Shop:
             return "the cart is empty"
         self.order, self.cart = self.cart, []
         return f"order placed: {', '.join(self.order)}"
+
+
+def model_mistake(tool: str, arguments: dict) -> str | None:
+    """The model's mistake in a call of ``tool`` (an unknown tool, an item id not in the catalogue), or None.
+
+    Example:
+        >>> model_mistake("view_item", {"item_id": "red-shirt"}), model_mistake("view_item", {"item_id": "x"})
+        (None, 'UnknownItem: x')
+        >>> model_mistake("pay", {}), model_mistake("", {})
+        ('UnknownTool: pay', 'UnknownTool: (malformed call)')
+    """
+    if tool not in TOOLS:
+        return f"UnknownTool: {tool or '(malformed call)'}"
+    item = arguments.get("item_id")
+    if tool in ("view_item", "add_to_cart") and isinstance(item, str) and item not in CATALOGUE:
+        return f"UnknownItem: {item}"
+    return None
 
 
 TOOL_CALL = re.compile(r"<tool_call>\s*(\{.*\})\s*</tool_call>", re.DOTALL)

@@ -184,6 +184,11 @@ OPTIONAL_FIELDS: tuple[tuple[frozenset[str], str], ...] = (
     (frozenset({"technical_cause_counts"}), "no technical group left a cause (metadata shopsim_failure_cause: docs "
                                             "\"Monitoring an agent run\"), or the source is a W&B run (the causes "
                                             "are in steps.jsonl)"),
+    (frozenset({*contract.TOOL_FIELDS, "tool_stats"}), "no tool calls: the generate function leaves no metadata "
+                                                       "shopsim_tool_calls (docs §3.9.3), or the source is a "
+                                                       "W&B run (the per-tool figures are in steps.jsonl)"),
+    (frozenset({"episode_end_counts"}), "no agent episode, or the source is a W&B run (why episodes ended is in "
+                                        "steps.jsonl)"),
     (frozenset(contract.ALERT_FIELDS), "the alerts are off (shopsim_alerts: false)"),
 )
 """Fields of features a run may not use, and what the panel says when they are null throughout."""
@@ -201,7 +206,7 @@ MAX_BREAKDOWN_LABELS = 8
 ``contract.OTHER_CAUSES`` (the records' own name for the causes beyond their top 5)."""
 
 
-def breakdown_values(panel: "Panel", data: DashboardData) -> list[tuple[str, list[int]]]:
+def breakdown_values(panel: "Panel", data: DashboardData) -> list[tuple[str, list[Any]]]:
     """``(label, count per step)`` of a panel's ``breakdown_key`` mappings, the most frequent label over the run
     first; past :data:`MAX_BREAKDOWN_LABELS` labels the rest are summed as ``contract.OTHER_CAUSES``; empty without
     any mapping.
@@ -216,6 +221,8 @@ def breakdown_values(panel: "Panel", data: DashboardData) -> list[tuple[str, lis
     """
     if panel.breakdown_key is None:
         return []
+    if panel.breakdown_key == "tool_stats":
+        return tool_values(panel.breakdown_figure or "calls", data)
     steps = [counts if isinstance(counts, dict) else {} for counts in data.column(panel.breakdown_key)]
     totals: dict[str, int] = {}
     for counts in steps:
@@ -230,6 +237,52 @@ def breakdown_values(panel: "Panel", data: DashboardData) -> list[tuple[str, lis
     if rest:
         out.append((contract.OTHER_CAUSES, [sum(int(_number(v)) for k, v in counts.items() if str(k) in rest)
                                    for counts in steps]))
+    return out
+
+
+def tool_values(figure: str, data: DashboardData) -> list[tuple[str, list[Any]]]:
+    """``(label, value per step)`` of one figure of each tool in the records' ``tool_stats``: the
+    :data:`MAX_BREAKDOWN_LABELS` tools called most over the run (ties by name), each tool's ``figure``
+    (``calls_per_episode``: its calls / ``episode_count``; ``error_rate``: two series per tool, ``<tool>: environment``
+    and ``<tool>: model``, its failed calls of each kind / its calls); None where the step has no value.
+
+    Example:
+        >>> stats = {"search": {"calls": 4, "errors": 2, "model_errors": 1}, "view": {"calls": 1, "errors": 0,
+        ...                                                                          "model_errors": 0}}
+        >>> data = DashboardData(steps=[{"rollout_id": 0, "episode_count": 2, "tool_stats": stats}])
+        >>> tool_values("calls_per_episode", data)
+        [('search', [2.0]), ('view', [0.5])]
+        >>> tool_values("error_rate", data)[:2]
+        [('search: environment', [0.25]), ('search: model', [0.25])]
+    """
+    steps = [stats if isinstance(stats, dict) else {} for stats in data.column("tool_stats")]
+    episodes = data.column("episode_count")
+    totals: dict[str, float] = {}
+    for stats in steps:
+        for name, figures in stats.items():
+            calls = figures.get("calls") if isinstance(figures, dict) else None
+            totals[str(name)] = totals.get(str(name), 0.0) + _number(calls)
+    ranked = sorted(totals, key=lambda name: (-totals[name], name))[:MAX_BREAKDOWN_LABELS]
+
+    def figure_of(stats: dict[str, Any], name: str, key: str) -> float | None:
+        figures = stats.get(name)
+        value = figures.get(key) if isinstance(figures, dict) else None
+        return float(value) if is_number(value) else None
+
+    out: list[tuple[str, list[Any]]] = []
+    for name in ranked:
+        calls = [figure_of(stats, name, "calls") for stats in steps]
+        if figure == "calls_per_episode":
+            out.append((name, [c / _number(e) if c is not None and _number(e) else None
+                               for c, e in zip(calls, episodes)]))
+        elif figure == "error_rate":
+            errors = [figure_of(stats, name, "errors") for stats in steps]
+            model = [figure_of(stats, name, "model_errors") for stats in steps]
+            out.append((f"{name}: environment", [(e - m) / c if c and e is not None and m is not None else None
+                                                 for c, e, m in zip(calls, errors, model)]))
+            out.append((f"{name}: model", [m / c if c and m is not None else None for c, m in zip(calls, model)]))
+        else:
+            out.append((name, [figure_of(stats, name, figure) for stats in steps]))
     return out
 
 

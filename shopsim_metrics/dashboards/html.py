@@ -212,8 +212,9 @@ def step_figure_dict(panel: Panel, data: DashboardData) -> dict[str, Any]:
     with nothing drawn, unless no series has data (the panel then says it is off).
     """
     x = data.step_ids()
-    breakdown = breakdown_values(panel, data)  # one stacked bar per label (technical causes), after the series
-    series = [*panel.series, *(Series(panel.breakdown_key or "", label, "bar") for label, _ in breakdown)]
+    breakdown = breakdown_values(panel, data)  # one bar (line panels: line) per label, after the series
+    style = "line" if panel.kind == "line" else "bar"
+    series = [*panel.series, *(Series(panel.breakdown_key or "", label, style) for label, _ in breakdown)]
     values = [*(series_values(s, data) for s in panel.series), *(counts for _, counts in breakdown)]
     if panel.kind == "stacked_bar":
         bucket_x, bucketed = mean_buckets(x, values)
@@ -232,10 +233,20 @@ def step_figure_dict(panel: Panel, data: DashboardData) -> dict[str, Any]:
             trace.update(type="scatter", mode="lines", line={"color": s.color, "dash": "dash"})
         else:
             trace.update(type="scatter", mode="lines+markers" if len(sx) <= 500 else "lines", line={"color": s.color})
+        if s.axis == "y2":
+            trace["yaxis"] = "y2"
         traces.append(trace)
     layout = _layout(x_title=f"step ({contract.WANDB_STEP_KEY})", y_title=panel.y_title)
     if panel.kind == "stacked_bar":
         layout["barmode"] = "stack"
+    if any(s.axis == "y2" for s in panel.series):
+        layout["yaxis2"] = {"title": {"text": " / ".join(s.label for s in panel.series if s.axis == "y2")},
+                            "overlaying": "y", "side": "right", "automargin": True, "rangemode": "tozero"}
+    if panel.log_y:
+        layout["yaxis"]["type"] = "log"
+    if panel.breakdown_figure == "error_rate":  # per tool, the model's bar on the environment's: grouped by tool
+        layout["barmode"] = "group"
+        _stack_pairs(traces[len(panel.series):len(series)])
     terminated = _terminated_steps(data)
     if len(terminated) <= MAX_TERMINATION_LINES:
         layout["shapes"] = [{"type": "line", "xref": "x", "yref": "y domain", "x0": step, "x1": step, "y0": 0, "y1": 1,
@@ -261,6 +272,20 @@ def step_figure_dict(panel: Panel, data: DashboardData) -> dict[str, Any]:
                        "name": f"alerts ({len(warned)} steps)",
                        "marker": {"color": ALERT_COLOR, "symbol": "triangle-up", "size": 7}})
     return {"data": traces, "layout": layout}
+
+
+def _stack_pairs(traces: list[dict[str, Any]]) -> None:
+    """Error-rate bars come in pairs per tool (environment, model): each pair one group, the model's on top.
+
+    Example:
+        >>> pair = [{"x": [0], "y": [0.1], "name": "search: environment"}, {"x": [0], "y": [0.2], "name": "search: model"}]
+        >>> _stack_pairs(pair); pair[1]["base"], pair[0]["offsetgroup"]
+        ([0.1], 'search')
+    """
+    for environment, model in zip(traces[::2], traces[1::2]):
+        group = str(environment["name"]).rsplit(": ", 1)[0]
+        environment["offsetgroup"] = model["offsetgroup"] = group
+        model["base"] = [value or 0 for value in environment["y"]]
 
 
 ALERT_COLOR = "#e377c2"

@@ -31,8 +31,12 @@ SeriesStyle = Literal["bar", "line", "threshold"]
 
 PANELS_JSON_NAME = "panels.json"
 
-BREAKDOWN_FIELDS = ("technical_cause_counts",)
-"""Record fields a panel may break its series down by: a ``{label: count}`` mapping per step."""
+BREAKDOWN_FIELDS = ("technical_cause_counts", "episode_end_counts", "tool_stats")
+"""Record fields a panel may break its series down by: a ``{label: count}`` mapping per step, or ``tool_stats``
+(``{tool: {figure: value}}``: the panel's ``breakdown_figure`` says which figure)."""
+TOOL_FIGURES = (*contract.TOOL_STAT_FIELDS, "calls_per_episode", "error_rate")
+"""What a ``tool_stats`` breakdown draws per tool: one of the record's figures, its calls per episode, or its error
+rate (the environment's and the model's stacked)."""
 
 # One colour per outcome, shared by the stacked bars and the ledger scatter.
 OUTCOME_COLORS: dict[str, str] = {
@@ -59,6 +63,7 @@ class Series:
     style: SeriesStyle = "line"
     minus: str | None = None
     color: str | None = None
+    axis: Literal["y", "y2"] = "y"  # "y2": its own axis, on the right (W&B: a plot of its own beside)
 
     def keys(self) -> tuple[str, ...]:
         return (self.key,) if self.minus is None else (self.key, self.minus)
@@ -92,6 +97,8 @@ class Panel:
     # A record field holding a {label: count} mapping per step (e.g. technical_cause_counts): the HTML stacks one
     # bar per label under the series; W&B draws the series only (labels are free text, never W&B keys).
     breakdown_key: str | None = None
+    breakdown_figure: str | None = None  # tool_stats: which figure per tool (TOOL_FIGURES)
+    log_y: bool = False  # a log scale: small values stay visible beside one burst
 
     def keys(self) -> tuple[str, ...]:
         """Every contract name the panel references, in first-use order."""
@@ -170,6 +177,9 @@ def unknown_keys(spec: DashboardSpec) -> list[str]:
     for p in spec.panels:
         if p.breakdown_key is not None and p.breakdown_key not in BREAKDOWN_FIELDS:
             bad.append(f"{p.id}:{p.breakdown_key}")
+        if (p.breakdown_key == "tool_stats") != (p.breakdown_figure is not None) or (
+                p.breakdown_figure is not None and p.breakdown_figure not in TOOL_FIGURES):
+            bad.append(f"{p.id}:{p.breakdown_figure}")
         for k in p.step_keys():
             if k not in contract.WANDB_SCALAR_NAMES:
                 bad.append(f"{p.id}:{k}")
@@ -186,6 +196,7 @@ def dashboard_spec() -> DashboardSpec:
     prompt_value = "Prompt value"
     cost = "Cost"
     agent = "Agent episodes"
+    tools = "Tools"
     skipping = "Skipping"
     panels = (
         Panel(
@@ -475,13 +486,14 @@ def dashboard_spec() -> DashboardSpec:
         ),
         *cost_panels(cost),
         *agent_panels(agent),
+        *tool_panels(tools),
         *skipping_panels(skipping, o),
     )
     return DashboardSpec(
         title="shopsim dynamic sampling",
         x_key=contract.WANDB_STEP_KEY,
         key_prefix=contract.WANDB_PREFIX,
-        sections=(waves, signal, health, prompt_value, cost, agent, skipping),
+        sections=(waves, signal, health, prompt_value, cost, agent, tools, skipping),
         panels=panels,
     )
 
@@ -533,9 +545,10 @@ def agent_panels(section: str) -> tuple[Panel, ...]:
             id="agent_environment_time",
             title="Environment time per episode against the step's rollout time",
             description=(
-                "environment_seconds_per_episode: the mean episode's seconds outside generation (tool calls, the "
-                "environment; slime's non_generation_time), beside slime's rollout time of the step: the gap "
-                "is generation, and waiting on the slowest episodes."
+                "environment_seconds_per_episode (bars, left axis): the mean episode's seconds outside generation "
+                "(tool calls, the environment; slime's non_generation_time), beside slime's rollout time of the "
+                "step (line, right axis; on W&B a plot of its own): each on its own axis, so seconds per episode "
+                "stay readable beside minutes of rollout. Their ratio is environment_time_fraction (Shares)."
             ),
             kind="line",
             source="steps",
@@ -543,7 +556,7 @@ def agent_panels(section: str) -> tuple[Panel, ...]:
             y_title="seconds",
             series=(
                 Series("environment_seconds_per_episode", "environment seconds per episode", "bar", color="#8c564b"),
-                Series("rollout_seconds", "rollout time (slime)", color="#000000"),
+                Series("rollout_seconds", "rollout time (slime), right axis", color="#000000", axis="y2"),
             ),
         ),
         Panel(
@@ -584,7 +597,8 @@ def agent_panels(section: str) -> tuple[Panel, ...]:
                 "Stacked: the step's technical groups by the cause their generate function left (metadata "
                 "shopsim_failure_cause, e.g. \"ToolTimeout: search_products\"; technical_cause_counts: the 5 "
                 "most frequent per step, the rest as \"(other causes)\"); the line is every technical group, "
-                "with a cause or not. The streak alert names the leading cause."
+                "with a cause or not. A log scale: one burst does not hide the small causes. The streak alert "
+                "names the leading cause and whose failures dominated (Tools: why episodes ended)."
             ),
             kind="stacked_bar",
             source="steps",
@@ -593,6 +607,83 @@ def agent_panels(section: str) -> tuple[Panel, ...]:
             series=(Series("technical_group_drop_count", "technical groups (every cause)",
                            color=OUTCOME_COLORS[contract.OUTCOME_DROPPED_TECHNICAL]),),
             breakdown_key="technical_cause_counts",
+            log_y=True,
+        ),
+    )
+
+
+def tool_panels(section: str) -> tuple[Panel, ...]:
+    """The "Tools" section: the agent's tools per tool (metadata shopsim_tool_calls, docs §3.9.3): calls per
+    episode, p90 latency, error rates (the environment's and the model's), and why episodes ended.
+
+    A run whose generate function leaves no tool-call list logs no tool key: those panels stay empty, with a note.
+    """
+    return (
+        Panel(
+            id="tool_calls",
+            title="Tool calls per episode, per tool",
+            description=(
+                "Stacked: each tool's calls / the step's episodes (tool_stats: the 20 most-called tools per step, "
+                "the page draws the 8 most called over the run); the line is every readable call per episode "
+                "(tool_calls_per_episode_mean). A tool's share growing: the policy leans on it."
+            ),
+            kind="stacked_bar",
+            source="steps",
+            section=section,
+            y_title="calls per episode",
+            series=(Series("tool_calls_per_episode_mean", "all tools", color="#000000"),),
+            breakdown_key="tool_stats",
+            breakdown_figure="calls_per_episode",
+        ),
+        Panel(
+            id="tool_latency",
+            title="p90 latency per tool",
+            description=(
+                "Each tool's 90th-percentile call seconds in the step (tool_stats seconds_p90, nearest rank over "
+                "its calls, aborted episodes included); the black line is every call's (tool_seconds_p90). One tool's line rising: that tool slows every episode "
+                "that calls it; environment_seconds_per_episode (Agent episodes) shows what it costs."
+            ),
+            kind="line",
+            source="steps",
+            section=section,
+            y_title="seconds (p90 per call)",
+            series=(Series("tool_seconds_p90", "every call", color="#000000"),),
+            breakdown_key="tool_stats",
+            breakdown_figure="seconds_p90",
+        ),
+        Panel(
+            id="tool_errors",
+            title="Error rate per tool: the environment's and the model's, stacked",
+            description=(
+                "Per tool, its failed calls / its calls, split by who failed: the environment (a tool or service "
+                "that failed) below, the model (an unknown tool, arguments that do not parse, an item that does "
+                "not exist) on top. The lines are every tool's: tool_error_fraction and model_error_fraction. "
+                "Model errors falling as training goes on: the policy learns the tools."
+            ),
+            kind="stacked_bar",
+            source="steps",
+            section=section,
+            y_title="failed calls / calls",
+            series=(Series("tool_error_fraction", "all failed calls", color="#d62728"),
+                    Series("model_error_fraction", "of them, the model's", color="#9467bd")),
+            breakdown_key="tool_stats",
+            breakdown_figure="error_rate",
+        ),
+        Panel(
+            id="episode_ends",
+            title="Why episodes ended",
+            description=(
+                "Stacked: the step's episodes (aborted ones included) by why they ended (episode_end_counts): "
+                "completed, truncated, an environment failure, a model failure (metadata shopsim_failure_kind "
+                "\"model\"), a failure with no kind or cause left (unmarked: slime's tau-bench), slime's own "
+                "abort at the end of the step; the line is every episode."
+            ),
+            kind="stacked_bar",
+            source="steps",
+            section=section,
+            y_title="episodes",
+            series=(Series("episode_count", "episodes", color="#000000"),),
+            breakdown_key="episode_end_counts",
         ),
     )
 

@@ -124,18 +124,39 @@ def wandb_panels(panel: Panel, spec: DashboardSpec, wr: Any) -> list[Any]:
         return [plot, note]
     derived = [s for s in panel.series if s.minus is not None]
     removed = {s.minus for s in derived}  # contained in the base key's layer: stacking it would count it twice
-    keys = [s.key for s in panel.series if s.key not in removed or panel.kind != "stacked_bar"]
-    plot = wr.LinePlot(
-        title=panel.title,
-        x=x,
-        y=[contract.wandb_key(k) for k in dict.fromkeys(keys)],
-        title_x="step",
-        title_y=panel.y_title,
-        plot_type="stacked-area" if panel.kind == "stacked_bar" else "line",
-    )
-    plot._id = panel_uid(panel.id)
-    out = [plot]
-    if panel.breakdown_key is not None:
+    keys = [s.key for s in panel.series if (s.key not in removed or panel.kind != "stacked_bar") and s.axis == "y"]
+    regex = breakdown_regex(panel)
+    out = []
+    if keys:
+        plot = wr.LinePlot(
+            title=panel.title,
+            x=x,
+            y=[contract.wandb_key(k) for k in dict.fromkeys(keys)],
+            title_x="step",
+            title_y=panel.y_title,
+            plot_type="stacked-area" if panel.kind == "stacked_bar" and regex is None else "line",
+            log_y=True if panel.log_y else None,
+        )
+        plot._id = panel_uid(panel.id)
+        out.append(plot)
+    if regex is not None:  # the per-tool (per-reason) keys: one line each, found by their pattern
+        per_key = wr.LinePlot(
+            title=panel.title if not out else f"{panel.title}: each",
+            x=x,
+            metric_regex=regex,
+            title_x="step",
+            title_y=panel.y_title,
+            plot_type="stacked-area" if panel.breakdown_key == "episode_end_counts" else "line",
+        )
+        per_key._id = panel_uid(panel.id, "each" if out else "")
+        out.append(per_key)
+    right = [s.key for s in panel.series if s.axis == "y2"]
+    if right:  # W&B line plots have one y axis: the right-axis series get a plot of their own
+        beside = wr.LinePlot(title=f"{panel.title}: {', '.join(s.label for s in panel.series if s.axis == 'y2')}",
+                             x=x, y=[contract.wandb_key(k) for k in right], title_x="step", title_y="seconds")
+        beside._id = panel_uid(panel.id, "y2")
+        out.append(beside)
+    if panel.breakdown_key == "technical_cause_counts":
         note = wr.MarkdownPanel(markdown=breakdown_note(panel))
         note._id = panel_uid(panel.id, LEDGER_NOTE_SUFFIX)
         out.append(note)
@@ -151,6 +172,22 @@ def wandb_panels(panel: Panel, spec: DashboardSpec, wr: Any) -> list[Any]:
         companion._id = panel_uid(panel.id, FALLBACK_SUFFIX)
         out.append(companion)
     return out
+
+
+def breakdown_regex(panel: Panel) -> str | None:
+    """The pattern of the W&B keys that break a panel down (the sink logs each tool's figures and each reason an
+    episode ended under its own key); None for a breakdown that is not W&B keys (causes: free text).
+
+    Example:
+        >>> breakdown_regex(dashboard_spec().panel("tool_latency"))
+        'rollout/shopsim/tools/.*/seconds_p90'
+    """
+    if panel.breakdown_key == "episode_end_counts":
+        return contract.episode_end_key(".*")
+    if panel.breakdown_key != "tool_stats":
+        return None
+    figure = "(environment|model)_error_rate" if panel.breakdown_figure == "error_rate" else panel.breakdown_figure
+    return contract.tool_key(".*", figure or "calls")
 
 
 def breakdown_note(panel: Panel) -> str:

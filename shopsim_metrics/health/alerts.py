@@ -50,6 +50,7 @@ class _Burst:
     longest: int = 0  # the longest streak value reached in the step after a crossing
     checks: dict[str, int] = field(default_factory=dict)  # the failed checks of that longest streak
     causes: dict[str, int] = field(default_factory=dict)  # the causes its groups left, most frequent first
+    kinds: dict[str, int] = field(default_factory=dict)  # who failed its groups (environment, model, unmarked)
 
 
 class StreakAlertPolicy:
@@ -90,7 +91,8 @@ class StreakAlertPolicy:
                 burst.crossings += 1
                 self._crossed_in = rollout_id
             if burst is not None and count > burst.longest:
-                burst.longest, burst.checks, burst.causes = count, streak.checks, streak.causes
+                burst.longest, burst.checks, burst.causes, burst.kinds = (count, streak.checks, streak.causes,
+                                                                          streak.kinds)
             if count < limit:
                 return None
             self._bursts.pop(rollout_id, None)  # the ERROR is the step's one alert
@@ -98,7 +100,7 @@ class StreakAlertPolicy:
         return Alert(
             title=f"shopsim: technical-failure limit reached at rollout step {rollout_id}, terminating",
             text=(f"{count} consecutive technical groups reached the limit {limit} at rollout step {rollout_id}"
-                  f"{leading_cause_text(streak.causes)}; failing checks: {_checks_text(streak.checks)}"
+                  f"{leading_cause_text(streak.causes, streak.kinds)}; failing checks: {_checks_text(streak.checks)}"
                   + (f"; {earlier} earlier streak(s) in this step reached {self.warn_at}" if earlier > 0 else "")
                   + ". The run is being terminated."),
             level=self.error_level,
@@ -118,7 +120,7 @@ class StreakAlertPolicy:
         return Alert(
             title=f"shopsim: technical failures piling up at rollout step {rollout_id}",
             text=(f"at rollout step {rollout_id}, {streaks} of consecutive technical groups reached {self.warn_at} "
-                  f"(limit {limit}), the longest {burst.longest}{leading_cause_text(burst.causes)}; failing checks of "
+                  f"(limit {limit}), the longest {burst.longest}{leading_cause_text(burst.causes, burst.kinds)}; failing checks of "
                   "the longest: "
                   f"{_checks_text(burst.checks)}. The run terminates at {limit} in a row."),
             level=self.warn_level,

@@ -3,8 +3,10 @@
 One :class:`TechnicalStreak` per run is fed by every judgement the filter makes (whether or not
 the step accounting is on); the step records, the alerts and the termination at
 ``shopsim_max_consecutive_failed_groups`` all read it. Any scorable group ends the streak. Beside the
-checks that failed, it counts the causes the generate functions left (``judging.failure_cause``), so an
-alert can say what broke.
+checks that failed, it counts the causes the generate functions left (``judging.failure_cause``) and who failed
+each group (``GroupJudgement.failure_kind``: ``environment``, ``model``, ``unmarked``), so an alert can say what
+broke and whose failures dominated. A group the model failed counts like any technical group: unscorable, it
+cannot train, and a run whose every group is unscorable must still end (docs §3.9.3).
 
 Example:
     >>> streak = TechnicalStreak()
@@ -38,20 +40,24 @@ class TechnicalStreak:
         self.count = 0
         self._checks: Counter[str] = Counter()
         self._causes: Counter[str] = Counter()
+        self._kinds: Counter[str] = Counter()
 
-    def observe(self, failed_check: str | None, cause: str | None = None) -> int:
+    def observe(self, failed_check: str | None, cause: str | None = None, kind: str | None = None) -> int:
         """Count one judgement (``failed_check`` None: not technical; ``cause``: what its generate function said
-        broke); returns the streak after it."""
+        broke; ``kind``: who failed it); returns the streak after it."""
         if failed_check is None:
             if self.count:
                 self.count = 0
                 self._checks.clear()
                 self._causes.clear()
+                self._kinds.clear()
         else:
             self.count += 1
             self._checks[failed_check] += 1
             if cause:
                 self._causes[cause] += 1
+            if kind:
+                self._kinds[kind] += 1
         return self.count
 
     def replay(self, record: StepRecord) -> None:
@@ -68,13 +74,16 @@ class TechnicalStreak:
         """
         for row in sorted(record.decisions, key=lambda row: row.order):
             technical = row.outcome == C.OUTCOME_DROPPED_TECHNICAL
-            self.observe((row.failed_check or "unknown") if technical else None, row.technical_cause)
+            self.observe((row.failed_check or "unknown") if technical else None, row.technical_cause,
+                         row.failure_kind)
 
     def state_dict(self) -> dict[str, object]:
         """The streak, its checks and its causes (when its groups left any), as a snapshot saves them."""
         state: dict[str, object] = {"count": self.count, "checks": self.checks}
         if self._causes:
             state["causes"] = self.causes
+        if self._kinds:
+            state["kinds"] = self.kinds
         return state
 
     def load_state_dict(self, state: dict) -> None:
@@ -89,17 +98,25 @@ class TechnicalStreak:
         count = saved_count(state["count"], "the technical streak", most=self.limit)
         checks = saved_counts(state["checks"], "the streak's failed checks")
         causes = saved_counts(state.get("causes", {}), "the streak's causes")  # older snapshots: no causes
-        if sum(checks.values()) != count or sum(causes.values()) > count:
-            raise ValueError(f"the technical streak of {count} holds {sum(checks.values())} failed checks and "
-                             f"{sum(causes.values())} causes (one check per group, a cause for some)")
+        kinds = saved_counts(state.get("kinds", {}), "the streak's failure kinds")  # older snapshots: no kinds
+        if sum(checks.values()) != count or sum(causes.values()) > count or sum(kinds.values()) > count:
+            raise ValueError(f"the technical streak of {count} holds {sum(checks.values())} failed checks, "
+                             f"{sum(causes.values())} causes and {sum(kinds.values())} failure kinds (one check per "
+                             "group, a cause and a kind for some)")
         self.count = count
         self._checks = Counter(checks)
         self._causes = Counter(causes)
+        self._kinds = Counter(kinds)
 
     @property
     def checks(self) -> dict[str, int]:
         """The failed checks of the current streak, by name (sorted)."""
         return dict(sorted(self._checks.items()))
+
+    @property
+    def kinds(self) -> dict[str, int]:
+        """Who failed the current streak's groups (``environment``, ``model``, ``unmarked``), by name (sorted)."""
+        return dict(sorted(self._kinds.items()))
 
     @property
     def causes(self) -> dict[str, int]:

@@ -16,8 +16,12 @@ never raising:
   warns once): a ``response_length`` or ``round_number`` above :data:`~shopsim_metrics.judging.tokens.MAX_TOKENS`,
   a ``non_generation_time`` above :data:`MAX_EPISODE_SECONDS` (or infinite), metadata that raises when read. So no sum of a
   step can overflow, and one absurd episode never swamps the step's figures;
-- **multi_turn**: the sample shows a turn structure (an observation token, a ``round_number`` or environment
-  seconds): the per-step agent fields exist only in steps where some episode does.
+- **multi_turn**: the sample shows a turn structure (an observation token, a ``round_number``, environment
+  seconds or an entry in a tool-call list): the per-step agent fields exist only in steps where some episode does;
+- **tools**: ``metadata["shopsim_tool_calls"]`` read once (:func:`~shopsim_metrics.judging.tool_calls.read_tool_calls`),
+  else retool's ``tool_call_count`` (:func:`~shopsim_metrics.judging.tool_calls.read_call_count`; None: neither);
+  **failure_kind**: whose failure ended it (:func:`~shopsim_metrics.judging.tool_calls.read_failure_kind`);
+  **failed**: status ``aborted`` or ``failed``. Tool-call entries out of range are counted there, not here.
 
 ``start`` reads only the response from that token on (a continued ``--partial-rollout`` sample: the tokens
 before it were counted when they were generated).
@@ -40,6 +44,7 @@ from typing import Any, NamedTuple
 from shopsim_metrics.judging.group_judgement import as_float
 from shopsim_metrics.judging.tokens import MAX_TOKENS, checked_response_length, trainable_mask
 from shopsim_metrics.judging.plain_values import is_int, shown_value
+from shopsim_metrics.judging.tool_calls import ToolCalls, read_call_count, read_failure_kind, read_tool_calls
 
 ROUND_NUMBER_KEY = "round_number"
 """slime's metadata key for an episode's turns (``slime.ray.rollout`` logs it with ``--log-multi-turn``)."""
@@ -59,6 +64,9 @@ class Episode(NamedTuple):
     truncated: bool  # status truncated
     multi_turn: bool
     out_of_range: str | None = None  # the first value read as unknown because no episode could hold it
+    tools: ToolCalls | None = None  # metadata shopsim_tool_calls, else a count (None: neither left)
+    failure_kind: str | None = None  # "model", "environment" (a kind, or a cause left), None
+    failed: bool = False  # status aborted or failed
 
 
 def read_episode(sample: Any, start: int = 0) -> Episode:
@@ -72,7 +80,9 @@ def read_episode(sample: Any, start: int = 0) -> Episode:
         runs = mask.count(b"\x00\x01") + (mask[:1] == b"\x01")
     else:
         generated, runs = response, 1 if response else 0
-    rounds, bad_rounds = _round_number(_attribute(sample, "metadata"))
+    metadata = _attribute(sample, "metadata")
+    rounds, bad_rounds = _round_number(metadata)
+    tools = read_tool_calls(metadata) or read_call_count(sample)
     seconds, bad_seconds = _seconds(_attribute(sample, "non_generation_time"))
     bad = (f"response_length {shown_value(bad_length)}" if bad_length is not None
            else bad_rounds if bad_rounds is not None else bad_seconds)
@@ -83,9 +93,12 @@ def read_episode(sample: Any, start: int = 0) -> Episode:
         turns, turns_from = runs, "loss_mask"
     else:
         turns, turns_from = runs, None
-    truncated = _status(sample) == "truncated"
-    return Episode(response, generated, observation, turns, turns_from, seconds, truncated,
-                   multi_turn=bool(observation or rounds is not None or seconds), out_of_range=bad)
+    status = _status(sample)
+    return Episode(response, generated, observation, turns, turns_from, seconds, status == "truncated",
+                   multi_turn=bool(observation or rounds is not None or seconds
+                                   or (tools is not None and (tools.calls or tools.unreadable or tools.counted))),
+                   out_of_range=bad, tools=tools, failure_kind=read_failure_kind(metadata),
+                   failed=status in ("aborted", "failed"))
 
 
 def _attribute(sample: Any, name: str) -> Any:
@@ -124,6 +137,12 @@ def _seconds(value: Any) -> tuple[float, str | None]:
     return (seconds, None) if seconds > 0 else (0.0, None)  # NaN, 0 and negatives: none known
 
 
-def _status(sample: Any) -> Any:
+def _status(sample: Any) -> str | None:
+    """The sample's status as a plain ``str`` (slime's enum's value), None when it is none: a ``str`` subclass's own
+    comparison is never called."""
     status = _attribute(sample, "status")
-    return status._value_ if isinstance(status, Enum) else status
+    try:
+        value = status._value_ if isinstance(status, Enum) else status
+        return str.__str__(value) if isinstance(value, str) else None
+    except Exception:  # noqa: BLE001 - an enum whose value raises when read: no status known
+        return None

@@ -77,14 +77,37 @@ def read_failure_cause(sample: Any) -> str | None:
     return text if len(text) <= CAUSE_LENGTH else text[:CAUSE_LENGTH - 3] + "..."
 
 
-def leading_cause_text(causes: dict[str, int]) -> str:
-    """The streak's leading cause for an alert's text (``causes`` most frequent first), or ``""`` without one.
+TAU_BENCH_NOTE = "docs §3.9.4"
+"""Where the docs give the two-line change that makes slime's ``examples/tau-bench`` leave a cause and a kind."""
+
+
+def leading_cause_text(causes: dict[str, int], kinds: dict[str, int] | None = None) -> str:
+    """The streak's leading cause for an alert's text (``causes`` most frequent first), or ``""`` without one; with
+    ``kinds`` (who failed the streak's groups: ``"environment"``, ``"model"``, ``"unmarked"``), which kind dominated.
 
     Example:
         >>> leading_cause_text({"ToolTimeout: search_products": 7, "EnvError: cart": 1})
         ', 7 of them `ToolTimeout: search_products`'
+        >>> print(leading_cause_text({}, {"model": 6, "environment": 2}))
+        , the model's mistakes dominated (6 of 8 failed by the generate function; metadata shopsim_failure_kind "model")
     """
-    if not causes:
+    text = ""
+    if causes:
+        cause, count = next(iter(causes.items()))
+        text = f", {count} of them `{cause}`"
+    return text + _kind_text(kinds or {})
+
+
+def _kind_text(kinds: dict[str, int]) -> str:
+    """Which kind of failure dominated the streak's groups the generate function failed (ties: unmarked first)."""
+    total = sum(kinds.values())
+    if not total:
         return ""
-    cause, count = next(iter(causes.items()))
-    return f", {count} of them `{cause}`"
+    kind, count = max(sorted(kinds.items(), key=lambda item: item[0] != "unmarked"), key=lambda item: item[1])
+    of = f"{count} of {total} failed by the generate function"
+    if kind == "model":
+        return (f", the model's mistakes dominated ({of}; metadata shopsim_failure_kind \"model\")")
+    if kind == "environment":
+        return f", environment failures dominated ({of})"
+    return (f", no cause and no kind was left for {count} of {total} failed by the generate function (slime's "
+            f"examples/tau-bench leaves none: {TAU_BENCH_NOTE} gives the two-line change)")

@@ -41,6 +41,7 @@ from enum import Enum
 from typing import Any, Hashable, Sequence
 
 from shopsim_metrics.judging.failure_cause import read_failure_cause
+from shopsim_metrics.judging.tool_calls import UNMARKED, read_failure_kind
 
 SPREAD = "spread"
 ZERO_STD = "zero_std"
@@ -73,6 +74,7 @@ class GroupJudgement:
     rewards: tuple[float, ...] = ()
     success_count: int = 0
     failure_cause: str | None = None  # technical: the first failing rollout's cause (judging.failure_cause), if left
+    failure_kind: str | None = None  # technical: who failed it (failure_kind_of), None for a check not the generate function's
 
     def reward_figures(self) -> tuple[float | None, float | None, float, float | None]:
         """``(min, max, sum, mean)`` of ``rewards`` (``(None, None, 0.0, None)`` without rewards); the sum is
@@ -112,6 +114,7 @@ def judge_group(
     rewards: list[float] = []
     successes = 0
     cause: str | None = None
+    kind: str | None = None
     for segments in rollouts.values():
         try:
             reward, success, check = read_rollout(segments, reward_key, success_threshold, success_key, unscored_key)
@@ -120,18 +123,58 @@ def judge_group(
         if check is not None:
             failed = failed or check
             cause = cause or next(filter(None, map(read_failure_cause, segments)), None)
+            kind = kind or failure_kind_of(segments)
             continue
         rewards.append(reward)
         successes += success
 
     if failed is not None:
-        kind = TECHNICAL
+        verdict = TECHNICAL
     elif max(rewards) - min(rewards) > ZERO_STD_TOLERANCE:
-        kind = SPREAD
+        verdict = SPREAD
     else:
-        kind = ZERO_STD
+        verdict = ZERO_STD
     first = next(iter(rollouts.values()))[0] if rollouts else None
-    return GroupJudgement(kind, failed, group_index_of(first), len(rollouts), tuple(rewards), successes, cause)
+    return GroupJudgement(verdict, failed, group_index_of(first), len(rollouts), tuple(rewards), successes, cause,
+                          kind if failed is not None else None)
+
+
+def failure_kind_of(segments: Sequence[Any]) -> str | None:
+    """Who failed an unscorable rollout, as its generate function said (``judging.tool_calls``: a kind, or a cause,
+    which is the environment's); None when it said nothing (an agent run's failure with neither is ``unmarked``
+    where the run is known to be one: :func:`unmarked_kind`).
+
+    Example:
+        >>> from shopsim_metrics.simulator.samples import SimSample as S
+        >>> failure_kind_of([S(status="aborted", metadata={"shopsim_failure_kind": "model"})])
+        'model'
+        >>> failure_kind_of([S(status="aborted")]) is None
+        True
+    """
+    for segment in segments:
+        try:
+            kind = read_failure_kind(getattr(segment, "metadata", None))
+        except Exception:  # noqa: BLE001 - a metadata property that raises says nothing
+            kind = None
+        if kind is not None:
+            return kind
+    return None
+
+
+def unmarked_kind(judgement: GroupJudgement) -> str | None:
+    """The failure kind of a technical group of an agent run: the one its generate function left, else
+    ``"unmarked"`` when the generate function failed it (status aborted or failed) and said nothing, else None.
+
+    Example:
+        >>> unmarked_kind(GroupJudgement("technical", "status_aborted", 0, 8)), unmarked_kind(
+        ...     GroupJudgement("technical", "reward_missing", 0, 8))
+        ('unmarked', None)
+    """
+    if judgement.kind != TECHNICAL:
+        return None
+    if judgement.failure_kind is not None:
+        return judgement.failure_kind
+    return UNMARKED if judgement.failed_check in ("status_aborted", "status_failed") else None
 
 
 def segments_by_rollout(group: Sequence[Any]) -> dict[Hashable, list[Any]]:

@@ -107,6 +107,59 @@ def format_step_table(rows: Iterable[Mapping[str, Any]], notes: Iterable[str] | 
     return format_table(columns, table, gap=" ")
 
 
+AGENT_TABLE_COLUMNS: tuple[tuple[str, str, str], ...] = (  # header, contract name, format spec
+    ("step", "rollout_id", ""),
+    ("episodes", "episode_count", ""),
+    ("turns", "turns_per_episode_mean", ".1f"),
+    ("env.s/ep", "environment_seconds_per_episode", ".2f"),
+    ("env.share", "environment_time_fraction", ".3f"),
+    ("trunc", "truncated_episode_fraction", ".3f"),
+    ("calls/ep", "tool_calls_per_episode_mean", ".1f"),
+    ("tool.err", "tool_error_fraction", ".3f"),
+    ("model.err", "model_error_fraction", ".3f"),
+    ("p90.s", "tool_seconds_p90", ".2f"),
+    ("model.fail", "model_failure_group_count", ""),
+)
+"""The agent table ``inspect`` prints for an agent run, beside the step table: episodes, turns, environment time,
+truncation, the tools' calls, errors and latency, the model's failed groups, then the leading cause."""
+AGENT_TABLE_NAMES: tuple[str, ...] = tuple(name for _, name, _ in AGENT_TABLE_COLUMNS)
+AGENT_TABLE_LEGEND = (
+    "episodes = episode_count; turns = turns_per_episode_mean; env.s/ep = environment_seconds_per_episode; "
+    "env.share = environment_time_fraction; trunc = truncated_episode_fraction; calls/ep = "
+    "tool_calls_per_episode_mean; tool.err / model.err = tool_error_fraction / model_error_fraction; p90.s = "
+    "tool_seconds_p90; model.fail = model_failure_group_count; cause = the step's most frequent technical cause "
+    "(- : a column the run does not report)"
+)
+_AGENT_COLUMNS = tuple(Column(header, spec=spec) for header, _, spec in AGENT_TABLE_COLUMNS) + (
+    Column("cause", align="<"),)
+
+
+def format_agent_table(rows: Iterable[Mapping[str, Any]]) -> str | None:
+    """The agent table of ``rows`` (contract names to values, ``technical_cause_counts`` included); None when no row
+    is an agent step (``episode_count`` unset), so a single-turn run prints nothing more.
+
+    Example:
+        >>> print(format_agent_table([{"rollout_id": 0, "episode_count": 8, "tool_error_fraction": 0.25,
+        ...                            "technical_cause_counts": {"ToolTimeout: search": 2}}]).splitlines()[1].split())
+        ['0', '8', '-', '-', '-', '-', '-', '0.250', '-', '-', '-', '2x', 'ToolTimeout:', 'search']
+        >>> format_agent_table([{"rollout_id": 0}]) is None
+        True
+    """
+    rows = [row for row in rows if row.get("episode_count") is not None]
+    if not rows:
+        return None
+    table = [[row.get(name) for name in AGENT_TABLE_NAMES] + [_leading_cause(row.get("technical_cause_counts"))]
+             for row in rows]
+    return format_table(_AGENT_COLUMNS, table, gap=" ")
+
+
+def _leading_cause(causes: Any) -> str:
+    if not isinstance(causes, dict) or not causes:
+        return ""
+    cause, count = next(iter(causes.items()))
+    return f"{count}x {cause}"
+
+
 def format_cost_headline(total_tokens: int | None, aborted_tokens: int | None, informative_groups: int,
                          steps: int) -> str:
     """A run's headline cost: every token generated per informative trained group (aborted included).

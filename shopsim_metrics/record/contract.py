@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import fields
 from typing import Final
 
-from shopsim_metrics.judging import failure_cause
+from shopsim_metrics.judging import failure_cause, tool_calls
 from shopsim_metrics.judging.group_judgement import SPREAD, TECHNICAL, ZERO_STD
 from shopsim_metrics.record import records
 from shopsim_metrics.record.records import DecisionRow, step_fields
@@ -142,11 +142,27 @@ TECHNICAL_CAUSE_LIMIT: Final = 5
 """``technical_cause_counts`` keeps this many causes, the most frequent; the rest are summed under OTHER_CAUSES."""
 OTHER_CAUSES: Final = "(other causes)"
 
+# --- the agent's tools (per step; only in runs whose generate function leaves metadata shopsim_tool_calls) ----
+TOOL_FIELDS: Final = step_fields(records.TOOLS)
+"""The tools table of the contract: tool calls per episode, the shares that failed (all, the model's), bad entries."""
+TOOL_CALLS_KEY: Final = tool_calls.TOOL_CALLS_KEY
+"""The metadata key where a generate function leaves its episode's tool calls (``judging.tool_calls``)."""
+FAILURE_KIND_KEY: Final = tool_calls.FAILURE_KIND_KEY
+"""The metadata key that says whose failure ended an episode: ``"model"`` or ``"environment"``."""
+TOOL_STATS_LIMIT: Final = 20
+"""``tool_stats`` keeps this many tools, the most called whose names are safe W&B keys; the rest under OTHER_TOOLS."""
+OTHER_TOOLS: Final = "(other tools)"
+TOOL_STAT_FIELDS: Final = ("calls", "errors", "model_errors", "seconds", "seconds_p50", "seconds_p90", "seconds_max")
+"""The figures of each tool in ``tool_stats``."""
+EPISODE_END_REASONS: Final = tool_calls.END_REASONS
+"""``episode_end_counts``' keys: why an episode ended."""
+
 RECONCILE_FIELD: Final = "reconcile_mismatch_count"
 """Logged by the log function: drop counts that disagree with slime's own counters (0 = agree)."""
 
 WANDB_STEP_FIELDS: Final = (STEP_FIELDS + EXTRA_FIELDS + COST_FIELDS + TRAIN_BIAS_FIELDS + PROMPT_VALUE_FIELDS
-                             + ZERO_STD_CAUSE_FIELDS + PROMPT_SKIP_FIELDS + FULLY_ASYNC_FIELDS + AGENT_FIELDS)
+                             + ZERO_STD_CAUSE_FIELDS + PROMPT_SKIP_FIELDS + FULLY_ASYNC_FIELDS + AGENT_FIELDS
+                             + TOOL_FIELDS)
 """Every per-step scalar field of the record the W&B sink logs under WANDB_PREFIX."""
 
 # --- the alerts of a step as numbers on the timeline (derived from the record's ``alerts``) -------
@@ -176,6 +192,26 @@ RECORD_IDENTITY_KEYS: Final = ("rollout_id", "terminated", "decisions")
 def wandb_key(name: str) -> str:
     """The W&B key of a per-step field: the one place the prefix is applied."""
     return WANDB_PREFIX + name
+
+
+def tool_key(tool: str, figure: str) -> str:
+    """The W&B key of one figure of one tool of ``tool_stats`` (its name a safe key, or OTHER_TOOLS).
+
+    Example:
+        >>> tool_key("search_products", "seconds_p90")
+        'rollout/shopsim/tools/search_products/seconds_p90'
+    """
+    return f"{WANDB_PREFIX}tools/{tool}/{figure}"
+
+
+def episode_end_key(reason: str) -> str:
+    """The W&B key of the episodes of the step that ended for ``reason`` (one of EPISODE_END_REASONS).
+
+    Example:
+        >>> episode_end_key("model_failure")
+        'rollout/shopsim/episode_end/model_failure'
+    """
+    return f"{WANDB_PREFIX}episode_end/{reason}"
 
 
 def slime_drop_metric(reason: str) -> str:

@@ -12,7 +12,8 @@ owner; a part holding a field its owner does not own is an error, checked when t
 - ``slime``: what slime's log function hands over (:class:`~shopsim_metrics.step.recorder.SlimeFacts`): its time and
   drop counters, and the fractions of the step's time that need them;
 - ``skipping``: the skipping data source's tally (:mod:`shopsim_metrics.prompts.skip_record`);
-- ``alerts``: the alerts a record carries and the streak that raises the step's WARN (:mod:`shopsim_metrics.health.alerts`).
+- ``alerts``: the alerts a record carries and the streak that raises the step's WARN (:mod:`shopsim_metrics.health.alerts`);
+- ``tools``: the step's tool calls per tool and why its episodes ended (:func:`~shopsim_metrics.step.tool_fields.tool_fields`).
 
 ``rollout_id`` is no part's: it is the draft's own (slime's number, or the accountant's until slime renumbers it).
 
@@ -30,8 +31,8 @@ from typing import Final, Mapping
 from shopsim_metrics.record import records as R
 from shopsim_metrics.record.records import StepRecord, step_fields
 
-CLOSED_STEP, PROMPTS, RESUME, WRITER, SLIME, SKIPPING, ALERTS = (
-    "closed_step", "prompts", "resume", "writer", "slime", "skipping", "alerts")
+CLOSED_STEP, PROMPTS, RESUME, WRITER, SLIME, SKIPPING, ALERTS, TOOLS = (
+    "closed_step", "prompts", "resume", "writer", "slime", "skipping", "alerts", "tools")
 
 _PROMPTS = frozenset(step_fields(R.PROMPT_VALUE)) - {"prompt_history_partial"} | {
     "prompt_key_source", "prompt_history_limit", "prompt_table"}
@@ -44,6 +45,7 @@ _GIVEN_APART = {
                       "reconcile_mismatch_count"}),
     SKIPPING: frozenset({*step_fields(R.PROMPT_SKIP), "skipped_prompts"}),
     ALERTS: frozenset({"technical_failure_warn_at", "alerts"}),
+    TOOLS: frozenset({*step_fields(R.TOOLS), "tool_stats", "episode_end_counts"}),
 }
 _CLOSED_STEP_TABLES = (R.COUNT, R.RATIO, R.STREAK, R.EXTRA, R.COST, R.ZERO_STD_CAUSE, R.FULLY_ASYNC, R.TRAIN_BIAS,
                        R.AGENT)

@@ -21,9 +21,9 @@ from typing import Any
 
 from shopsim_metrics.record.json_values import json_native, json_native_fields
 
-COUNT, RATIO, STREAK, EXTRA, COST, PROMPT_VALUE, ZERO_STD_CAUSE, PROMPT_SKIP, FULLY_ASYNC, TRAIN_BIAS, AGENT = (
+COUNT, RATIO, STREAK, EXTRA, COST, PROMPT_VALUE, ZERO_STD_CAUSE, PROMPT_SKIP, FULLY_ASYNC, TRAIN_BIAS, AGENT, TOOLS = (
     "count", "ratio", "streak", "extra", "cost", "prompt_value", "zero_std_cause", "prompt_skip", "fully_async",
-    "train_bias", "agent")
+    "train_bias", "agent", "tools")
 """The contract's tables of per-step fields (``contract.COUNT_FIELDS`` ... are derived from :class:`StepRecord`)."""
 
 RECORD_ONLY = {"record_only": True}
@@ -74,6 +74,13 @@ class DecisionRow:
     prompt_key: str | None = None  # the group's prompt (shopsim_metrics.judging.prompt_keys); None: no key
     # what broke, as the generate function left it (metadata shopsim_failure_cause)
     technical_cause: str | None = field(default=None, metadata=ABSENT_WHEN_NONE)
+    # who failed a technical group (judging.tool_calls): "model", "environment" or "unmarked" (a status failure
+    # with no kind and no cause); None: not technical, or a check that is not the generate function's
+    failure_kind: str | None = field(default=None, metadata=ABSENT_WHEN_NONE)
+    # the group's tool calls (metadata shopsim_tool_calls; None: none of its samples left a list, or no sample hook)
+    tool_call_count: int | None = field(default=None, metadata=ABSENT_WHEN_NONE)
+    tool_error_count: int | None = field(default=None, metadata=ABSENT_WHEN_NONE)  # calls with ok false
+    model_error_count: int | None = field(default=None, metadata=ABSENT_WHEN_NONE)  # of those, kind "model"
 
     def to_dict(self) -> dict[str, Any]:
         names = tuple(name for name in _ROW_FIELDS if name not in OPTIONAL_ROW_FIELDS or getattr(self, name) is not None)
@@ -226,6 +233,15 @@ class StepRecord:
     environment_seconds_per_episode: float | None = per_step(AGENT, None)
     environment_time_fraction: float | None = per_step(AGENT, None)  # environment_seconds_per_episode / rollout_seconds
     truncated_episode_fraction: float | None = per_step(AGENT, None)  # episodes with status truncated / episode_count
+    model_failure_group_count: int | None = per_step(AGENT, None)  # technical groups whose failure was the model's
+    episode_end_counts: dict[str, int] | None = None  # why the step's episodes ended (step.tool_tally.END_REASONS)
+    # the agent's tools (None, and absent: a run whose generate function leaves no metadata shopsim_tool_calls)
+    tool_calls_per_episode_mean: float | None = per_step(TOOLS, None)  # readable tool calls / episode_count
+    tool_error_fraction: float | None = per_step(TOOLS, None)  # calls with ok false / calls (None: no call)
+    model_error_fraction: float | None = per_step(TOOLS, None)  # calls failed by the model / calls
+    tool_seconds_p90: float | None = per_step(TOOLS, None)  # the 90th percentile of every call's seconds (nearest rank)
+    tool_call_unreadable_count: int | None = per_step(TOOLS, None)  # entries ignored (not the contract's)
+    tool_stats: dict[str, dict[str, Any]] | None = None  # name -> calls, errors, model_errors, seconds(_p50/_p90/_max)
     # technical groups by the cause their generate function left (None, and absent: no technical group left one)
     technical_cause_counts: dict[str, int] | None = None
     # who counted total_token_count when not slime's sample hook (None, and absent: the sample hook, or nothing counted):
@@ -243,9 +259,10 @@ class StepRecord:
     def _field_names(self) -> tuple[str, ...]:
         """The record's fields; the skip fields only when one is set (a run that skips), the fully-async fields
         only on that path, the agent fields only in a step with agent episodes, the technical causes only when
-        one was left, the token counter only when it is not slime's sample hook, so other runs' records stay as
-        they were."""
-        hidden = [group for group in (_SKIP_FIELDS, _FULLY_ASYNC_FIELDS, _AGENT_FIELDS, _CAUSE_FIELDS, _TOKEN_SOURCE_FIELDS)
+        one was left, the token counter only when it is not slime's sample hook, the tool fields only in a run that
+        reports tool calls, so other runs' records stay as they were."""
+        hidden = [group for group in (_SKIP_FIELDS, _FULLY_ASYNC_FIELDS, _AGENT_FIELDS, _CAUSE_FIELDS, _TOKEN_SOURCE_FIELDS,
+                                      _TOOL_FIELDS)
                   if not any(getattr(self, name, None) is not None for name in group)]
         if not hidden:
             return _STEP_FIELDS
@@ -265,9 +282,10 @@ OPTIONAL_ROW_FIELDS = frozenset(f.name for f in fields(DecisionRow) if f.metadat
 _STEP_FIELDS = tuple(f.name for f in fields(StepRecord) if f.name not in ("decisions", "prompt_table"))
 _SKIP_FIELDS = (*step_fields(PROMPT_SKIP), "skipped_prompts")
 _FULLY_ASYNC_FIELDS = step_fields(FULLY_ASYNC)
-_AGENT_FIELDS = (*step_fields(AGENT), "turn_count_source")
+_AGENT_FIELDS = (*step_fields(AGENT), "turn_count_source", "episode_end_counts")
 _CAUSE_FIELDS = ("technical_cause_counts",)
 _TOKEN_SOURCE_FIELDS = ("token_count_source",)
+_TOOL_FIELDS = (*step_fields(TOOLS), "tool_stats")
 
 
 def _rows(decisions: Any) -> list[Any]:

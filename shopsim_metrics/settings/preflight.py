@@ -14,6 +14,8 @@ the arguments ``train.py`` takes and checks, without starting anything:
 - ``--use-wandb`` without ``--disable-wandb-random-suffix`` when wandb lacks ``wandb.util.generate_id``;
 - where the records will go: an unwritable place is a problem; a relative one, or none because
   ``--save`` is absent, is a warning (the hooks run in a Ray actor on whatever node Ray picks);
+- ``--custom-generate-function-path`` one of slime's examples that leave no failure cause (tau-bench, retool,
+  search-r1): a warning naming what the records will miss and where the docs give the lines to add;
 - the loop the launch is for (``--loop``, else the one installed: :func:`~shopsim_metrics.settings.loops.detect_loop`):
   for miles (slime's production fork, docs/miles.md), instead of slime's flag and fully-async checks, what the hooks
   cannot honour in miles (:func:`~shopsim_metrics.settings.loops.unsupported`), ``--rollout-sample-hook-path``
@@ -115,12 +117,43 @@ def preflight(argv: list[str], *, environ: dict[str, str] | None = None, loop: s
     if loop != MILES:  # slime's W&B incompatibility
         _check_wandb(launch, report)
     _check_run_dir(launch, settings, env, report)
+    check_generate_function(launch, report)
     if loop == MILES:
         check_miles_launch(argv, launch, settings, report)
         return report
     check_fully_async(argv, launch, report)
     check_launch_shape(argv, launch, settings, report)
     return report
+
+
+SLIME_EXAMPLES_WITHOUT_CAUSE: dict[str, str] = {
+    "generate_with_tau": "tau-bench: a response it cannot parse into a tool call (the model's mistake) and an "
+                         "environment that raised both end as status aborted with no cause, so every such group is "
+                         "an unmarked technical failure; docs §3.9.4 gives the "
+                         "two-line change that leaves the kind and the cause",
+    "generate_with_retool": "retool: it leaves no failure cause and no tool-call list (its tool_call_count is read as "
+                            "calls per episode, no tool's latency or errors); docs §3.9.3",
+    "generate_with_search": "search-r1: it leaves no failure cause, no tool-call list and no environment time; "
+                            "docs §3.9.3",
+}
+"""The modules of slime's examples whose generate functions leave no failure cause, by what that costs."""
+
+
+def check_generate_function(launch: argparse.Namespace, report: PreflightReport) -> None:
+    """A warning when ``--custom-generate-function-path`` is one of slime's examples that leave no cause.
+
+    Example:
+        >>> r = PreflightReport()
+        >>> check_generate_function(launch_parser().parse_known_args(
+        ...     ["--custom-generate-function-path", "generate_with_tau.generate"])[0], r)
+        >>> r.warnings[0].split(":")[0], "two-line change" in r.warnings[0]
+        ('--custom-generate-function-path', True)
+    """
+    path = launch.custom_generate_function_path or ""
+    module = path.rpartition(".")[0].rpartition(".")[2]
+    if module in SLIME_EXAMPLES_WITHOUT_CAUSE:
+        report.warnings.append(f"--custom-generate-function-path: {path} is slime's examples/"
+                               f"{SLIME_EXAMPLES_WITHOUT_CAUSE[module]}")
 
 
 def check_miles_launch(argv: list[str], launch: argparse.Namespace, settings: dict[str, Any],

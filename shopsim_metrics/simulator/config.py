@@ -68,6 +68,42 @@ DEFAULT_FAILURE_CAUSES: tuple[tuple[str, float], ...] = (
 
 
 @dataclass(frozen=True)
+class ToolModel:
+    """One tool of a simulated agent: how often episodes call it (``weight``), how slow it is against the episodes'
+    drawn call seconds (``latency``: a factor), and the chance that a call of it fails without ending the episode:
+    the environment's (``error_rate``: the tool answers an error) or the model's (``model_error_rate``: an unknown
+    item id, arguments that do not parse). The calls go to ``metadata["shopsim_tool_calls"]``."""
+
+    name: str
+    weight: float = 1.0
+    latency: float = 1.0
+    error_rate: float = 0.0
+    model_error_rate: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.name, str) and self.name.strip()):
+            raise ValueError(f"ToolModel.name must be a non-empty string; got {self.name!r}")
+        for name in ("weight", "latency"):
+            value = getattr(self, name)
+            if not (isinstance(value, (int, float)) and 0 < value < math.inf):
+                raise ValueError(f"ToolModel.{name} must be a finite number > 0; got {value!r}")
+        rates = (self.error_rate, self.model_error_rate)
+        if not all(isinstance(rate, (int, float)) and 0 <= rate <= 1 for rate in rates) or sum(rates) > 1:
+            raise ValueError(f"ToolModel error_rate and model_error_rate must be in [0, 1] and add up to at most 1; "
+                             f"got {self.error_rate!r} and {self.model_error_rate!r}")
+
+
+DEFAULT_TOOLS: tuple[ToolModel, ...] = (
+    ToolModel("search_products", weight=0.35, latency=1.5, error_rate=0.01),
+    ToolModel("view_item", weight=0.3, latency=0.6, model_error_rate=0.08),
+    ToolModel("add_to_cart", weight=0.2, latency=0.5, model_error_rate=0.04),
+    ToolModel("checkout", weight=0.15, latency=1.0, error_rate=0.02),
+)
+"""A shop's tools: the search slowest, the model's mistakes in the item ids it names (their latencies' weighted
+mean is about 1: ``tool_seconds_median`` stays the calls' median scale)."""
+
+
+@dataclass(frozen=True)
 class AgentModel:
     """What an agent episode looks like: turns, tool calls' seconds and output, failures' causes
     (:mod:`shopsim_metrics.simulator.episodes`); ``SimConfig.agent``.
@@ -87,6 +123,7 @@ class AgentModel:
     observation_tokens_sigma: float = 0.7
     failure_causes: tuple[tuple[str, float], ...] = DEFAULT_FAILURE_CAUSES  # (cause, weight) of environment failures
     round_number: bool = True  # leave metadata["round_number"] (else the turns are only in loss_mask)
+    tools: tuple[ToolModel, ...] = DEFAULT_TOOLS  # the tools called, each its own latency and error rates (() none)
 
     def __post_init__(self) -> None:
         if not is_int(self.max_turns) or self.max_turns < 1:
@@ -105,6 +142,8 @@ class AgentModel:
         if (not causes or any(not (isinstance(c, str) and c and isinstance(w, (int, float)) and w > 0)
                               for c, w in causes)):
             raise ValueError(f"AgentModel.failure_causes must be (cause, weight > 0) pairs, at least one; got {causes!r}")
+        if not all(isinstance(tool, ToolModel) for tool in self.tools) or len({t.name for t in self.tools}) < len(self.tools):
+            raise ValueError(f"AgentModel.tools must be ToolModels with distinct names; got {self.tools!r}")
 
 
 @dataclass(frozen=True)

@@ -450,7 +450,7 @@ def print_summary(demo: DemoResult, stream: TextIO, *, notes: list[str] | None =
         print("not terminated: the streak stayed below the limit", file=stream)
     print(format_cost(records), file=stream)
     print(format_headline(tally.cost_totals, tally.steps), file=stream)
-    agent = format_agent(tally.agent_totals, tally.causes)
+    agent = format_agent(tally.agent_totals, tally.causes, tally.tool_totals)
     if agent is not None:
         print(agent, file=stream)
     skipping = format_skipping(tally.skip_totals)

@@ -24,10 +24,17 @@ episode holds what it had made by then: its finished turns and observations, the
 generating (as :func:`~.tokens.tokens_generated_by` counts a single turn), and the seconds of a tool call it was
 waiting on, without that call's observation: an episode aborted mid-tool-call wasted environment time too.
 
+Each tool call calls one of ``AgentModel.tools`` (drawn by their weights, on a stream of its own), takes the drawn
+seconds times the tool's ``latency``, and fails without ending the episode at the tool's ``error_rate`` (the
+environment's) or ``model_error_rate`` (the model's); with tools, the sample's ``metadata["shopsim_tool_calls"]``
+lists every call that ended (the contract of ``judging.tool_calls``: a call slime's abort cut short is not in it,
+its seconds are in ``non_generation_time``).
+
 An environment failure (:meth:`EpisodePlan.failed`): the tool call after turn ``k`` raised. The episode holds turns
 1 to ``k``, the observations before, the failed call's seconds, status ``aborted`` and
 ``metadata["shopsim_failure_cause"]`` (e.g. ``"ToolTimeout: search_products"``), as slime's tau-bench example maps
-a tool's exception to an aborted sample.
+a tool's exception to an aborted sample; the failed call is the named tool's (the cause's first word after the
+colon, when it is a tool: the demo's burst is one tool timing out).
 
 Example:
     >>> plan = EpisodePlan(turn_tokens=(10, 5), observation_tokens=(3, 4), tool_seconds=(2.0, 9.0))
@@ -56,7 +63,11 @@ import numpy as np
 
 from shopsim_metrics.judging.episodes import ROUND_NUMBER_KEY
 from shopsim_metrics.judging.failure_cause import FAILURE_CAUSE_KEY
+from shopsim_metrics.judging.tool_calls import ENVIRONMENT, MODEL, TOOL_CALLS_KEY
 from shopsim_metrics.simulator.config import AgentModel
+
+ToolCallEntry = tuple[str, float, "str | None"]
+"""A tool call that ended: its tool, its seconds, who failed it (None: ok; ``"environment"``, ``"model"``)."""
 
 
 @dataclass(frozen=True)
@@ -69,6 +80,7 @@ class Episode:
     environment_seconds: float
     status: str
     cause: str | None = None
+    calls: tuple[ToolCallEntry, ...] = ()  # the tool calls that ended, in order (empty: none, or no tools modelled)
 
     @property
     def generated(self) -> int:
@@ -91,8 +103,9 @@ class Episode:
                 parts.append(b"\x00" * self.observation_tokens[turn])
         return list(b"".join(parts))  # built as bytes: a list of ints in one pass
 
-    def write(self, sample: Any, *, round_number: bool = True) -> Any:
-        """Fill ``sample`` as a multi-turn generate function leaves it (see the module docstring); returns it."""
+    def write(self, sample: Any, *, round_number: bool = True, tool_calls: bool = False) -> Any:
+        """Fill ``sample`` as a multi-turn generate function leaves it (see the module docstring; ``tool_calls``:
+        leave the tool-call list); returns it."""
         sample.response_length = self.generated + self.observation
         sample.loss_mask = self.loss_mask()
         sample.non_generation_time = self.environment_seconds
@@ -100,6 +113,10 @@ class Episode:
         metadata: dict[str, Any] = {ROUND_NUMBER_KEY: self.turns} if round_number else {}
         if self.cause is not None:
             metadata[FAILURE_CAUSE_KEY] = self.cause
+        if tool_calls:
+            metadata[TOOL_CALLS_KEY] = [{"name": name, "seconds": seconds, "ok": error is None,
+                                         **({"kind": error} if error is not None else {})}
+                                        for name, seconds, error in self.calls]
         sample.metadata = metadata
         return sample
 
@@ -114,6 +131,14 @@ class EpisodePlan:
     observation_tokens: tuple[int, ...]  # as many as the turns
     tool_seconds: tuple[float, ...]  # as many as the turns
     truncated: bool = False
+    tool_names: tuple[str, ...] = ()  # as many as the turns (empty: no tools modelled)
+    tool_errors: tuple[str | None, ...] = ()  # who fails each call without ending the episode (None: ok)
+
+    def _calls(self, count: int) -> tuple[ToolCallEntry, ...]:
+        """The first ``count`` calls as entries (none without tools)."""
+        if not self.tool_names:
+            return ()
+        return tuple(zip(self.tool_names[:count], self.tool_seconds[:count], self.tool_errors[:count]))
 
     @property
     def calls(self) -> int:
@@ -128,14 +153,18 @@ class EpisodePlan:
         """The episode run to its end."""
         calls = self.calls
         return Episode(self.turn_tokens, self.observation_tokens[:calls], sum(self.tool_seconds[:calls]),
-                       "truncated" if self.truncated else "completed")
+                       "truncated" if self.truncated else "completed", calls=self._calls(calls))
 
-    def failed(self, turn: int, cause: str) -> Episode:
-        """The episode whose tool call after turn ``turn`` (1 to the turns) raised ``cause``."""
+    def failed(self, turn: int, cause: str, tool: str | None = None) -> Episode:
+        """The episode whose tool call after turn ``turn`` (1 to the turns) raised ``cause``; ``tool``: the failed
+        call's tool (None: the one drawn for it)."""
         if not 1 <= turn <= len(self.turn_tokens):
             raise ValueError(f"EpisodePlan.failed: turn must be from 1 to {len(self.turn_tokens)}; got {turn}")
+        calls = self._calls(turn - 1)
+        if self.tool_names:
+            calls += ((tool or self.tool_names[turn - 1], self.tool_seconds[turn - 1], ENVIRONMENT),)
         return Episode(self.turn_tokens[:turn], self.observation_tokens[:turn - 1], sum(self.tool_seconds[:turn]),
-                       "aborted", cause)
+                       "aborted", cause, calls)
 
     def at(self, seconds: float, seconds_per_token: float) -> Episode:
         """What the episode holds ``seconds`` after it started (slime aborted it then; see the module docstring).
@@ -169,7 +198,7 @@ class EpisodePlan:
             left -= self.tool_seconds[turn]
             environment += self.tool_seconds[turn]
             observations.append(self.observation_tokens[turn])
-        return Episode(tuple(turns), tuple(observations), environment, "aborted")
+        return Episode(tuple(turns), tuple(observations), environment, "aborted", calls=self._calls(len(observations)))
 
 
 def episode_rng(seed: int) -> np.random.Generator:
@@ -191,6 +220,14 @@ class EpisodeModel:
         self.agent = agent
         self.seconds_per_token = seconds_per_token
         self.rng = rng
+        self.tool_rng = rng.spawn(1)[0]  # the tools' draws: a stream of their own (the episodes' draws stay as they were)
+        tools = agent.tools
+        self._tool_names = [tool.name for tool in tools]
+        self._tool_weights = np.asarray([tool.weight for tool in tools], dtype=float)
+        self._tool_weights = self._tool_weights / self._tool_weights.sum() if tools else self._tool_weights
+        self._tool_latency = np.asarray([tool.latency for tool in tools], dtype=float)
+        self._tool_error = np.asarray([tool.error_rate for tool in tools], dtype=float)
+        self._tool_model_error = np.asarray([tool.error_rate + tool.model_error_rate for tool in tools], dtype=float)
         self._tool_mu = math.log(agent.tool_seconds_median)
         self._observation_mu = math.log(agent.observation_tokens_median)
         causes, weights = zip(*agent.failure_causes)
@@ -206,7 +243,17 @@ class EpisodeModel:
         truncated = (wanted > agent.max_turns) & (capped == agent.max_turns)
         turns = capped.tolist()
         calls = int(sum(turns))
-        seconds = rng.lognormal(self._tool_mu, agent.tool_seconds_sigma, calls).tolist()
+        seconds = rng.lognormal(self._tool_mu, agent.tool_seconds_sigma, calls)
+        names: list[str] = []
+        errors: list[str | None] = []
+        if self._tool_names:
+            chosen = self.tool_rng.choice(len(self._tool_names), size=calls, p=self._tool_weights)
+            draws = self.tool_rng.random(calls)
+            seconds = seconds * self._tool_latency[chosen]
+            names = [self._tool_names[i] for i in chosen.tolist()]
+            errors = [ENVIRONMENT if u < self._tool_error[i] else (MODEL if u < self._tool_model_error[i] else None)
+                      for i, u in zip(chosen.tolist(), draws.tolist())]
+        seconds = seconds.tolist()
         observations = np.maximum(1, np.rint(rng.lognormal(self._observation_mu, agent.observation_tokens_sigma,
                                                            calls))).astype(np.int64).tolist()
         plans: list[EpisodePlan] = []
@@ -215,7 +262,8 @@ class EpisodeModel:
             split = (1 + rng.multinomial(max(length - count, 0), [1.0 / count] * count)).tolist()
             end = start + count
             plans.append(EpisodePlan(tuple(split), tuple(observations[start:end]), tuple(seconds[start:end]),
-                                     truncated=bool(cut)))
+                                     truncated=bool(cut), tool_names=tuple(names[start:end]),
+                                     tool_errors=tuple(errors[start:end])))
             start = end
         out, position = [], 0
         for group in lengths:
@@ -234,7 +282,8 @@ class EpisodeModel:
         turn = 1 + int(self.rng.integers(len(plan.turn_tokens)))
         if cause is None:
             cause = self._causes[int(self.rng.choice(len(self._causes), p=self._cause_weights))]
-        return plan.failed(turn, cause)
+        named = cause.partition(": ")[2].split(" ", 1)[0]  # "ToolTimeout: search_products": that tool's call failed
+        return plan.failed(turn, cause, named if named in self._tool_names else None)
 
 
 @dataclass
@@ -261,6 +310,7 @@ class GeneratedEpisodes:
     aborted_environment_seconds: float = 0.0  # tool seconds of the episodes slime aborted at the step's end
     truncated: int = 0
     causes: dict[int, str] = field(default_factory=dict)  # group id -> the cause injected into the technical group
+    tools: dict[str, list[float]] = field(default_factory=dict)  # tool -> [calls, errors, model errors, seconds]
 
     def add(self, episode: Episode, *, seconds_per_token: float, aborted_by_slime: bool = False) -> None:
         self.episodes += 1
@@ -271,6 +321,12 @@ class GeneratedEpisodes:
         self.environment_seconds += episode.environment_seconds
         self.generation_seconds += episode.generated * seconds_per_token
         self.truncated += episode.status == "truncated"
+        for name, seconds, error in episode.calls:
+            tool = self.tools.setdefault(name, [0, 0, 0, 0.0])
+            tool[0] += 1
+            tool[1] += error is not None
+            tool[2] += error == MODEL
+            tool[3] += seconds
         if aborted_by_slime:
             self.aborted_environment_seconds += episode.environment_seconds
 

@@ -190,8 +190,13 @@ class _SlotSource:
         for sample, plan in zip(samples, plans):
             episode = plan.at(seconds, spt)
             self._episode_tally.add(episode, seconds_per_token=spt, aborted_by_slime=episode.status == "aborted")
-            episode.write(sample, round_number=self._round_number)
+            episode.write(sample, round_number=self._round_number, tool_calls=self._tool_calls)
         return samples
+
+    @property
+    def _tool_calls(self) -> bool:
+        """The episodes leave their tool-call list (the agent model has tools)."""
+        return self.config.agent is not None and bool(self.config.agent.tools)
 
     @property
     def _round_number(self) -> bool:
@@ -261,7 +266,7 @@ class _SlotSource:
             episode = plan.finished() if sample is not broken else self.episodes.failure(plan, self._failure_cause)
             if episode.cause is not None:
                 self._episode_tally.causes[gid] = episode.cause
-            episode.write(sample, round_number=self._round_number)
+            episode.write(sample, round_number=self._round_number, tool_calls=self._tool_calls)
             self._episode_tally.add(episode, seconds_per_token=spt)
 
     def _fill(self, group: list[SimSample], gid: int, u: list[float]) -> None:

@@ -61,9 +61,9 @@ MAX_CAUSES = 20
 """Distinct technical causes a tally keeps over a run; the causes past them are summed as ``contract.OTHER_CAUSES``."""
 
 
-def format_agent(totals: Counter, causes: Counter) -> str | None:
-    """What the agent episodes of a run were (:attr:`RunTally.agent_totals`), and the technical failures by cause
-    (None: no agent step and no cause).
+def format_agent(totals: Counter, causes: Counter, tools: dict[str, Counter] | None = None) -> str | None:
+    """What the agent episodes of a run were (:attr:`RunTally.agent_totals`), their tools (:attr:`RunTally.tool_totals`:
+    the most called first) and the technical failures by cause (None: no agent step and no cause).
 
     Example:
         >>> print(format_agent(Counter(steps=2, episodes=10, turns=55.0, turns_max=9, observation=600,
@@ -71,6 +71,9 @@ def format_agent(totals: Counter, causes: Counter) -> str | None:
         ...                    Counter({"ToolTimeout: search_products": 3})))
         agent episodes: 5.5 turns per episode (longest 9); 30.0% of the response tokens were tool output (every token figure above counts generated tokens only); 4.0 s in the environment per episode (16.0% of the rollout time); 10.0% truncated
         technical failures by cause: ToolTimeout: search_products 3
+        >>> print(format_agent(Counter(), Counter(), {"view_item": Counter(calls=200, errors=20, model_errors=16,
+        ...                                                                seconds=240.0)}))
+        tools: view_item 200 calls, 1.20 s per call, 10.0% failed (8.0% the model's)
     """
     lines = []
     episodes = totals["episodes"]
@@ -84,6 +87,11 @@ def format_agent(totals: Counter, causes: Counter) -> str | None:
                      "tokens were tool output (every token figure above counts generated tokens only); "
                      f"{per_episode:.1f} s in the environment per episode{share}; "
                      f"{totals['truncated'] / episodes:.1%} truncated")
+    if tools:
+        ranked = sorted(tools.items(), key=lambda item: (-item[1]["calls"], item[0]))
+        lines.append("tools: " + "; ".join(
+            f"{name} {t['calls']:,} calls, {t['seconds'] / t['calls']:.2f} s per call, {t['errors'] / t['calls']:.1%} "
+            f"failed ({t['model_errors'] / t['calls']:.1%} the model's)" for name, t in ranked if t["calls"]))
     if causes:
         lines.append("technical failures by cause: " + ", ".join(f"{cause} {n}" for cause, n in causes.most_common()))
     return "\n".join(lines) or None
@@ -128,6 +136,7 @@ class RunTally(StepSink):
         self.staleness: Counter[str] = Counter()  # fully-async steps: carried and trained groups, the largest lag
         self.agent_totals: Counter[str] = Counter()  # agent steps: episodes, turns, tokens, environment seconds
         self.causes: Counter[str] = Counter()  # technical groups by cause (at most MAX_CAUSES causes)
+        self.tool_totals: dict[str, Counter] = {}  # tool -> calls, errors, model_errors, seconds (the records' tools)
 
     def emit(self, record: StepRecord) -> None:
         if self.planned_steps:
@@ -182,6 +191,14 @@ class RunTally(StepSink):
         totals["environment"] += record.environment_seconds or 0.0
         totals["truncated"] += (record.truncated_episode_fraction or 0.0) * episodes
         totals["rollout_seconds"] += record.rollout_seconds or 0.0
+        for name, figures in (record.tool_stats or {}).items():
+            tool = self.tool_totals.get(name)
+            if tool is None:
+                if len(self.tool_totals) >= contract.TOOL_STATS_LIMIT:
+                    name = contract.OTHER_TOOLS
+                tool = self.tool_totals.setdefault(name, Counter())
+            for figure in ("calls", "errors", "model_errors", "seconds"):
+                tool[figure] += figures.get(figure) or 0
 
     def alert(self, alert: Alert) -> None:
         self.alert_count += 1

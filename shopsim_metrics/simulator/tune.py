@@ -119,6 +119,8 @@ class CandidateResult:
     generation_seconds_per_step: float | None = None  # generated tokens x seconds_per_token
     environment_seconds_per_step: float | None = None  # tool calls' seconds
     aborted_environment_seconds_per_step: float | None = None  # of those, in episodes slime aborted at the step's end
+    # tool -> its calls' seconds per step (the calls that ended: a call slime's abort cut short is in no tool's)
+    tool_seconds_per_step: dict[str, float] | None = None
     meets_targets: bool = False
 
 
@@ -273,9 +275,14 @@ def summarize(size: int, result: SimulationResult, *, reference_seconds: float,
     episodes = [o.episodes for o in result.outcomes if o.rollout_id in completed and o.episodes is not None]
     agent = {}
     if episodes:
+        tools: dict[str, float] = {}
+        for e in episodes:
+            for name, (_, _, _, seconds) in e.tools.items():
+                tools[name] = tools.get(name, 0.0) + seconds / n
         agent = dict(generation_seconds_per_step=sum(e.generation_seconds for e in episodes) / n,
                      environment_seconds_per_step=sum(e.environment_seconds for e in episodes) / n,
-                     aborted_environment_seconds_per_step=sum(e.aborted_environment_seconds for e in episodes) / n)
+                     aborted_environment_seconds_per_step=sum(e.aborted_environment_seconds for e in episodes) / n,
+                     tool_seconds_per_step=dict(sorted(tools.items(), key=lambda item: -item[1])) or None)
     return CandidateResult(
         over_sampling_batch_size=size,
         steps=len(records),
@@ -609,6 +616,8 @@ def wave_price(report: TuneReport) -> str | None:
         ...               base=SimConfig(agent=AgentModel()))
         >>> wave_price(report).startswith("one wave of 16 groups (128 agent episodes) costs")
         True
+        >>> wave_price(report).splitlines()[1].startswith("its environment time by tool: search_products")
+        True
     """
     if report.base.agent is None:
         return None
@@ -622,7 +631,22 @@ def wave_price(report: TuneReport) -> str | None:
     return (f"one wave of {c.over_sampling_batch_size} groups ({c.over_sampling_batch_size * report.base.n_samples_per_prompt} "
             f"agent episodes) costs {generation:,.0f} s of generation and {environment:,.0f} s in the environment "
             f"(episode-seconds, the mean over the steps' waves; {share} in the environment), {aborted:,.0f} s of them in "
-            f"tool calls of episodes slime aborted at the step's end")
+            f"tool calls of episodes slime aborted at the step's end"
+            + tool_price(c.tool_seconds_per_step, waves))
+
+
+def tool_price(tools: dict[str, float] | None, waves: float) -> str:
+    """The wave's environment time by tool (a second line; empty without tools).
+
+    Example:
+        >>> tool_price({"search_products": 300.0, "view_item": 100.0}, 2.0)
+        '\\nits environment time by tool: search_products 150 s (75%), view_item 50 s (25%)'
+    """
+    total = sum((tools or {}).values())
+    if not total:
+        return ""
+    return "\nits environment time by tool: " + ", ".join(
+        f"{name} {seconds / waves:,.0f} s ({seconds / total:.0%})" for name, seconds in tools.items())
 
 
 def plot_title(report: TuneReport, width: int = 150) -> str:

@@ -153,6 +153,38 @@ def record_scalars(record: StepRecord) -> dict[str, float | int]:
     alerts_on = record.technical_failure_warn_at is not None  # the monitor sets it while the alerts are on
     for name, value in alert_scalars(record.alerts, alerts_on=alerts_on).items():
         out[contract.wandb_key(name)] = value
+    out.update(tool_scalars(record))
+    return out
+
+
+def tool_scalars(record: StepRecord) -> dict[str, float | int]:
+    """The tool figures of one record under their W&B keys: ``tools/<name>/<figure>`` for each tool of ``tool_stats``
+    (at most 20 safe names and ``(other tools)``; beside the record's figures, ``calls_per_episode`` and the error
+    rates ``environment_error_rate`` and ``model_error_rate`` over its calls), and ``episode_end/<reason>`` for
+    each reason of ``episode_end_counts``. Empty for a record without them.
+
+    Example:
+        >>> stats = {"search": {"calls": 4, "errors": 1, "model_errors": 1, "seconds": 2.0, "seconds_p50": 0.5,
+        ...                     "seconds_p90": 0.8, "seconds_max": 0.8}}
+        >>> d = tool_scalars(StepRecord(rollout_id=0, episode_count=2, tool_stats=stats))
+        >>> d["rollout/shopsim/tools/search/calls_per_episode"], d["rollout/shopsim/tools/search/model_error_rate"]
+        (2.0, 0.25)
+    """
+    out: dict[str, float | int] = {}
+    episodes = record.episode_count
+    for name, figures in (record.tool_stats or {}).items():
+        for figure, value in figures.items():
+            if figure in contract.TOOL_STAT_FIELDS and value is not None:
+                out[contract.tool_key(name, figure)] = value
+        calls, errors, model = figures.get("calls") or 0, figures.get("errors") or 0, figures.get("model_errors") or 0
+        if episodes:
+            out[contract.tool_key(name, "calls_per_episode")] = calls / episodes
+        if calls:
+            out[contract.tool_key(name, "environment_error_rate")] = (errors - model) / calls
+            out[contract.tool_key(name, "model_error_rate")] = model / calls
+    for reason, count in (record.episode_end_counts or {}).items():
+        if reason in contract.EPISODE_END_REASONS:
+            out[contract.episode_end_key(reason)] = count
     return out
 
 
@@ -248,10 +280,12 @@ class WandbSink(StepSink):
 
     @staticmethod
     def logged_keys() -> tuple[str, ...]:
-        """Every ``rollout/shopsim/...`` key this sink can log (docs §3.3 lists exactly these)."""
+        """Every fixed ``rollout/shopsim/...`` key this sink can log (docs §3.3 lists exactly these); beside them, each
+        tool's ``rollout/shopsim/tools/<name>/<figure>`` (at most 21 names: docs §3.3.15)."""
         scalars = tuple(contract.wandb_key(n) for n in contract.WANDB_SCALAR_NAMES)
         checks = tuple(failed_check_key(c) for c in contract.FAILED_CHECKS)
-        return scalars + checks + (DECISIONS_KEY, PROMPTS_KEY, SKIPPED_PROMPTS_KEY)
+        ends = tuple(contract.episode_end_key(r) for r in contract.EPISODE_END_REASONS)
+        return scalars + checks + ends + (DECISIONS_KEY, PROMPTS_KEY, SKIPPED_PROMPTS_KEY)
 
     @property
     def run(self) -> Any:

@@ -40,12 +40,12 @@ from typing import Any, Callable, Protocol
 
 from shopsim_metrics.record import contract as C
 from shopsim_metrics.step.drop_rule import filter_flags, should_drop
-from shopsim_metrics.step.generated_tokens import GeneratedTokens
+from shopsim_metrics.step.generated_tokens import GeneratedTokens, StepTokens, group_tool_counts
 from shopsim_metrics.step.closed_step import DROP_OUTCOMES, ClosedStep, GenerationStats, JudgedGroup, StepKnobs
 from shopsim_metrics.record.records import DecisionRow
 from shopsim_metrics.loop.step_number import StepNumbers
 from shopsim_metrics.waves.wave_planner import OpenStepCounts, StepWaves, WavePlanner
-from shopsim_metrics.judging.group_judgement import SPREAD, TECHNICAL, GroupJudgement
+from shopsim_metrics.judging.group_judgement import SPREAD, TECHNICAL, GroupJudgement, unmarked_kind
 from shopsim_metrics.judging.tokens import group_tokens
 
 
@@ -277,9 +277,12 @@ class StepAccountant:
             return closed
 
     def _ledger(self, state: ClosedStep, wave_sizes: list[int] | None,
-                keys: list[str | None] | None) -> list[DecisionRow]:
-        """The step's ledger rows, in judgement order (``keys``: each group's prompt key, None: not tracked)."""
+                keys: list[str | None] | None, live: StepTokens | None = None) -> list[DecisionRow]:
+        """The step's ledger rows, in judgement order (``keys``: each group's prompt key, None: not tracked; ``live``:
+        the sample hook's figures, whose episodes give each group's tool calls)."""
         start = state.judged[0].clock if state.judged else 0.0
+        by_sample = live.by_sample if live is not None else {}
+        agent = live is not None and live.episodes is not None  # who failed a group: said in agent steps only
         rows = []
         for order, judged in enumerate(state.judged, start=1):
             key = keys[order - 1] if keys is not None else None
@@ -306,6 +309,8 @@ class StepAccountant:
                 judged_at=judged.clock - start,
                 prompt_key=key,
                 technical_cause=j.failure_cause if technical else None,
+                failure_kind=unmarked_kind(j) if agent else None,
+                **group_tool_counts(judged.group, by_sample),
             ))
         return rows
 
@@ -334,12 +339,14 @@ class StepAccountant:
         # the step's tokens as it closes, before anything else: the sample hook may go on counting on another thread
         live = self.tokens.take(state.rollout_id, groups) if self.tokens is not None else None
         keyed = self.prompts.keys(groups) if self.prompts is not None else None
-        rows = self._ledger(state, wave_sizes, [key for key, _ in keyed] if keyed is not None else None)
+        rows = self._ledger(state, wave_sizes, [key for key, _ in keyed] if keyed is not None else None, live)
         prompt_part = None
         if self.prompts is not None and keyed is not None:  # reads the step's token counts
             prompt_part = self.prompts.step_fields(state.rollout_id, rows,
                                                    generated_token_count=sum(row.response_tokens for row in rows),
                                                    sources={source for _, source in keyed})
+        if live is not None and live.by_sample:  # read by the ledger: the closed step keeps no sample's episode
+            live = replace(live, by_sample={})
         return replace(state, rows=rows, terminated=terminated, stats=stats, all_groups=all_groups,
                        aborted_groups=aborted_groups, wave_sizes=wave_sizes, tokens=live,
                        predicted_second_wave=waves.second_wave_probability,

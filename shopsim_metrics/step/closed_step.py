@@ -25,12 +25,14 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Sequence
 
 from shopsim_metrics.judging.group_judgement import ZERO_STD, GroupJudgement, finite_mean
 from shopsim_metrics.judging.verdicts import ZERO_STD_ALL_FAIL, ZERO_STD_ALL_PASS, ZERO_STD_OTHER, verdict_of
 from shopsim_metrics.record import contract as C
-from shopsim_metrics.record.owners import CLOSED_STEP, PROMPTS
+from shopsim_metrics.judging.tool_calls import MODEL
+from shopsim_metrics.record.owners import CLOSED_STEP, PROMPTS, TOOLS
+from shopsim_metrics.step.tool_fields import tool_fields
 from shopsim_metrics.step.draft import RecordPart, StepDraft
 from shopsim_metrics.step.generated_tokens import StepTokens
 from shopsim_metrics.step.group_sizes import unequal_size_rows
@@ -229,7 +231,7 @@ def closed_step_fields(closed: ClosedStep) -> dict[str, Any]:
         **train_bias_fields(train_tokens=train_tokens, train_rollouts=train_samples, judged_tokens=generated,
                             judged_rollouts=accepted_samples, live=live),
         **unequal_size_fields(rows, knobs.n_samples_per_prompt),
-        **agent_fields(live),
+        **agent_fields(live, rows),
         technical_cause_counts=top_causes(causes),
         token_count_source=live.source if live is not None else None,
         decisions=rows,
@@ -239,8 +241,10 @@ def closed_step_fields(closed: ClosedStep) -> dict[str, Any]:
     return fields
 
 
-def agent_fields(live: StepTokens | None) -> dict[str, Any]:
+def agent_fields(live: StepTokens | None, rows: Sequence[DecisionRow] = ()) -> dict[str, Any]:
     """The agent fields of a step whose episodes show a turn structure (``live.episodes``); none otherwise.
+
+    ``model_failure_group_count``: the technical groups of the ledger ``rows`` whose failure was the model's.
 
     ``environment_time_fraction`` needs slime's rollout time: the recorder adds it (:func:`environment_time_fraction`).
 
@@ -268,6 +272,7 @@ def agent_fields(live: StepTokens | None) -> dict[str, Any]:
         "environment_seconds_per_episode": (tally.environment_seconds / tally.episodes
                                             if tally.environment_seconds is not None else None),
         "truncated_episode_fraction": tally.truncated / tally.episodes,
+        "model_failure_group_count": sum(1 for row in rows if row.failure_kind == MODEL),
     }
 
 
@@ -432,4 +437,6 @@ def step_draft(closed: ClosedStep) -> StepDraft:
     parts = [RecordPart(CLOSED_STEP, closed_step_fields(closed))]
     if closed.prompt_part is not None:
         parts.append(RecordPart(PROMPTS, closed.prompt_part))
+    if closed.tokens is not None and closed.tokens.tools is not None:
+        parts.append(RecordPart(TOOLS, tool_fields(closed.tokens.tools)))
     return StepDraft(closed.rollout_id, *parts)

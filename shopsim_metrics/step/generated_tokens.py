@@ -36,6 +36,9 @@ Rules:
   above ``MAX_TOKENS``, environment seconds above ``MAX_EPISODE_SECONDS``, metadata that raises) is unknown: the
   sample counts as if it lacked it, ``out_of_range_count`` counts such samples, and the first one is named in one
   warning.
+- the same episodes' tool calls and why each ended (:class:`~shopsim_metrics.step.tool_tally.ToolTally`, in
+  ``StepTokens.tools``) in every step of an agent run; each sample's episode as last seen is kept by ``id()`` for
+  the ledger's per-group counts (``StepTokens.by_sample``).
 
 A step no call reported (the hook is not wired) has no figures: :meth:`GeneratedTokens.take` returns None,
 and the record's fields stay null rather than guessed.
@@ -48,7 +51,7 @@ Example:
     >>> for sample in [*judged, aborted]:
     ...     tokens.observe(sample, step=5)
     >>> tokens.take(5, [judged])
-    StepTokens(total=190, aborted=30, unjudged_rollouts=1, unjudged_length=30, aborted_rollouts=1, aborted_length=30, observation=0, episodes=None, source=None)
+    StepTokens(total=190, aborted=30, unjudged_rollouts=1, unjudged_length=30, aborted_rollouts=1, aborted_length=30, observation=0, episodes=None, source=None, tools=None)
     >>> tokens.take(6, []) is None   # nothing reported for step 6: unknown, not 0
     True
 """
@@ -58,12 +61,13 @@ from __future__ import annotations
 import logging
 import math
 import threading
-from dataclasses import dataclass
-from typing import Any, Hashable, Iterable, NamedTuple
+from dataclasses import dataclass, field
+from typing import Any, Hashable, Iterable, Mapping, NamedTuple
 
 from shopsim_metrics.judging.episodes import Episode, read_episode
 from shopsim_metrics.judging.group_judgement import rollout_key, status_check
 from shopsim_metrics.judging.plain_values import is_int
+from shopsim_metrics.step.tool_tally import ToolTally
 
 logger = logging.getLogger("shopsim_metrics")
 
@@ -125,6 +129,9 @@ class StepTokens:
     observation: int = 0  # the environment's tokens (loss_mask 0) in every response the hook saw, aborted included
     episodes: EpisodeTally | None = None  # None: no episode of the step shows a turn structure
     source: str | None = None  # who reported the calls when not slime's sample hook ("generate_function" in miles)
+    tools: ToolTally | None = None  # the episodes' tool calls and ends (None: not an agent run)
+    by_sample: Mapping[int, Episode] = field(default_factory=dict, repr=False, compare=False)
+    """Each sample's episode as last seen, by ``id()`` (the ledger's per-group tool counts; empty: not an agent run)."""
 
 
 class _Call(NamedTuple):
@@ -158,6 +165,11 @@ class GeneratedTokens:
         self.source: str | None = None
         """Who reports the calls when it is not slime's sample hook (miles' generate-function wrapper sets
         ``"generate_function"``); each step's figures say it (``token_count_source``)."""
+        self.tools_run = False
+        """Some episode this process saw left a tool-call list: from then on every step has the tool fields."""
+        self.seen_turns = False
+        """Some generate call this process saw showed a turn structure (set as it is seen, not at a step's close):
+        the streak then says who failed a technical group (``unmarked`` when nobody said)."""
 
     def observe(self, sample: Any, step: int | None) -> None:
         """Count one generate call of ``sample`` in ``step`` (None: the step is not known; the next step taken gets it)."""
@@ -173,6 +185,8 @@ class GeneratedTokens:
                 self._carried[key] = (earlier + episode.response, length)
                 if len(self._carried) > CARRIED_LIMIT:
                     self._carried.pop(next(iter(self._carried)))
+            if episode.multi_turn:
+                self.seen_turns = True
             bucket = self._steps.setdefault(step, {})
             held = bucket.get(id(sample))
             tokens, observation = episode.generated, episode.observation
@@ -222,13 +236,51 @@ class GeneratedTokens:
             entry[0] += call.length
             entry[1] = entry[1] or call.aborted
         aborted = [length for length, was_aborted in unjudged.values() if was_aborted]
-        started = [call.episode for call in calls.values() if not _never_started(call)]
-        self.agent_run = self.agent_run or any(episode.multi_turn for episode in started)
+        started = [(call.episode, sample_id in judged_ids or call.rollout in judged_rollouts)
+                   for sample_id, call in calls.items() if not _never_started(call)]
+        self.agent_run = self.agent_run or any(episode.multi_turn for episode, _ in started)
+        agent = self.agent_run
+        tools = ToolTally.of(started, self.tools_run) if agent and started else None
+        self.tools_run = self.tools_run or (tools is not None and tools.run_reported)
         return StepTokens(total=total, aborted=total - judged, unjudged_rollouts=len(unjudged),
                           unjudged_length=sum(length for length, _ in unjudged.values()),
                           aborted_rollouts=len(aborted), aborted_length=sum(aborted),
                           observation=sum(call.observation for call in calls.values()),
-                          episodes=EpisodeTally.of(started) if self.agent_run else None, source=self.source)
+                          episodes=EpisodeTally.of([episode for episode, _ in started]) if agent else None,
+                          source=self.source, tools=tools,
+                          by_sample={sample_id: call.episode for sample_id, call in calls.items()} if agent else {})
+
+
+def group_tool_counts(group: Any, by_sample: Mapping[int, Episode]) -> dict[str, int]:
+    """A judged group's tool calls, failed calls and calls the model failed, summed over its samples' episodes as the
+    hook last saw them (``StepTokens.by_sample``); empty when none of them left a tool-call list.
+
+    Example:
+        >>> from shopsim_metrics.judging.tool_calls import ToolCall, ToolCalls
+        >>> from shopsim_metrics.simulator.samples import SimSample as S
+        >>> sample = S(index=0)
+        >>> calls = ToolCalls((ToolCall("search", 1.0, None), ToolCall("view", 0.1, "model")), 0, errors=1, model_errors=1)
+        >>> episode = Episode(9, 6, 3, 2, "metadata", 1.1, False, True, tools=calls)
+        >>> group_tool_counts([sample], {id(sample): episode})
+        {'tool_call_count': 2, 'tool_error_count': 1, 'model_error_count': 1}
+        >>> group_tool_counts([sample], {})
+        {}
+    """
+    if not by_sample:
+        return {}
+    calls = errors = model = 0
+    reported = False
+    for sample in _leaves([group]):
+        episode = by_sample.get(id(sample))
+        if episode is None or episode.tools is None:
+            continue
+        reported = True
+        calls += len(episode.tools.calls)
+        errors += episode.tools.errors
+        model += episode.tools.model_errors
+    if not reported:
+        return {}
+    return {"tool_call_count": calls, "tool_error_count": errors, "model_error_count": model}
 
 
 def _never_started(call: _Call) -> bool:

@@ -8,7 +8,8 @@ action), the last a final answer; a few filler words vary the lengths.
   sandbox, words without a tag are an invalid action (retool answers with a fixed observation), and
   ``Answer: \\boxed{42}`` ends the episode.
 - ``shop`` (the project's ``examples/shop_agent``): ``<tool_call> {"name": ..., "arguments": {...}}
-  </tool_call>`` for search, maybe view, add to cart and check out, then ``done``. The item added is the
+  </tool_call>`` for search, maybe view (sometimes an item id the shop does not have: the model's mistake), add
+  to cart and check out, then ``done``. The item added is the
   row's label (the right one) or another row's (a wrong one), by the row's ``reward_kind``: ``all_pass``
   always right, ``all_fail`` always wrong, otherwise right for even ordinals.
 
@@ -35,6 +36,8 @@ ANSWER_WORDS = ["answer", "item", "cart", "checkout", "done"]
 RETOOL_CODE = ["<code>print(6*7)</code>", "<code>print(2**10)</code>"]
 RETOOL_FINAL = ["Answer:", "\\boxed{42}"]
 SHOP_FINAL = ["done"]
+UNKNOWN_ITEM = "sku-404"
+"""The item id the shop dialect's model sometimes names: not in the shop's catalogue (a model error)."""
 
 
 def _tool_call(name: str, arguments: dict) -> list[str]:
@@ -69,6 +72,8 @@ def plan(dialect: str, row: dict, rows: list[dict], ordinal: int) -> list[list[s
         calls = [("search_products", {"query": label})]
         if rng.random() < 0.5:
             calls.append(("view_item", {"item_id": _item_id(label)}))
+        elif rng.random() < 0.5:  # the model's mistake: an item id the shop does not have
+            calls.append(("view_item", {"item_id": UNKNOWN_ITEM}))
         calls += [("add_to_cart", {"item_id": item}), ("checkout", {})]
         return [filler() + _tool_call(name, arguments) for name, arguments in calls] + [SHOP_FINAL]
     raise ValueError(f"dialect must be one of {', '.join(DIALECTS)}; got {dialect!r}")
@@ -82,4 +87,5 @@ def vocabulary(rows: list[dict]) -> list[str]:
         for name, arguments in (("search_products", {"query": label}), ("view_item", {"item_id": _item_id(label)}),
                                 ("add_to_cart", {"item_id": _item_id(label)}), ("checkout", {})):
             words.update(_tool_call(name, arguments))
+    words.update(_tool_call("view_item", {"item_id": UNKNOWN_ITEM}))
     return sorted(words)

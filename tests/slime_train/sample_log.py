@@ -8,7 +8,7 @@ counts, written down independently of the project. The file is named by ``args.h
 Each line: ``rollout_id``, ``index``, ``group_index``, ``status``, ``prompt_key`` (the dataset's
 ``prompt_id``), ``response_ids`` (the response's tokens), ``loss_mask``, ``non_generation_time`` and the
 metadata a multi-turn generate function leaves (``round_number``, ``shopsim_failure_cause``,
-``shop_order``).
+``shop_order``, ``shopsim_tool_calls``).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 
 LOG_PATH_ARG = "harness_sample_log_path"
-METADATA_KEYS = ("round_number", "shopsim_failure_cause", "shop_order")
+METADATA_KEYS = ("round_number", "shopsim_failure_cause", "shop_order", "shopsim_tool_calls")
 
 
 def log_sample(args, sample, *, rollout_id=None, evaluation=False):
