@@ -744,7 +744,8 @@ def skipping_panels(section: str, o: dict[str, str]) -> tuple[Panel, ...]:
             title="Estimated lost signal against its limit, and the cap on a skipped draw's chance of spread",
             description=(
                 "predictive: the guard's estimate of the signal the skips forgo (calibrated chances of spread of the "
-                "draws skipped, per informative group; the run so far), the limit it is kept under "
+                "draws skipped, per informative trained group; the run so far; the cap is set at an upper bound of "
+                "it, so the estimate sits below the limit while probes are few), the limit it is kept under "
                 "(shopsim_prompt_skip_max_lost_signal, dashed) and the cap it sets: the largest predicted chance of "
                 "spread a draw may have to be skipped (1: the rule's own test decides; lower: only the surest "
                 "skips; 0: none). The estimate above the line for 3 steps in a row raises an advisory with what to "
@@ -766,8 +767,8 @@ def skipping_panels(section: str, o: dict[str, str]) -> tuple[Panel, ...]:
             id="skip_probes",
             title="Probes served per step, beside the draws skipped",
             description=(
-                "predictive: every shopsim_prompt_skip_probe_every-th draw the rule would skip is served anyway as "
-                "a probe; its verdict (spread or not) calibrates the estimate of the panel before. Few probes: the "
+                "predictive: at least every shopsim_prompt_skip_probe_every-th draw the rule would skip is served "
+                "anyway as a probe, more often while the calibration's bound is wide; its verdict (spread or not) calibrates the estimate of the panel before. Few probes: the "
                 "estimate rests on little evidence (raise them with a lower shopsim_prompt_skip_probe_every)."
             ),
             kind="line",
