@@ -16,7 +16,7 @@ from shopsim_metrics.simulator.config import SimConfig
 from shopsim_metrics.simulator.latency import ScriptedCompletions
 from shopsim_metrics.simulator.loop import Simulator
 from shopsim_metrics.simulator.rewards import FactoryGroupSource
-from shopsim_metrics.judging.tokens import group_tokens, read_response_length
+from shopsim_metrics.judging.group_samples import group_tokens, read_response_length
 
 N = 4
 

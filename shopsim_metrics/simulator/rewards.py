@@ -344,13 +344,3 @@ class RatesGroupSource(_SlotSource):
         if n > 1:  # spread for sure (a single rollout never has spread)
             group[0].reward, group[1].reward = win, 0.0
 
-
-def flatten(group: list) -> list[Any]:
-    """The samples of a group, fan-out segments included (``list[Sample]`` or ``list[list[Sample]]``)."""
-    out: list[Any] = []
-    for item in group:
-        if isinstance(item, (list, tuple)):
-            out.extend(item)
-        else:
-            out.append(item)
-    return out

@@ -46,7 +46,7 @@ from shopsim_metrics.record.records import DecisionRow
 from shopsim_metrics.loop.step_number import StepNumbers
 from shopsim_metrics.waves.wave_planner import OpenStepCounts, StepWaves, WavePlanner
 from shopsim_metrics.judging.group_judgement import SPREAD, TECHNICAL, GroupJudgement
-from shopsim_metrics.judging.tokens import group_tokens
+from shopsim_metrics.judging.group_samples import group_tokens
 
 
 class StepAnnotator(Protocol):

@@ -58,6 +58,7 @@ from typing import Any, Hashable, Iterable, NamedTuple
 
 from shopsim_metrics.judging.episodes import Episode, read_episode
 from shopsim_metrics.judging.group_judgement import rollout_key, status_check
+from shopsim_metrics.judging.group_samples import leaves
 from shopsim_metrics.judging.plain_values import is_int
 
 CARRIED_LIMIT = 1_000_000
@@ -187,7 +188,7 @@ class GeneratedTokens:
         total = sum(call.tokens for call in calls.values())
         judged_ids: set[int] = set()
         judged_rollouts: set[Hashable] = set()
-        for sample in _leaves(judged_groups):
+        for sample in _distinct_samples(judged_groups):
             judged_ids.add(id(sample))
             judged_rollouts.add(rollout_key(sample))
         judged = sum(calls[sample_id].tokens for sample_id in judged_ids if sample_id in calls)
@@ -220,16 +221,15 @@ def _carry_key(sample: Any) -> Hashable | None:
     return index if is_int(index) else None
 
 
-def _leaves(groups: Iterable[Any]) -> Iterable[Any]:
+def _distinct_samples(groups: Iterable[Any]) -> Iterable[Any]:
     """Every distinct sample object of the groups (fanned-out segments included)."""
     seen: set[int] = set()
     for group in groups:
         try:
-            items = list(group)
+            samples = leaves(group)
         except Exception:  # noqa: BLE001 - an unreadable group has no readable samples
             continue
-        for item in items:
-            for sample in (item if isinstance(item, (list, tuple)) else (item,)):
-                if id(sample) not in seen:
-                    seen.add(id(sample))
-                    yield sample
+        for sample in samples:
+            if id(sample) not in seen:
+                seen.add(id(sample))
+                yield sample
