@@ -38,7 +38,7 @@ from shopsim_metrics.settings import ShopsimConfigError
 from shopsim_metrics.settings.wiring import no_judgement_warning
 from shopsim_metrics.record import contract as C
 from shopsim_metrics.step.drop_rule import filter_flags
-from shopsim_metrics.warn_once import WarnOnce
+from shopsim_metrics.general.warn_once import WarnOnce
 
 logger = logging.getLogger("shopsim_metrics")
 

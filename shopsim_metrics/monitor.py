@@ -73,7 +73,7 @@ from shopsim_metrics.prompts.skip_evidence import MonitorSkipHistory
 from shopsim_metrics.prompts.skip_record import SkipTally, SourceSkips
 from shopsim_metrics.prompts.value import PromptValueTracker
 from shopsim_metrics.step.recorder import SlimeFacts, StepRecorder
-from shopsim_metrics.warn_once import WarnOnce
+from shopsim_metrics.general.warn_once import WarnOnce
 from shopsim_metrics.record.records import StepRecord
 from shopsim_metrics.sinks.base import SinkSet, StepSink
 from shopsim_metrics.sinks.jsonl import JsonlSink
@@ -88,7 +88,7 @@ from shopsim_metrics.run.snapshot import SnapshotPlan, build_snapshot
 from shopsim_metrics.run.snapshot_writer import SnapshotWriter
 from shopsim_metrics.run.state import ResumableState, monitor_state
 from shopsim_metrics.run.identity import RunWriters, check_fresh_run_dir, new_run_id
-from shopsim_metrics.judging.plain_values import is_int
+from shopsim_metrics.general.plain_values import is_int
 
 logger = logging.getLogger("shopsim_metrics")
 

@@ -177,7 +177,7 @@ def test_every_token_field_matches_the_loops_own_ground_truth(kinds: list[str], 
 # --- the simulator models tokens ------------------------------------------------------------------
 def test_token_model_is_long_tailed_longer_for_hard_prompts_and_clipped() -> None:
     np = pytest.importorskip("numpy")
-    from shopsim_metrics.simulator.tokens import TokenModel
+    from shopsim_metrics.simulator.token_model import TokenModel
 
     model = TokenModel(median=500.0, sigma=0.8, slope=0.5, max_tokens=4000, seconds_per_token=0.01, tick=1.0,
                        n=8, rng=np.random.default_rng(0))
@@ -193,7 +193,7 @@ def test_token_model_is_long_tailed_longer_for_hard_prompts_and_clipped() -> Non
 def test_simulated_groups_carry_the_lengths_that_set_their_generation_time() -> None:
     np = pytest.importorskip("numpy")
     from shopsim_metrics.simulator.loop import make_group_source
-    from shopsim_metrics.simulator.tokens import TokenModel
+    from shopsim_metrics.simulator.token_model import TokenModel
 
     for zero_std_rate in (None, 0.3):  # prompt model and rates model
         config = SimConfig(zero_std_rate=zero_std_rate, seconds_per_token=0.05, latency_tick=1.0)

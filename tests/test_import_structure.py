@@ -103,3 +103,12 @@ def test_the_lower_rooms_never_import_the_hub_or_a_run_s_life() -> None:
                 found += [f"{module} -> {m}" for m in imported
                           if any(m == f"shopsim_metrics.{f}" or m.startswith(f"shopsim_metrics.{f}.") for f in forbidden)]
     assert not found, found
+
+
+def test_the_general_helpers_import_no_other_room() -> None:
+    """``general/`` (plain values, warn once) is the ground floor every room may stand on: it stands on nothing."""
+    graph = _imports()
+    general = {m: imported for m, imported in graph.items() if m.startswith("shopsim_metrics.general")}
+    assert general, "shopsim_metrics/general/ holds the general helpers"
+    found = [f"{m} -> {i}" for m, imported in general.items() for i in imported if not i.startswith("shopsim_metrics.general")]
+    assert not found, found

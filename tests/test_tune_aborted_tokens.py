@@ -15,7 +15,7 @@ from shopsim_metrics.simulator.config import SimConfig
 from shopsim_metrics.simulator.loop import Simulator
 from shopsim_metrics.simulator.calibration import calibrate
 from shopsim_metrics.simulator.latency import LatencyCompletions, LatencyModel, ScriptedCompletions
-from shopsim_metrics.simulator.tokens import TokenModel, tokens_generated_by
+from shopsim_metrics.simulator.token_model import TokenModel, tokens_generated_by
 from shopsim_metrics.simulator.tune import TUNING_LIMIT, TuneTargets, tune
 from shopsim_metrics.sinks import JsonlSink
 from shopsim_metrics.readers.steps import read_steps

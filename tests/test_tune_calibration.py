@@ -14,7 +14,7 @@ from shopsim_metrics.record.records import DecisionRow, StepRecord
 from shopsim_metrics.simulator.config import SimConfig
 from shopsim_metrics.simulator.loop import Simulator, simulate
 from shopsim_metrics.simulator.calibration import calibrate, judged_tokens_per_rollout, mean_rollout_seconds
-from shopsim_metrics.simulator.tokens import TokenModel
+from shopsim_metrics.simulator.token_model import TokenModel
 from shopsim_metrics.simulator.tune import TUNING_LIMIT, CandidateResult, TuneTargets, recommend, tune
 from shopsim_metrics.sinks import JsonlSink
 from shopsim_metrics.readers.steps import read_steps

@@ -34,7 +34,7 @@ from typing import Any, Awaitable, Callable, Hashable
 from shopsim_metrics.fully_async.fully_async_batch import (AsyncAdmission, StepBatch, fill_step_batch,
                                               oldest_weight_version)
 from shopsim_metrics.judging.group_samples import leaves
-from shopsim_metrics.judging.plain_values import is_int
+from shopsim_metrics.general.plain_values import is_int
 
 logger = logging.getLogger("shopsim_metrics")
 

@@ -35,7 +35,7 @@ from enum import Enum
 from typing import Any, NamedTuple
 
 from shopsim_metrics.judging.group_samples import read_response_length, trainable_mask
-from shopsim_metrics.judging.plain_values import as_float, is_int
+from shopsim_metrics.general.plain_values import as_float, is_int
 
 ROUND_NUMBER_KEY = "round_number"
 """slime's metadata key for an episode's turns (``slime.ray.rollout`` logs it with ``--log-multi-turn``)."""

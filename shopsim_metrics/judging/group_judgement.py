@@ -41,7 +41,7 @@ from typing import Any, Hashable, Sequence
 
 from shopsim_metrics.judging.failure_cause import read_failure_cause
 from shopsim_metrics.judging.group_samples import leaves
-from shopsim_metrics.judging.plain_values import as_float
+from shopsim_metrics.general.plain_values import as_float
 
 SPREAD = "spread"
 ZERO_STD = "zero_std"

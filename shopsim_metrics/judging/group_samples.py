@@ -36,7 +36,7 @@ from __future__ import annotations
 import math
 from typing import Any, Iterable
 
-from shopsim_metrics.judging.plain_values import as_float
+from shopsim_metrics.general.plain_values import as_float
 
 
 def leaves(group: Iterable[Any]) -> list[Any]:

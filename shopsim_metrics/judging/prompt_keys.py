@@ -37,7 +37,7 @@ import hashlib
 import json
 from typing import Any, Sequence
 from shopsim_metrics.judging.group_samples import leaves
-from shopsim_metrics.judging.plain_values import is_int
+from shopsim_metrics.general.plain_values import is_int
 
 KEY_METADATA = "metadata"
 KEY_PROMPT_HASH = "prompt_hash"

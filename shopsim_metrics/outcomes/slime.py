@@ -48,7 +48,7 @@ from shopsim_metrics.outcomes.groups import (
     trace_from_groups,
 )
 from shopsim_metrics.outcomes.trace import Trace
-from shopsim_metrics.judging.plain_values import is_int
+from shopsim_metrics.general.plain_values import is_int
 
 TORCH_MISSING = ("reading slime's .pt dumps needs torch (pip install torch; the rest of shopsim-metrics does "
                  "not): it is not installed in this Python")

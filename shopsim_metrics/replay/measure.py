@@ -42,7 +42,7 @@ from shopsim_metrics.simulator.loop import rng_streams, token_rng
 from shopsim_metrics.simulator.skip_measure import (
     CostSink, SkipMeasure, data_source_skipping_by, pool_ids, pooled_measure,
 )
-from shopsim_metrics.simulator.tokens import TokenModel
+from shopsim_metrics.simulator.token_model import TokenModel
 
 ORACLE = "oracle"
 REPLAY_SKIPS = (*PROMPT_SKIP_MODES, ORACLE)

@@ -12,7 +12,7 @@ The prompts come from a finite pool of :data:`DEMO_PROMPT_POOL` prompts revisite
 hard ones stay all-fail, so ``zero_std_persistence`` rises over the run once learning slows (the
 summary prints it per quarter; early steps, when nearly everything fails, are persistent too).
 
-With ``agent`` (``demo --agent``) every rollout is an agent episode (:mod:`shopsim_metrics.simulator.episodes`:
+With ``agent`` (``demo --agent``) every rollout is an agent episode (:mod:`shopsim_metrics.simulator.simulated_episodes`:
 turns, tool calls and their output, tool seconds) and every technical failure an environment failure with its
 cause; during the burst the search tool times out (:data:`DEMO_BURST_CAUSE`), so the WARN names that cause.
 

@@ -11,7 +11,7 @@ applies slime's drop rule, aborts what is still pending once the train batch is 
 all-samples hook and the rollout log function. As in slime, the sample hook
 (:meth:`~shopsim_metrics.hooks.Hooks.sample`) sees every rollout once it is generated, and every rollout
 of an aborted group with the tokens it had made by the abort (its share of the group's generation time,
-:func:`~shopsim_metrics.simulator.tokens.lengths_generated_by`; 0 for a group still queued in the
+:func:`~shopsim_metrics.simulator.token_model.lengths_generated_by`; 0 for a group still queued in the
 engine), with status ``aborted``, or ``completed`` for a rollout that had finished before it.
 :attr:`StepOutcome.aborted_tokens` is their sum, the ground truth of the record's ``aborted_token_count``;
 :attr:`StepOutcome.response_lengths` and :attr:`StepOutcome.aborted_lengths` are every length the step
@@ -50,12 +50,12 @@ from shopsim_metrics.monitor import configure, get_runtime, reset_runtime
 from shopsim_metrics.loop.loop_state import ManualLoopState
 from shopsim_metrics.record.records import StepRecord
 from shopsim_metrics.simulator.config import SimConfig
-from shopsim_metrics.simulator.episodes import AgentWaveTime, EpisodeModel, GeneratedEpisodes
+from shopsim_metrics.simulator.simulated_episodes import AgentWaveTime, EpisodeModel, GeneratedEpisodes
 from shopsim_metrics.simulator.latency import CompletionOrder, LatencyCompletions, LatencyModel
 from shopsim_metrics.simulator.epochs import EpochPromptSource
 from shopsim_metrics.simulator.rewards import GroupSource, PromptGroupSource, RatesGroupSource
 from shopsim_metrics.simulator.tally import RunTally
-from shopsim_metrics.simulator.tokens import TokenModel
+from shopsim_metrics.simulator.token_model import TokenModel
 from shopsim_metrics.sinks.base import MemorySink, StepSink
 from shopsim_metrics.errors import TechnicalFailureLimitExceeded
 

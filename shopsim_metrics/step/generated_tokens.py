@@ -59,7 +59,7 @@ from typing import Any, Hashable, Iterable, NamedTuple
 from shopsim_metrics.judging.episodes import Episode, read_episode
 from shopsim_metrics.judging.group_judgement import rollout_key, status_check
 from shopsim_metrics.judging.group_samples import leaves
-from shopsim_metrics.judging.plain_values import is_int
+from shopsim_metrics.general.plain_values import is_int
 
 CARRIED_LIMIT = 1_000_000
 """Aborted samples whose length at the abort is remembered for their continuation (``--partial-rollout``)."""
