@@ -1,8 +1,8 @@
 """The predictive rule's settings judged beyond one run: every world the project can show, lost signal beside saving.
 
 A rule's defaults are safe when, in every world, they lose at most **0.15** of signal wherever they save
-tokens, and never cost more tokens than skipping off. The worlds: the simulator's three pools of
-``bench_prompt_skip.py`` (drifting, demo where zero-std is mostly luck, persistent) at ``n`` = 4, 8 and
+tokens, and never cost more tokens than skipping off. The worlds (``worlds.py``, shared with ``bench_prompt_skip.py``
+and ``bench_real_trace.py``): the simulator's three pools (drifting, demo where zero-std is mostly luck, persistent) at ``n`` = 4, 8 and
 16, each with many visits per prompt (512 prompts, about 8 visits each over the run) and few (about 1.6),
 and the shared trace replayed (``bench_real_trace.py``'s, n = 8, both length modes). Per world, pooled over
 3 seeds: predictive's tokens per informative trained group against off with the same waves (fixed and
@@ -26,17 +26,12 @@ import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from bench_prompt_skip import pools  # noqa: E402 - the pools of the simulator's skipping bench
-from bench_real_trace import OVER_SAMPLING_BATCH_SIZE, ROLLOUT_BATCH_SIZE, TRACE  # noqa: E402
-
-from shopsim_metrics.outcomes.trace import load_trace  # noqa: E402
-from shopsim_metrics.replay.measure import ReplayKnobs, default_steps, replay_setting  # noqa: E402
-from shopsim_metrics.replay.source import LENGTH_MODES  # noqa: E402
-from shopsim_metrics.simulator.skip_measure import measure_skipping  # noqa: E402
+from shopsim_metrics.outcomes.trace import load_trace
+from shopsim_metrics.replay.measure import ReplayKnobs, default_steps, replay_setting
+from shopsim_metrics.replay.source import LENGTH_MODES
+from shopsim_metrics.simulator.skip_measure import measure_skipping
+from worlds import OVER_SAMPLING_BATCH_SIZE, ROLLOUT_BATCH_SIZE, TRACE, pools
 
 LOST_SIGNAL_LIMIT = 0.15
 SEEDS = (0, 1, 2)
