@@ -12,7 +12,7 @@
 # load as slime loads them, the YAML passes check-config, slime's constraints on the knobs hold, W&B
 # works with slime, the records have a writable home) and stops on a problem.
 #
-# Settings of the filter and the monitoring: examples/shopsim.yaml (docs/training_monitoring.md §2).
+# Settings of the filter and the monitoring: examples/shopsim.yaml (docs §2).
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"

@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 from collections import Counter
 from dataclasses import fields
-from pathlib import Path
 
 import yaml
 
@@ -14,22 +13,18 @@ from shopsim_metrics.record.records import StepRecord
 from shopsim_metrics.sinks.wandb_sink import DECISIONS_KEY, PROMPTS_KEY, SKIPPED_PROMPTS_KEY, WandbSink, record_scalars
 from shopsimrl import slime_runtime
 from shopsim_metrics.settings import DEFAULTS, SETTINGS
+from tests.docs_pages import (MEASUREMENTS, README, REFERENCE_INDEX, all_doc_pages, anchor, anchors,
+                              numeric_key, prose, reference_pages, section, sections)
 from tests.wandb_helpers import make_record
 
-ROOT = Path(__file__).resolve().parents[1]
-DOCS = ROOT / "docs" / "training_monitoring.md"
-MEASUREMENTS = DOCS.with_name("benchmarks.md")
 FIELDS_HEADER = ["field", "meaning", "when logged", "explained in"]
 MAX_ROW = 300
 """Longest line of the §3.3 field table: a short meaning per field, the detail in the section it links to."""
 
 
-def section(heading: str) -> str:
-    """The text of a ``### <heading>`` section, up to the next heading of the same or higher level."""
-    text = DOCS.read_text(encoding="utf-8")
-    match = re.search(rf"^### {re.escape(heading)}\s*$(.*?)(?=^##\s|^###\s|\Z)", text, flags=re.M | re.S)
-    assert match, f"docs/training_monitoring.md has no section '### {heading}'"
-    return match.group(1)
+def section_text(number: str) -> str:
+    """The text of the reference section numbered ``number``, up to the next heading of its level or higher."""
+    return section(number).body
 
 
 def table_lines(text: str) -> list[str]:
@@ -48,7 +43,7 @@ def table(text: str) -> tuple[list[str], list[list[str]]]:
 
 def documented_fields() -> list[str]:
     """The field column of the §3.3 table, in order: the names after ``rollout/shopsim/``."""
-    header, rows = table(section("3.3 W&B fields"))
+    header, rows = table(section_text("3.3"))
     assert header == FIELDS_HEADER
     names = []
     for row in rows:
@@ -85,10 +80,10 @@ def test_every_contract_step_field_and_failed_check_is_documented() -> None:
 
 def field_note(name: str) -> str:
     """The note of one field (``- `name`: ...`` up to the next item or paragraph) in the §3.3 section its row links to."""
-    (row,) = [r for r in table(section("3.3 W&B fields"))[1] if r[0] == f"`{name}`"]
-    anchor = re.fullmatch(r"\[§[\d.]+\]\(#([\w-]+)\)", row[3]).group(1)
-    (title,) = [t for t in headings(DOCS.read_text(encoding="utf-8")) if _anchor(t) == anchor]
-    text = DOCS.read_text(encoding="utf-8")
+    (row,) = [r for r in table(section_text("3.3"))[1] if r[0] == f"`{name}`"]
+    linked = re.fullmatch(r"\[§[\d.]+\]\(#([\w-]+)\)", row[3]).group(1)
+    text = section("3.3").page.read_text(encoding="utf-8")
+    (title,) = [t for t in headings(text) if anchor(t) == linked]
     body = re.search(rf"^#+ {re.escape(title)}\s*$(.*?)(?=^#|\Z)", text, flags=re.M | re.S).group(1)
     match = re.search(rf"^- `{re.escape(name)}`: (.*?)(?=^- |^\s*$)", body, flags=re.M | re.S)
     assert match, f"§3.3 links `{name}` to '{title}', which has no note '- `{name}`: ...'"
@@ -101,7 +96,7 @@ def test_decisions_note_names_every_ledger_column() -> None:
 
 
 def test_settings_table_lists_every_default() -> None:
-    header, rows = table(section("2.2 `shopsim_*` keys of the custom-config YAML"))
+    header, rows = table(section_text("2.2"))
     assert header == ["key", "default", "meaning"]
     documented = {}
     for key, default, meaning in rows:
@@ -112,13 +107,13 @@ def test_settings_table_lists_every_default() -> None:
 
 def test_settings_table_is_the_settings_table_row_by_row() -> None:
     """§2.2 is derived from ``shopsim_metrics.settings.SETTINGS``: same keys, order, defaults and doc lines."""
-    _, rows = table(section("2.2 `shopsim_*` keys of the custom-config YAML"))
+    _, rows = table(section_text("2.2"))
     documented = [(key.strip("`"), yaml.safe_load(default.strip("`")), meaning) for key, default, meaning in rows]
     assert documented == [(s.name, s.default, s.doc) for s in SETTINGS]
 
 
 def test_docs_name_the_three_hooks_that_exist() -> None:
-    text = DOCS.read_text(encoding="utf-8")
+    text = "\n".join(page.read_text(encoding="utf-8") for page in all_doc_pages())
     for flag, name in (("--dynamic-sampling-filter-path", "fully_scored_group_filter"),
                        ("--rollout-all-samples-process-path", "record_all_samples"),
                        ("--custom-rollout-log-function-path", "log_rollout_step")):
@@ -127,34 +122,17 @@ def test_docs_name_the_three_hooks_that_exist() -> None:
     assert "--custom-config-path" in text and "TechnicalFailureLimitExceeded" in text
 
 
-def _anchor(title: str) -> str:
-    """GitHub's anchor of a heading: lower case, punctuation dropped, spaces as hyphens."""
-    return re.sub(r"[^\w\- ]", "", title.strip().lower()).replace(" ", "-")
+def headings(text: str, levels: str = "1,4") -> list[str]:
+    """The titles of the ``#`` .. ``####`` headings of a markdown text, fenced code left out."""
+    return re.findall(rf"^#{{{levels}}} (.+?)\s*$", prose(text), flags=re.M)
 
 
-def headings(text: str, levels: str = "2,4") -> list[str]:
-    """The titles of the ``##`` .. ``####`` headings of a markdown text, fenced code left out."""
-    prose = re.sub(r"^```.*?^```", "", text, flags=re.M | re.S)
-    return re.findall(rf"^#{{{levels}}} (.+?)\s*$", prose, flags=re.M)
-
-
-def anchors(text: str) -> set[str]:
-    """Every heading anchor GitHub makes for ``text`` (a repeated title gets ``-1``, ``-2``, ...)."""
-    seen: Counter[str] = Counter()
-    out = set()
-    for title in re.findall(r"^#{1,6} (.+?)\s*$", re.sub(r"^```.*?^```", "", text, flags=re.M | re.S), flags=re.M):
-        base = _anchor(title)
-        out.add(base if not seen[base] else f"{base}-{seen[base]}")
-        seen[base] += 1
-    return out
-
-
-def test_the_contents_list_every_section_in_order_with_its_anchor() -> None:
-    text = DOCS.read_text(encoding="utf-8")
-    contents = text[text.index("**Contents**"):text.index("## 1.")]
-    listed = re.findall(r"^\s*- \[(.+?)\]\(#(.+?)\)$", contents, flags=re.M)
-    assert [title for title, _ in listed] == headings(text[text.index("## 1."):])
-    assert all(anchor == _anchor(title) for title, anchor in listed)
+def test_the_reference_index_lists_every_section_in_order_with_its_page_and_anchor() -> None:
+    """docs/reference/README.md: one line per numbered section, in the order of the numbers, linked to its page."""
+    listed = re.findall(r"^\s*- \[(.+?)\]\((\S+?)\)$", REFERENCE_INDEX.read_text(encoding="utf-8"), flags=re.M)
+    ordered = sorted(sections(), key=lambda s: numeric_key(s.number))
+    assert [title for title, _ in listed] == [s.title for s in ordered]
+    assert [link for _, link in listed] == [s.link for s in ordered]
 
 
 def test_the_measurements_list_every_section_in_order_with_its_anchor() -> None:
@@ -162,7 +140,7 @@ def test_the_measurements_list_every_section_in_order_with_its_anchor() -> None:
     first = text.index("\n## ")
     listed = re.findall(r"^\s*- \[(.+?)\]\(#([\w-]+)\)$", text[:first], flags=re.M)
     assert [title for title, _ in listed] == headings(text[first:], "2,3")
-    assert all(anchor == _anchor(title) for title, anchor in listed)
+    assert all(link == anchor(title) for title, link in listed)
 
 
 LINK = re.compile(r"\]\(((?:[\w./-]+\.md)?)#([^)\s]+)\)")
@@ -170,24 +148,23 @@ LINK = re.compile(r"\]\(((?:[\w./-]+\.md)?)#([^)\s]+)\)")
 
 
 def test_every_link_to_a_heading_in_the_docs_and_readme_resolves() -> None:
-    """Every ``[..](#anchor)`` and ``[..](<doc>.md#anchor)`` of both docs and the README names a heading there."""
-    readme = ROOT / "README.md"
+    """Every ``[..](#anchor)`` and ``[..](<doc>.md#anchor)`` of the docs pages and the README names a heading there."""
     checked = 0
-    for page in (DOCS, MEASUREMENTS, readme):
+    for page in (*all_doc_pages(), README):
         text = re.sub(r"^```.*?^```", "", page.read_text(encoding="utf-8"), flags=re.M | re.S)
-        for target, anchor in LINK.findall(text):
+        for target, heading in LINK.findall(text):
             linked = (page.parent / target).resolve() if target else page
-            assert linked.is_file(), f"{page.name} links to a missing file: {target}#{anchor}"
-            assert anchor in anchors(linked.read_text(encoding="utf-8")), \
-                f"{page.name} links to #{anchor}, which {linked.name} has no heading for"
+            assert linked.is_file(), f"{page.name} links to a missing file: {target}#{heading}"
+            assert heading in anchors(linked.read_text(encoding="utf-8")), \
+                f"{page.name} links to #{heading}, which {linked.name} has no heading for"
             checked += 1
     assert checked > 100
-    assert re.search(r"\(benchmarks\.md#[\w-]+\)", DOCS.read_text(encoding="utf-8"))
+    assert any(re.search(r"\(\.\./benchmarks\.md#[\w-]+\)", page.read_text(encoding="utf-8")) for page in reference_pages())
 
 
 def test_section_3_3_rows_are_short_and_each_links_to_the_note_that_explains_it() -> None:
     """One line per field, at most MAX_ROW characters; what the row leaves out is in the note it links to."""
-    lines = table_lines(section("3.3 W&B fields"))
+    lines = table_lines(section_text("3.3"))
     longest = max(lines, key=len)
     assert len(longest) <= MAX_ROW, f"a §3.3 row of {len(longest)} characters: {longest[:80]}..."
     for name in documented_fields():

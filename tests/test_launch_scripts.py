@@ -14,10 +14,10 @@ import pytest
 import yaml
 
 from shopsim_metrics.settings import DEFAULTS
+from tests.docs_pages import section
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
-DOCS = ROOT / "docs" / "training_monitoring.md"
 
 HOOKS = {
     "--dynamic-sampling-filter-path": "shopsimrl.slime_runtime.fully_scored_group_filter",
@@ -60,12 +60,12 @@ def knob_table(text: str) -> dict[str, int]:
 
 
 def test_docs_knob_table_has_every_knob() -> None:
-    assert set(knob_table(DOCS.read_text())) == set(KNOB_FLAGS)
+    assert set(knob_table(section("2.1").body)) == set(KNOB_FLAGS)
 
 
 def test_run_full_train_uses_the_documented_defaults() -> None:
     flags = dry_run("run_full_train.sh")
-    documented = knob_table(DOCS.read_text())
+    documented = knob_table(section("2.1").body)
     assert {knob: int(flags[flag]) for knob, flag in KNOB_FLAGS.items()} == documented
     assert documented == {"rollout_batch_size": 16, "n_samples_per_prompt": 8, "over_sampling_batch_size": 32,
                           "global_batch_size": 64}
@@ -185,7 +185,7 @@ def test_without_the_package_the_dry_run_says_so_in_one_line(tmp_path: Path) -> 
 
 def test_the_docs_launch_snippet_checks_an_absolute_config_path_first() -> None:
     """§1.2's command runs in slime's checkout: a relative YAML path would not exist there."""
-    snippet = re.search(r"### 1\.2 .*?```bash\n(.*?)```", DOCS.read_text(), flags=re.S).group(1)
+    snippet = re.search(r"```bash\n(.*?)```", section("1.2").body, flags=re.S).group(1)
     (config,) = re.findall(r"--custom-config-path (\S+)", snippet)
     assert Path(config).is_absolute()
     assert snippet.index(f"check-config {config}") < snippet.index("train.py")

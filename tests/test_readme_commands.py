@@ -68,7 +68,7 @@ def test_the_readme_and_docs_count_the_hooks_as_the_launch_lists_them() -> None:
     hooks = re.findall(r"shopsimrl\.slime_runtime\.\w+", launch.group(1))
     assert len(hooks) == len(set(hooks)) == 4
     said = {}
-    for path in (README, *sorted((ROOT / "docs").glob("*.md"))):
+    for path in (README, *sorted((ROOT / "docs").rglob("*.md"))):
         for word in re.findall(r"\b(two|three|four|five|six) (?:hooks|hook paths)\b", path.read_text()):
             said.setdefault(word, []).append(path.name)
     assert set(said) == {NUMBER_WORDS[len(hooks)]}, said

@@ -4,7 +4,7 @@ Each rollout is one episode: the model asks the shop's tools (search, view an it
 out; ``shop_tools.py``) until it answers without a tool call or runs out of turns. Every turn is one
 request to the engine over the episode's tokens so far; the model's tokens are appended as trainable
 (``loss_mask`` 1, with their log-probabilities), each tool's output as an observation (``loss_mask`` 0).
-What the monitoring reads of an episode (docs/training_monitoring.md, "Monitoring an agent run"):
+What the monitoring reads of an episode (docs §3.9, "Monitoring an agent run"):
 
 - ``metadata["round_number"]``: the model's turns (slime's own key; ``--log-multi-turn`` logs it);
 - ``non_generation_time``: the seconds spent in tools;

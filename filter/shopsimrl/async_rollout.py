@@ -1,6 +1,6 @@
 """slime's fully-async rollout with the project's filter: every finished group judged before it may train.
 
-Wire it into ``train_async.py`` (docs/training_monitoring.md §3.8)::
+Wire it into ``train_async.py`` (docs §3.8)::
 
     --rollout-function-path             shopsimrl.async_rollout.generate_rollout_fully_async
     --custom-rollout-log-function-path  shopsimrl.slime_runtime.log_rollout_step

@@ -1,7 +1,7 @@
 """slime's ``--data-source-path shopsimrl.data_source.PromptSkipDataSource``: prompts skipped before generation.
 
 The class is the core's (:class:`shopsim_metrics.prompts.data_source.PromptSkipDataSource`: the rules, the
-waves, the state saved beside slime's checkpoint; docs/training_monitoring.md §3.6 and §3.7), attached to
+waves, the state saved beside slime's checkpoint; docs §3.6 and §3.7), attached to
 the process's monitor as slime's hooks create it (:func:`shopsimrl.slime_runtime.get_runtime`, with a
 reader of slime's live loop state), so the data source and the hooks share one prompt history.
 

@@ -6,7 +6,7 @@ Wire them into a slime launch::
     --rollout-all-samples-process-path  shopsimrl.slime_runtime.record_all_samples
     --custom-rollout-log-function-path  shopsimrl.slime_runtime.log_rollout_step
     --rollout-sample-hook-path          shopsimrl.slime_runtime.record_generated_sample
-    --custom-config-path                examples/shopsim.yaml   # shopsim_* settings (docs/training_monitoring.md)
+    --custom-config-path                examples/shopsim.yaml   # shopsim_* settings (docs §2.2)
 
 Check the YAML before launch with ``shopsim-metrics check-config examples/shopsim.yaml``; the first hook
 call runs the same checks and raises :class:`~shopsim_metrics.settings.ShopsimConfigError` on a problem.

@@ -253,7 +253,7 @@ def build_report(
             text=(
                 "Dynamic sampling in slime, step by step: what happened to every judged group, how many "
                 f"over-sampling waves each step needed, and what reached the trainer. All keys are "
-                f"{spec.key_prefix}<name> against {spec.x_key}; see docs/training_monitoring.md §3.3."
+                f"{spec.key_prefix}<name> against {spec.x_key}; see docs/reference/records.md §3.3."
             )
         ),
         wr.TableOfContents(),

@@ -1,9 +1,9 @@
 """The names every part of the project shares: outcomes, reasons, failed checks, per-step fields.
 
-The names of docs/training_monitoring.md §3.3, each declared once: outcomes, reasons and failed checks here, the per-step
+The names of docs §3.3, each declared once: outcomes, reasons and failed checks here, the per-step
 fields and the ledger columns by :class:`~shopsim_metrics.record.records.StepRecord` and
 :class:`~shopsim_metrics.record.records.DecisionRow` (the tables below are derived from them). The W&B sink,
-the JSONL sink, the dashboards and `docs/training_monitoring.md` §3.3 all read their keys from here,
+the JSONL sink, the dashboards and docs §3.3 all read their keys from here,
 so metric keys stay bounded and every part computes the same thing.
 
 Example:

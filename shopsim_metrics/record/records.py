@@ -87,7 +87,7 @@ class DecisionRow:
 
 @dataclass(frozen=True)
 class StepRecord:
-    """Everything recorded for one rollout step (the fields of docs/training_monitoring.md §3.3).
+    """Everything recorded for one rollout step (the fields of docs §3.3).
 
     Frozen: a record is built once, from every contributor's part
     (:class:`~shopsim_metrics.step.draft.StepDraft`), and never edited afterwards.

@@ -98,7 +98,7 @@ class Setting:
     default: Any
     parse: Callable[[Any], Any]
     allowed: str  # what the error message says is allowed
-    doc: str  # the meaning column of docs/training_monitoring.md §2.2 (markdown)
+    doc: str  # the meaning column of docs §2.2 (markdown)
     bool_hint: str = YAML_BOOL_HINT  # appended to the error when a boolean is not allowed
 
     def read(self, value: Any) -> Any:

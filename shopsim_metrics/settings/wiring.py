@@ -29,7 +29,7 @@ def no_judgement_warning(args: Any, rollout_id: int) -> str:
     if rollout_function == SLIME_ASYNC_ROLLOUT_PATH:
         cause = (f"the rollout function {rollout_function} does not call the filter nor the all-samples hook; "
                  f"set --rollout-function-path {ASYNC_ROLLOUT_PATH} to judge every group on that path "
-                 "(docs/training_monitoring.md §3.8)")
+                 "(docs §3.8)")
     elif not filter_path:
         cause = f"--dynamic-sampling-filter-path is not set (set it to {FILTER_PATH})"
     elif filter_path != FILTER_PATH:

@@ -1,7 +1,7 @@
 """The simulated slime loop: waves, completion batches, ``remaining``, abort, and the real hooks.
 
 :class:`SimulatedSlimeLoop` runs one rollout step exactly as slime's ``generate_rollout_async``
-does (docs/training_monitoring.md §4.3): it opens a wave whenever ``remaining < rollout_batch_size``
+does (docs §4.3): it opens a wave whenever ``remaining < rollout_batch_size``
 between batches (``over_sampling_batch_size`` groups, or, when the group source has a data source, as
 many as the project's real data source serves when asked for them,
 :mod:`~shopsim_metrics.simulator.data_sources`), takes the next completion

@@ -1,7 +1,7 @@
 """The local record: ``<run_dir>/steps.jsonl``, one JSON object per finished step.
 
 Each record is one line, appended and flushed (and fsync'ed) when the step is emitted, so a finished
-step's line survives a crash. The rules of the file (see docs/training_monitoring.md, section 1.4):
+step's line survives a crash. The rules of the file (docs §1.4):
 
 - every value is JSON-native (:mod:`shopsim_metrics.record.json_values`): numpy / torch scalars unwrapped,
   non-finite numbers ``null``, anything odd stringified; one odd value never costs a step its record;
