@@ -101,7 +101,8 @@ logger = logging.getLogger("shopsim_metrics")
 
 
 class ShopsimRuntime:
-    """Holds what the four hooks share; every public method is safe across threads (see the module)."""
+    """The process's monitor: one public method per hook over :attr:`parts`, plus what belongs to the process (the
+    sinks, the lineage, the snapshot writer, the locks); every public method is safe across threads (see the module)."""
 
     def __init__(
         self,
