@@ -3,7 +3,7 @@
 Each pool runs with ``prompt_skip`` off, ``greso`` (GRESO's published rule, the reference) and
 ``predictive``, each with ``fixed`` and ``adaptive`` waves, through the real hooks and the real data
 source, at the same knobs and seeds. Per setting, pooled over the seeds
-(:mod:`shopsim_metrics.simulator.skip_measure`): total tokens per informative trained group (every
+(:mod:`shopsim_metrics.simulator.skipping.skip_measure`): total tokens per informative trained group (every
 token generated, aborted groups included), P(second wave), aborted tokens per step, lost signal
 (expected informative groups forgone per informative group trained, from the simulator's true
 success rates) and the median steps before a prompt that became learnable is judged again.
@@ -70,9 +70,9 @@ from dataclasses import replace
 
 from shopsim_metrics.simulator.config import SimConfig
 from shopsim_metrics.simulator.loop import Simulator
-from shopsim_metrics.simulator.skip_saving import alerts_silenced
+from shopsim_metrics.simulator.skipping.skip_saving import alerts_silenced
 from shopsim_metrics.sinks.jsonl import JsonlSink
-from shopsim_metrics.simulator.skip_measure import OracleSkip, SkipMeasure, measure_skipping
+from shopsim_metrics.simulator.skipping.skip_measure import OracleSkip, SkipMeasure, measure_skipping
 from worlds import pools
 
 MODES = ("off", "greso", "predictive")

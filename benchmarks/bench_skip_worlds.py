@@ -30,7 +30,7 @@ from dataclasses import replace
 from shopsim_metrics.outcomes.trace import load_trace
 from shopsim_metrics.replay.measure import ReplayKnobs, default_steps, replay_setting
 from shopsim_metrics.replay.source import LENGTH_MODES
-from shopsim_metrics.simulator.skip_measure import measure_skipping
+from shopsim_metrics.simulator.skipping.skip_measure import measure_skipping
 from worlds import OVER_SAMPLING_BATCH_SIZE, ROLLOUT_BATCH_SIZE, TRACE, pools
 
 LOST_SIGNAL_LIMIT = 0.15

@@ -29,7 +29,7 @@ from shopsim_metrics.readers import read_steps
 from shopsim_metrics.readers.steps import Winners, read_step_columns
 from shopsim_metrics.run.resume import restore
 from shopsim_metrics.run.identity import WRITER_FIELDS
-from shopsim_metrics.simulator.calibration import LedgerTokens
+from shopsim_metrics.simulator.tuning.calibration import LedgerTokens
 from shopsim_metrics.run.snapshot import build_snapshot, snapshot_path
 from shopsim_metrics.run.state import monitor_state
 from shopsim_metrics.state_file import write_json

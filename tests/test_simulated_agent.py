@@ -19,7 +19,7 @@ from shopsim_metrics.simulator.simulated_episodes import (FAILURE_CAUSE_KEY, ROU
 from shopsim_metrics.simulator.loop import make_group_source, simulate, token_rng, tuning_run
 from shopsim_metrics.simulator.samples import SimSample
 from shopsim_metrics.simulator.token_model import TokenModel
-from shopsim_metrics.simulator.tune import TUNING_LIMIT, tune, wave_price
+from shopsim_metrics.simulator.tuning.tune import TUNING_LIMIT, tune, wave_price
 from shopsim_metrics.record import contract
 from shopsimrl import slime_runtime
 

@@ -43,7 +43,7 @@ from shopsim_metrics.record.records import StepRecord
 from shopsim_metrics.simulator.progress import Progress
 from shopsim_metrics.simulator.config import AgentModel, FailureBurst, SimConfig
 from shopsim_metrics.simulator.loop import SimulationResult, Simulator, StepOutcome
-from shopsim_metrics.simulator.skip_saving import SkipComparison
+from shopsim_metrics.simulator.skipping.skip_saving import SkipComparison
 from shopsim_metrics.simulator.tally import RunTally, format_agent, format_headline, format_skipping
 
 logger = logging.getLogger("shopsim_metrics")
@@ -208,7 +208,7 @@ def run_demo(
         write_prompt_data(out / PROMPT_DATA_FILE, config.prompt_pool)
     comparison = None
     if prompt_skip != "off":
-        from shopsim_metrics.simulator.skip_saving import compare_skipping
+        from shopsim_metrics.simulator.skipping.skip_saving import compare_skipping
 
         comparison = compare_skipping(config, prompt_skip, seeds=(seed, seed + 1, seed + 2))
     demo = DemoResult(out_dir=out, run_dir=run_dir, steps_path=steps_path, wandb_run_dir=found.get("wandb"),
@@ -408,7 +408,7 @@ def print_summary(demo: DemoResult, stream: TextIO, *, notes: list[str] | None =
     if skipping is not None:
         print(skipping, file=stream)
     if demo.skip_comparison is not None:
-        from shopsim_metrics.simulator.skip_saving import format_saving
+        from shopsim_metrics.simulator.skipping.skip_saving import format_saving
 
         config = demo.result.config
         print(format_saving(demo.skip_comparison, config.over_sampling_batch_size,
