@@ -168,7 +168,7 @@ class ShopsimRuntime:
         if self._explicit_sinks is None and settings.start_rollout_id == 0:
             check_fresh_run_dir(self.run_dir)
         if settings.start_rollout_id > 0:
-            self.lineage.process_generation = 1  # unless the restore learns of later ones
+            self.lineage.resuming()
             self._restore()
         self.run_writers = RunWriters(self.run_dir, self.lineage.known_writers)
         """The run's other processes known (handed on by the snapshots: a resume from one knows of them)."""
@@ -203,10 +203,8 @@ class ShopsimRuntime:
         if restored.note is not None:
             logger.warning("shopsim-metrics: the monitor snapshot was not used (%s); the records were replayed.",
                            restored.note)
-        lineage.missing_steps, lineage.process_generation = restored.missing, restored.generation
-        lineage.known_writers = restored.writers
-        if restored.run_id is not None:
-            lineage.run_id = restored.run_id  # a resumed run stays the same run
+        lineage.restored(run_id=restored.run_id, generation=restored.generation, writers=restored.writers,
+                         missing=restored.missing)
         warning = resume_warning(restored, start, self.run_dir)
         if warning:
             logger.warning(warning)

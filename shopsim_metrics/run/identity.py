@@ -126,6 +126,17 @@ class Lineage:
         """A new process's lineage, before a resume (if any) restores the run's."""
         return cls(run_id=new_run_id(), process_started_at=time.time(), process_start_rollout_id=start_rollout_id)
 
+    def resuming(self) -> None:
+        """A resumed process (``start_rollout_id`` > 0): the run's second at least, unless the restore learns of later ones."""
+        self.process_generation = 1
+
+    def restored(self, *, run_id: str | None, generation: int, writers: tuple[dict[str, Any], ...], missing: int) -> None:
+        """What a resume learnt from the run's records and snapshot: the run's ``run_id`` (None: none recorded, this
+        process's stays), this process's generation, the run's other processes, the steps no record holds."""
+        if run_id is not None:
+            self.run_id = run_id  # a resumed run stays the same run
+        self.process_generation, self.known_writers, self.missing_steps = generation, writers, missing
+
     def writer(self) -> dict[str, Any]:
         """The writing process as its records and snapshots say it."""
         return {"process_started_at": self.process_started_at,
