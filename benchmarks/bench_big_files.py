@@ -133,7 +133,7 @@ def bench_demo(steps: int, workdir: Path) -> bool:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("--steps", type=int, default=120_000, help="steps of the generated file")
     parser.add_argument("--demo-steps", type=int, default=100_000)
     parser.add_argument("--skip-demo", action="store_true")

@@ -135,7 +135,7 @@ def measure_pools(configs: dict[str, SimConfig], seeds: tuple[int, ...]) -> dict
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("--steps", type=int, default=150)
     parser.add_argument("--seeds", type=int, default=3)
     args = parser.parse_args(argv)

@@ -57,7 +57,7 @@ def replay_mode(trace_path: str, n_samples: int, seeds: tuple[int, ...], lengths
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("--trace", default=str(TRACE))
     parser.add_argument("--n-samples-per-prompt", type=int, default=8)
     parser.add_argument("--seeds", type=int, default=3)

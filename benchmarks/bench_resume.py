@@ -135,7 +135,7 @@ def measure(*args: str) -> dict:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("--steps", type=int, default=100_000)
     parser.add_argument("--prompts", type=int, default=1_000_000)
     options = parser.parse_args()

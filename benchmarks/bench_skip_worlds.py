@@ -78,7 +78,7 @@ def trace_world(job: tuple[str, dict]) -> tuple[str, list[tuple[float, float]]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     for flag in RULE_FLAGS:
         kind = int if flag == "probe_every" else float
         parser.add_argument("--" + flag.replace("_", "-"), type=kind, default=None,

@@ -71,7 +71,7 @@ def run(rollout_batch_size: int, n: int, wave_size: str, steps: int) -> dict[str
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("--steps", type=int, default=RECENT_WINDOW + 6)
     options = parser.parse_args()
     logging.getLogger("shopsim_metrics").setLevel(logging.ERROR)  # the demo's burst alerts

@@ -28,7 +28,7 @@ HERE = Path(__file__).resolve().parent
 
 def plan(argv: list[str]) -> tuple[list[str], list[str]]:
     """The benchmarks to run side by side, and those to run alone, from the command line."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("--parallel", nargs="*", default=[], help="single-process benchmarks, run side by side")
     parser.add_argument("--serial", nargs="*", default=[], help="benchmarks that use every CPU, run alone")
     args = parser.parse_args(argv)

@@ -11,10 +11,12 @@ Example:
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import os
+import re
 import sys
-from typing import NoReturn
+from typing import Any, NoReturn, Sequence
 
 from shopsim_metrics.settings import check as config_check
 from shopsim_metrics.settings import preflight as preflight_command
@@ -25,10 +27,35 @@ from shopsim_metrics.simulator import commands as simulator_commands
 
 
 class OneLineParser(argparse.ArgumentParser):
-    """An argument parser whose usage errors are one line on stderr (with a pointer to ``--help``), exit 2."""
+    """An argument parser whose usage errors are one line on stderr (with a pointer to ``--help``), exit 2.
+
+    A flag is taken only when spelt in full (``allow_abbrev=False``: ``--rollout`` is not
+    ``--rollout-batch-size``), and a flag the command does not know gets the nearest it does ("did you mean").
+    Every subcommand's parser is one of these (argparse builds subparsers with the parent's class).
+
+    Example:
+        >>> import contextlib, io
+        >>> err = io.StringIO()
+        >>> with contextlib.redirect_stderr(err), contextlib.suppress(SystemExit):
+        ...     build_parser().parse_args(["replay", "trace.json", "--sedes", "2"])
+        >>> print(err.getvalue().strip())
+        shopsim-metrics replay: error: unrecognized arguments: --sedes 2; did you mean --seeds? (see shopsim-metrics replay --help)
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs["allow_abbrev"] = False
+        super().__init__(*args, **kwargs)
+
+    def parse_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
+                   namespace: argparse.Namespace | None = None) -> argparse.Namespace:
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            chosen = chosen_parser(self, parsed)
+            chosen.error(f"unrecognized arguments: {' '.join(extras)}{did_you_mean(extras, chosen, self)}")
+        return parsed
 
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        self.exit(2, f"{self.prog}: error: {printable(message)} (see {self.prog} --help)\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -73,6 +100,63 @@ def name_subcommands(parser: argparse.ArgumentParser) -> None:
                 name_subcommands(command)
 
 
+def chosen_parser(parser: argparse.ArgumentParser, parsed: argparse.Namespace) -> argparse.ArgumentParser:
+    """The (sub)command's parser that ``parsed`` went down to: the one whose flags a stray argument was meant for."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            name = getattr(parsed, action.dest, None)
+            if name in action.choices:
+                return chosen_parser(action.choices[name], parsed)
+    return parser
+
+
+def did_you_mean(extras: Sequence[str], parser: argparse.ArgumentParser,
+                 root: argparse.ArgumentParser | None = None) -> str:
+    """What each stray flag of ``extras`` was likely meant as: a flag of ``parser`` spelt nearly so, the one it
+    abbreviates (abbreviations are not accepted), or another command's (of ``root``'s); ``""`` when none.
+
+    Example:
+        >>> parser = OneLineParser(prog="x"); _ = parser.add_argument("--rollout-batch-size")
+        >>> did_you_mean(["--rollout-batch-sise", "3"], parser)
+        '; did you mean --rollout-batch-size?'
+        >>> did_you_mean(["--rollout-batch-sise", "3", "--zzz"], parser)
+        '; --rollout-batch-sise: did you mean --rollout-batch-size?'
+        >>> did_you_mean(["--rollout-batch", "3"], parser)
+        '; did you mean --rollout-batch-size?'
+    """
+    stray = [extra.split("=", 1)[0] for extra in extras if extra.startswith("--")]
+    near = {flag: hint for flag in stray if (hint := _meant(flag, parser, root))}
+    if not near:
+        return ""
+    if len(stray) == 1:
+        return f"; {near[stray[0]]}"
+    return "; " + "; ".join(f"{bad}: {hint}" for bad, hint in near.items())
+
+
+def _meant(flag: str, parser: argparse.ArgumentParser, root: argparse.ArgumentParser | None) -> str | None:
+    """The hint for one stray ``flag`` (see :func:`did_you_mean`)."""
+    known = [name for action in parser._actions for name in action.option_strings if name.startswith("--")]
+    close = difflib.get_close_matches(flag, known, n=1, cutoff=0.75)
+    if close:
+        return f"did you mean {close[0]}?"
+    owners = [command for command in _commands(root) if command is not parser
+              and any(flag in action.option_strings for action in command._actions)]
+    if owners:
+        return f"{flag} is an option of {', '.join(owner.prog for owner in owners)}, not of {parser.prog}"
+    longer = [name for name in known if name.startswith(flag)]
+    return f"did you mean {longer[0]}?" if len(longer) == 1 else None
+
+
+def _commands(parser: argparse.ArgumentParser | None) -> list[argparse.ArgumentParser]:
+    """Every (sub)command parser under ``parser``."""
+    found = []
+    for action in parser._actions if parser is not None else ():
+        if isinstance(action, argparse._SubParsersAction):
+            for command in action.choices.values():
+                found += [command, *_commands(command)]
+    return found
+
+
 def _version() -> str:
     """The installed package's version (``unknown`` when it runs from a bare checkout)."""
     from importlib.metadata import PackageNotFoundError, version
@@ -85,18 +169,20 @@ def _version() -> str:
 
 def _inspect(args: argparse.Namespace) -> int:
     from shopsim_metrics.readers.steps import read_step_columns
-    from shopsim_metrics.readers.report import (STEP_TABLE_LEGEND, STEP_TABLE_NAMES, format_cost_headline,
-                                            format_step_table, format_wave_calibration)
+    from shopsim_metrics.readers.report import (NOTE_NAMES, STEP_TABLE_LEGEND, STEP_TABLE_NAMES,
+                                                format_cost_headline, format_step_table, format_wave_calibration,
+                                                step_note)
 
     if args.json:
         return _inspect_json(args.path)
     names = STEP_TABLE_NAMES
     cost = ("total_token_count", "aborted_token_count")
-    table = read_step_columns(args.path, names=names + ("terminated", "predicted_second_wave_probability") + cost)
+    noted = tuple(name for name in NOTE_NAMES if name not in names)
+    table = read_step_columns(args.path, names=names + noted + ("predicted_second_wave_probability",) + cost)
     out = sys.stdout
     cols = {name: table.rollout_ids if name == "rollout_id" else table.columns[name] for name in names}
     rows = [{name: col[i] for name, col in cols.items()} for i in range(len(table))]
-    notes = ["TERMINATED" if terminated else "" for terminated in table.columns["terminated"]]
+    notes = [step_note({name: table.columns[name][i] for name in NOTE_NAMES}) for i in range(len(table))]
     out.write(format_step_table(rows, notes) + "\n")
     out.write(f"{len(table)} steps" + "".join(f"; {note}" for note in table.report.notes()) + "\n")
     out.write(format_cost_headline(*_run_cost(table.columns)) + "\n")
@@ -137,8 +223,29 @@ def _inspect_json(path: str) -> int:
     return 0
 
 
+_TERMINAL_STYLE = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]")
+"""A terminal's style sequence (``ESC [ 1 m``: bold), as a library's message may carry one."""
+
+
+def printable(text: str) -> str:
+    """``text`` on one line with nothing a terminal would act on: style sequences dropped, white space runs
+    one space, any other control character shown escaped (a file name may hold one).
+
+    Example:
+        >>> printable("Weights only load failed, \\x1b[1mdo those steps\\x1b[0m.\\n  see \\x07x")
+        'Weights only load failed, do those steps. see \\\\x07x'
+    """
+    text = " ".join(_TERMINAL_STYLE.sub("", text).split())
+    return "".join(char if char.isprintable() else repr(char)[1:-1] for char in text)
+
+
 def _message(exc: BaseException) -> str:
-    """A one-line description of an error for the terminal."""
+    """A one-line description of an error for the terminal (:func:`printable`)."""
+    return printable(_described(exc))
+
+
+def _described(exc: BaseException) -> str:
+    """What the error says, by its kind."""
     if isinstance(exc, OSError) and exc.strerror:
         where = f": {exc.filename}" if exc.filename else ""
         hint = ""

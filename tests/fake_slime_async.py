@@ -293,7 +293,7 @@ class PlainWorker:
                     task.add_done_callback(self._done(gid))
                     active.add(task)
                     gid += 1
-            await asyncio.sleep(self.poll_interval)
+            await asyncio.sleep(self.poll_interval)  # models slime's worker: it tops its pool up at each poll
 
     def _done(self, gid: int) -> Any:
         def callback(task: asyncio.Task) -> None:

@@ -45,7 +45,7 @@ def main(argv: list[str]) -> None:
     from shopsim_metrics.loop.loop_state import ManualLoopState
     from shopsimrl import slime_runtime
 
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(allow_abbrev=False)
     for name in ("run_dir", "save"):
         parser.add_argument(name)
     for name in ("start", "first", "last"):

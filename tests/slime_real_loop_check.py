@@ -209,7 +209,7 @@ def run(run_index: int, run_dir: str, seed: int, reward_key: str | None, fan_out
         return groups
 
     async def scripted_generate(args, group, sampling_params, evaluation=False):
-        await asyncio.sleep(0.002 * (group[0].group_index % 6))  # equal delays: several groups per batch
+        await asyncio.sleep(0.002 * (group[0].group_index % 6))  # models generation time: several groups per batch
         filled = script.fill(group, current["step"])
         uid = prompt_of(group[0].group_index % POOL)[3]
         for item in filled:  # the prompt's metadata key beside whatever flags the script set

@@ -424,9 +424,9 @@ for rid in range(first, last):
     print(rid, sink.path.name, flush=True)
     if rid == first:
         Path(ready).touch()
-        while not Path(go).exists():  # both writers hold their file before either goes on
-            time.sleep(0.01)
-    time.sleep(0.002)
+        deadline = time.monotonic() + 120
+        while not Path(go).exists() and time.monotonic() < deadline:  # both writers hold their file before
+            time.sleep(0.01)  # either goes on (polled under a deadline: a lost parent does not leave it waiting)
 sink.close()
 """
 

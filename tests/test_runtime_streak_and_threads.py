@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import queue
 import threading
-import time
 from types import SimpleNamespace
 
 import pytest
@@ -84,22 +83,55 @@ def test_alerts_read_the_one_streak_warn_once_per_streak_error_at_the_limit():
     assert record.max_consecutive_technical_failures == 4
 
 
+class OwnedLock:
+    """A re-entrant lock that says which thread holds it: put in place of the recorder's lock, it lets the sink
+    check on every call that its caller holds it (no sleep to widen a window: the check is exact every time)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self.owner: int | None = None
+        self._depth = 0
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        taken = self._lock.acquire(blocking, timeout)
+        if taken:
+            self.owner, self._depth = threading.get_ident(), self._depth + 1
+        return taken
+
+    def release(self) -> None:
+        self._depth -= 1
+        if not self._depth:
+            self.owner = None
+        self._lock.release()
+
+    def __enter__(self) -> "OwnedLock":
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
 class GuardedSink(StepSink):
-    """Records emits and alerts, and notes whenever two threads are inside it at once."""
+    """Records emits and alerts; counts every call made without the recorder's lock held by the calling thread
+    (another thread could then be inside at once) and every time two threads were inside at once."""
 
     def __init__(self) -> None:
         self.records: list = []
         self.alerts: list = []
+        self.lock: OwnedLock | None = None  # the recorder's, once the runtime is configured
+        self.unguarded = 0
         self.overlaps = 0
         self._inside = 0
         self._count_lock = threading.Lock()
 
     def _enter(self) -> None:
+        if self.lock is None or self.lock.owner != threading.get_ident():
+            self.unguarded += 1
         with self._count_lock:
             self._inside += 1
             if self._inside > 1:
                 self.overlaps += 1
-        time.sleep(0.0005)  # widen the window in which another thread could come in
 
     def _leave(self) -> None:
         with self._count_lock:
@@ -129,6 +161,7 @@ def test_the_filter_thread_and_the_log_thread_share_the_runtime_safely():
                      shopsim_alert_warn_fraction=0.002)  # WARN at a streak of 2: alerts from the filter thread
     state = ManualLoopState(source="threads")
     runtime = slime_runtime.configure(args, sinks=[sink], loop_state=state)
+    runtime.recorder.lock = sink.lock = OwnedLock()  # before any hook runs: every sink call is checked
     finished: queue.Queue = queue.Queue()
     errors: list[BaseException] = []
 
@@ -165,7 +198,7 @@ def test_the_filter_thread_and_the_log_thread_share_the_runtime_safely():
         thread.join(timeout=120)
     assert not errors, errors
     runtime.shutdown()
-    assert sink.overlaps == 0
+    assert sink.unguarded == 0 and sink.overlaps == 0
     ids = [record.rollout_id for record in sink.records]
     assert ids == list(range(steps))  # each step exactly once, in order
     for record in sink.records:

@@ -109,7 +109,7 @@ def test_every_skip_rule_field_is_one_setting_at_its_default_and_no_other() -> N
 def test_every_skip_rule_setting_is_a_flag_read_by_its_row() -> None:
     """A command that lets the user try any of them gets the flag from the row (help: the docs line)."""
     names = [s.name for s in SKIP_RULE_SETTINGS]
-    parser = argparse.ArgumentParser(prog="try")
+    parser = argparse.ArgumentParser(prog="try", allow_abbrev=False)
     add_setting_flags(parser, names)
     for row in SKIP_RULE_SETTINGS:
         action = next(a for a in parser._actions if flag_of(row.name) in a.option_strings)

@@ -91,7 +91,7 @@ def slime(tmp_path_factory):
             harness.stop_ray(head)
         harness.stop_process(server.proc)
         for name, run in runs.items():
-            print(f"slime train.py run {name}: rc={run.returncode} in {run.seconds:.1f} s, log {run.work / 'train.log'}")
+            print(f"slime train.py run {name}: rc={run.returncode}, log {run.work / 'train.log'}")
 
 
 def _records(path) -> list[dict]:

@@ -110,7 +110,7 @@ def runs(tmp_path_factory, pools):
 
 @pytest.fixture(scope="module")
 def figures(runs, tmp_path_factory):
-    """Per run: engine tokens, informative groups, their ratio, wall time; per scenario: the off/predictive
+    """Per run: engine tokens, informative groups, their ratio; per scenario: the off/predictive
     ratio per seed and pooled over seeds (sums over sums), and predictive's lost signal."""
     per_run = {}
     for (scenario, mode, seed), run in runs.items():
@@ -126,7 +126,6 @@ def figures(runs, tmp_path_factory):
             "lost_signal_draws": _lost_signal_draws(records, steps),
             "waves": sum(r["wave_count"] for r in records),
             "submitted_groups": sum(r["submitted_group_count"] for r in records),
-            "seconds": round(run.seconds, 1),
         }
     summary = {}
     for scenario in ("pool", "short"):

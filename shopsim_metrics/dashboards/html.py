@@ -207,7 +207,9 @@ def step_figure_dict(panel: Panel, data: DashboardData) -> dict[str, Any]:
 
     Past :data:`~shopsim_metrics.dashboards.downsample.MAX_POINTS` steps the series are downsampled for
     drawing: stacked bars by bucket means (the stack still adds up), lines by min/max buckets. Built
-    without plotly's objects, whose per-element validation costs seconds on a 100k-step run.
+    without plotly's objects, whose per-element validation costs seconds on a 100k-step run. A series no
+    step carries (adaptive waves' prediction on a run with fixed waves) is left out, not listed in the legend
+    with nothing drawn, unless no series has data (the panel then says it is off).
     """
     x = data.step_ids()
     breakdown = breakdown_values(panel, data)  # one stacked bar per label (technical causes), after the series
@@ -219,7 +221,10 @@ def step_figure_dict(panel: Panel, data: DashboardData) -> dict[str, Any]:
     else:
         drawn = [minmax_buckets(x, v) for v in values]
     traces: list[dict[str, Any]] = []
+    unshown = unshown_series(panel, data)
     for s, (sx, sy) in zip(series, drawn):
+        if s.key in unshown:
+            continue
         trace: dict[str, Any] = {"x": sx, "y": sy, "name": s.label, "meta": s.key}
         if s.style == "bar":
             trace.update(type="bar", marker={"color": s.color})
@@ -299,6 +304,21 @@ def step_alerts(data: DashboardData) -> list[tuple[int, str, str, str]]:
                 out.append((step, str(alert.get("level") or "?"), str(alert.get("title") or ""),
                             str(alert.get("text") or "")))
     return out
+
+
+def unshown_series(panel: Panel, data: DashboardData) -> set[str]:
+    """The keys of ``panel``'s series that no step carries, beside one that has data (thresholds aside): left out
+    of the chart and its legend. None when no series has data (the panel then says it is off).
+
+    Example:
+        >>> from shopsim_metrics.dashboards.spec import dashboard_spec
+        >>> waves = dashboard_spec().panel("waves")
+        >>> unshown_series(waves, DashboardData(steps=[{"rollout_id": 0, "wave_count": 2}]))
+        {'predicted_second_wave_probability'}
+    """
+    drawn = [s for s in panel.series if s.style != "threshold"]
+    empty = {s.key for s in drawn if all(v is None for v in series_values(s, data))}
+    return empty if len(empty) < len(drawn) else set()
 
 
 def downsample_note(panel: Panel, steps: int) -> str:

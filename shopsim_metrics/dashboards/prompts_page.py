@@ -47,6 +47,30 @@ VISITS_BUDGET = 12_000_000
 
 _DIGITS = "0123456789abcdefghijklmnopqrstuvwxyz"
 
+TEXTS_BUDGET = 4_000_000
+"""Characters of prompt text the page may embed in all: each prompt's text is cut to its share (at most
+:data:`TEXT_CHARS`), so a dump of 100,000 prompts still makes a page under 20 MB."""
+
+TEXT_CHARS = 160
+"""The most of one prompt's text the page shows (its key, on hover, names it whole)."""
+
+
+def page_texts(trace: Trace, keys: list[str], budget: int = TEXTS_BUDGET) -> list[str] | None:
+    """Each prompt's text as the page shows it (None: the source holds none), cut to an equal share of ``budget``.
+
+    Example:
+        >>> from shopsim_metrics.outcomes.trace import trace_from_mapping
+        >>> import dataclasses
+        >>> trace = dataclasses.replace(trace_from_mapping({"a": [0.5], "b": [1.0]}, 2), texts={"a": "x" * 50})
+        >>> page_texts(trace, ["a", "b"], budget=40)
+        ['xxxxxxxxxxxxxxxxxxx…', '']
+    """
+    if not trace.texts:
+        return None
+    share = max(min(TEXT_CHARS, budget // max(len(keys), 1)), 1)
+    texts = [trace.texts.get(key, "") for key in keys]
+    return [text if len(text) <= share else text[:share - 1] + "…" for text in texts]
+
 
 def base36(number: int) -> str:
     """A non-negative int in base 36 (the page's compact numbers).
@@ -112,6 +136,8 @@ def page_data(trace: Trace, budget: int = VISITS_BUDGET) -> dict[str, Any]:
         "tok": [s if e else None for s, e in zip(token_text, embedded)],
         "verdicts": [s if e else None for s, e in zip(letters, embedded)],
         "embedded": sum(embedded),
+        "texts": page_texts(trace, keys),
+        "sort": "wasted" if tokens_known else "zero_std",  # the opening order: wasted tokens need recorded tokens
     }
 
 
@@ -159,6 +185,7 @@ def render_prompts_page(trace: Trace, *, title: str = "Prompts", budget: int = V
     cells = "".join(f"<div><span>{_esc(k)}</span><b>{_esc(v)}</b></div>" for k, v in facts)
     link = f'<p><a href="{_esc(back_link)}">&larr; the per-step dashboard</a></p>' if back_link else ""
     return _PAGE.format(start=page_start(_esc(title), _CSS), title=_esc(title), link=link, summary=cells,
+                        n=trace.n_samples, text_note=_TEXT_NOTE if data["texts"] else "",
                         notes="".join(f'<p class="note">{_esc(note)}</p>' for note in notes),
                         payload=payload, script=_SCRIPT.replace("@ROWS@", str(ROWS_PER_PAGE)))
 
@@ -174,6 +201,9 @@ def write_prompts_page(trace: Trace, out_path: str | os.PathLike, **options: Any
 def _esc(text: Any) -> str:
     return _html.escape(str(text), quote=True)
 
+
+_TEXT_NOTE = "The prompt column shows each prompt's text as the source holds it (its key on hover). "
+"""Said on the page when the source holds the prompts' texts (a dump)."""
 
 _CSS = """
 body { font-family: -apple-system, "Segoe UI", Roboto, sans-serif; margin: 0 24px 40px; color: #222; }
@@ -198,16 +228,18 @@ _PAGE = """{start}</head>
 {link}<div class="summary">{summary}</div>
 {notes}
 <p class="note">Each row is a prompt; its visits are the groups of it the run judged (technical groups left out).
-Verdicts: <b class="v-S">S</b> spread, <b class="v-P">P</b> all-pass, <b class="v-F">F</b> all-fail,
+{text_note}Verdicts: <b class="v-S">S</b> spread, <b class="v-P">P</b> all-pass, <b class="v-F">F</b> all-fail,
 <b class="v-O">O</b> other zero-std. Wasted tokens: the tokens of its zero-std visits. Click a column to sort,
 a row to see its visits.</p>
 <div id="detail" hidden></div>
-<div class="controls"><label>key contains <input id="filter" size="24"></label>
+<div class="controls"><label>key or prompt contains <input id="filter" size="24"></label>
 <button id="prev">&larr; previous</button><span id="position"></span><button id="next">next &rarr;</button></div>
 <table id="prompts"><thead><tr>
 <th data-sort="key">prompt</th><th data-sort="visits">visits</th><th data-sort="zero_std">zero-std visits</th>
 <th data-sort="last">last verdict</th><th data-sort="wasted">wasted tokens</th><th data-sort="tokens">tokens</th>
-<th data-sort="rate">success rate</th><th>success by visit</th></tr></thead><tbody></tbody></table>
+<th data-sort="rate">success rate</th>
+<th title="each visit's successes, from 0 (bottom line) to {n} of {n} (top line), oldest first">success by visit
+(0 to {n}/{n})</th></tr></thead><tbody></tbody></table>
 <script type="application/json" id="prompts-data">{payload}</script>
 <script>{script}</script>
 </body>
@@ -218,10 +250,11 @@ _SCRIPT = r"""
 (function () {
   var D = JSON.parse(document.getElementById("prompts-data").textContent);
   var count = D.keys.length, ROWS = @ROWS@, LAST_RANK = {F: 0, P: 1, O: 2, S: 3};
-  var order = [], shown = [], sortKey = "wasted", descending = true, offset = 0, opened = -1;
+  var order = [], shown = [], sortKey = D.sort, descending = true, offset = 0, opened = -1;
+  function label(i) { return D.texts && D.texts[i] ? D.texts[i] : D.keys[i]; }
   function rate(i) { return D.successes[i] / (D.visits[i] * D.n); }
   function value(i, key) {
-    if (key === "key") return D.keys[i];
+    if (key === "key") return label(i);
     if (key === "last") return LAST_RANK[D.last[i]];
     if (key === "rate") return rate(i);
     return D[key][i];
@@ -247,8 +280,9 @@ _SCRIPT = r"""
       var x = visits.length > 1 ? 2 + j * (w - 4) / (visits.length - 1) : w / 2;
       pts.push(x.toFixed(1) + "," + (h - 2 - (h - 4) * v.successes / D.n).toFixed(1));
     });
-    return '<svg width="' + w + '" height="' + h + '"><polyline fill="none" stroke="#1f77b4" points="' +
-      pts.join(" ") + '"/></svg>';
+    return '<svg width="' + w + '" height="' + h + '"><line x1="0" y1="2" x2="' + w + '" y2="2" stroke="#ddd"/>' +
+      '<line x1="0" y1="' + (h - 2) + '" x2="' + w + '" y2="' + (h - 2) + '" stroke="#ddd"/>' +
+      '<polyline fill="none" stroke="#1f77b4" points="' + pts.join(" ") + '"/></svg>';
   }
   function esc(text) {
     return String(text).replace(/[&<>"']/g, function (c) {
@@ -258,7 +292,9 @@ _SCRIPT = r"""
   function resort() {
     var filter = document.getElementById("filter").value;
     order = [];
-    for (var i = 0; i < count; i++) if (!filter || D.keys[i].indexOf(filter) >= 0) order.push(i);
+    for (var i = 0; i < count; i++) {
+      if (!filter || D.keys[i].indexOf(filter) >= 0 || (D.texts && D.texts[i].indexOf(filter) >= 0)) order.push(i);
+    }
     order.sort(function (a, b) {
       var x = value(a, sortKey), y = value(b, sortKey);
       var c = x < y ? -1 : x > y ? 1 : a - b;
@@ -275,7 +311,7 @@ _SCRIPT = r"""
     shown = order.slice(offset, offset + ROWS);
     shown.forEach(function (i) {
       rows.push('<tr data-index="' + i + '"' + (i === opened ? ' class="open"' : "") + '><td class="key" title="' +
-        esc(D.keys[i]) + '">' + esc(D.keys[i]) + "</td><td>" + D.visits[i] + "</td><td>" + D.zero_std[i] +
+        esc(D.keys[i]) + '">' + esc(label(i)) + "</td><td>" + D.visits[i] + "</td><td>" + D.zero_std[i] +
         '</td><td class="v-' + D.last[i] + '">' + D.last[i] + "</td><td>" +
         (D.tokens_known ? D.wasted[i].toLocaleString() : "") + "</td><td>" +
         (D.tokens_known ? D.tokens[i].toLocaleString() : "") + "</td><td>" + rate(i).toFixed(2) + "</td><td>" +
@@ -289,7 +325,7 @@ _SCRIPT = r"""
     opened = i;
     var box = document.getElementById("detail"), visits = visitsOf(i);
     box.hidden = false;
-    var head = "<h3>" + esc(D.keys[i]) + "</h3>";
+    var head = "<h3>" + esc(D.keys[i]) + "</h3>" + (D.texts && D.texts[i] ? "<p>" + esc(D.texts[i]) + "</p>" : "");
     if (!visits) {
       box.innerHTML = head + '<p class="note">This prompt\'s visits are not embedded (the page keeps the most ' +
         "wasteful prompts' visits); `shopsim-metrics prompts` lists them.</p>";

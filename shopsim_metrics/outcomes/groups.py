@@ -32,6 +32,7 @@ Example:
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Sequence
@@ -99,6 +100,35 @@ class DumpGroup:
     successes: int  # of the scorable rollouts
     kind: str  # SPREAD, ZERO_STD or TECHNICAL
     tokens: int | None  # generated tokens of every rollout (None: the dump records none)
+    text: str | None = None  # the prompt as the dump holds it (:func:`prompt_text`), for people to read
+
+
+TEXT_LIMIT = 400
+"""Characters of a prompt's text a trace keeps (what a table cell or a skip-list entry shows)."""
+
+
+def prompt_text(prompt: Any) -> str | None:
+    """A dump's prompt as one line people can read: the text itself, a chat's messages as ``role: content``
+    (the last ones when long), anything else as JSON; at most :data:`TEXT_LIMIT` characters (None: no prompt).
+
+    Example:
+        >>> prompt_text("What is 2+2?\\n")
+        'What is 2+2?'
+        >>> prompt_text([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "2+2?"}])
+        'system: Be brief. | user: 2+2?'
+        >>> len(prompt_text("x" * 1000)), prompt_text(None)
+        (400, None)
+    """
+    if prompt is None:
+        return None
+    if isinstance(prompt, str):
+        text = prompt
+    elif isinstance(prompt, list) and all(isinstance(m, dict) and "content" in m for m in prompt):
+        text = " | ".join(f"{m.get('role', '?')}: {m['content']}" for m in prompt)
+    else:
+        text = json.dumps(prompt, default=str, ensure_ascii=False)
+    text = " ".join(text.split())
+    return text if len(text) <= TEXT_LIMIT else text[:TEXT_LIMIT - 1] + "…"
 
 
 def judge_dump_group(step: int, samples: Sequence[DumpSample], options: DumpOptions, *,
@@ -109,7 +139,7 @@ def judge_dump_group(step: int, samples: Sequence[DumpSample], options: DumpOpti
     key, _ = prompt_key(samples, options.prompt_key)
     tokens = sum(read_generated_tokens(s) for s in samples) if tokens_recorded else None
     return DumpGroup(step=step, key=str(key), rollouts=judgement.unique_rollouts, successes=judgement.success_count,
-                     kind=judgement.kind, tokens=tokens)
+                     kind=judgement.kind, tokens=tokens, text=prompt_text(samples[0].prompt) if samples else None)
 
 
 def require_holds(options: DumpOptions, origin: str, framework: str) -> None:
@@ -152,6 +182,11 @@ def trace_from_groups(groups: Sequence[DumpGroup], *, origin: str, options: Dump
         found.setdefault(group.key, []).append(
             Visit(successes=group.successes, zero_std=group.kind != SPREAD, time=(group.step - first + 0.5) / span,
                   tokens=group.tokens, step=group.step))
+    texts: dict[str, str] = {}  # each prompt's text, as its first scored group holds it
+    for group in scored:
+        if group.text is not None:
+            texts.setdefault(group.key, group.text)
+
     per_step = Counter(g.step for g in groups)
     said = list(notes)
     technical = len(groups) - len(scored)
@@ -163,4 +198,4 @@ def trace_from_groups(groups: Sequence[DumpGroup], *, origin: str, options: Dump
     keys = sorted(found)
     run = RunKnobs(rollout_batch_size=Counter(per_step.values()).most_common(1)[0][0], over_sampling_batch_size=None, steps=span)
     return Trace(prompts=tuple(keys), visits=tuple(tuple(found[k]) for k in keys), n_samples=sizes.most_common(1)[0][0],
-                 origin=origin, run=run, notes=tuple(said))
+                 origin=origin, run=run, notes=tuple(said), texts=texts)

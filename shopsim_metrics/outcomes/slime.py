@@ -101,7 +101,8 @@ def load_dump_file(path: Path) -> tuple[int, list[dict[str, Any]]]:
     except ImportError:
         raise DumpError(f"{path}: {TORCH_MISSING}") from None
     try:
-        data = torch.load(path, map_location="cpu", weights_only=True)
+        with _numpy_scalars_allowed(torch):
+            data = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # noqa: BLE001 - a torn file, another format, an object torch refuses to unpickle
         reason = " ".join(str(exc).split())[:160]
         raise DumpError(f"{path}: not a slime rollout dump torch can load safely ({type(exc).__name__}: "
@@ -129,6 +130,39 @@ def step_groups(path: Path, samples: list[Any]) -> dict[int, list[DumpSample]]:
     return groups
 
 
+def plain(value: Any) -> Any:
+    """``value`` with numpy scalars as Python's (a dict's values too): a reward function may return
+    ``np.float32(1.0)``, which the filter's rules would not read as a number.
+
+    Example:
+        >>> import numpy as np
+        >>> plain(np.float32(0.5)), plain({"acc": np.int64(1), "ok": np.bool_(True)}), plain([1])
+        (0.5, {'acc': 1, 'ok': True}, [1])
+    """
+    import numpy as np
+
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, dict):
+        return {key: plain(item) for key, item in value.items()}
+    return value
+
+
+def _numpy_scalars_allowed(torch: Any) -> Any:
+    """A context in which ``torch.load(weights_only=True)`` also takes numpy scalars and their dtypes (plain
+    data, no code: a reward returned as ``np.float32`` is pickled as one), where torch can be told so."""
+    import contextlib
+
+    import numpy as np
+
+    safe_globals = getattr(torch.serialization, "safe_globals", None)
+    if safe_globals is None:  # an old torch: numpy scalars stay refused, in the error's one line
+        return contextlib.nullcontext()
+    scalar = np.float64(0.0).__reduce__()[0]  # numpy's scalar constructor, wherever this numpy keeps it
+    dtypes = {type(np.dtype(code)) for code in "?bhilqBHILQefdgFDG"}
+    return safe_globals([scalar, np.dtype, *dtypes])
+
+
 def read_slime_dump(path: str | os.PathLike, options: DumpOptions) -> Trace:
     """The trace of slime's rollout dumps at ``path`` (module docstring). Files are read one at a time and
     only their judged groups kept."""
@@ -144,7 +178,7 @@ def read_slime_dump(path: str | os.PathLike, options: DumpOptions) -> Trace:
         if step in file_of:
             raise DumpError(f"{file}: step {step} twice (also in {file_of[step]}): files of two runs, or copies")
         file_of[step] = file
-        by_index = step_groups(file, samples)
+        by_index = step_groups(file, [plain(raw) for raw in samples])  # numpy scalars as Python's
         del samples
         for group_index, members in by_index.items():
             if group_index in owner:

@@ -24,7 +24,7 @@ from typing import Any, Callable
 
 from shopsim_metrics.outcomes.groups import KEPT_ONLY, WHOLE_RUN, DumpError, DumpOptions
 from shopsim_metrics.outcomes.verl import STEP_FILE
-from shopsim_metrics.outcomes.trace import Trace, load_trace
+from shopsim_metrics.outcomes.trace import Trace, TraceError, load_trace
 
 SLIME, VERL, RECORDS, JSON_TRACE = "slime", "verl", "records", "json"
 DUMP_KINDS = (SLIME, VERL)
@@ -62,6 +62,10 @@ def load_outcomes(path: str | os.PathLike, *, n_samples: int | None = None,
     after each ``n`` bytes of a JSON trace read (:func:`~shopsim_metrics.outcomes.trace.load_trace`)."""
     options = options or DumpOptions(None)
     kind = source_kind(path)
+    check_not_above_dumps(path, kind)
+    if kind in DUMP_KINDS and n_samples is not None:
+        raise DumpError(f"{os.fspath(path)}: --n-samples-per-prompt is a JSON trace's group size; {kind}'s dump "
+                        "has its own (its groups' size): leave the flag out")
     if kind == SLIME:
         from shopsim_metrics.outcomes.slime import read_slime_dump
 
@@ -71,7 +75,40 @@ def load_outcomes(path: str | os.PathLike, *, n_samples: int | None = None,
 
         return read_verl_dump(path, options)
     refuse_dump_options(path, options)
-    return load_trace(path, n_samples, on_read)
+    trace = load_trace(path, n_samples, on_read)
+    if trace.run is not None and n_samples is not None and n_samples != trace.n_samples:
+        raise TraceError(f"{os.fspath(path)}: --n-samples-per-prompt {n_samples} is a JSON trace's group size; the "
+                         f"records say their own ({trace.n_samples}): leave the flag out")
+    return trace
+
+
+def dumps_below(path: str | os.PathLike) -> list[str]:
+    """The directories right below ``path`` that hold a dump (slime's or verl's), named with their kind.
+
+    Example:
+        >>> import tempfile, pathlib
+        >>> top = pathlib.Path(tempfile.mkdtemp()); (top / "run1").mkdir(); _ = (top / "run1" / "3.jsonl").write_text("")
+        >>> [name.replace(str(top), "TOP") for name in dumps_below(top)]
+        ["TOP/run1 (verl's)"]
+    """
+    try:
+        subs = sorted(sub for sub in Path(path).iterdir() if sub.is_dir())
+    except OSError:
+        return []
+    return [f"{sub} ({kind}'s)" for sub in subs if (kind := source_kind(sub)) in DUMP_KINDS]
+
+
+def check_not_above_dumps(path: str | os.PathLike, kind: str) -> None:
+    """A directory without records whose subdirectories hold dumps (the parent of a run's dump directories):
+    one line naming them, not "this is this package's records" or a missing steps.jsonl."""
+    target = Path(path)
+    if kind != RECORDS or not target.is_dir() or any(target.glob("steps*.jsonl")):
+        return
+    below = dumps_below(target)
+    if below:
+        raise DumpError(f"{os.fspath(path)}: no dump and no records here (no .pt, {{step}}.jsonl or steps.jsonl "
+                        f"file), but the directories below it hold dumps: {', '.join(below[:3])}"
+                        f"{' ...' if len(below) > 3 else ''}; give one of them")
 
 
 def refuse_dump_options(path: str | os.PathLike, options: DumpOptions) -> None:

@@ -38,7 +38,7 @@ from __future__ import annotations
 import functools
 import os
 from array import array
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
@@ -160,6 +160,7 @@ class Trace:
     origin: str  # what it was read from, for the output
     run: RunKnobs | None = None  # the recorded run's knobs (records only)
     notes: tuple[str, ...] = ()  # what the output must say about how the trace was read (a dump's biases)
+    texts: Mapping[str, str] = field(default_factory=dict)  # prompt key -> its text, where the source holds it
 
     def __post_init__(self) -> None:
         if not isinstance(self.visits, TraceVisits):
@@ -299,7 +300,12 @@ def trace_from_json_file(path: str | os.PathLike, n_samples: int | None,
                          on_read: Callable[[int], None] | None = None) -> Trace:
     """A JSON trace file (``n_samples`` is required: the fractions are ``k/n`` of it), read one prompt at a time
     (:mod:`~shopsim_metrics.outcomes.json_items`: memory holds the trace's columns, never the file's text or its
-    parsed values); ``on_read(n)`` after each ``n`` bytes read."""
+    parsed values); ``on_read(n)`` after each ``n`` bytes read. Without ``n_samples``, a file that does not
+    open with ``{`` is refused as not a JSON trace (an image, a log), not for the flag it lacks."""
+    if n_samples is None and not opens_an_object(path):
+        raise TraceError(f"{path}: not a JSON trace (it does not start with '{{'), nor a run's records, nor a dump; "
+                         "expected a JSON object {prompt_key: [success fraction per visit]}, a run directory or "
+                         "steps.jsonl, slime's .pt dumps or verl's {step}.jsonl files")
     if n_samples is None:
         raise TraceError(f"{path}: a JSON trace needs --n-samples-per-prompt N (its fractions are successes out of N)")
     builder = _FractionsTrace(n_samples, str(path))
@@ -314,6 +320,25 @@ def trace_from_json_file(path: str | os.PathLike, n_samples: int | None,
                 raise TraceError(f"{path}: {exc} {{prompt_key: [success fraction per visit]}}") from None
             raise TraceError(f"{path}: {exc}") from None
     return builder.trace()
+
+
+def opens_an_object(path: str | os.PathLike) -> bool:
+    """Whether the file's first character other than white space (and a UTF-8 byte order mark) is ``{``.
+
+    Example:
+        >>> import tempfile, pathlib
+        >>> path = pathlib.Path(tempfile.mkdtemp()) / "t.json"
+        >>> _ = path.write_bytes(b"\\xef\\xbb\\xbf  \\n{}"); opens_an_object(path)
+        True
+        >>> _ = path.write_bytes(b"\\x89PNG\\r\\n"); opens_an_object(path)
+        False
+    """
+    white = b" \t\r\n"
+    with open(path, "rb") as handle:
+        head = handle.read(4096).removeprefix(b"\xef\xbb\xbf")
+        while head and not head.lstrip(white):
+            head = handle.read(4096)
+    return head.lstrip(white).startswith(b"{")
 
 
 _KNOBS = ("n_samples_per_prompt", "rollout_batch_size", "over_sampling_batch_size", "skipped_prompt_count")

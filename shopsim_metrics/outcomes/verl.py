@@ -27,6 +27,7 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 import glob
 import os
 import re
@@ -85,14 +86,41 @@ def read_rows(path: Path) -> tuple[int, list[dict[str, Any]]]:
 
 
 def step_groups(rows: list[dict[str, Any]], options: DumpOptions) -> list[list[DumpSample]]:
-    """A step's rows grouped by prompt (``input``'s hash, or the ``--prompt-key`` column), in first-seen order."""
+    """A step's rows grouped by prompt (``input``'s hash, or the ``--prompt-key`` column), in first-seen order;
+    a prompt drawn k times in the step (k n rows) is k groups of n (:func:`split_repeats`)."""
     groups: dict[str | None, list[DumpSample]] = {}
     reward_column = options.reward_key or "score"
     for position, row in enumerate(rows):
         sample = DumpSample(prompt=row["input"], reward=row.get(reward_column), metadata=row, index=position)
         key, _ = prompt_key([sample], options.prompt_key)
         groups.setdefault(key, []).append(sample)
-    return list(groups.values())
+    return split_repeats(list(groups.values()))
+
+
+def split_repeats(groups: list[list[DumpSample]]) -> list[list[DumpSample]]:
+    """A step's groups with each prompt drawn k times (its rows a multiple k of the step's smallest group, n)
+    split into k groups of n, in row order: a batch may draw a prompt twice (an epoch's end, a small dataset),
+    and verl's dump has no group id, so which responses shared a group is not recorded (see
+    :data:`REPEAT_NOTE`). A group of any other size is left whole (then refused: groups of unequal size).
+
+    Example:
+        >>> groups = [[DumpSample(index=i) for i in range(4)], [DumpSample(index=i) for i in range(2)]]
+        >>> [[s.index for s in g] for g in split_repeats(groups)]
+        [[0, 1], [2, 3], [0, 1]]
+    """
+    n = min((len(group) for group in groups), default=0)
+    split: list[list[DumpSample]] = []
+    for group in groups:
+        if n and len(group) > n and len(group) % n == 0:
+            split.extend(group[start:start + n] for start in range(0, len(group), n))
+        else:
+            split.append(group)
+    return split
+
+
+REPEAT_NOTE = ("{count} groups were a prompt drawn again in the same step (its rows a multiple of the group size), "
+               "split in row order: verl's dump does not say which responses shared a group, so those groups' "
+               "zero-std verdicts are a guess (their successes are not)")
 
 
 def read_verl_dump(path: str | os.PathLike, options: DumpOptions) -> Trace:
@@ -103,13 +131,17 @@ def read_verl_dump(path: str | os.PathLike, options: DumpOptions) -> Trace:
     files = verl_files(path)
     file_of: dict[int, Path] = {}
     groups: list[DumpGroup] = []
+    repeats = 0  # groups of a prompt drawn more than once in their step
     for file in files:
         step, rows = read_rows(file)
         if step in file_of:
             raise DumpError(f"{file}: step {step} twice (also in {file_of[step]}): files of two runs, or copies")
         file_of[step] = file
-        groups.extend(judge_dump_group(step, samples, judged, tokens_recorded=False)
-                      for samples in step_groups(rows, options))
+        judged_groups = [judge_dump_group(step, samples, judged, tokens_recorded=False)
+                         for samples in step_groups(rows, options)]
+        keys = Counter(group.key for group in judged_groups)
+        repeats += sum(count for count in keys.values() if count > 1)
+        groups.extend(judged_groups)
     return trace_from_groups(groups, origin=f"{origin} (verl's rollout dumps, {len(files)} files, "
                                             f"{holds_text(options)})",
-                             options=options)
+                             options=options, notes=[REPEAT_NOTE.format(count=repeats)] if repeats else [])

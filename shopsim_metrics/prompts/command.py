@@ -33,7 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 from shopsim_metrics.outcomes.sources import (
     DUMP_KINDS, add_dump_arguments, dump_options, load_outcomes, refuse_dump_options, source_kind,
@@ -41,7 +41,9 @@ from shopsim_metrics.outcomes.sources import (
 from shopsim_metrics.errors import check_output_file
 from shopsim_metrics.judging.group_judgement import SPREAD, ZERO_STD
 from shopsim_metrics.judging.verdicts import ZERO_STD_VERDICTS, verdict_of
-from shopsim_metrics.prompts.dataset import SLIME_INPUT_KEY, SLIME_METADATA_KEY, DatasetRow, rows_by_key
+from shopsim_metrics.prompts.dataset import (
+    SLIME_INPUT_KEY, SLIME_METADATA_KEY, ChatTemplate, DatasetRow, rows_by_key, tokenizer_chat_template,
+)
 from shopsim_metrics.prompts.history import DEFAULT_LIMIT, PromptStats
 from shopsim_metrics.judging.prompt_keys import HASH_PREFIX, history_key
 from shopsim_metrics.prompts.value import PROMPT_TABLE_ROWS, PromptValueTracker, table_row
@@ -76,6 +78,13 @@ def register(sub: Any) -> None:
     data.add_argument("--label-key", default=None, help="as the launch's (default: none)")
     data.add_argument("--metadata-key", default=SLIME_METADATA_KEY,
                       help=f"as the launch's (default {SLIME_METADATA_KEY})")
+    data.add_argument("--apply-chat-template", action="store_true",
+                      help="as the launch's: the keys hash the templated text, so apply the tokenizer's chat "
+                           "template as slime does (needs --hf-checkpoint and transformers)")
+    data.add_argument("--hf-checkpoint", metavar="DIR", help="as the launch's: the tokenizer of its chat template")
+    data.add_argument("--apply-chat-template-kwargs", type=_json_object, default=None, metavar="JSON",
+                      help="as the launch's (a JSON object)")
+    data.add_argument("--tool-key", default=None, help="as the launch's (default: none)")
     add_dump_arguments(cmd)
     cmd.set_defaults(func=run_prompts)
 
@@ -113,22 +122,24 @@ def tracker_from_trace(trace: Trace) -> PromptValueTracker:
     return tracker
 
 
-def skip_list(tracker: PromptValueTracker, min_visits: int,
-              dataset: dict[str, DatasetRow] | None = None) -> list[dict[str, Any]]:
+def skip_list(tracker: PromptValueTracker, min_visits: int, dataset: dict[str, DatasetRow] | None = None,
+              texts: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
     """Prompts whose last ``min_visits`` visits had the same zero-std verdict, most wasted first; ``dataset``
-    (:func:`~shopsim_metrics.prompts.dataset.rows_by_key`) gives each its line and prompt."""
+    (:func:`~shopsim_metrics.prompts.dataset.rows_by_key`) gives each its line and prompt, else ``texts`` (a
+    dump's prompts, :attr:`~shopsim_metrics.outcomes.trace.Trace.texts`) its prompt."""
     out = []
     for stats in tracker.history.most_wasted(len(tracker.history)):
         if stats.zero_std_run >= min_visits and stats.last_verdict in ZERO_STD_VERDICTS:
-            out.append(_skip_entry(stats, tracker.tokens_known, (dataset or {}).get(stats.key)))
+            out.append(_skip_entry(stats, tracker.tokens_known, (dataset or {}).get(stats.key),
+                                   (texts or {}).get(stats.key)))
     return out
 
 
-def _skip_entry(stats: PromptStats, tokens_known: bool, row: DatasetRow | None) -> dict[str, Any]:
+def _skip_entry(stats: PromptStats, tokens_known: bool, row: DatasetRow | None, text: str | None) -> dict[str, Any]:
     return {"prompt_key": stats.key, "visits": stats.visits, "zero_std_run": stats.zero_std_run,
             "last_verdict": stats.last_verdict, "verdicts": list(stats.verdicts),
             "wasted_tokens": stats.wasted_tokens if tokens_known else None,
-            "data_line": row.line if row else None, "prompt": row.prompt if row else None}
+            "data_line": row.line if row else None, "prompt": row.prompt if row else text}
 
 
 def read_skip_list(path: str | Path) -> list[dict[str, Any]]:
@@ -158,11 +169,14 @@ def run_prompts(args: argparse.Namespace) -> int:
         if args.out is None:
             raise ValueError("--prompt-data maps the skip list's keys to the dataset's lines: give --out FILE too")
         dataset = rows_by_key(args.prompt_data, input_key=args.input_key, label_key=args.label_key,
-                              metadata_key=args.metadata_key, prompt_key_name=args.prompt_key)
+                              metadata_key=args.metadata_key, prompt_key_name=args.prompt_key,
+                              chat_template=_chat_template(args), tool_key=args.tool_key)
     kind = source_kind(args.run)
+    texts: Mapping[str, str] = {}
     if kind in DUMP_KINDS:
         trace = load_outcomes(args.run, options=dump_options(args))
         tracker, steps = tracker_from_trace(trace), trace.run.steps if trace.run else 0
+        texts = trace.texts
         for note in trace.notes:
             print(f"note: {note}")
     else:
@@ -177,28 +191,51 @@ def run_prompts(args: argparse.Namespace) -> int:
     print(f"{len(tracker.history)} prompts tracked over {steps} steps; verdicts oldest first: "
           "S spread, P all-pass, F all-fail, O other zero-std, T technical")
     if args.out is not None:
-        entries = skip_list(tracker, min_visits, dataset)
+        entries = skip_list(tracker, min_visits, dataset, texts)
         out = Path(args.out)
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text("".join(json.dumps(e) + "\n" for e in entries), encoding="utf-8")
         print(f"{len(entries)} prompts with their last {min_visits} visits zero-std (same verdict) written to {out}")
-        print(_mapping_note(entries, args.prompt_data))
+        print(_mapping_note(entries, args.prompt_data, bool(texts)))
     return 0
 
 
-def _mapping_note(entries: list[dict[str, Any]], prompt_data: str | None) -> str:
+def _json_object(text: str) -> dict[str, Any]:
+    """A flag's JSON object (argparse's type)."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        value = None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"expected a JSON object, as slime reads it; got {text!r}")
+    return value
+
+
+def _chat_template(args: argparse.Namespace) -> ChatTemplate | None:
+    """The launch's chat template when ``--apply-chat-template`` is given (with ``--hf-checkpoint``)."""
+    if not args.apply_chat_template:
+        if args.hf_checkpoint or args.apply_chat_template_kwargs is not None:
+            raise ValueError("--hf-checkpoint and --apply-chat-template-kwargs are read only with --apply-chat-template")
+        return None
+    if not args.hf_checkpoint:
+        raise ValueError("--apply-chat-template needs --hf-checkpoint DIR (the launch's): its tokenizer's template")
+    return tokenizer_chat_template(args.hf_checkpoint, args.apply_chat_template_kwargs)
+
+
+def _mapping_note(entries: list[dict[str, Any]], prompt_data: str | None, texts: bool = False) -> str:
     """How the skip list's keys map back to the dataset: found lines, or how to find them."""
     hashed = any(str(e["prompt_key"]).startswith(HASH_PREFIX) for e in entries)
     if prompt_data is None:
         what = "hashes of each prompt and its label" if hashed else "the run's shopsim_prompt_key values"
-        return (f"the keys are {what}: --prompt-data FILE (the launch's, with its --input-key / --label-key) gives "
-                "each entry its line (data_line) and prompt")
+        said = "the prompt is the dump's text; " if texts else ""
+        return (f"the keys are {what}: {said}--prompt-data FILE (the launch's, with its --input-key / --label-key) "
+                "gives each entry its line (data_line)" + ("" if texts else " and prompt"))
     found = sum(1 for e in entries if e["data_line"] is not None)
     note = f"{found} of {len(entries)} found in {prompt_data} (data_line: the line, prompt: the prompt)"
     if found < len(entries):
         note += ("; the others are not in it as keyed: check --input-key, --label-key and --prompt-key against the "
-                 "launch (a launch with --apply-chat-template hashes the templated text: set shopsim_prompt_key to "
-                 "an id column of the metadata)")
+                 "launch (a launch with --apply-chat-template hashes the templated text: pass --apply-chat-template "
+                 "and its --hf-checkpoint too, or set shopsim_prompt_key to an id column of the metadata)")
     return note
 
 

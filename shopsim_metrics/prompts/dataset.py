@@ -7,9 +7,11 @@ column, ``label`` its ``--label-key`` column (None without one), ``metadata`` it
 column. Reading the same file with the same keys gives each row the key its groups got, so
 ``prompts --prompt-data`` can say which line of the dataset each skip-list prompt is.
 
-One case cannot be mapped from the file alone: a launch with ``--apply-chat-template`` hands the
-generation the templated text (slime applies the tokenizer's template), which is what the monitor
-hashes. Set ``shopsim_prompt_key`` to a metadata column of your own ids for keys that survive that.
+A launch with ``--apply-chat-template`` hands the generation the templated text (slime applies the
+tokenizer's chat template to the row's messages, a plain string becoming one user message), which is
+what the monitor hashes: ``chat_template`` does the same (:func:`tokenizer_chat_template`: the launch's
+``--hf-checkpoint``), so those rows map too. ``shopsim_prompt_key`` set to a metadata column of your own
+ids gives keys that need no tokenizer.
 
 Example:
     >>> import json, pathlib
@@ -23,10 +25,11 @@ Example:
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, Callable
 
 from shopsim_metrics.errors import check_input_path
 from shopsim_metrics.judging.prompt_keys import prompt_key
@@ -46,10 +49,27 @@ class DatasetRow:
     prompt: Any
 
 
+ChatTemplate = Callable[[list, Any], str]
+"""``(messages, tools) -> text``: a launch's chat template, as slime applies it (``tokenize=False``,
+``add_generation_prompt=True``)."""
+
+
 def rows_by_key(path: str | os.PathLike, *, input_key: str = SLIME_INPUT_KEY, label_key: str | None = None,
-                metadata_key: str = SLIME_METADATA_KEY, prompt_key_name: str | None = None) -> dict[str, DatasetRow]:
+                metadata_key: str = SLIME_METADATA_KEY, prompt_key_name: str | None = None,
+                chat_template: ChatTemplate | None = None, tool_key: str | None = None) -> dict[str, DatasetRow]:
     """Every row of a ``.jsonl`` prompt dataset under the key the monitor gives its groups (the first row of a key
-    wins); ``prompt_key_name`` is the run's ``shopsim_prompt_key``. A line that is not a JSON object is one error."""
+    wins); ``prompt_key_name`` is the run's ``shopsim_prompt_key``; ``chat_template`` (and the row's
+    ``tool_key`` column) as the launch's ``--apply-chat-template``. A line that is not a JSON object is one error.
+
+    Example:
+        >>> import json, pathlib, tempfile
+        >>> path = pathlib.Path(tempfile.mkdtemp()) / "chat.jsonl"
+        >>> _ = path.write_text(json.dumps({"input": [{"role": "user", "content": "2+2?"}]}) + "\\n")
+        >>> template = lambda messages, tools: "".join(f"<{m['role']}>{m['content']}" for m in messages) + "<assistant>"
+        >>> from shopsim_metrics.judging.prompt_keys import hash_prompt
+        >>> rows_by_key(path, chat_template=template)[hash_prompt("<user>2+2?<assistant>")].line
+        1
+    """
     source = check_input_path(path, "a prompt dataset (.jsonl, slime's --prompt-data)")
     if source.is_dir() or source.suffix != ".jsonl":
         raise ValueError(f"{os.fspath(path)}: expected a .jsonl prompt dataset (slime's --prompt-data; convert a "
@@ -61,9 +81,47 @@ def rows_by_key(path: str | os.PathLike, *, input_key: str = SLIME_INPUT_KEY, la
                 raise ValueError(f"{os.fspath(path)}:{number}: expected a JSON object per line; got "
                                  f"{type(row).__name__}")
             metadata = row.get(metadata_key)
-            sample = SimpleNamespace(prompt=row.get(input_key), label=row.get(label_key) if label_key else None,
+            prompt = row.get(input_key)
+            if chat_template is not None:
+                prompt = _templated(chat_template, prompt, row.get(tool_key) if tool_key else None,
+                                    f"{os.fspath(path)}:{number}")
+            sample = SimpleNamespace(prompt=prompt, label=row.get(label_key) if label_key else None,
                                      metadata=metadata if isinstance(metadata, dict) else {})
             key, _ = prompt_key([sample], prompt_key_name)
             if key is not None:
-                rows.setdefault(key, DatasetRow(number, sample.prompt))
+                rows.setdefault(key, DatasetRow(number, row.get(input_key)))
     return rows
+
+
+def _templated(chat_template: ChatTemplate, prompt: Any, tools: Any, where: str) -> str:
+    """A row's prompt as slime hands it to generation under ``--apply-chat-template`` (a string is one user
+    message; a tools column given as JSON text is parsed, as slime does)."""
+    messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else prompt
+    if isinstance(tools, str):
+        try:
+            tools = json.loads(tools)
+        except ValueError:
+            raise ValueError(f"{where}: its tools column is not JSON (slime parses it as JSON)") from None
+    try:
+        return chat_template(messages, tools)
+    except Exception as exc:  # noqa: BLE001 - the tokenizer's own error, named with the row
+        raise ValueError(f"{where}: the chat template refused this row ({type(exc).__name__}: {exc})") from None
+
+
+def tokenizer_chat_template(checkpoint: str, kwargs: dict[str, Any] | None = None) -> ChatTemplate:
+    """The chat template of the tokenizer at ``checkpoint`` (the launch's ``--hf-checkpoint``), applied as slime
+    applies it; ``kwargs`` as the launch's ``--apply-chat-template-kwargs``. Needs transformers (slime's
+    image has it; the rest of shopsim-metrics does not)."""
+    try:
+        from transformers import AutoTokenizer
+    except ImportError:
+        raise ValueError("--apply-chat-template applies the launch's tokenizer as slime does: it needs transformers "
+                         "(pip install transformers; slime's image has it)") from None
+    tokenizer = AutoTokenizer.from_pretrained(checkpoint, trust_remote_code=True)
+    extra = dict(kwargs or {})
+
+    def apply(messages: list, tools: Any) -> str:
+        return tokenizer.apply_chat_template(messages, tools=tools, tokenize=False, add_generation_prompt=True,
+                                             **extra)
+
+    return apply

@@ -48,6 +48,36 @@ STEP_TABLE_LEGEND = (
 )
 """What the headers mean, printed under every table (the contract's definitions, shortened)."""
 
+NOTE_NAMES: tuple[str, ...] = ("wave_count", "carried_group_count", "skipped_prompt_count", "alerts", "terminated")
+"""The record fields a step's note is made of (:func:`step_note`)."""
+
+
+def step_note(values: Mapping[str, Any]) -> str:
+    """What stands out in a step, from its record's :data:`NOTE_NAMES`: extra waves, groups carried over
+    (fully-async), prompts skipped, the alerts raised (by level), termination.
+
+    Example:
+        >>> step_note({"wave_count": 3, "skipped_prompt_count": 5, "alerts": [{"level": "WARN"}, {"level": "WARN"}]})
+        '3 waves, 5 skipped, WARN alert x2'
+        >>> step_note({"wave_count": 1, "carried_group_count": 0, "alerts": [], "terminated": False})
+        ''
+    """
+    notes = []
+    if isinstance(values.get("wave_count"), int) and values["wave_count"] > 1:
+        notes.append(f"{values['wave_count']} waves")
+    for name, word in (("carried_group_count", "carried"), ("skipped_prompt_count", "skipped")):
+        if isinstance(values.get(name), int) and values[name] > 0:
+            notes.append(f"{values[name]} {word}")
+    levels: dict[str, int] = {}
+    for alert in values.get("alerts") or ():
+        level = alert.get("level") if isinstance(alert, dict) else None
+        levels[str(level or "?")] = levels.get(str(level or "?"), 0) + 1
+    notes += [f"{level} alert" + (f" x{count}" if count > 1 else "") for level, count in levels.items()]
+    if values.get("terminated") is True:
+        notes.append("TERMINATED")
+    return ", ".join(notes)
+
+
 _HEADER = {name: header for header, name, _ in STEP_TABLE_COLUMNS}
 _COLUMNS = tuple(Column(header, spec=spec) for header, _, spec in STEP_TABLE_COLUMNS)
 _NOTE = Column("note", align="<")

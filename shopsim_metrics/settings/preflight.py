@@ -51,6 +51,9 @@ HOOK_CALLS: dict[str, tuple[str, ...]] = {
 }
 """The positional arguments slime calls each hook with."""
 
+SAMPLE_HOOK_CALL = ("args", "sample")
+"""How slime calls each ``--rollout-sample-hook-path`` hook (``rollout_id`` and ``evaluation`` by keyword, if taken)."""
+
 
 @dataclass
 class PreflightReport:
@@ -88,6 +91,7 @@ def preflight(argv: list[str], *, environ: dict[str, str] | None = None) -> Pref
                                "(shopsim-metrics preflight -- --rollout-batch-size 16 ...)")
         return report
     launch, _ = launch_parser().parse_known_args(argv)
+    launch.sample_hook_paths = _every_value(argv, "--rollout-sample-hook-path")  # slime's flag may be repeated
     _check_hooks(launch, report)
     settings = _check_config(launch, report)
     _check_knobs(launch, report)
@@ -115,6 +119,12 @@ def _check_hooks(launch: argparse.Namespace, report: PreflightReport) -> None:
             if not paths[flag]:
                 report.problems.append(f"{flag}: not set, but the filter is {filter_path}: without it {lost} "
                                        f"(set it to {filter_path.rpartition('.')[0]}.{_PROJECT_HOOK_NAMES[flag]})")
+    for path in sample_hook_paths(launch):  # slime loads each at every generate call: a typo fails then
+        problem = _check_callable(path, SAMPLE_HOOK_CALL)
+        if problem:
+            report.problems.append(f"--rollout-sample-hook-path: {problem}")
+        else:
+            report.checked.append(f"--rollout-sample-hook-path {path}")
     if launch.data_source_path:
         problem = _check_class(launch.data_source_path)
         if problem:
@@ -320,7 +330,7 @@ def check_fully_async(argv: list[str], launch: argparse.Namespace, report: Prefl
         _check_project_async(launch, report)
     elif rollout == SLIME_ASYNC_ROLLOUT_PATH:
         project = [flag for flag in (*HOOK_CALLS, "--rollout-sample-hook-path")
-                   if (getattr(launch, _dest(flag), None) or "").startswith(PROJECT_FILTER_MODULE)]
+                   if any(path.startswith(PROJECT_FILTER_MODULE) for path in _paths(launch, flag))]
         line = (f"--rollout-function-path: {SLIME_ASYNC_ROLLOUT_PATH} calls neither the filter nor the all-samples "
                 "hook: nothing is filtered (zero-std and technical groups train) and no group is judged; "
                 f"use {ASYNC_ROLLOUT_PATH} (docs §3.8)")
@@ -353,6 +363,34 @@ def _check_project_async(launch: argparse.Namespace, report: PreflightReport) ->
 
 def _dest(flag: str) -> str:
     return flag.lstrip("-").replace("-", "_")
+
+
+def sample_hook_paths(launch: argparse.Namespace) -> list[str]:
+    """Every ``--rollout-sample-hook-path`` of the launch (slime appends each one given)."""
+    found = getattr(launch, "sample_hook_paths", None)
+    return list(found) if found is not None else _paths(launch, "--rollout-sample-hook-path")
+
+
+def _every_value(argv: list[str], flag: str) -> list[str]:
+    """Each value ``flag`` is given in ``argv`` (``--flag V`` or ``--flag=V``), in order.
+
+    Example:
+        >>> _every_value(["--x", "a", "--y", "b", "--x=c"], "--x")
+        ['a', 'c']
+    """
+    found = []
+    for position, token in enumerate(argv):
+        if token == flag and position + 1 < len(argv):
+            found.append(argv[position + 1])
+        elif token.startswith(flag + "="):
+            found.append(token[len(flag) + 1:])
+    return found
+
+
+def _paths(launch: argparse.Namespace, flag: str) -> list[str]:
+    """The hook paths ``flag`` gives (one, or each of a repeated flag's)."""
+    value = getattr(launch, _dest(flag), None)
+    return [value] if isinstance(value, str) else list(value or [])
 
 
 def run(args: argparse.Namespace) -> int:
@@ -424,7 +462,7 @@ def check_launch_shape(argv: list[str], launch: argparse.Namespace, settings: di
                                "and the waves stay fixed")
     filter_path = getattr(launch, _dest("--dynamic-sampling-filter-path"))
     uses_project = (filter_path or "").startswith(PROJECT_FILTER_MODULE) or launch.rollout_function_path == ASYNC_ROLLOUT_PATH
-    if uses_project and launch.rollout_sample_hook_path != SAMPLE_HOOK_PATH:
+    if uses_project and SAMPLE_HOOK_PATH not in sample_hook_paths(launch):
         report.warnings.append(f"--rollout-sample-hook-path: not {SAMPLE_HOOK_PATH}: total_token_count, "
                                "aborted_token_count and tokens_per_informative_group stay null (aborted "
                                "generation is not counted)")

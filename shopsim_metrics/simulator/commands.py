@@ -322,13 +322,14 @@ def _print_json(args: argparse.Namespace, rates: _Rates, report: Any, saving: An
 def _print_table(args: argparse.Namespace, rates: _Rates, base: Any, report: Any, saving: Any) -> None:
     """The report as text: the rates, the candidates' table, the recommendation and its price, the cost note and
     (``--prompt-skip``) the pool run without and with skipping."""
-    from shopsim_metrics.simulator.tuning.tune import cost_note, format_table, wave_price
+    from shopsim_metrics.simulator.tuning.tune import cost_note, format_table, table_legend, wave_price
 
     print(f"zero-std rate {rates.zero:.4f}, technical rate {rates.technical:.4f} ({rates.source}); rollout_batch_size "
           f"{base.rollout_batch_size}, {args.steps} simulated steps per candidate, seed {args.seed}")
     for line in rates.notes:
         print(line)
     print(format_table(report))
+    print(table_legend(report))
     print(f"recommended over_sampling_batch_size: {report.recommended}  ({report.reason})")
     price = wave_price(report)
     if price is not None:

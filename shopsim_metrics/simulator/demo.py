@@ -31,6 +31,7 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import sys
@@ -131,7 +132,12 @@ PROMPT_DATA_FILE = "prompts.jsonl"
 """The demo's prompt pool as slime's ``--prompt-data`` (``--input-key prompt --label-key label``), in ``<out>``."""
 
 DEMO_MARKER = ".shopsim-demo"
-"""The file the demo leaves in ``<out>/run``: only step records beside it are the demo's to replace."""
+"""The file the demo leaves in ``<out>/run``: only step records beside it are the demo's to replace. Its second
+line is the JSON of the demo's settings, which the next demo names when it replaces them."""
+
+DERIVED_FILES = ("dashboard-prompts.html", "skip.jsonl", "tune.html")
+"""What the README's commands derive from the demo's run into ``<out>``: a demo that replaces the run removes
+them with it (they would describe the previous run beside the new dashboard)."""
 
 
 class DemoOutInUse(ValueError):
@@ -165,12 +171,14 @@ def run_demo(
     if old_paths and not (run_dir / DEMO_MARKER).is_file():
         raise DemoOutInUse(f"{run_dir} holds step records the demo did not write ({old_paths[0].name}); "
                            "the demo never deletes them: choose another --out")
-    for old_path in old_paths:
-        old_path.unlink()  # a fresh record: the previous demo's steps would mix with these
-        print(f"removed the previous demo's {old_path}", file=stream)
+    settings = {"steps": steps, "seed": seed, "prompt_skip": prompt_skip, "wave_size": wave_size,
+                "rollout": rollout, "agent": agent is not None}
+    if old_paths:
+        replace_previous_demo(out, old_paths, stream)
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / DEMO_MARKER).write_text("step records written by `shopsim-metrics demo`: the next demo into "
-                                       "this directory replaces them\n", encoding="utf-8")
+                                       "this directory replaces them\n" + json.dumps(settings) + "\n",
+                                       encoding="utf-8")
     config = demo_config(steps=steps, seed=seed, prompt_skip=prompt_skip, wave_size=wave_size, rollout=rollout,
                          agent=agent)
 
@@ -190,8 +198,9 @@ def run_demo(
                 run = wandb_sink.run  # resolved by the first record already
                 if run is not None:
                     found["wandb"] = Path(run.dir).parent
-            if bar is not None:
-                bar.update(waves=outcome.waves, accepted=len(outcome.judged_ids))
+            if bar is not None:  # the fully-async pool has no waves: nothing to show for them
+                waves = {} if outcome.waves is None else {"waves": outcome.waves}
+                bar.update(**waves, accepted=len(outcome.judged_ids))
 
         try:
             tally = RunTally(planned_steps=steps)
@@ -216,6 +225,46 @@ def run_demo(
                       skip_comparison=comparison)
     print_summary(demo, stream, notes=notes)
     return demo
+
+
+def replace_previous_demo(out: Path, old_paths: list[Path], stream: TextIO) -> None:
+    """Remove a previous demo's run from ``out`` and say so: its step records, its W&B offline runs under
+    ``<out>/run/wandb`` (else they pile up, one per demo) and the files derived from it (:data:`DERIVED_FILES`),
+    naming the settings it ran with; another ``--out`` keeps both."""
+    import shutil
+
+    run_dir = out / "run"
+    before = _previous_settings(run_dir / DEMO_MARKER)
+    wandb_runs = sorted(run_dir.glob("wandb/offline-run-*")) if (run_dir / "wandb").is_dir() else []
+    derived = [out / name for name in DERIVED_FILES if (out / name).is_file()]
+    for path in old_paths + derived:
+        path.unlink()  # a fresh record: the previous demo's steps would mix with these
+    for path in wandb_runs:
+        shutil.rmtree(path, ignore_errors=True)
+    removed = [p.name for p in old_paths] + ([f"{len(wandb_runs)} W&B offline run(s)"] if wandb_runs else [])
+    removed += [p.name for p in derived]
+    print(f"replacing the previous demo in {out}{f' ({before})' if before else ''}: removed {', '.join(removed)}; "
+          "give another --out to keep both", file=stream)
+
+
+def _previous_settings(marker: Path) -> str:
+    """The settings a previous demo recorded in its marker, as ``key value`` text ("" when it recorded none).
+
+    Example:
+        >>> import tempfile
+        >>> marker = Path(tempfile.mkdtemp()) / DEMO_MARKER
+        >>> _ = marker.write_text('written by the demo\\n{"steps": 40, "prompt_skip": "off"}\\n')
+        >>> _previous_settings(marker)
+        'steps 40, prompt_skip off'
+    """
+    try:
+        lines = marker.read_text(encoding="utf-8").splitlines()
+        settings = json.loads(lines[1]) if len(lines) > 1 else {}
+    except (OSError, ValueError):
+        return ""
+    if not isinstance(settings, dict):
+        return ""
+    return ", ".join(f"{key} {value}" for key, value in settings.items())
 
 
 @contextlib.contextmanager

@@ -57,7 +57,6 @@ import asyncio
 import json
 import math
 import random
-import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -184,6 +183,21 @@ class FakeEngine:
                    else self.long_tail_setting(key, self.requests[key]))
         return setting, [self.answer_ids[i % len(self.answer_ids)] for i in range(int(setting["tokens"]))]
 
+    @staticmethod
+    async def make_tokens(n_tokens: int, delay: float, abort: asyncio.Event) -> int:
+        """Make ``n_tokens`` evenly over ``delay`` seconds, one every ``delay / n_tokens``, as an engine decodes;
+        the tokens made when ``abort`` is set. Each token's time bounds a wait on the event (the engine's model
+        of decoding): no clock is read, the count is of the waits that ran out before the abort."""
+        if n_tokens <= 0 or delay <= 0:  # nothing to wait for: every token at once
+            return n_tokens
+        for made in range(n_tokens):
+            try:
+                await asyncio.wait_for(abort.wait(), timeout=delay / n_tokens)
+                return made
+            except asyncio.TimeoutError:
+                continue
+        return n_tokens
+
     async def generate(self, request: web.Request) -> web.Response:
         payload = await request.json()
         ids = tuple(int(i) for i in payload.get("input_ids") or [])
@@ -204,24 +218,19 @@ class FakeEngine:
         aborts_before = self.abort_calls  # which rollout step the request belongs to (slime aborts once per step)
         abort = asyncio.Event()
         self.in_flight.add(abort)
-        started = time.monotonic()
         try:
-            try:
-                await asyncio.wait_for(abort.wait(), timeout=float(setting["delay"]))
-                aborted = True
-            except asyncio.TimeoutError:
-                aborted = abort.is_set()
+            made = await self.make_tokens(n_tokens, float(setting["delay"]), abort)
         finally:
             self.in_flight.discard(abort)
-        if aborted:  # the tokens made before the abort, as SGLang returns them: one every delay / n_tokens seconds
-            made = (time.monotonic() - started) / float(setting["delay"]) if float(setting["delay"]) > 0 else 1.0
-            n_tokens, finish = min(int(n_tokens * made), n_tokens), "abort"
+        aborted = made < n_tokens or abort.is_set()
+        if aborted:  # the tokens made before the abort, as SGLang returns them
+            n_tokens, finish = made, "abort"
             self.aborted[key] += 1
         else:
             self.answered[key] += 1
         output = planned[:n_tokens]
         line = {"key": key, "finish": finish, "tokens": n_tokens, "aborts_before": aborts_before,
-                "seconds": round(time.monotonic() - started, 4), "input_tokens": len(ids), "output_ids": output}
+                "delay": float(setting["delay"]), "input_tokens": len(ids), "output_ids": output}
         if episode is not None:
             line.update(episode=episode.serial, turn=episode.turn, episode_step=episode.step)
             episode.busy, episode.context, episode.turn = False, ids + tuple(output), episode.turn + 1
@@ -301,7 +310,7 @@ async def serve(options) -> None:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--tokenizer", required=True, help="directory holding tokenizer.json")

@@ -11,6 +11,11 @@ Three views of what slime did, independent of the project's records, are read ba
 rollout data (``--save-debug-rollout-data``), slime's ``perf N: {...}`` log lines and its data
 source checkpoints (``<save>/rollout/global_dataset_state_dict_N.pt``).
 
+Clocks (the rule of ``tests/test_no_clock_in_tests.py``, which scans this directory too): the harness runs
+real processes, so it may bound every wait with a deadline (``proc.wait(timeout=...)``, polling for Ray or
+the engine to be up) and the fake engine models decoding as timeouts of waits on its abort event; neither
+reads a clock to measure: no elapsed time is kept, printed or compared (speed is measured in ``benchmarks/``).
+
 Needs a Python with ray, torch, aiohttp and tokenizers (``setup_env.sh`` builds one), ``SLIME_SRC``
 (a slime checkout) and ``MEGATRON_SRC`` (a directory holding Megatron-LM's ``megatron/`` package).
 
@@ -275,7 +280,6 @@ class TrainRun:
     start_rollout_id: int = 0
     returncode: int | None = None
     output: str = ""
-    seconds: float = 0.0
     server_stats: dict = field(default_factory=dict)  # the engine's /stats after the run
     server_stats_before: dict = field(default_factory=dict)
     server_log_file: Path | None = None  # the engine's per-request log, and where this run's lines start and end in it
@@ -417,7 +421,6 @@ def run_train(run: TrainRun, server: FakeServer, tokenizer: Path, env: dict, ray
     run.server_stats_before = server.stats()
     run.server_log_file = server.log_file
     run.server_log_offset = server.log_file.stat().st_size if server.log_file.exists() else 0
-    started = time.monotonic()
     log_path = run.work / "train.log"
     with open(log_path, "w") as log:
         proc = subprocess.Popen(cmd, env=driver_env, cwd=run.work, stdout=log, stderr=subprocess.STDOUT,
@@ -429,7 +432,6 @@ def run_train(run: TrainRun, server: FakeServer, tokenizer: Path, env: dict, ray
         finally:
             stop_process(proc)
     run.returncode = proc.returncode
-    run.seconds = time.monotonic() - started
     run.output = log_path.read_text(errors="replace")
     run.server_stats = server.stats()  # slime waited for the engine to be idle: every request of the run is logged
     run.server_log_end = server.log_file.stat().st_size if server.log_file.exists() else 0
@@ -497,7 +499,7 @@ def engine_and_ray(work: Path, *, server_args: tuple[str, ...] = (), dataset: Pa
             stop_ray(head)
         stop_process(server.proc)
         for name, train in (rig.runs if rig is not None else {}).items():
-            print(f"slime train.py run {name}: rc={train.returncode} in {train.seconds:.1f} s, log {train.work / 'train.log'}")
+            print(f"slime train.py run {name}: rc={train.returncode}, log {train.work / 'train.log'}")
 
 
 @contextlib.contextmanager
@@ -557,7 +559,7 @@ def mark_checkpoint(save: Path, rollout_id: int) -> None:
 def main(argv=None) -> None:
     import argparse
 
-    parser = argparse.ArgumentParser(description="one slime train.py run through the harness")
+    parser = argparse.ArgumentParser(description="one slime train.py run through the harness", allow_abbrev=False)
     parser.add_argument("out", type=Path)
     parser.add_argument("--num-rollout", type=int, default=3)
     options = parser.parse_args(argv)
@@ -572,7 +574,7 @@ def main(argv=None) -> None:
         head = start_ray(env, out / "ray.log")
         run = run_train(new_run(out / "run", options.num_rollout), server, tokenizer, env, head.address,
                         slime_src=slime_src)
-        print(json.dumps({"returncode": run.returncode, "seconds": round(run.seconds, 1),
+        print(json.dumps({"returncode": run.returncode,
                           "log": str(run.work / "train.log"), "perf": run.perf_lines(),
                           "server": run.server_stats}, indent=1, default=str))
     finally:

@@ -505,6 +505,46 @@ _COLUMNS = (
 """The terminal table's columns: header, CandidateResult field, format spec. ``tokens/step`` (judged + aborted)
 is the cost the recommendation weighs; ``tok.waste`` counts the aborted tokens too."""
 
+def table_legend(report: TuneReport) -> str:
+    """What every column of :func:`format_table` means, printed under it (the agent columns when shown).
+
+    Example:
+        >>> legend = table_legend(tune(zero_std_rate=0.3, technical_rate=0.0, candidates=[16], steps=3, widen=False))
+        >>> [line.split()[0] for line in legend.splitlines() if not line.startswith(" ")][-3:]
+        ['tok.waste', 'P(limit)', 'ok']
+    """
+    limit = report.base.max_consecutive_failed_groups
+    lines = list(TABLE_LEGEND)
+    lines.insert(-1, ("P(limit)", f"share of steps whose technical streak reached {limit} consecutive failed groups "
+                                  "(--max-consecutive-failed-groups): a real run would have stopped there"))
+    if report.base.agent is not None:
+        lines[-1:-1] = _AGENT_LEGEND
+    width = max(len(name) for name, _ in lines) + 2
+    return "\n".join(f"{name:<{width}}{text}" for name, text in lines)
+
+
+TABLE_LEGEND = (
+    ("over", "the candidate over_sampling_batch_size (groups submitted per wave)"),
+    ("waves", "waves per step, mean; P(2nd), P(3rd): the share of steps that opened a second, a third wave "
+              "(target for P(2nd): --max-second-wave)"),
+    ("zero-adv", "fallback groups / train groups: the zero-advantage share of the train batch (target: "
+                 "--max-zero-advantage)"),
+    ("wasted", "samples of judged groups that do not train / samples of judged groups"),
+    ("aborted", "groups aborted per step when the batch filled (their generation discarded)"),
+    ("rel.time", "step rollout time / one wave of rollout_batch_size groups run to completion"),
+    ("judged.tok", "tokens of the judged groups per step; aborted.tok: of the aborted groups; tokens/step: both, the "
+                   "cost weighed"),
+    ("sec/step", "seconds per step (a model unless --from calibrated it, see below)"),
+    ("tok.waste", "every token that does not train (aborted included) / every token generated"),
+    ("ok", "yes: within both targets (zero-adv and P(2nd)); * the recommended candidate"),
+)
+"""The legend's lines: a column (or several) and what it means; ``P(limit)`` is added with the run's limit."""
+
+_AGENT_LEGEND = (
+    ("gen.s/step", "episode-seconds of generation per step; env.s/step: in tool calls; env.s.aborted: of those, in "
+                   "episodes aborted at the step's end"),
+)
+
 _AGENT_COLUMNS = (
     ("gen.s/step", "generation_seconds_per_step", ",.0f"),
     ("env.s/step", "environment_seconds_per_step", ",.0f"),
