@@ -44,9 +44,37 @@ def check_input_path(path: str | os.PathLike, expected: str) -> Path:
     return Path(path)
 
 
-def check_output_file(path: str | os.PathLike, flag: str) -> None:
+def regular_files(paths: list[Path]) -> list[Path]:
+    """The regular files of ``paths`` (links followed), in order; the others (a FIFO, a device, a socket, a
+    directory) are left out unopened, each named in a warning: a FIFO named like an input would be waited on
+    forever.
+
+    Example:
+        >>> regular_files([Path("/dev/null")])
+        []
+    """
+    import logging
+
+    from shopsim_metrics.state_file import file_kind
+
+    kept = []
+    for path in paths:
+        try:
+            kind = file_kind(os.stat(path).st_mode)
+        except OSError as exc:
+            kind = f"not readable ({type(exc).__name__})"
+        if kind is None:
+            kept.append(path)
+        else:
+            logging.getLogger("shopsim_metrics").warning(
+                "shopsim-metrics: skipped %s: %s, not a file (only regular files are read)", path, kind)
+    return kept
+
+
+def check_output_file(path: str | os.PathLike, flag: str, *, make_parents: bool = False) -> None:
     """Raise before any work when ``path`` cannot be written as a file: a directory, a FIFO or device, or under
-    a file or an unwritable directory; ``flag`` names the option in the message.
+    a file or an unwritable directory, or (unless the command makes them: ``make_parents``) in a directory that
+    does not exist; ``flag`` names the option in the message.
 
     Example:
         >>> check_output_file(".", "--out")
@@ -67,6 +95,9 @@ def check_output_file(path: str | os.PathLike, flag: str) -> None:
         if parent.exists():
             if not parent.is_dir():
                 raise NotADirectoryError(f"{flag} {os.fspath(path)}: {parent} is a file, not a directory")
+            if not make_parents and parent != out.absolute().parent:
+                raise FileNotFoundError(f"{flag} {os.fspath(path)}: {out.absolute().parent} does not exist; create it "
+                                        "first, or write the file elsewhere")
             if not os.access(parent, os.W_OK):
                 raise PermissionError(f"{flag} {os.fspath(path)}: {parent} is not writable")
             return

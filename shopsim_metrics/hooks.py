@@ -10,7 +10,8 @@ What the hooks promise slime (signatures are slime's):
 - :meth:`Hooks.filter` judges a finished group; it raises only to terminate at the failure limit
   (:class:`~shopsim_metrics.errors.TechnicalFailureLimitExceeded`, after the step's record is written)
   and, at the first call, for bad settings; should the monitor itself fail, the group is kept (slime's
-  behaviour without a filter) with one warning;
+  behaviour without a filter) with one warning; :meth:`Hooks.filter_deciding_fallback` is the same filter
+  for a loop without ``keep_when_insufficient`` (miles): it applies slime's fallback itself;
 - :meth:`Hooks.all_samples` closes the step over every completed group;
 - :meth:`Hooks.log` emits the step's record and returns False (slime's own logging runs too);
 - :meth:`Hooks.sample` counts every generated rollout's tokens, aborted ones included.
@@ -36,8 +37,10 @@ from shopsim_metrics.errors import TechnicalFailureLimitExceeded
 from shopsim_metrics.monitor import ShopsimRuntime
 from shopsim_metrics.settings import ShopsimConfigError
 from shopsim_metrics.record import contract as C
+from shopsim_metrics.step.closed_step import DROP_OUTCOMES
 from shopsim_metrics.step.drop_rule import filter_flags
 from shopsim_metrics.general.warn_once import WarnOnce
+from shopsim_metrics.judging.group_judgement import TECHNICAL
 
 logger = logging.getLogger("shopsim_metrics")
 
@@ -52,7 +55,7 @@ class FilterDecision:
 
 
 KEPT_UNJUDGED = FilterDecision(keep=True)
-"""The answer when the monitor itself fails: slime's behaviour without a filter."""
+"""The answer when the monitor itself fails (slime's behaviour without a filter), and to a group kept in miles."""
 
 
 def _decision(kind: str) -> FilterDecision:
@@ -84,6 +87,41 @@ class Hooks:
                             "training goes on.", type(exc).__name__, exc)
             return KEPT_UNJUDGED
         return DECISIONS[kind]
+
+    def filter_deciding_fallback(self, args: Any, samples: list, **kwargs: Any) -> FilterDecision:
+        """The filter for a loop without ``keep_when_insufficient`` (miles): the filter applies slime's drop rule itself.
+
+        A zero-std group is kept (``fallback``) when ``remaining`` is down to ``rollout_batch_size`` (dropping it
+        would open another wave), read live from the loop, else mirrored; the answer is the outcome the step's
+        ledger records, so the record and what the loop trains agree group for group. A kept group carries no
+        reason. With nothing accounted (``rollout_batch_size`` unknown) a zero-std group is kept, so no step can
+        wait for groups with spread forever. Raises as :meth:`filter`; should the monitor fail, the group is kept.
+
+        Example:
+            >>> from types import SimpleNamespace
+            >>> from shopsim_metrics.monitor import configure, get_runtime, reset_runtime
+            >>> from shopsim_metrics.simulator.samples import SimSample
+            >>> args = SimpleNamespace(n_samples_per_prompt=2, reward_key=None, rollout_batch_size=1,
+            ...                        over_sampling_batch_size=2)
+            >>> _ = configure(args, sinks=[])
+            >>> zero = lambda i: [SimSample(index=i, reward=1.0), SimSample(index=i + 1, reward=1.0)]
+            >>> [Hooks(get_runtime).filter_deciding_fallback(args, zero(i)).keep for i in (0, 2)]  # remaining 2, then 1
+            [False, True]
+            >>> reset_runtime()
+        """
+        runtime = self.runtime_of(args)  # a bad config is refused here, before the first step
+        try:
+            with runtime.own_time():
+                kind, outcome = runtime.filter_group_outcome(samples)
+        except TechnicalFailureLimitExceeded:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the filter raises only to terminate
+            self._warn_once("filter", "shopsim-metrics: judging a group failed (%s: %s); the group is kept and "
+                            "training goes on.", type(exc).__name__, exc)
+            return KEPT_UNJUDGED
+        if outcome is None:
+            return KEPT_UNJUDGED if kind != TECHNICAL else DECISIONS[kind]
+        return DECISIONS[kind] if outcome in DROP_OUTCOMES else KEPT_UNJUDGED
 
     def all_samples(self, args: Any, all_groups: list, data_source: Any = None) -> None:
         """slime's all-samples hook: ``success_rate`` / ``reward_mean`` over every completed group; closes the step.
@@ -126,17 +164,19 @@ class Hooks:
             logger.exception("shopsim-metrics: emitting step %r failed; training goes on", rollout_id)
         return False
 
-    def sample(self, args: Any, sample: Any, *, rollout_id: Any = None, evaluation: bool = False) -> None:
+    def sample(self, args: Any, sample: Any, *, rollout_id: Any = None, evaluation: bool = False,
+               source: str | None = None) -> None:
         """slime's rollout sample hook: counts the tokens of every generate call in its step, aborted ones included.
 
-        Returns None (slime keeps its sample) and never raises. Evaluation samples are not counted.
+        Returns None (slime keeps its sample) and never raises. Evaluation samples are not counted. ``source``
+        names the counter when it is not slime's sample hook (miles' generate-function wrapper).
         """
         try:
             if evaluation:
                 return None
             runtime = self.runtime_of(args)
             with runtime.own_time():
-                runtime.record_sample(sample, rollout_id)
+                runtime.record_sample(sample, rollout_id, source=source)
         except Exception:  # noqa: BLE001 - monitoring never stops training
             logger.debug("shopsim-metrics: counting a sample's tokens failed", exc_info=True)
         return None

@@ -170,7 +170,7 @@ class ShopsimRuntime:
         if settings.start_rollout_id > 0:
             self.lineage.resuming()
             self._restore()
-        self.run_writers = RunWriters(self.run_dir, self.lineage.known_writers)
+        self.run_writers = RunWriters(self.run_dir, self.lineage.known_writers, run_id=self.lineage.run_id)
         """The run's other processes known (handed on by the snapshots: a resume from one knows of them)."""
         self.recorder.identity = self.lineage.identity()
         self.recorder.history_partial = self.lineage.missing_steps > 0
@@ -203,6 +203,8 @@ class ShopsimRuntime:
         if restored.note is not None:
             logger.warning("shopsim-metrics: the monitor snapshot was not used (%s); the records were replayed.",
                            restored.note)
+        for note in restored.left_out:  # a file that could not be read, another run's records: named, left out
+            logger.warning("shopsim-metrics: resuming at rollout step %d: %s.", start, note)
         lineage.restored(run_id=restored.run_id, generation=restored.generation, writers=restored.writers,
                          missing=restored.missing)
         warning = resume_warning(restored, start, self.run_dir)
@@ -254,6 +256,18 @@ class ShopsimRuntime:
         judgement = self.parts.judge(samples)
         self._observe(judgement, lambda streak: self._account(judgement, samples, streak))
         return judgement.kind
+
+    def filter_group_outcome(self, samples: Any) -> tuple[str, str | None]:
+        """Judge one group and account for it, as :meth:`filter_group`; returns its kind and its outcome under
+        slime's drop rule on the loop's ``remaining`` (live, else mirrored): what a loop without
+        ``keep_when_insufficient`` (miles) must be told to do. The outcome is None when nothing is accounted.
+
+        Raises only :class:`TechnicalFailureLimitExceeded`, after writing the terminated step.
+        """
+        judgement = self.parts.judge(samples)
+        outcome: list[str | None] = []
+        self._observe(judgement, lambda streak: outcome.append(self._account(judgement, samples, streak)))
+        return judgement.kind, outcome[0] if outcome else None
 
     def judge_decided_group(
         self, samples: Any, decide: Callable[[str], str], *, step: int | None, carried: bool = False,
@@ -313,18 +327,20 @@ class ShopsimRuntime:
         if streak >= parts.settings.max_consecutive_failed_groups:
             self._terminate(streak, rollout_id, checks, causes)
 
-    def _account(self, judgement: GroupJudgement, samples: Any, streak: int) -> None:
-        """Record the judgement in the step's ledger with the loop's live facts (when accounting is on)."""
+    def _account(self, judgement: GroupJudgement, samples: Any, streak: int) -> str | None:
+        """Record the judgement in the step's ledger with the loop's live facts (when accounting is on); its
+        outcome (None: not accounted)."""
         parts = self.parts
         if parts.accountant is None:
-            return
+            return None
         try:
             remaining = parts.loop_state.remaining_batch_size()
             source = parts.loop_state.source if remaining is not None else "mirror"
-            parts.accountant.judge(judgement, parts.steps.of_judgement(), remaining, source, samples, streak)
+            return parts.accountant.judge(judgement, parts.steps.of_judgement(), remaining, source, samples, streak)
         except Exception as exc:  # noqa: BLE001 - never let accounting break the decision
             self._warn_once("accounting", "shopsim-metrics: accounting failed (%s: %s); the filter's decisions "
                             "are unaffected but this step's record may be incomplete.", type(exc).__name__, exc)
+            return None
 
     def _terminate(self, streak: int, rollout_id: int | None, checks: dict[str, int], causes: dict[str, int]) -> None:
         """Write the step so far (marked terminated) and end the run with the streak's failed checks."""
@@ -340,11 +356,12 @@ class ShopsimRuntime:
         )
 
     # --- the sample hook's side ---------------------------------------------------------------
-    def record_sample(self, sample: Any, rollout_id: Any = None) -> None:
-        """Count one generate call's tokens in its step (slime's ``rollout_id``, else the loop's step)."""
+    def record_sample(self, sample: Any, rollout_id: Any = None, *, source: str | None = None) -> None:
+        """Count one generate call's tokens in its step (slime's ``rollout_id``, else the loop's step); ``source``
+        names the counter when it is not slime's sample hook (the records say it: ``token_count_source``)."""
         accountant = self.parts.accountant
         if accountant is not None:
-            accountant.count_generated(sample, self.parts.steps.heard(rollout_id))
+            accountant.count_generated(sample, self.parts.steps.heard(rollout_id), source=source)
 
     # --- the all-samples hook's side ----------------------------------------------------------
     def close_step(self, all_groups: list | None) -> ClosedStep | None:
@@ -479,19 +496,23 @@ _runtime_lock = threading.Lock()
 _atexit_registered = False
 
 
-def get_runtime(args: Any, *, loop_state: Callable[[], LoopState] | None = None) -> ShopsimRuntime:
+def get_runtime(args: Any, *, loop_state: Callable[[], LoopState] | None = None,
+                check: Callable[[Any], None] | None = None) -> ShopsimRuntime:
     """The process's runtime, created from ``args`` on first use (the first ``args`` seen wins).
 
     ``loop_state`` makes the loop state of a runtime created by this call (the slime adapter passes
     its reader of slime's live state). Creating it checks the settings: a bad value or an unknown
     ``shopsim_*`` key raises :class:`~shopsim_metrics.settings.ShopsimConfigError` from this first hook
-    call; a missing accounting knob (``rollout_batch_size`` ...) is one warning.
+    call; a missing accounting knob (``rollout_batch_size`` ...) is one warning. ``check(args)`` runs first
+    (the adapter's: what its loop cannot honour raises there).
     """
     runtime = _runtime
     if runtime is not None:
         return runtime
     with _runtime_lock:
         if _runtime is None:
+            if check is not None:
+                check(args)
             _install(_create(args, loop_state=loop_state() if loop_state is not None else None))
         return _runtime
 

@@ -18,9 +18,9 @@ from shopsim_metrics.simulator.rewards import FactoryGroupSource
 from shopsim_metrics.sinks import JsonlSink, MemorySink
 from shopsimrl import slime_runtime
 
-# run by test_slime_integration.py in a subprocess with SLIME_SRC set, and the harness that
-# test_slime_train.py runs slime's own train.py with (processes and plugins, not tests): not collected
-collect_ignore = ["slime_real_loop_check.py", "slime_train"]
+# run by test_slime_integration.py (test_loops.py) in a subprocess, and the harnesses that
+# test_slime_train.py (test_miles_loop.py) runs slime's train.py (miles' loop) with: not collected
+collect_ignore = ["slime_real_loop_check.py", "slime_train", "loop_check.py", "miles_loop"]
 sys.path.insert(0, str(Path(__file__).resolve().parent / "slime_train"))  # `import harness` in the train.py tests
 
 # no test depends on the machine's speed: hypothesis's per-example deadline and its "too slow" health

@@ -16,7 +16,7 @@ from shopsim_metrics.simulator.config import SimConfig
 from shopsim_metrics.simulator.latency import ScriptedCompletions
 from shopsim_metrics.simulator.loop import Simulator
 from shopsim_metrics.simulator.rewards import FactoryGroupSource
-from shopsim_metrics.judging.group_samples import group_tokens, read_response_length
+from shopsim_metrics.judging.group_samples import MAX_TOKENS, group_tokens, read_response_length
 
 N = 4
 
@@ -57,8 +57,10 @@ odd_lengths = st.one_of(
 def test_unreadable_lengths_count_zero_and_never_raise(values: list, nested: bool) -> None:
     samples: list = [SimpleNamespace(response_length=v) for v in values] + [_Raising(), object()]
     group = [samples] if nested else samples
-    expected = sum(v for v in values if type(v) is int and v > 0) + sum(
-        int(v) for v in values if type(v) is float and v == v and abs(v) != float("inf") and v >= 0 and v == int(v))
+    # a length above MAX_TOKENS is no response's: out of range, unknown (0)
+    expected = sum(v for v in values if type(v) is int and 0 < v <= MAX_TOKENS) + sum(
+        int(v) for v in values if type(v) is float and v == v and abs(v) != float("inf") and v >= 0 and v == int(v)
+        and v <= MAX_TOKENS)
     assert group_tokens(group) == expected
     assert group_tokens(None) == 0 and group_tokens(5) == 0
 

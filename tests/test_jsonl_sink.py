@@ -157,6 +157,10 @@ def test_round_trip_of_every_field(tmp_path_factory, records: list[StepRecord]) 
         sink.emit(rec)
     # the records file's rules: the latest record wins (one per rollout_id here), and none that a
     # later process's resume superseded (docs §1.4, the run's lineage: processes by generation, then start)
+    # and only the run's own: records of another run_id than the first one named are left out (docs §1.4)
+    named = [rec.run_id for rec in records if isinstance(rec.run_id, str)]
+    records = [rec for rec in records if rec.run_id is None or rec.run_id == named[0]]
+
     def place(rec: StepRecord) -> tuple:
         generation = rec.process_generation if rec.process_generation is not None and rec.process_generation >= 0 else 0
         return generation, rec.process_started_at if rec.process_started_at is not None else float("-inf")

@@ -52,7 +52,8 @@ def _runtime_calls(function: ast.FunctionDef) -> tuple[set[str], list[str]]:
 def test_each_hook_calls_one_public_runtime_method_and_reaches_into_no_part() -> None:
     tree = ast.parse(HOOKS.read_text())
     hooks = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Hooks")
-    expected = {"filter": "filter_group", "all_samples": "close_step", "log": "emit_step", "sample": "record_sample"}
+    expected = {"filter": "filter_group", "filter_deciding_fallback": "filter_group_outcome", "all_samples": "close_step",
+                "log": "emit_step", "sample": "record_sample"}
     found = {}
     for method in (n for n in hooks.body if isinstance(n, ast.FunctionDef) and n.name in expected):
         called, reached = _runtime_calls(method)

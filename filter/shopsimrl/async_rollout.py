@@ -29,7 +29,7 @@ step each group was drawn (``carried_group_count``) and counts the groups the wo
 (``aborted_group_count``); the prompt-skipping data source works unchanged behind it (asked for one
 group at a time, it sizes no wave).
 
-Importing this module needs no slime; calling the rollout function does. The step's code (the draw
+Importing this module needs no slime; calling the rollout function does (in miles it refuses, in one line). The step's code (the draw
 log, the judged fill, the close) is in :mod:`shopsim_metrics.fully_async.fully_async_step`, with its examples.
 
 Example:
@@ -46,7 +46,8 @@ from typing import Any
 
 from shopsim_metrics.errors import TechnicalFailureLimitExceeded
 from shopsim_metrics.fully_async.fully_async_step import DrawLog, first_index, run_fully_async_step
-from shopsimrl.slime_runtime import get_runtime
+from shopsim_metrics.settings.loops import check_launch
+from shopsimrl.slime_runtime import LOOP, get_runtime
 
 logger = logging.getLogger("shopsim_metrics")
 
@@ -122,6 +123,7 @@ def generate_rollout_fully_async(args: Any, rollout_id: int, data_buffer: Any, e
     """
     if evaluation:
         raise ValueError("the fully-async rollout does not evaluate: leave --eval-function-path at slime's default")
+    check_launch(LOOP, args)  # miles has no AsyncRolloutWorker: refused in one line, before a step runs
     from slime.rollout.base_types import RolloutFnTrainOutput  # type: ignore[import-not-found]
     from slime.utils.async_utils import run  # type: ignore[import-not-found]
 

@@ -17,7 +17,11 @@ Example:
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
+
+from shopsim_metrics.settings.loops import MILES, check_launch
+from shopsim_metrics.record.contract import DATA_SOURCE_PATH
 
 from shopsim_metrics.prompts import data_source as core
 from shopsim_metrics.prompts.data_source import SkippedPrompt, rule_settings_from_args, skip_mode
@@ -37,4 +41,8 @@ class PromptSkipDataSource(core.PromptSkipDataSource):
 
     def __init__(self, args: Any, *, inner: Any = None, history: SkipHistory | None = None,
                  monitor: Any = None) -> None:
+        from shopsimrl.slime_runtime import LOOP
+
+        if LOOP == MILES:  # it wraps slime's data source: refused in one line, before a step runs
+            check_launch(LOOP, SimpleNamespace(data_source_path=DATA_SOURCE_PATH))
         super().__init__(args, inner=inner, history=history, monitor=monitor, monitor_of=_slime_runtime)

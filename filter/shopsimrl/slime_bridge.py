@@ -1,7 +1,8 @@
 """Everything the project takes from slime, read without requiring slime.
 
-- :data:`DynamicFilterOutput`: slime's own class when slime is importable, else a structurally
-  identical dataclass (``keep: bool``, ``reason: str | None``, ``keep_when_insufficient: bool``).
+- :data:`DynamicFilterOutput`: slime's own class when slime is importable (and the hooks are not loaded by
+  miles), else a structurally identical dataclass (``keep: bool``, ``reason: str | None``,
+  ``keep_when_insufficient: bool``).
 - :class:`SlimeLoopState`: the live facts of slime's rollout loop, read from modules slime has
   *already* imported (nothing is imported, and slime's ``GenerateState`` is never created: creating
   it loads a tokenizer). Outside a running slime loop both facts are None.
@@ -19,7 +20,12 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 
+from shopsim_metrics.settings.loops import MILES
+from shopsimrl import LOOP
+
 try:  # slime's module holds only dataclasses and helpers: cheap to import
+    if LOOP == MILES:  # never import slime into miles' process
+        raise ImportError("the hooks are loaded by miles")
     from slime.rollout.filter_hub.base_types import DynamicFilterOutput  # type: ignore[import-not-found]
 except ImportError:  # slime is not installed: a structurally identical stand-in
 

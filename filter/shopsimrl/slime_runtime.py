@@ -1,4 +1,4 @@
-"""The hooks slime loads by dotted path.
+"""The hooks slime (and miles, slime's production fork) load by dotted path.
 
 Wire them into a slime launch::
 
@@ -13,6 +13,14 @@ call runs the same checks and raises :class:`~shopsim_metrics.settings.ShopsimCo
 Each hook is the core's (:class:`shopsim_metrics.hooks.Hooks`, which the simulator drives too) bound to
 the process's monitor (:mod:`shopsim_metrics.monitor`) with a reader of slime's live loop state; the
 filter's answer is turned into slime's ``DynamicFilterOutput``.
+
+Loaded, this module knows which loop loads it (:data:`shopsimrl.LOOP`: ``slime``, ``miles`` or ``none``; both
+slime and miles in one process is refused at import).
+In miles (docs/miles.md) the filter returns miles' own ``DynamicFilterOutput`` (``keep``, ``reason``) and,
+as miles has no ``keep_when_insufficient``, decides the fallback itself
+(:meth:`~shopsim_metrics.hooks.Hooks.filter_deciding_fallback`); the loop state is miles'
+(:class:`~shopsimrl.miles_bridge.MilesLoopState`); what miles cannot run with these hooks stops the first
+hook call with one line per thing (:func:`~shopsim_metrics.settings.loops.check_launch`), before a record is written.
 
 Example:
     >>> from types import SimpleNamespace
@@ -32,7 +40,10 @@ from shopsim_metrics.errors import TechnicalFailureLimitExceeded
 from shopsim_metrics.hooks import Hooks
 from shopsim_metrics.monitor import ShopsimRuntime, reset_runtime
 from shopsim_metrics.sinks.base import StepSink
+from shopsim_metrics.settings.loops import MILES, check_launch
 from shopsim_metrics.loop.loop_state import LoopState
+from shopsimrl.miles_bridge import MilesLoopState, miles_filter_output
+from shopsimrl import LOOP
 from shopsimrl.slime_bridge import DynamicFilterOutput, SlimeLoopState
 
 __all__ = [
@@ -44,25 +55,38 @@ __all__ = [
     "get_runtime",
     "reset_runtime",
     "TechnicalFailureLimitExceeded",
+    "LOOP",
 ]
+
+_IN_MILES = LOOP == MILES
+_FilterOutput: Any = miles_filter_output() if _IN_MILES else DynamicFilterOutput
+_LoopState: Any = MilesLoopState if _IN_MILES else SlimeLoopState
+
+
+def _check_launch(args: Any) -> None:
+    check_launch(LOOP, args)
 
 
 def get_runtime(args: Any) -> ShopsimRuntime:
-    """The process's monitor, created on first use with a reader of slime's live loop state."""
-    return monitor.get_runtime(args, loop_state=SlimeLoopState)
+    """The process's monitor, created on first use with a reader of the loop's live state; creating it refuses
+    (one line per thing) what the hooks cannot honour in their loop."""
+    return monitor.get_runtime(args, loop_state=_LoopState, check=_check_launch)
 
 
 def configure(args: Any, *, sinks: list[StepSink] | None = None, loop_state: LoopState | None = None) -> ShopsimRuntime:
-    """Replace the process's monitor (tests, notebooks); it reads slime's live loop state unless told otherwise."""
-    return monitor.configure(args, sinks=sinks, loop_state=loop_state or SlimeLoopState())
+    """Replace the process's monitor (tests, notebooks); it reads the loop's live state unless told otherwise."""
+    return monitor.configure(args, sinks=sinks, loop_state=loop_state or _LoopState())
 
 
 HOOKS = Hooks(get_runtime)
 """The core's hooks over the process's monitor as slime's process creates it."""
 
 
-def fully_scored_group_filter(args: Any, samples: list, **kwargs: Any) -> DynamicFilterOutput:
+def fully_scored_group_filter(args: Any, samples: list, **kwargs: Any) -> Any:
     """slime's dynamic-sampling filter: drop technical groups (no fallback) and zero-std groups (with fallback).
+
+    Returns the loop's ``DynamicFilterOutput``: slime's (or its stand-in), or in miles miles' own, whose
+    ``keep`` already holds the fallback slime would have let through.
 
     Raises :class:`TechnicalFailureLimitExceeded` when ``shopsim_max_consecutive_failed_groups``
     technical groups came in a row (after writing the step's record, marked terminated), and
@@ -70,6 +94,9 @@ def fully_scored_group_filter(args: Any, samples: list, **kwargs: Any) -> Dynami
     Nothing else: should the monitor itself fail, the group is kept (slime's behaviour without a
     filter) with one warning (:meth:`shopsim_metrics.hooks.Hooks.filter`).
     """
+    if _IN_MILES:  # miles' output has no keep_when_insufficient: the filter decides the fallback itself
+        decision = HOOKS.filter_deciding_fallback(args, samples)
+        return _FilterOutput(keep=decision.keep, reason=decision.reason)
     decision = HOOKS.filter(args, samples)
     return DynamicFilterOutput(keep=decision.keep, reason=decision.reason,
                                keep_when_insufficient=decision.keep_when_insufficient)

@@ -12,6 +12,10 @@ never raising:
   >= 0, else the runs of trainable tokens in the mask (a model turn is a maximal run of 1s), else 1 for a
   sample with a response; ``turns_from`` says which (``"metadata"``, ``"loss_mask"``, or None: no structure);
 - **environment seconds**: ``Sample.non_generation_time`` (finite and >= 0, else 0);
+- a value out of range is unknown, as if absent, and named in ``out_of_range`` (the sample hook counts them and
+  warns once): a ``response_length`` or ``round_number`` above :data:`~shopsim_metrics.judging.group_samples.MAX_TOKENS`,
+  a ``non_generation_time`` above :data:`MAX_EPISODE_SECONDS` (or infinite), metadata that raises when read. So no sum of a
+  step can overflow, and one absurd episode never swamps the step's figures;
 - **multi_turn**: the sample shows a turn structure (an observation token, a ``round_number`` or environment
   seconds): the per-step agent fields exist only in steps where some episode does.
 
@@ -30,15 +34,16 @@ Example:
 
 from __future__ import annotations
 
-import math
 from enum import Enum
 from typing import Any, NamedTuple
 
-from shopsim_metrics.judging.group_samples import read_response_length, trainable_mask
-from shopsim_metrics.general.plain_values import as_float, is_int
+from shopsim_metrics.general.plain_values import as_float, is_int, shown_value
+from shopsim_metrics.judging.group_samples import MAX_TOKENS, checked_response_length, trainable_mask
 
 ROUND_NUMBER_KEY = "round_number"
 """slime's metadata key for an episode's turns (``slime.ray.rollout`` logs it with ``--log-multi-turn``)."""
+MAX_EPISODE_SECONDS = 1e6
+"""The most environment seconds one episode may report (about 11.6 days); more is no real episode's: unknown."""
 
 
 class Episode(NamedTuple):
@@ -52,11 +57,12 @@ class Episode(NamedTuple):
     environment_seconds: float
     truncated: bool  # status truncated
     multi_turn: bool
+    out_of_range: str | None = None  # the first value read as unknown because no episode could hold it
 
 
 def read_episode(sample: Any, start: int = 0) -> Episode:
     """``sample`` read as an episode, its response from token ``start`` on; never raises."""
-    length = read_response_length(sample)
+    length, bad_length = checked_response_length(sample)
     response = max(length - start, 0)
     mask = trainable_mask(sample, length)
     if mask is not None:
@@ -65,8 +71,10 @@ def read_episode(sample: Any, start: int = 0) -> Episode:
         runs = mask.count(b"\x00\x01") + (mask[:1] == b"\x01")
     else:
         generated, runs = response, 1 if response else 0
-    rounds = _round_number(_attribute(sample, "metadata"))
-    seconds = _seconds(_attribute(sample, "non_generation_time"))
+    rounds, bad_rounds = _round_number(_attribute(sample, "metadata"))
+    seconds, bad_seconds = _seconds(_attribute(sample, "non_generation_time"))
+    bad = (f"response_length {shown_value(bad_length)}" if bad_length is not None
+           else bad_rounds if bad_rounds is not None else bad_seconds)
     observation = response - generated
     if rounds is not None:
         turns, turns_from = rounds, "metadata"
@@ -76,7 +84,7 @@ def read_episode(sample: Any, start: int = 0) -> Episode:
         turns, turns_from = runs, None
     truncated = _status(sample) == "truncated"
     return Episode(response, generated, observation, turns, turns_from, seconds, truncated,
-                   multi_turn=bool(observation or rounds is not None or seconds))
+                   multi_turn=bool(observation or rounds is not None or seconds), out_of_range=bad)
 
 
 def _attribute(sample: Any, name: str) -> Any:
@@ -86,21 +94,33 @@ def _attribute(sample: Any, name: str) -> Any:
         return None
 
 
-def _round_number(metadata: Any) -> int | None:
+def _round_number(metadata: Any) -> tuple[int | None, str | None]:
+    """The episode's turns as its metadata says them (None: it does not), and what was out of range."""
     if not isinstance(metadata, dict):
-        return None
-    value = metadata.get(ROUND_NUMBER_KEY)
+        return None, None
+    try:
+        value = metadata.get(ROUND_NUMBER_KEY)
+    except Exception as exc:  # noqa: BLE001 - a mapping whose get raises: no turns from it
+        return None, f"metadata that raises when read ({type(exc).__name__})"
     if not is_int(value) or value < 0:
-        return None
-    return value
+        return None, None
+    if value > MAX_TOKENS:
+        return None, f"{ROUND_NUMBER_KEY} {shown_value(value)}"
+    return value, None
 
 
-def _seconds(value: Any) -> float:
+def _seconds(value: Any) -> tuple[float, str | None]:
+    """The episode's environment seconds (0: none known), and what was out of range (above
+    :data:`MAX_EPISODE_SECONDS`, infinite, an integer beyond the float range)."""
     try:
         seconds = as_float(value)
+    except OverflowError:
+        return 0.0, f"non_generation_time {shown_value(value)}"
     except Exception:  # noqa: BLE001 - absent or unreadable: no environment time known
-        return 0.0
-    return seconds if math.isfinite(seconds) and seconds > 0 else 0.0
+        return 0.0, None
+    if seconds > MAX_EPISODE_SECONDS:  # infinity included
+        return 0.0, f"non_generation_time {shown_value(value)}"
+    return (seconds, None) if seconds > 0 else (0.0, None)  # NaN, 0 and negatives: none known
 
 
 def _status(sample: Any) -> Any:

@@ -9,9 +9,11 @@ sample's metadata under :data:`FAILURE_CAUSE_KEY`:
   concerned), or
 - the exception itself (read as ``"<type name>: <message>"``).
 
-Anything else there reads as :data:`UNREADABLE_CAUSE`. Control characters are escaped and the text is cut to
-:data:`CAUSE_LENGTH` characters, so a cause is always one short printable line (it reaches alerts, W&B
-tables and terminals). slime's own end-of-step abort of the requests in flight leaves no cause, and its
+Anything else there reads as :data:`UNREADABLE_CAUSE`. Control characters, the line and paragraph separators and
+the bidirectional controls (U+202E would print the rest of an alert reversed) are escaped
+(:func:`escape_text`) and the text is cut to :data:`CAUSE_LENGTH` characters, so a cause is always one short
+printable line (it reaches alerts, W&B tables and terminals). A ``str`` subclass is read as the plain text it
+holds (its own methods are not called), and reading never raises. slime's own end-of-step abort of the requests in flight leaves no cause, and its
 groups are never judged.
 
 Example:
@@ -36,7 +38,20 @@ CAUSE_LENGTH = 120
 UNREADABLE_CAUSE = "(unreadable cause)"
 """A cause that is neither a string nor an exception (or whose text cannot be read)."""
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff"
+                          "\ufff9-\ufffb]")
+"""C0 and C1 controls, the line and paragraph separators, the bidirectional marks, embeddings, overrides and
+isolates, and the invisible format characters (zero-width, BOM): what could break or reorder a printed line."""
+
+
+def escape_text(text: str) -> str:
+    """``text`` with every character of :data:`_UNPRINTABLE` shown as its escape (``\\x1b``, ``\\u202e``).
+
+    >>> escape_text("cart\u202eyeknom\u2028x\x1b[2J")
+    'cart\\\\u202eyeknom\\\\u2028x\\\\x1b[2J'
+    """
+    return _UNPRINTABLE.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100
+                            else f"\\u{ord(m.group()):04x}", text)
 
 
 def read_failure_cause(sample: Any) -> str | None:
@@ -53,9 +68,10 @@ def read_failure_cause(sample: Any) -> str | None:
             text = value
         else:
             return UNREADABLE_CAUSE
+        text = str.strip(str.__str__(text))  # the plain text, whatever a subclass's own methods do
     except Exception:  # noqa: BLE001 - metadata or an exception whose text raises when read
         return UNREADABLE_CAUSE
-    text = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text.strip())
+    text = escape_text(text)
     if not text:
         return None
     return text if len(text) <= CAUSE_LENGTH else text[:CAUSE_LENGTH - 3] + "..."

@@ -15,7 +15,8 @@ group counts: its tokens were generated.
 
 ``response_length`` is read defensively and never raises: ints, integral floats, numpy integers
 and 0-dim arrays / tensors (through ``.item()``) count; anything else (missing, None, negative,
-non-finite, fractional, text, an object whose ``.item()`` fails) counts 0.
+non-finite, fractional, text, an object whose ``.item()`` fails) counts 0, and so does a length above
+:data:`MAX_TOKENS` (no response is that long: a value out of range, which the sample hook counts and warns of once).
 
 Example:
     >>> from shopsim_metrics.simulator.samples import SimSample as S
@@ -58,26 +59,47 @@ def leaves(group: Iterable[Any]) -> list[Any]:
     return samples
 
 
+MAX_TOKENS = 2**31 - 1
+"""The most tokens a response may hold (and an episode turns): what slime's int32 token tensors can index. A larger
+``response_length`` or ``round_number`` is no real sample's: read as unknown, so no sum or mean of a step can
+overflow or be swamped by it."""
+
+
 def read_response_length(sample: Any) -> int:
     """``sample.response_length`` as a non-negative int, or 0 when it cannot be read as one.
 
     Example:
         >>> from types import SimpleNamespace as N
-        >>> [read_response_length(N(response_length=v)) for v in (7, 7.0, 7.5, "7", True, float("inf"))]
-        [7, 7, 0, 0, 0, 0]
+        >>> [read_response_length(N(response_length=v)) for v in (7, 7.0, 7.5, "7", True, float("inf"), 10**400)]
+        [7, 7, 0, 0, 0, 0, 0]
+    """
+    return checked_response_length(sample)[0]
+
+
+def checked_response_length(sample: Any) -> tuple[int, Any]:
+    """:func:`read_response_length`, and the value read when it was a length out of range (above
+    :data:`MAX_TOKENS`; else None).
+
+    >>> from types import SimpleNamespace as N
+    >>> checked_response_length(N(response_length=7)), checked_response_length(N(response_length=2**40))
+    ((7, None), (0, 1099511627776))
     """
     try:
         value = getattr(sample, "response_length", None)
         if value is None or isinstance(value, bool) or type(value).__name__ == "bool_":
-            return 0
+            return 0, None
         if isinstance(value, int):  # exact, however large (a float would round it)
-            return int(value) if value > 0 else 0
+            if value > MAX_TOKENS:
+                return 0, value
+            return (int(value), None) if value > 0 else (0, None)
         number = as_float(value)  # numpy integers, 0-dim arrays / tensors, integral floats
     except Exception:  # noqa: BLE001 - unreadable lengths count 0, never raise
-        return 0
+        return 0, None
     if not math.isfinite(number) or number < 0 or number != int(number):
-        return 0
-    return int(number)
+        return 0, None
+    if number > MAX_TOKENS:
+        return 0, number
+    return int(number), None
 
 
 def read_generated_tokens(sample: Any) -> int:

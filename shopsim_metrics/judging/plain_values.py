@@ -4,6 +4,6 @@ Only the skip rule's modules still import from here (``prompts/data_source.py``,
 rewritten apart); once they import from :mod:`shopsim_metrics.general.plain_values`, this file goes.
 """
 
-from shopsim_metrics.general.plain_values import as_float, is_int, is_number
+from shopsim_metrics.general.plain_values import as_float, is_int, is_number, shown_value
 
-__all__ = ["as_float", "is_int", "is_number"]
+__all__ = ["as_float", "is_int", "is_number", "shown_value"]

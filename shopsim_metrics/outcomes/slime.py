@@ -8,8 +8,18 @@ writes the same files to ``DIR/rollout_data/{rollout_id}.pt``. Evaluation dumps 
 are not training steps and are left out.
 
 A path is one file, a directory (its ``*.pt``, or ``rollout_data/*.pt`` of a ``--dump-details``
-directory) or a glob (``'dump/rollout_*.pt'``). Each file is loaded with ``torch.load(weights_only=True)``:
-plain containers and tensors only, never code (torch is needed here and only here).
+directory) or a glob (``'dump/rollout_*.pt'``). Only regular files are read: a FIFO, a device or a socket named
+like a dump is skipped, with one warning naming it (a FIFO would be waited on forever). Each file is loaded with
+``torch.load(weights_only=True)``: plain containers and tensors only, never code (torch is needed here and only
+here).
+
+**Bounded before it is loaded.** A ``.pt`` is a zip archive; its directory says what each member unpacks to, and
+is read first (:func:`check_dump_archive`): a dump that unpacks to more than :data:`MAX_UNPACKED_BYTES` (4 GiB),
+or holds a member that unpacks to more than :data:`MAX_UNPACK_RATIO` times its packed size (``torch.save`` stores
+its members uncompressed: a deflated ``data.pkl`` that unpacks 500-fold was made to cost far more than its size),
+is refused in one line without being loaded. The objects a pickle makes are at most one per byte of it, so the
+size bound bounds them too; and a dump whose ``samples`` list one object more than once (a pickle's reference,
+never what slime writes) is refused before any sample is read.
 
 Samples are grouped by ``group_index``, judged and keyed (:mod:`.groups`). What the reader checks:
 one ``rollout_id`` per file and no step twice; a ``group_index`` in one step only, and each step's
@@ -40,6 +50,7 @@ from __future__ import annotations
 import glob
 import os
 import re
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +59,17 @@ from shopsim_metrics.outcomes.groups import (
     trace_from_groups,
 )
 from shopsim_metrics.outcomes.trace import Trace
-from shopsim_metrics.general.plain_values import is_int
+from shopsim_metrics.general.plain_values import is_int, shown_value
+from shopsim_metrics.judging.group_samples import MAX_TOKENS, checked_response_length
+from shopsim_metrics.errors import regular_files
+
+MAX_UNPACKED_BYTES = 4 * 2**30
+"""The most a step's dump may unpack to (its zip members summed), checked before it is loaded: slime's dump of a
+large step (1,024 samples of 64k tokens with their log-probs) unpacks to about 1.5 GB."""
+MAX_UNPACK_RATIO = 20
+"""The most a member of a dump may unpack to, as a multiple of its packed size (members above 1 MiB):
+``torch.save`` stores them uncompressed (a ratio of 1)."""
+_RATIO_FREE_BYTES = 2**20
 
 TORCH_MISSING = ("reading slime's .pt dumps needs torch (pip install torch; the rest of shopsim-metrics does "
                  "not): it is not installed in this Python")
@@ -77,11 +98,11 @@ def dump_files(path: str | os.PathLike) -> list[Path]:
     if target.is_dir():
         inner = target / "rollout_data"
         folder = inner if inner.is_dir() and not any(target.glob("*.pt")) else target
-        files = sorted(folder.glob("*.pt"))
-    elif target.is_file():
-        files = [target]
+        files = regular_files(sorted(folder.glob("*.pt")))
+    elif target.exists() and not glob.has_magic(text):
+        files = regular_files([target])
     elif glob.has_magic(text):
-        files = sorted(Path(p) for p in glob.glob(text) if Path(p).is_file())
+        files = regular_files(sorted(Path(p) for p in glob.glob(text)))
     else:
         files = []
     if not files and not target.exists() and not glob.has_magic(text):
@@ -94,12 +115,34 @@ def dump_files(path: str | os.PathLike) -> list[Path]:
     return training
 
 
+def check_dump_archive(path: Path) -> None:
+    """Refuse (:class:`DumpError`) a ``.pt`` whose zip directory says it unpacks beyond the bounds (module
+    docstring: :data:`MAX_UNPACKED_BYTES`, :data:`MAX_UNPACK_RATIO`), before anything of it is unpacked.
+    A file that is not a zip archive is left to ``torch.load`` (it says what the file is)."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            members = archive.infolist()
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError):
+        return
+    unpacked = sum(member.file_size for member in members)
+    if unpacked > MAX_UNPACKED_BYTES:
+        raise DumpError(f"{path}: unpacks to {unpacked} bytes, above the {MAX_UNPACKED_BYTES} a step's dump may hold "
+                        "(shopsim_metrics.outcomes.slime.MAX_UNPACKED_BYTES); not loaded")
+    for member in members:
+        if member.file_size > _RATIO_FREE_BYTES and member.file_size > MAX_UNPACK_RATIO * max(member.compress_size, 1):
+            raise DumpError(f"{path}: its {member.filename} unpacks to {member.file_size} bytes from "
+                            f"{member.compress_size}, more than {MAX_UNPACK_RATIO} times its size (torch.save stores "
+                            "a dump uncompressed: this one was packed to cost far more than its size); not loaded")
+
+
 def load_dump_file(path: Path) -> tuple[int, list[dict[str, Any]]]:
-    """One file's ``(rollout_id, samples)``; :class:`DumpError` for a file that is not a slime rollout dump."""
+    """One file's ``(rollout_id, samples)``; :class:`DumpError` for a file that is not a slime rollout dump, or one
+    beyond the bounds (module docstring), checked before it is loaded."""
     try:
         import torch
     except ImportError:
         raise DumpError(f"{path}: {TORCH_MISSING}") from None
+    check_dump_archive(path)
     try:
         with _numpy_scalars_allowed(torch):
             data = torch.load(path, map_location="cpu", weights_only=True)
@@ -113,12 +156,24 @@ def load_dump_file(path: Path) -> tuple[int, list[dict[str, Any]]]:
     rollout_id = data.get("rollout_id")
     if not is_int(rollout_id) or rollout_id < 0:
         raise DumpError(f"{path}: its rollout_id is {rollout_id!r}, not a step number (an evaluation dump?)")
+    seen: set[int] = set()
+    for position, sample in enumerate(data["samples"]):
+        if id(sample) in seen:
+            raise DumpError(f"{path}: sample {position} is the same object as an earlier sample (a pickle that lists "
+                            "one sample again and again; slime writes each sample once): not a slime rollout dump")
+        if isinstance(sample, (dict, list)):
+            seen.add(id(sample))
     return rollout_id, data["samples"]
 
 
 def step_groups(path: Path, samples: list[Any]) -> dict[int, list[DumpSample]]:
-    """A step's samples by ``group_index`` (in the order slime wrote them)."""
+    """A step's samples by ``group_index`` (in the order slime wrote them). :class:`DumpError`, naming the sample
+    and its value, for a sample no slime run writes: a ``response_length`` above
+    :data:`~shopsim_metrics.judging.group_samples.MAX_TOKENS`, or an ``index`` another sample of its group has without a
+    ``rollout_id`` telling them apart (slime gives each sample its own index; the segments of one rollout share a
+    ``rollout_id``): the group would read as fewer rollouts than it holds."""
     groups: dict[int, list[DumpSample]] = {}
+    indices: dict[tuple[int, Any], int] = {}  # (group, index) of a sample without rollout_id -> its position
     for position, raw in enumerate(samples):
         if not isinstance(raw, dict):
             raise DumpError(f"{path}: sample {position} is a {type(raw).__name__}, not a dict (Sample.to_dict())")
@@ -126,7 +181,19 @@ def step_groups(path: Path, samples: list[Any]) -> dict[int, list[DumpSample]]:
         if not is_int(group_index):
             raise DumpError(f"{path}: sample {position} has no integer group_index ({group_index!r}): its group "
                             "cannot be told")
-        groups.setdefault(group_index, []).append(DumpSample(**{name: raw.get(name) for name in _SAMPLE_FIELDS}))
+        sample = DumpSample(**{name: raw.get(name) for name in _SAMPLE_FIELDS})
+        _, too_long = checked_response_length(sample)
+        if too_long is not None:
+            raise DumpError(f"{path}: sample {position} has response_length {shown_value(too_long)}, more than the "
+                            f"{MAX_TOKENS:,} tokens a response can hold: a damaged dump, not one slime wrote")
+        if sample.rollout_id is None and is_int(sample.index):
+            first = indices.setdefault((group_index, sample.index), position)
+            if first != position:
+                raise DumpError(f"{path}: group {group_index} holds two samples with index {sample.index} (samples "
+                                f"{first} and {position}) and no rollout_id: they would count as one rollout. slime "
+                                "gives every sample its own index (the segments of one rollout share a rollout_id): "
+                                "samples copied or merged into this dump?")
+        groups.setdefault(group_index, []).append(sample)
     return groups
 
 
@@ -190,6 +257,7 @@ def read_slime_dump(path: str | os.PathLike, options: DumpOptions) -> Trace:
     check_numbering(numbers, file_of)
     if not groups:
         raise DumpError(f"{origin}: the dump holds no sample")
+    check_missing_groups(numbers, file_of)
     missing = (max(owner) - min(owner) + 1) - len(owner)
     notes = []
     if missing:
@@ -197,6 +265,35 @@ def read_slime_dump(path: str | os.PathLike, options: DumpOptions) -> Trace:
         notes.append(ABORTED_NOTE.format(missing=missing, dropped=dropped))
     return trace_from_groups(groups, origin=f"{origin} (slime's rollout dumps, {len(files)} files, "
                                             f"{holds_text(options)})", options=options, notes=notes)
+
+
+MAX_MISSING_PER_GROUP = 100
+"""The most groups a dump may lack between its group numbers, per group it holds: slime aborts (and a filter drops)
+some of the groups it starts, never a hundred for each it keeps; more is a damaged ``group_index``."""
+
+
+def check_missing_groups(numbers: dict[int, list[int]], file_of: dict[int, Path]) -> None:
+    """Refuse group numbers that leave more than :data:`MAX_MISSING_PER_GROUP` groups missing per group held, naming
+    the largest jump: slime's data source numbers its groups one after another.
+
+    Example:
+        >>> check_missing_groups({0: [0, 1], 1: [3, 4]}, {})
+        >>> check_missing_groups({0: [0, 1], 1: [2, 10**15]}, {1: Path("rollout_1.pt")})
+        Traceback (most recent call last):
+        ...
+        shopsim_metrics.outcomes.groups.DumpError: rollout_1.pt: group_index jumps from 2 to 1,000,000,000,000,000 in step 1: 999,999,999,999,997 groups would be missing from the dump, more than 100 for each of its 4 groups; slime numbers its groups one after another, so a group_index was damaged (or files of two runs are mixed)
+    """
+    placed = sorted((number, step) for step, found in numbers.items() for number in found)
+    held = len(placed)
+    missing = placed[-1][0] - placed[0][0] + 1 - held if placed else 0
+    if missing <= MAX_MISSING_PER_GROUP * held:
+        return
+    (low, low_step), (high, step) = max(zip(placed, placed[1:]), key=lambda pair: pair[1][0] - pair[0][0])
+    where = f"in step {step}" if low_step == step else f"from step {low_step} to step {step}"
+    raise DumpError(f"{file_of.get(step, step)}: group_index jumps from {low:,} to {high:,} {where}: {missing:,} groups "
+                    f"would be missing from the dump, more than {MAX_MISSING_PER_GROUP} for each of its {held:,} "
+                    "groups; slime numbers its groups one after another, so a group_index was damaged (or files of "
+                    "two runs are mixed)")
 
 
 def check_numbering(numbers: dict[int, list[int]], file_of: dict[int, Path]) -> None:

@@ -42,6 +42,7 @@ from shopsim_metrics.judging.prompt_keys import prompt_key
 from shopsim_metrics.outcomes.json_items import json_lines
 from shopsim_metrics.outcomes.trace import Trace
 from shopsim_metrics.general.plain_values import is_int
+from shopsim_metrics.errors import regular_files
 
 STEP_FILE = re.compile(r"^\d+\.jsonl$")
 """verl's file name: the step, then ``.jsonl``."""
@@ -52,11 +53,11 @@ def verl_files(path: str | os.PathLike) -> list[Path]:
     text = os.fspath(path)
     target = Path(text)
     if target.is_dir():
-        files = [f for f in target.iterdir() if STEP_FILE.match(f.name) and f.is_file()]
+        files = regular_files([f for f in target.iterdir() if STEP_FILE.match(f.name)])
     elif target.is_file():
         files = [target]
     else:
-        files = [Path(p) for p in glob.glob(text) if Path(p).is_file()] if glob.has_magic(text) else []
+        files = regular_files([Path(p) for p in glob.glob(text)]) if glob.has_magic(text) else []
     if not files:
         raise DumpError(f"{text}: no verl rollout dump there (expected {{step}}.jsonl files of "
                         "trainer.rollout_data_dir, one such file, or a glob)")

@@ -163,7 +163,7 @@ def run_prompts(args: argparse.Namespace) -> int:
     top = _positive(args.top, "--top")
     min_visits = _positive(args.min_visits, "--min-visits")
     if args.out is not None:
-        check_output_file(args.out, "--out")
+        check_output_file(args.out, "--out", make_parents=True)
     dataset = None
     if args.prompt_data is not None:
         if args.out is None:

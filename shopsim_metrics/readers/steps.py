@@ -11,6 +11,9 @@
   that resumed at step s supersedes the records of ``rollout_id >= s`` of every process before it
   (:class:`Winners`): a stale writer's later steps never count. The readers say how many records
   were superseded.
+- Only the run's own records count (:func:`own_run_id`: the run of the first record of ``steps.jsonl`` that
+  names one): another run's records, placed beside them or in the file, are left out, and so is a records
+  file that cannot be opened; one note names each (:meth:`ReadReport.trust_notes`).
 - A file with no step record at all is an error (:class:`NoStepRecords`), naming the first bad line.
 
 :func:`read_step_columns` keeps per-step columns only (the names of :data:`COLUMN_NAMES`, plus any
@@ -138,9 +141,6 @@ class Winners:
         self.keys: dict[int, tuple[int, float, float, int]] = {}
         self.index: dict[int, int] = {}  # rollout_id -> position (among the good records) of its winner
         self.superseded = 0  # records that lost to a later write of their rollout_id
-        self.run_ids: set[str] = set()
-        self.latest_run_id: str | None = None  # the run_id of the latest write of all (by record_order)
-        self._latest_key: tuple[int, float, float, int] | None = None
         self._resumed_at: dict[tuple[int, float], int] = {}  # a writing process (process_order) -> its resume step
 
     def offer(self, data: dict[str, Any], index: int) -> bool:
@@ -148,12 +148,7 @@ class Winners:
         first rule; :meth:`finish` applies the second."""
         self.note_writer(data)
         rid = data["rollout_id"]
-        run_id = data.get("run_id")
-        if isinstance(run_id, str):
-            self.run_ids.add(run_id)
         key = record_order(data, index)
-        if isinstance(run_id, str) and (self._latest_key is None or key > self._latest_key):
-            self._latest_key, self.latest_run_id = key, run_id
         held = self.keys.get(rid)
         if held is not None:
             self.superseded += 1
@@ -221,7 +216,10 @@ class ReadReport:
     stale: list[int] = field(default_factory=list)  # rollout_ids whose only writes a later process's resume superseded
     gaps: list[tuple[int, int]] = field(default_factory=list)  # (first, last) runs of rollout_ids with no record
     # at all between the file's first and last (runs, not ids: a record at rollout_id 10**12 costs no memory)
-    run_count: int = 0  # distinct run_id values among the records (more than 1: runs mixed in one directory)
+    own_run: str | None = None  # the run read (:func:`own_run_id`); None: its records name none
+    foreign: dict[str, dict[str, int]] = field(default_factory=dict)  # file name -> another run's id -> records
+    # left out (another run's records in this run's directory or file: never mixed into its figures)
+    unreadable: list[str] = field(default_factory=list)  # "file (why)": records files that could not be opened
 
     def skip(self, where: str, why: str) -> None:
         self.skipped_lines += 1
@@ -246,15 +244,35 @@ class ReadReport:
             out.append(f"{missing} step(s) of {self.path} between its first and its last have no record "
                        f"(rollout_id {_ranges_text(self.gaps)}): records lost, as when a process is killed while a full "
                        "disk holds its records back, or a records file is removed")
-        if self.run_count > 1:
-            out.append(f"{self.path} holds the records of {self.run_count} runs (distinct run_id); the latest write "
-                       "of each rollout_id is kept, whichever run wrote it: read one run's own directory")
+        return self.trust_notes() + out
+
+    def trust_notes(self) -> list[str]:
+        """The notes on records left out whole (a file that could not be read, another run's records): the ones
+        a resume warns of too."""
+        out = []
+        if self.unreadable:
+            out.append(f"could not read {len(self.unreadable)} records file(s) of {self.path}, left out: "
+                       f"{'; '.join(self.unreadable[:RUNS_SHOWN])}. The other files' records are used; make the "
+                       "file readable (its owner, its mode) to count its records")
+        if self.foreign:
+            left = "; ".join(f"{sum(runs.values())} in {name} (run {', '.join(sorted(runs)[:RUNS_SHOWN])})"
+                             for name, runs in sorted(self.foreign.items())[:RUNS_SHOWN])
+            out.append(f"left out the records of another run: {left}. They are not of run {self.own_run}, whose "
+                       f"records these are (the run of the first record of {contract.STEPS_FILE_NAME}); another "
+                       "run's records were placed beside this run's: read that run's own directory for them")
         return out
+
+    def leave_out_foreign(self, name: str, run_id: str) -> None:
+        runs = self.foreign.setdefault(name, {})
+        runs[run_id] = runs.get(run_id, 0) + 1
+
+    def leave_out_unreadable(self, path: Path, exc: OSError) -> None:
+        self.unreadable.append(f"{path.name} ({type(exc).__name__}: {exc.strerror or exc})")
 
     def take(self, winners: Winners) -> None:
         """Count what ``winners`` left out, once every record is offered (calls :meth:`Winners.finish`)."""
         self.stale = winners.finish()
-        self.superseded, self.run_count = winners.superseded, len(winners.run_ids)
+        self.superseded = winners.superseded
         written = sorted({*winners.keys, *self.stale})
         self.gaps = [(before + 1, after - 1) for before, after in zip(written, written[1:]) if after - before > 1]
 
@@ -267,6 +285,10 @@ class ReadReport:
         """Raise :class:`NoStepRecords` when no line was a step record."""
         if self.record_count:
             return
+        if self.unreadable:
+            raise NoStepRecords(f"{self.path} holds no readable step record: could not read "
+                                f"{'; '.join(self.unreadable[:RUNS_SHOWN])}; make the file readable (its owner, "
+                                "its mode), or read a copy")
         if not self.line_count:
             raise NoStepRecords(f"{self.path} holds no step record: the file is empty")
         raise NoStepRecords(
@@ -406,11 +428,15 @@ class RecordAt:
 
 
 def iter_located_records(run_dir: str | os.PathLike, positions: dict[str, int] | None = None,
-                         report: ReadReport | None = None) -> Iterator[tuple[dict[str, Any], RecordAt]]:
+                         report: ReadReport | None = None, *,
+                         run_id: str | None = None) -> Iterator[tuple[dict[str, Any], RecordAt]]:
     """Every good record of a run directory's records files, in file order, with where its line starts;
     with ``positions`` (bytes per records file name, as a snapshot saved them; a file not named there is
     read whole) only the records written after them. Raises :class:`RecordsChanged` before reading when
     a named file is missing or shorter than its position. Memory: one line at a time.
+
+    Records of a run other than ``run_id`` (default: :func:`own_run_id`) and files that cannot be opened
+    are left out, counted in ``report`` (:meth:`ReadReport.trust_notes`).
 
     Example:
         >>> import tempfile, pathlib
@@ -431,6 +457,7 @@ def iter_located_records(run_dir: str | os.PathLike, positions: dict[str, int] |
             raise RecordsChanged(f"{Path(run_dir) / name} is {'gone' if name not in sizes else 'shorter'} "
                                  "since the snapshot")
     report = report if report is not None else ReadReport(Path(run_dir))
+    report.own_run = run_id if run_id is not None else own_run_id(files)
     for path in files:
         for data, _, offset in _iter_file(path, report, prefix=f"{path.name} ", start=positions.get(path.name, 0)):
             yield data, RecordAt(path, offset)
@@ -460,8 +487,49 @@ def read_record_at(at: RecordAt, handles: dict[Path, BinaryIO] | None = None) ->
     return data
 
 
+FIRST_RECORD_LINES = 1000
+"""Lines read at most, per records file, looking for the first record that names its run."""
+
+
+def own_run_id(files: list[Path]) -> str | None:
+    """The run whose records ``files`` are: the ``run_id`` of the first record that names one, in
+    ``steps.jsonl`` first (the file every process of a run writes in turn: a second writer's sibling only
+    while the first holds it), then in the others in their order; None when no record names one (an older
+    version's). Reads at most :data:`FIRST_RECORD_LINES` lines of each file; a file that cannot be read
+    is passed over.
+
+    Example:
+        >>> import tempfile, pathlib
+        >>> d = pathlib.Path(tempfile.mkdtemp())
+        >>> _ = (d / "steps.b.jsonl").write_text('{"rollout_id": 0, "run_id": "b"}\\n')
+        >>> _ = (d / "steps.jsonl").write_text('[]\\n{"rollout_id": 0, "run_id": "a"}\\n')
+        >>> own_run_id(steps_files(d)), own_run_id([d / "steps.b.jsonl"])
+        ('a', 'b')
+    """
+    for path in sorted(files, key=lambda p: p.name != contract.STEPS_FILE_NAME):
+        if path.is_dir():  # a W&B offline run: its records name no run
+            continue
+        try:
+            with open(path, "rb") as fh:
+                for _ in range(FIRST_RECORD_LINES):
+                    raw = fh.readline(MAX_LINE_BYTES)
+                    if not raw:
+                        break
+                    try:
+                        data = parse_line(raw)
+                    except (ValueError, RecursionError):
+                        continue
+                    if record_problem(data) is None and isinstance(data.get("run_id"), str):
+                        return data["run_id"]
+        except OSError:
+            continue
+    return None
+
+
 def _iter_records(files: list[Path], report: ReadReport) -> Iterator[tuple[dict[str, Any], bytes]]:
-    """Every good record of ``files`` in order, with its line as read."""
+    """Every good record of ``files`` in order, with its line as read (another run's left out:
+    :func:`own_run_id`)."""
+    report.own_run = own_run_id(files)
     for file in files:
         if file.is_dir():  # a W&B offline run (resolve_steps_files): one record per logged step
             yield from _iter_wandb_run(file, report)
@@ -483,8 +551,15 @@ def _iter_wandb_run(run_dir: Path, report: ReadReport) -> Iterator[tuple[dict[st
 
 def _iter_file(path: Path, report: ReadReport, *, prefix: str,
                start: int = 0) -> Iterator[tuple[dict[str, Any], bytes, int]]:
-    """Every good record of one file from byte ``start``: the record, its line, where the line starts."""
-    with open(path, "rb") as fh:
+    """Every good record of one file from byte ``start``: the record, its line, where the line starts. A file
+    that cannot be opened, and the records of a run other than ``report.own_run``, are left out (counted)."""
+    try:
+        fh = open(path, "rb")
+    except OSError as exc:  # another owner's, mode 000, gone since listed: the other files still count
+        report.leave_out_unreadable(path, exc)
+        return
+    own_run = report.own_run
+    with fh:
         if start:
             fh.seek(start)
             prefix = f"{prefix}after byte {start}, "
@@ -518,6 +593,10 @@ def _iter_file(path: Path, report: ReadReport, *, prefix: str,
             problem = record_problem(data)
             if problem is not None:
                 report.skip(f"{prefix}line {number}", problem)
+                continue
+            run_id = data.get("run_id")
+            if own_run is not None and isinstance(run_id, str) and run_id != own_run:
+                report.leave_out_foreign(path.name, run_id)
                 continue
             report.record_count += 1
             yield data, raw, line_start

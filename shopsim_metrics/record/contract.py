@@ -42,6 +42,8 @@ ASYNC_ROLLOUT_PATH: Final = "shopsimrl.async_rollout.generate_rollout_fully_asyn
 """slime's ``--rollout-function-path`` for the fully-async path: slime's worker, every finished group judged."""
 SLIME_ASYNC_ROLLOUT_PATH: Final = "slime.rollout.fully_async_rollout.generate_rollout_fully_async"
 """slime's own fully-async rollout function: it calls neither the filter nor the all-samples hook."""
+MILES_GENERATE_PATH: Final = "shopsimrl.miles_generate.count_generated_tokens"
+"""miles' ``--custom-generate-function-path`` that counts every generated token (miles has no sample hook)."""
 
 # --- reasons (DynamicFilterOutput.reason, and so slime's drop_<reason> counters) ---------------
 REASON_TECHNICAL: Final = "shopsim_unscored_technical_group"

@@ -51,7 +51,7 @@ _CLOSED_STEP = frozenset(name for table in _CLOSED_STEP_TABLES for name in step_
     *_GIVEN_APART.values()) | {
     "rollout_batch_size", "n_samples_per_prompt", "over_sampling_batch_size", "global_batch_size",
     "loop_state_source", "generation_stats_source", "all_samples_group_count", "failed_check_counts",
-    "turn_count_source", "technical_cause_counts", "decisions"}
+    "turn_count_source", "technical_cause_counts", "token_count_source", "decisions"}
 
 OWNED: Final[Mapping[str, frozenset[str]]] = MappingProxyType({CLOSED_STEP: _CLOSED_STEP, **_GIVEN_APART})
 """Each owner's fields: the closed step's are its contract tables' (less the few fields given apart) and the

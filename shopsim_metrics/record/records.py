@@ -102,7 +102,7 @@ class StepRecord:
     global_batch_size: int | None = None
     technical_failure_limit: int | None = per_step(EXTRA, None)
     technical_failure_warn_at: int | None = per_step(EXTRA, None)  # the streak that raises the step's WARN (None: alerts off)
-    loop_state_source: str | None = None  # "slime", "mirror", "fully_async", or the name of a test/simulated loop
+    loop_state_source: str | None = None  # "slime", "miles", "mirror", "fully_async", or a test/simulated loop's name
     # who wrote the record, and when among the run's writes (the readers' order: process generation, then start,
     # then sequence; a process that resumed at s supersedes the records of steps >= s of every process before it)
     run_id: str | None = None  # the run's identity: made by its first process, kept by every resume
@@ -227,6 +227,9 @@ class StepRecord:
     truncated_episode_fraction: float | None = per_step(AGENT, None)  # episodes with status truncated / episode_count
     # technical groups by the cause their generate function left (None, and absent: no technical group left one)
     technical_cause_counts: dict[str, int] | None = None
+    # who counted total_token_count when not slime's sample hook (None, and absent: the sample hook, or nothing counted):
+    # "generate_function" in miles (shopsimrl.miles_generate: miles has no sample hook)
+    token_count_source: str | None = None
     # the prompts table on the steps it is due: for W&B only, not part of the record (JSONL, equality)
     prompt_table: list[list[Any]] | None = field(default=None, compare=False, repr=False)
     decisions: list[DecisionRow] = field(default_factory=list)
@@ -239,8 +242,9 @@ class StepRecord:
     def _field_names(self) -> tuple[str, ...]:
         """The record's fields; the skip fields only when one is set (a run that skips), the fully-async fields
         only on that path, the agent fields only in a step with agent episodes, the technical causes only when
-        one was left, so other runs' records stay as they were."""
-        hidden = [group for group in (_SKIP_FIELDS, _FULLY_ASYNC_FIELDS, _AGENT_FIELDS, _CAUSE_FIELDS)
+        one was left, the token counter only when it is not slime's sample hook, so other runs' records stay as
+        they were."""
+        hidden = [group for group in (_SKIP_FIELDS, _FULLY_ASYNC_FIELDS, _AGENT_FIELDS, _CAUSE_FIELDS, _TOKEN_SOURCE_FIELDS)
                   if not any(getattr(self, name, None) is not None for name in group)]
         if not hidden:
             return _STEP_FIELDS
@@ -262,6 +266,7 @@ _SKIP_FIELDS = (*step_fields(PROMPT_SKIP), "skipped_prompts")
 _FULLY_ASYNC_FIELDS = step_fields(FULLY_ASYNC)
 _AGENT_FIELDS = (*step_fields(AGENT), "turn_count_source")
 _CAUSE_FIELDS = ("technical_cause_counts",)
+_TOKEN_SOURCE_FIELDS = ("token_count_source",)
 
 
 def _rows(decisions: Any) -> list[Any]:

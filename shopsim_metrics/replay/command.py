@@ -148,6 +148,22 @@ def knobs_for(trace: Trace, args: argparse.Namespace) -> ReplayKnobs:
                        settings=given_settings(args, REPLAY_SETTINGS), lengths=args.lengths)
 
 
+def check_rules(trace: Trace, knobs: ReplayKnobs, skips: list[str]) -> None:
+    """Raise, before any replay work, the error a rule would raise at its first replayed step: the predictive
+    rule's at the trace's group size (a threshold not above the chance of a zero-std group of ``n``; ``n`` 1)."""
+    if "predictive" not in skips:
+        return
+    from shopsim_metrics.prompts.predictive_rule import PredictiveSkipRule
+    from shopsim_metrics.settings import ShopsimSettings
+
+    settings = ShopsimSettings.from_args(knobs.config(trace, "predictive", "fixed").to_args()).prompt_skip_rule
+    try:
+        PredictiveSkipRule(settings, n_samples=trace.n_samples)
+    except ValueError as exc:
+        raise TraceError(f"{trace.origin}: groups of {trace.n_samples}: the predictive rule cannot run: {exc} (here: "
+                         "--prompt-skip-threshold; or replay the other rules: --prompt-skip off greso oracle)") from None
+
+
 def format_rows(rows: list[ReplayRow], max_lost_signal: float = MAX_LOST_SIGNAL) -> str:
     """The table, its legend, then the best rule within ``max_lost_signal`` beside the oracle."""
     table = format_table(_COLUMNS, [[r.prompt_skip, r.wave_size, r.tokens_per_informative_group, r.ratio_vs_off,
@@ -242,6 +258,7 @@ def _replay(args: argparse.Namespace) -> int:
     knobs = knobs_for(trace, args)
     seeds = tuple(range(args.seeds))
     skips, waves = list(dict.fromkeys(args.prompt_skip)), list(dict.fromkeys(args.wave_size))
+    check_rules(trace, knobs, skips)
     print(describe(trace, knobs, seeds), flush=True)
     settings = 1 + sum(1 for s in skips for w in waves if (s, w) != ("off", "fixed"))
     with (contextlib.nullcontext() if args.no_progress else

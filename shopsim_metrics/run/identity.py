@@ -32,8 +32,7 @@ from typing import Any, Iterable
 
 from shopsim_metrics.settings import ShopsimConfigError
 
-FIRST_RECORD_LINES = 1000
-"""Lines read at most, per records file, looking for a step record (a fresh run's check stays cheap)."""
+from shopsim_metrics.readers.steps import FIRST_RECORD_LINES  # a fresh run's check stays cheap
 
 
 class RunDirInUse(ShopsimConfigError):
@@ -167,10 +166,12 @@ class RunWriters:
         [{'process_generation': 1, 'process_started_at': 5.0, 'process_start_rollout_id': 3}]
     """
 
-    def __init__(self, run_dir: str | os.PathLike, known: Iterable[dict[str, Any]] = ()) -> None:
+    def __init__(self, run_dir: str | os.PathLike, known: Iterable[dict[str, Any]] = (), *,
+                 run_id: str | None = None) -> None:
         from shopsim_metrics.readers.steps import Winners
 
         self.run_dir = Path(run_dir)
+        self.run_id = run_id  # the run's own writers only: another run's records beside it name none of them
         self._seen = Winners()  # only its writers are used
         for writer in known:
             self._seen.note_writer(writer)
@@ -192,7 +193,7 @@ class RunWriters:
         for path in own:
             if path.name in sizes:
                 positions[path.name] = sizes[path.name]
-        for data, _ in iter_located_records(self.run_dir, positions):
+        for data, _ in iter_located_records(self.run_dir, positions, run_id=self.run_id):
             self._seen.note_writer(data)
         self._read_to = sizes
 

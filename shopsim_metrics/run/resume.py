@@ -43,9 +43,9 @@ from pathlib import Path
 from typing import Any, BinaryIO, Iterable, Iterator
 
 from shopsim_metrics.readers.steps import (
-    ReadReport, RecordAt, RecordsChanged, Winners, iter_located_records, read_record_at,
+    ReadReport, RecordAt, RecordsChanged, Winners, iter_located_records, own_run_id, read_record_at,
 )
-from shopsim_metrics.run.identity import existing_run
+from shopsim_metrics.sinks.jsonl import steps_files
 from shopsim_metrics.run.snapshot import find_snapshot, read_snapshot
 from shopsim_metrics.run.state import ResumableState
 from shopsim_metrics.state_file import DamagedStateFile
@@ -68,6 +68,8 @@ class Restored:
     snapshot: int | None = field(default=None, repr=False)
     note: str | None = field(default=None, repr=False)
     writers: tuple[dict[str, Any], ...] = field(default=(), repr=False)  # every process of the run learnt of
+    left_out: tuple[str, ...] = field(default=(), repr=False)  # records left out whole: files that could not be
+    # read, another run's records (:meth:`~shopsim_metrics.readers.steps.ReadReport.trust_notes`): one warning each
 
     @property
     def generation(self) -> int:
@@ -95,8 +97,10 @@ def restore(run_dir: str | os.PathLike, state: ResumableState, *, start_rollout_
     (:mod:`shopsim_metrics.run.snapshot`), the state is read from it and only the records written after it,
     of the steps N < rollout_id < s, are replayed; a snapshot that is damaged, of another run, of other
     prompt settings, or whose records are gone is left aside (``note`` says why) and every record is replayed.
-    A missing or unreadable records directory restores nothing (every step is missing); the caller
-    warns. Never raises for what the files hold.
+    Only the run's own records are replayed (the snapshot's run, else the run of the first record of
+    ``steps.jsonl``): another run's records and a records file that cannot be opened are left out, each
+    named in ``left_out`` (the caller warns once of each). A missing or unreadable records directory restores
+    nothing (every step is missing); the caller warns. Never raises for what the files hold.
     """
     note = None
     found = find_snapshot(snapshot_dir, start_rollout_id)
@@ -113,14 +117,14 @@ def restore(run_dir: str | os.PathLike, state: ResumableState, *, start_rollout_
 
 
 def _replay_all(run_dir: Any, start_rollout_id: int, state: ResumableState, note: str | None) -> Restored:
+    report = ReadReport(Path(run_dir))
     try:
-        latest, run_id, winners = _lineage(iter_located_records(run_dir, report=ReadReport(Path(run_dir))), 0,
-                                           start_rollout_id)
+        latest, winners = _lineage(iter_located_records(run_dir, report=report), 0, start_rollout_id)
     except (OSError, ValueError):
-        return Restored(steps=0, missing=start_rollout_id, note=note)
+        return Restored(steps=0, missing=start_rollout_id, note=note, left_out=tuple(report.trust_notes()))
     replayed = _replay(_read_in_step_order(latest), state)
-    return Restored(steps=replayed, missing=start_rollout_id - replayed, run_id=run_id, note=note,
-                    writers=tuple(winners.writers()))
+    return Restored(steps=replayed, missing=start_rollout_id - replayed, run_id=report.own_run, note=note,
+                    writers=tuple(winners.writers()), left_out=tuple(report.trust_notes()))
 
 
 def _from_snapshot(run_dir: Any, start_rollout_id: int, snapshot: dict[str, Any],
@@ -137,10 +141,11 @@ def _from_snapshot(run_dir: Any, start_rollout_id: int, snapshot: dict[str, Any]
     writer = snapshot.get("writer")  # the process whose lineage the snapshot continues (older snapshots: unknown)
     known = snapshot.get("processes")  # the other processes its writer knew of (older snapshots: none)
     writers = [w for w in [writer, *(known if isinstance(known, list) else [])] if isinstance(w, dict)]
+    report = ReadReport(Path(run_dir))
+    own_run = snapshot.get("run_id") if isinstance(snapshot.get("run_id"), str) else None
     try:
-        latest, tail_run_id, winners = _lineage(iter_located_records(run_dir, positions, ReadReport(Path(run_dir))),
-                                                step + 1, start_rollout_id, own_run=snapshot.get("run_id"),
-                                                writers=writers)
+        latest, winners = _lineage(iter_located_records(run_dir, positions, report, run_id=own_run),
+                                   step + 1, start_rollout_id, writers=writers)
         tail = list(_read_in_step_order(latest))  # at most the steps between two checkpoints
     except RecordsChanged as exc:
         return None, f"the records changed since the snapshot of step {step} ({exc})"
@@ -157,9 +162,8 @@ def _from_snapshot(run_dir: Any, start_rollout_id: int, snapshot: dict[str, Any]
             "is the checkpoint's; the readers follow the later process's records (docs §1.4, the run's lineage), so "
             "they may show steps %d..%d from another lineage, or none.", start_rollout_id, step, ended, ended, step)
     missing = snapshot["missing"]
-    run_id = snapshot.get("run_id") if isinstance(snapshot.get("run_id"), str) else tail_run_id
-    return Restored(steps=start_rollout_id - missing, missing=missing, run_id=run_id, snapshot=step,
-                    writers=tuple(winners.writers())), None
+    return Restored(steps=start_rollout_id - missing, missing=missing, run_id=report.own_run, snapshot=step,
+                    writers=tuple(winners.writers()), left_out=tuple(report.trust_notes())), None
 
 
 def _another_run(run_dir: Any, snapshot_run: Any) -> str | None:
@@ -168,7 +172,10 @@ def _another_run(run_dir: Any, snapshot_run: Any) -> str | None:
     either side does not say (an older version's)."""
     if not isinstance(snapshot_run, str):
         return None
-    _, records_run = existing_run(run_dir)
+    try:
+        records_run = own_run_id(steps_files(run_dir))
+    except OSError:
+        return None
     if records_run is None or records_run == snapshot_run:
         return None
     return f"is of another run ({snapshot_run}; the records in {os.fspath(run_dir)} are of run {records_run})"
@@ -195,47 +202,28 @@ def _read_in_step_order(latest: dict[int, RecordAt]) -> Iterator[dict[str, Any]]
             handle.close()
 
 
-def _lineage(records: Iterable[tuple[dict[str, Any], RecordAt]], lower: int, upper: int, own_run: Any = None,
-             writers: Iterable[dict[str, Any]] = ()) -> tuple[dict[int, RecordAt], str | None, Winners]:
+def _lineage(records: Iterable[tuple[dict[str, Any], RecordAt]], lower: int, upper: int,
+             writers: Iterable[dict[str, Any]] = ()) -> tuple[dict[int, RecordAt], Winners]:
     """Where the record the run's lineage holds of each ``lower <= rollout_id < upper`` starts
     (:class:`~shopsim_metrics.readers.steps.Winners`: the latest write wins, a later process's resume
-    supersedes an earlier process's later steps), and the run they belong to. ``writers``: processes
-    known beside the records read (a snapshot's writer, whose own records precede the tail read). The
-    third value: the lineage rule's view of every process seen.
-
-    The run resumed is ``own_run`` when given (a snapshot's), else the one that wrote last in the range;
-    records of another run (a directory that holds more than one) are left out, records without a
-    ``run_id`` (an older version's) count for any.
+    supersedes an earlier process's later steps). ``records``: the run's own (another run's are left out as
+    they are read: :func:`~shopsim_metrics.readers.steps.iter_located_records`; records without a ``run_id``,
+    an older version's, count for any). ``writers``: processes known beside the records read (a snapshot's
+    writer, whose own records precede the tail read). The second value: the lineage rule's view of every
+    process seen.
     """
-    by_run: dict[str | None, Winners] = {}
     every = Winners()
     where: list[RecordAt] = []
-    ranged: set[str | None] = set()  # the runs with records in the range
     for data, at in records:
-        run_id = data.get("run_id")
-        run_id = run_id if isinstance(run_id, str) else None
-        run = by_run.setdefault(run_id, Winners())
         if lower <= data["rollout_id"] < upper:
             every.offer(data, len(where))
-            run.offer(data, len(where))
             where.append(at)
-            ranged.add(run_id)
         else:  # outside the steps replayed, it still says where its process resumed
             every.note_writer(data)
-            run.note_writer(data)
-    for winners in (every, *by_run.values()):
-        for writer in writers:
-            winners.note_writer(writer)
-        winners.finish()
-    run_id = own_run if isinstance(own_run, str) else every.latest_run_id
-    if run_id is None or ranged <= {run_id}:
-        chosen = every.index
-    else:
-        chosen = dict(by_run.get(None, Winners()).index)
-        own = by_run.get(run_id, Winners())
-        for rollout_id, index in own.index.items():  # the run's own write wins over an unnamed one
-            chosen[rollout_id] = index
-    return {rollout_id: where[index] for rollout_id, index in chosen.items()}, run_id, every
+    for writer in writers:
+        every.note_writer(writer)
+    every.finish()
+    return {rollout_id: where[index] for rollout_id, index in every.index.items()}, every
 
 
 def resume_warning(restored: Restored, start_rollout_id: int, run_dir: str) -> str | None:

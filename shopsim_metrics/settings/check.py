@@ -26,6 +26,7 @@ import yaml
 
 from shopsim_metrics.errors import missing_path
 from shopsim_metrics.settings import PREFIX, SETTINGS_BY_NAME, unknown_key_problem, validate_settings, validate_slime_knobs
+from shopsim_metrics.settings.loops import LOOPS, MILES, LoopUnknown, detect_loop, miles_settings_unsupported
 
 
 def check_mapping(values: Mapping[Any, Any]) -> list[str]:
@@ -166,8 +167,11 @@ def read_config(path: str | os.PathLike) -> Any:
     return load_config(read_config_text(path))
 
 
-def check_file(path: str | os.PathLike) -> list[str]:
+def check_file(path: str | os.PathLike, *, loop: str | None = None) -> list[str]:
     """Every problem of a YAML config file, one line each, with the line of its key when known, in line order.
+
+    With ``loop="miles"``, the settings that act only through what miles cannot run are problems too
+    (:func:`~shopsim_metrics.settings.loops.miles_settings_unsupported`).
 
     An unreadable file is one problem; a ``shopsim_*`` key set twice is one too (slime applies the last).
     A directory, FIFO or device, a file over 1 MB, or a document whose aliases expand beyond
@@ -204,6 +208,8 @@ def check_file(path: str | os.PathLike) -> list[str]:
     problems = [f"{key}: set {len(lines)} times (lines {', '.join(map(str, lines))}); slime applies the last"
                 for key, lines in key_lines.items() if len(lines) > 1 and key.startswith("shopsim_")]
     problems += check_mapping(loaded)
+    if loop == MILES:
+        problems += miles_settings_unsupported(loaded)
     return [_with_line(problem, key_lines) for problem in sorted(problems, key=lambda p: _line_of(p, key_lines))]
 
 
@@ -237,15 +243,23 @@ def run(args: argparse.Namespace) -> int:
     missing-path error every command gives).
     """
     status = 0
+    loop = getattr(args, "loop", None)
+    if loop is None:
+        try:
+            loop = detect_loop()
+        except LoopUnknown as exc:
+            print(f"shopsim-metrics check-config: error: {str(exc).removeprefix('shopsim-metrics: ')} (or say which "
+                  "with --loop)", file=sys.stderr)
+            return 2
     for path in args.paths:
-        problems = check_file(path)
+        problems = check_file(path, loop=loop)
         for line in problems:
             where = "" if line.startswith(f"{path}: ") else f"{path}: "
             print(f"shopsim-metrics check-config: error: {where}{line}", file=sys.stderr)
         if problems:
             status = 2
         else:
-            print(f"shopsim-metrics check-config: {path}: OK")
+            print(f"shopsim-metrics check-config: {path}: OK" + (" (for miles)" if loop == MILES else ""))
     return status
 
 
@@ -254,4 +268,7 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "check-config", help="check the shopsim_* settings of a --custom-config-path YAML before launch")
     parser.add_argument("paths", nargs="+", metavar="shopsim.yaml")
+    parser.add_argument("--loop", choices=LOOPS[:2], default=None,
+                        help="the framework the settings are for: slime or miles (slime's production fork); default: "
+                             "the one installed here (slime's checks when neither is)")
     parser.set_defaults(func=run)

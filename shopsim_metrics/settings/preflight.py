@@ -13,7 +13,11 @@ the arguments ``train.py`` takes and checks, without starting anything:
 - slime's own constraints on the knobs the project relies on;
 - ``--use-wandb`` without ``--disable-wandb-random-suffix`` when wandb lacks ``wandb.util.generate_id``;
 - where the records will go: an unwritable place is a problem; a relative one, or none because
-  ``--save`` is absent, is a warning (the hooks run in a Ray actor on whatever node Ray picks).
+  ``--save`` is absent, is a warning (the hooks run in a Ray actor on whatever node Ray picks);
+- the loop the launch is for (``--loop``, else the one installed: :func:`~shopsim_metrics.settings.loops.detect_loop`):
+  for miles (slime's production fork, docs/miles.md), instead of slime's flag and fully-async checks, what the hooks
+  cannot honour in miles (:func:`~shopsim_metrics.settings.loops.unsupported`), ``--rollout-sample-hook-path``
+  (miles has no such flag) and the token counter (:func:`check_miles_launch`).
 
 Exit 0 with a short summary when sound (warnings included); one line per problem and exit 2
 otherwise. Every line starts ``shopsim-metrics preflight:``; never a traceback.
@@ -39,7 +43,10 @@ from typing import Any
 from shopsim_metrics.settings import DEFAULT_RUN_DIR, SAVE_SUBDIR, validate_settings
 from shopsim_metrics.settings.check import check_file, read_config
 from shopsim_metrics.settings.slime_flags import SLIME_FLAGS, closest_slime_flag, is_slime_flag, slime_parser_flags
-from shopsim_metrics.record.contract import ASYNC_ROLLOUT_PATH, DATA_SOURCE_PATH, SAMPLE_HOOK_PATH, SLIME_ASYNC_ROLLOUT_PATH
+from shopsim_metrics.record.contract import (ASYNC_ROLLOUT_PATH, DATA_SOURCE_PATH, MILES_GENERATE_PATH, SAMPLE_HOOK_PATH,
+                                             SLIME_ASYNC_ROLLOUT_PATH)
+from shopsim_metrics.settings.loops import (LOOPS, MILES, LoopUnknown, detect_loop, miles_settings_unsupported,
+                                            unsupported)
 
 PROJECT_FILTER_MODULE = "shopsimrl."
 """Hook paths of this project start here (its filter needs its all-samples hook and log function)."""
@@ -72,6 +79,9 @@ def launch_parser() -> argparse.ArgumentParser:
     parser.add_argument("--data-source-path", default=None)
     parser.add_argument("--rollout-function-path", default=None)
     parser.add_argument("--rollout-sample-hook-path", default=None)
+    parser.add_argument("--custom-generate-function-path", default=None)
+    parser.add_argument("--fully-async", action="store_true")  # miles' own fully-async rollout
+    parser.add_argument("--rollout-submission-granularity", default=None)  # miles
     parser.add_argument("--custom-config-path", default=None)
     for flag in ("--rollout-batch-size", "--n-samples-per-prompt", "--over-sampling-batch-size",
                  "--global-batch-size", "--num-steps-per-rollout"):
@@ -82,24 +92,70 @@ def launch_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def preflight(argv: list[str], *, environ: dict[str, str] | None = None) -> PreflightReport:
-    """Check a ``train.py`` command line (see the module docstring); never raises for what it is given."""
+def preflight(argv: list[str], *, environ: dict[str, str] | None = None, loop: str | None = None) -> PreflightReport:
+    """Check a ``train.py`` command line (see the module docstring) for ``loop`` (None: the one installed);
+    never raises for what it is given."""
     env = os.environ if environ is None else environ
     report = PreflightReport()
     if not argv:  # nothing to check: the one error, and no warning about defaults nobody chose
         report.problems.append("no train.py arguments given: pass the launch's arguments after `--` "
                                "(shopsim-metrics preflight -- --rollout-batch-size 16 ...)")
         return report
+    if loop is None:
+        try:
+            loop = detect_loop()
+        except LoopUnknown as exc:
+            report.problems.append(f"{str(exc).removeprefix('shopsim-metrics: ')} (or say which with --loop)")
+            return report
     launch, _ = launch_parser().parse_known_args(argv)
     launch.sample_hook_paths = _every_value(argv, "--rollout-sample-hook-path")  # slime's flag may be repeated
     _check_hooks(launch, report)
     settings = _check_config(launch, report)
     _check_knobs(launch, report)
-    _check_wandb(launch, report)
+    if loop != MILES:  # slime's W&B incompatibility
+        _check_wandb(launch, report)
     _check_run_dir(launch, settings, env, report)
+    if loop == MILES:
+        check_miles_launch(argv, launch, settings, report)
+        return report
     check_fully_async(argv, launch, report)
     check_launch_shape(argv, launch, settings, report)
     return report
+
+
+def check_miles_launch(argv: list[str], launch: argparse.Namespace, settings: dict[str, Any],
+                       report: PreflightReport) -> None:
+    """A miles launch (docs/miles.md): what the hooks cannot honour in miles, one problem each; the slime-only
+    ``--rollout-sample-hook-path`` (miles' parser stops the launch at it); the token counter and what it wraps.
+
+    Example:
+        >>> r = PreflightReport()
+        >>> check_miles_launch(["--fully-async"], launch_parser().parse_known_args(["--fully-async"])[0], {}, r)
+        >>> r.problems[0].startswith("miles' --fully-async: not supported by shopsim-metrics")
+        True
+    """
+    report.checked.append("loop: miles (its DynamicFilterOutput has no keep_when_insufficient: the filter decides "
+                          "the fallback; no live rollout id: steps are counted and renumbered by the log function)")
+    report.problems += unsupported(MILES, launch) + miles_settings_unsupported(settings)
+    if launch.rollout_sample_hook_path:
+        report.problems.append(f"--rollout-sample-hook-path: miles has no such flag (its parser stops the launch); "
+                               f"count every token with --custom-generate-function-path {MILES_GENERATE_PATH}")
+    filter_path = getattr(launch, _dest("--dynamic-sampling-filter-path")) or ""
+    generate = launch.custom_generate_function_path
+    if filter_path.startswith(PROJECT_FILTER_MODULE) and generate != MILES_GENERATE_PATH:
+        wrap = f" and put {generate} in shopsim_generate_function_path" if generate else ""
+        report.warnings.append(f"--custom-generate-function-path: not {MILES_GENERATE_PATH}: total_token_count, "
+                               "aborted_token_count and tokens_per_informative_group stay null (miles has no sample "
+                               f"hook; set it{wrap})")
+    inner = settings.get("shopsim_generate_function_path")
+    if generate == MILES_GENERATE_PATH and inner:
+        try:
+            load_function(inner)
+        except Exception as exc:  # noqa: BLE001 - whatever the import raises is the user's problem to see
+            report.problems.append(f"shopsim_generate_function_path: {inner} does not load ({type(exc).__name__}: "
+                                   f"{exc})")
+        else:
+            report.checked.append(f"--custom-generate-function-path {MILES_GENERATE_PATH} wrapping {inner}")
 
 
 def _check_hooks(launch: argparse.Namespace, report: PreflightReport) -> None:
@@ -399,7 +455,7 @@ def run(args: argparse.Namespace) -> int:
     if argv and argv[0] == "--":
         argv = argv[1:]
     try:
-        report = preflight(argv)
+        report = preflight(argv, loop=args.loop)
     except Exception as exc:  # noqa: BLE001 - never a traceback
         print(f"shopsim-metrics preflight: error: the check itself failed ({type(exc).__name__}: {exc})", file=sys.stderr)
         return 2
@@ -422,8 +478,11 @@ def register(subparsers: Any) -> None:
                     "(as check-config), slime's knob constraints, every flag against slime's parser, where the "
                     "records go, and which hooks apply on a fully-async launch. Exit 0 when sound (warnings on "
                     "stderr), 2 with one line per problem.")
+    parser.add_argument("--loop", choices=LOOPS[:2], default=None,
+                        help="the framework the launch is for: slime or miles (slime's production fork); default: "
+                             "the one installed here (slime's checks when neither is)")
     parser.add_argument("train_args", nargs=argparse.REMAINDER, metavar="-- TRAIN_PY_ARGS",
-                        help="the arguments you pass to slime's train.py")
+                        help="the arguments you pass to slime's (or miles') train.py")
     parser.set_defaults(func=run)
 
 

@@ -254,6 +254,10 @@ class ShopsimSettings:
         "on the fully-async path: zero-std groups a step drops before it lets every further zero-std group in "
         "as `fallback` (the bound on what a starving step waits for); `null` = `rollout_batch_size`; `0` = "
         "never drop a zero-std group (§3.8)")
+    # miles (shopsimrl.miles_generate: tokens counted where miles has no sample hook)
+    generate_function_path: str | None = setting(
+        None, optional(text), "null or a dotted path (a non-empty string)",
+        "in miles, with `--custom-generate-function-path shopsimrl.miles_generate.count_generated_tokens`: the generate function it wraps and counts every token of (a dotted path, e.g. a multi-turn one); `null` = miles' default for the rollout in use (docs/miles.md)")
 
     @classmethod
     def from_args(cls, args: Any) -> "ShopsimSettings":

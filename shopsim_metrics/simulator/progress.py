@@ -2,8 +2,9 @@
 
 On a terminal it is tqdm's bar. Written to a file or a pipe (CI logs, ``2> log``), a bar's carriage
 returns would garble the log, so it prints a plain line at the start, at each ``1/parts`` of the total
-(quarters by default; a long wait asks for more) and at the end instead, with the figures ``update`` was
-last given.
+(quarters by default; a long wait asks for more), at the first update :data:`LINE_SECONDS` after the last
+line (a part of a replay of millions of steps takes hours: the log still shows it moving) and at the end
+instead, with the figures ``update`` was last given.
 
 Example:
     >>> import io
@@ -25,17 +26,24 @@ from __future__ import annotations
 
 import math
 import sys
-from typing import Any, TextIO
+import time
+from typing import Any, Callable, TextIO
+
+LINE_SECONDS = 60.0
+"""In a log, a line at the first update this long after the last one, whatever the share done."""
 
 
 class Progress:
     """``update()`` once per unit done; ``grow()`` when the total turns out larger; a context manager."""
 
-    def __init__(self, total: int, *, unit: str, desc: str, stream: TextIO | None = None, parts: int = 4) -> None:
+    def __init__(self, total: int, *, unit: str, desc: str, stream: TextIO | None = None, parts: int = 4,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.total, self.unit, self.desc, self.parts = total, unit, desc, max(1, parts)
         self.postfix: dict[str, Any] = {}
         self.stream = stream or sys.stderr
         self.done = 0
+        self.clock = clock  # when the log's last line was printed (a seam for tests)
+        self._last_line = clock()
         self._bar: Any = None
         if _is_terminal(self.stream):
             from tqdm import tqdm
@@ -55,7 +63,8 @@ class Progress:
             return
         self.postfix = postfix
         part = max(1, math.ceil(self.total / self.parts))
-        if self.done // part > before // part and self.done < self.total:
+        if self.done < self.total and (self.done // part > before // part
+                                       or self.clock() - self._last_line >= LINE_SECONDS):
             self._line()
 
     def grow(self, total: int) -> None:
@@ -79,6 +88,7 @@ class Progress:
         self.close()
 
     def _line(self, suffix: str = "") -> None:
+        self._last_line = self.clock()
         figures = "".join(f", {name} {value}" for name, value in self.postfix.items())
         print(f"{self.desc}: {self.done}/{self.total} {self.unit}s{figures}{suffix}", file=self.stream, flush=True)
 

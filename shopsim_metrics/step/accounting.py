@@ -171,10 +171,15 @@ class StepAccountant:
             state = self._open
             return {id(judged.group): judged.judgement for judged in state.judged} if state is not None else {}
 
-    def count_generated(self, sample: Any, step: int | None) -> None:
-        """Count one generate call's tokens in step ``step`` (slime's sample hook: aborted calls too)."""
-        if self.tokens is not None:
-            self.tokens.observe(sample, step)
+    def count_generated(self, sample: Any, step: int | None, *, source: str | None = None) -> None:
+        """Count one generate call's tokens in step ``step`` (slime's sample hook: aborted calls too); ``source`` names
+        the counter when it is not slime's sample hook (the records' ``token_count_source``)."""
+        tokens = self.tokens
+        if tokens is None:
+            return
+        if source is not None and tokens.source != source:
+            tokens.source = source
+        tokens.observe(sample, step)
 
     def add_hook_seconds(self, seconds: float) -> None:
         """Add the project's own time in a hook to the open step, else to the last closed, unemitted one."""

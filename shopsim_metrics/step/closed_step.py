@@ -231,6 +231,7 @@ def closed_step_fields(closed: ClosedStep) -> dict[str, Any]:
         **unequal_size_fields(rows, knobs.n_samples_per_prompt),
         **agent_fields(live),
         technical_cause_counts=top_causes(causes),
+        token_count_source=live.source if live is not None else None,
         decisions=rows,
     )
     if closed.fully_async:

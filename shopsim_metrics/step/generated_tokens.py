@@ -32,6 +32,10 @@ Rules:
   step whose episodes all answered in one turn included); before that (single-turn generation) no step has one
   (``StepTokens.episodes`` None), and its record no agent fields. No episode reporting environment seconds
   makes them unknown (None), not 0.
+- a value no episode could hold (:func:`~shopsim_metrics.judging.episodes.read_episode`: a length or turns
+  above ``MAX_TOKENS``, environment seconds above ``MAX_EPISODE_SECONDS``, metadata that raises) is unknown: the
+  sample counts as if it lacked it, ``out_of_range_count`` counts such samples, and the first one is named in one
+  warning.
 
 A step no call reported (the hook is not wired) has no figures: :meth:`GeneratedTokens.take` returns None,
 and the record's fields stay null rather than guessed.
@@ -44,13 +48,14 @@ Example:
     >>> for sample in [*judged, aborted]:
     ...     tokens.observe(sample, step=5)
     >>> tokens.take(5, [judged])
-    StepTokens(total=190, aborted=30, unjudged_rollouts=1, unjudged_length=30, aborted_rollouts=1, aborted_length=30, observation=0, episodes=None)
+    StepTokens(total=190, aborted=30, unjudged_rollouts=1, unjudged_length=30, aborted_rollouts=1, aborted_length=30, observation=0, episodes=None, source=None)
     >>> tokens.take(6, []) is None   # nothing reported for step 6: unknown, not 0
     True
 """
 
 from __future__ import annotations
 
+import logging
 import math
 import threading
 from dataclasses import dataclass
@@ -60,6 +65,8 @@ from shopsim_metrics.judging.episodes import Episode, read_episode
 from shopsim_metrics.judging.group_judgement import rollout_key, status_check
 from shopsim_metrics.judging.group_samples import leaves
 from shopsim_metrics.general.plain_values import is_int
+
+logger = logging.getLogger("shopsim_metrics")
 
 CARRIED_LIMIT = 1_000_000
 """Aborted samples whose length at the abort is remembered for their continuation (``--partial-rollout``)."""
@@ -118,6 +125,7 @@ class StepTokens:
     aborted_length: int = 0  # their partial lengths at the abort, summed
     observation: int = 0  # the environment's tokens (loss_mask 0) in every response the hook saw, aborted included
     episodes: EpisodeTally | None = None  # None: no episode of the step shows a turn structure
+    source: str | None = None  # who reported the calls when not slime's sample hook ("generate_function" in miles)
 
 
 class _Call(NamedTuple):
@@ -146,6 +154,11 @@ class GeneratedTokens:
         self._carried: dict[Hashable, tuple[int, int]] = {}
         self.agent_run = False
         """Some episode this process saw showed a turn structure: from then on every step has its episode tally."""
+        self.out_of_range_count = 0
+        """Generate calls whose sample held a value out of range (read as unknown; the first one warned of)."""
+        self.source: str | None = None
+        """Who reports the calls when it is not slime's sample hook (miles' generate-function wrapper sets
+        ``"generate_function"``); each step's figures say it (``token_count_source``)."""
 
     def observe(self, sample: Any, step: int | None) -> None:
         """Count one generate call of ``sample`` in ``step`` (None: the step is not known; the next step taken gets it)."""
@@ -167,6 +180,14 @@ class GeneratedTokens:
             if held is not None:
                 tokens, observation = tokens + held.tokens, observation + held.observation
             bucket[id(sample)] = _Call(sample, tokens, observation, length, aborted, rollout, episode)
+            if episode.out_of_range is not None:
+                self.out_of_range_count += 1
+                if self.out_of_range_count == 1:
+                    logger.warning(
+                        "shopsim-metrics: a sample of step %s holds %s, out of range for an episode: read as unknown "
+                        "(its tokens, turns or environment seconds are left out of the step's figures; the step's "
+                        "record and judgements are unchanged). Samples like it are counted, not warned of again.",
+                        step, episode.out_of_range)
 
     def take(self, step: int, judged_groups: Iterable[Any]) -> StepTokens | None:
         """The figures of ``step`` (and of calls whose step was unknown), forgetting them and any earlier step's.
@@ -208,7 +229,7 @@ class GeneratedTokens:
                           unjudged_length=sum(length for length, _ in unjudged.values()),
                           aborted_rollouts=len(aborted), aborted_length=sum(aborted),
                           observation=sum(call.observation for call in calls.values()),
-                          episodes=EpisodeTally.of(started) if self.agent_run else None)
+                          episodes=EpisodeTally.of(started) if self.agent_run else None, source=self.source)
 
 
 def _never_started(call: _Call) -> bool:
