@@ -51,6 +51,10 @@ its information allows.
 Every setting of every pool at each size is one job, spread over one process per CPU (each its own config
 and seeds: the figures are those of a serial run); the output comes in the pools' order.
 
+The figures go to ``benchmarks/results.json`` (:mod:`results_file`) under ``bench_prompt_skip`` when the bench runs
+at its defaults (:func:`figures_of`: one entry per row, keyed ``<pool>_<32 or tuned>_<mode>_<waves>``, and the
+ranges the docs quote), where the README and the docs read them.
+
 Run: ``python benchmarks/bench_prompt_skip.py [--steps N] [--seeds K]``.
 """
 
@@ -75,6 +79,8 @@ from shopsim_metrics.sinks.jsonl import JsonlSink
 from shopsim_metrics.simulator.skipping.skip_measure import OracleSkip, SkipMeasure, measure_skipping
 from worlds import pools
 
+import results_file  # benchmarks/results_file.py: run as a script, this folder is on the path
+
 MODES = ("off", "greso", "predictive")
 WAVES = ("fixed", "adaptive")
 BEST_DRIFTING_TARGET, EVERY_POOL_TARGET = 1.2, 1.0
@@ -82,6 +88,7 @@ SECOND_WAVE_TARGET = 0.05
 LOST_SIGNAL_LIMIT = 0.15
 ONE_SIDED_95 = 1.645  # standard normal quantile: a row's P(second wave) significantly above the target
 REFERENCES = (OracleSkip(0.3, seen_only=True), OracleSkip(0.3))
+DEFAULT_STEPS, DEFAULT_SEEDS = 150, 3
 
 
 def tuned_over_sampling(config: SimConfig) -> int:
@@ -134,10 +141,49 @@ def measure_pools(configs: dict[str, SimConfig], seeds: tuple[int, ...]) -> dict
     return results
 
 
+def row_key(pool: str, over: int, tuned: bool, mode: str, waves: str) -> str:
+    """A row's key in ``results.json``: ``drifting_tuned_predictive_adaptive``, ``demo_32_oracle_seen_adaptive``.
+
+    >>> row_key("demo", 32, False, "oracle_seen<0.3", "adaptive")
+    'demo_32_oracle_seen_adaptive'
+    """
+    return f"{pool}_{'tuned' if tuned else over}_{mode.split('<')[0]}_{waves}"
+
+
+def figures_of(measured: dict[str, list[tuple[int, bool, dict, dict]]], second_waves: tuple[int, int]) -> dict:
+    """What ``results.json`` holds of a run: per row its saving against off with fixed waves (2 decimals), lost
+    signal (3) and P(second wave) (3); the ranges the docs quote (over the pools and both sizes); the pooled P(second
+    wave) of adaptive waves at tune's size."""
+    figures: dict = {}
+    for name, sizes in measured.items():
+        for over, tuned, results, references in sizes:
+            off = results["off", "fixed"].tokens_per_informative_group
+            figures[f"{name}_{'tuned' if tuned else 'default'}_over"] = over
+            for (mode, waves), m in (results | references).items():
+                figures[row_key(name, over, tuned, mode, waves)] = {
+                    "saving": round(off / m.tokens_per_informative_group, 2), "lost_signal": round(m.lost_signal, 3),
+                    "second_wave": round(m.second_wave_probability, 3)}
+    rows = {k: v for k, v in figures.items() if isinstance(v, dict)}
+
+    def span(field: str, *modes: str, waves: tuple[str, ...] = WAVES, tuned_only: bool = False) -> dict:
+        values = [v[field] for k, v in rows.items() if (not tuned_only or "_tuned_" in k)
+                  and any(k.endswith(f"_{mode}_{wave}") for mode in modes for wave in waves)]
+        return {"min": min(values), "max": max(values)}
+
+    figures |= {"predictive_adaptive_lost_signal": span("lost_signal", "predictive", waves=("adaptive",)),
+                "greso_adaptive_lost_signal": span("lost_signal", "greso", waves=("adaptive",)),
+                "oracle_seen_lost_signal": span("lost_signal", "oracle_seen", waves=("adaptive",)),
+                "tuned_adaptive_second_wave": span("second_wave", *MODES, waves=("adaptive",), tuned_only=True),
+                "adaptive_second_wave": span("second_wave", *MODES, waves=("adaptive",)),
+                "adaptive_second_wave_pooled": round(second_waves[0] / second_waves[1], 3),
+                "adaptive_second_wave_steps": second_waves[1]}
+    return figures
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
-    parser.add_argument("--steps", type=int, default=150)
-    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=DEFAULT_STEPS)
+    parser.add_argument("--seeds", type=int, default=DEFAULT_SEEDS)
     args = parser.parse_args(argv)
     seeds = tuple(range(args.seeds))
     started = time.perf_counter()
@@ -171,6 +217,9 @@ def main(argv: list[str] | None = None) -> int:
     if pooled > SECOND_WAVE_TARGET:
         misses.append(f"adaptive waves at tune's size, pooled: P(second wave) {pooled:.3f} > {SECOND_WAVE_TARGET}")
     print(f"{time.perf_counter() - started:.0f} s")
+    if (args.steps, args.seeds) == (DEFAULT_STEPS, DEFAULT_SEEDS):  # the figures the docs quote: the defaults' only
+        results_file.update("bench_prompt_skip", figures_of(measured, (second_waves[0], second_waves[1])))
+        print(f"figures written to {results_file.RESULTS.name} (bench_prompt_skip)")
     print("OK: every target met" if not misses else "MISS:\n  " + "\n  ".join(misses))
     return 1 if misses else 0
 

@@ -229,7 +229,8 @@ class ShopsimRuntime:
             return None
         self.prompt_skip_source = source
         if skip_tally is not None:
-            self.recorder.attach_skipping(SourceSkips(source, skip_tally))
+            self.recorder.attach_skipping(SourceSkips(source, skip_tally,
+                                                      max_lost_signal=self.settings.prompt_skip_rule.max_lost_signal))
         return MonitorSkipHistory(prompts)
 
     def serve_one_group_at_a_time(self) -> None:

@@ -188,7 +188,7 @@ def test_a_healthy_window_raises_nothing() -> None:
 
 def test_each_advisory_has_a_level_and_its_step_in_the_title() -> None:
     facts = window(accepted=100, technical=recent(2, 10), zero_std=90, all_fail=90, waves=[2] * 8,
-                   total_tokens=1000, aborted_tokens=900, lag=5.0)
+                   total_tokens=1000, aborted_tokens=900, lag=5.0, lost_signal=0.2, lost_signal_limit=0.1)
     advice = advise(facts)
     assert set(advice) == set(RULES) - {"saturation", "zero_std"}
     for alert in advice.values():

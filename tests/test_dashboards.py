@@ -564,20 +564,24 @@ def test_the_skipping_section_draws_a_run_that_skips(tmp_path: Path, records: li
     data = load_dashboard_data(skipping)
     bars = step_figure(SPEC.panel("skipped_prompts"), data).data[0]
     assert list(bars.y) == [r.rollout_id % 3 for r in records]
-    assert {p.id for p in SPEC.panels_in("Skipping")} == {"skipped_prompts", "skip_p", "skip_guard", "skip_cost"}
+    assert {p.id for p in SPEC.panels_in("Skipping")} == {"skipped_prompts", "skip_p", "skip_guard", "skip_probes",
+                                                          "skip_cost"}
 
 
 def test_the_guard_panel_draws_the_predictive_runs_cap_and_estimate(records: list[StepRecord]) -> None:
     import dataclasses
 
     guarded = [dataclasses.replace(r, skipped_prompt_count=1, skip_probe_count=r.rollout_id % 2,
-                                   skip_cap=1.0 - r.rollout_id / 100, skip_lost_signal_estimate=r.rollout_id / 1000)
+                                   skip_cap=1.0 - r.rollout_id / 100, skip_lost_signal_estimate=r.rollout_id / 1000,
+                                   skip_max_lost_signal=0.1)
                for r in records]
     figure = step_figure(SPEC.panel("skip_guard"), load_dashboard_data(guarded))
     by_name = {trace.name: list(trace.y) for trace in figure.data}
     assert by_name["cap on a skipped draw's chance of spread"] == pytest.approx([r.skip_cap for r in guarded])
     assert by_name["estimated lost signal"] == pytest.approx([r.skip_lost_signal_estimate for r in guarded])
-    assert by_name["probes served"] == [r.skip_probe_count for r in guarded]
+    assert by_name["limit (shopsim_prompt_skip_max_lost_signal)"] == pytest.approx([0.1] * len(guarded))
+    probes = step_figure(SPEC.panel("skip_probes"), load_dashboard_data(guarded))
+    assert {trace.name: list(trace.y) for trace in probes.data}["probes served"] == [r.skip_probe_count for r in guarded]
 
 
 def test_the_cost_section_draws_every_token_and_the_headline() -> None:

@@ -159,7 +159,7 @@ def test_a_run_of_the_projects_records_replays_at_its_own_knobs_with_its_tokens(
                  "--json", str(out)])
     printed = capsys.readouterr().out
     assert code == 0
-    assert "rollout_batch_size 16, over_sampling_batch_size 32, 12 steps" in printed
+    assert "rollout_batch_size 16, over_sampling_batch_size 32 (the run's own), 12 steps" in printed
     assert "tokens: the recorded response tokens" in printed
     written = json.loads(out.read_text())
     assert [(r["prompt_skip"], r["wave_size"]) for r in written] == [
@@ -291,7 +291,7 @@ def test_lengths_by_outcome_follow_the_groups_own_visit_and_independent_ones_not
     assert medians[INDEPENDENT]["fails"] == medians[INDEPENDENT]["solves"] == 700
 
 
-def test_the_best_row_respects_max_lost_signal_and_the_table_has_a_legend_and_a_few_visits_warning(tmp_path, capsys):
+def test_the_best_row_respects_its_lost_signal_limit_and_the_table_has_a_legend_and_a_few_visits_warning(tmp_path, capsys):
     path = tmp_path / "trace.json"
     path.write_text(json.dumps({f"p{i}": [0.0, 0.0] if i % 2 else [0.25] for i in range(40)}))  # 1.5 visits each
     out = tmp_path / "rows.json"
@@ -306,9 +306,9 @@ def test_the_best_row_respects_max_lost_signal_and_the_table_has_a_legend_and_a_
     assert all(row["lengths"] == "by-outcome" for row in rows)
     losses = sorted(r["lost_signal_per_informative"] for r in rows if r["prompt_skip"] in ("greso", "predictive"))
     limit = (losses[0] + losses[-1]) / 2 if losses[-1] > losses[0] else losses[0]
-    assert main(base + ["--max-lost-signal", f"{limit:.6f}"]) == 0
+    assert main(base + ["--best-within-lost-signal", f"{limit:.6f}"]) == 0
     best = next(line for line in capsys.readouterr().out.splitlines() if line.startswith(("best", "nothing")))
-    assert f"within a lost signal of {float(f'{limit:.6f}'):g} (--max-lost-signal)" in best
+    assert f"within a lost signal of {float(f'{limit:.6f}'):g} (--best-within-lost-signal)" in best
     allowed = [r for r in rows if r["prompt_skip"] != ORACLE and (r["prompt_skip"], r["wave_size"]) != ("off", "fixed")
                and r["lost_signal_per_informative"] <= float(f"{limit:.6f}")]
     top = max(allowed, key=lambda r: r["ratio_vs_off"])

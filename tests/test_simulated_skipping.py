@@ -133,7 +133,11 @@ def test_tune_says_its_skipping_pool_is_assumed_and_weighs_the_runs_own_persiste
     persistence = (sum(x["repeat_zero_std_group_count"] for x in lines) / sum(x["skippable_group_count"] for x in lines))
     share = sum(x["zero_std_group_count"] for x in lines) / sum(x["accepted_group_count"] for x in lines)
     assert main([*tune, "--from", str(tmp_path / "d" / "run")]) == 0
-    verdict = capsys.readouterr().out.splitlines()[-1]
-    assert verdict.startswith(f"the run: zero-std persistence {persistence:.2f} at a zero-std share of {share:.2f}")
-    assert verdict.endswith("it does (docs §3.2)" if persistence >= (1 + share) / 2 else
-                            "it does not: over-sampling pays (docs §3.2)")
+    out = capsys.readouterr().out
+    verdicts = [line for line in out.splitlines() if line.startswith("verdict: ")]
+    assert len(verdicts) == 1 and out.splitlines()[-1] == verdicts[0]  # one verdict, the last line
+    assert f"its zero-std persistence {persistence:.2f} at a zero-std share of {share:.2f}" in verdicts[0]
+    pays = persistence >= (1 + share) / 2
+    assert verdicts[0].startswith("verdict: skipping pays" if pays else "verdict: skipping does not pay")
+    assert "fewer with skipping on that pool (whether your run is such a pool: the verdict below)" in out or (
+        "more with skipping on that pool" in out or "no fewer with skipping on that pool" in out)

@@ -72,6 +72,7 @@ def test_with_skipping_and_adaptive_waves_every_step_trains_the_batch(run, recor
         assert r["train_group_count"] == ROLLOUT_BATCH and not r["terminated"], r["rollout_id"]
         assert len(run.debug_rollout(r["rollout_id"])) == ROLLOUT_BATCH * N_SAMPLES
         assert r["skip_p_easy"] is None and r["skip_predicted_group_count"] is not None  # predictive's fields
+        assert r["skip_max_lost_signal"] == 0.1  # the guard's limit, the line its panel draws (the setting's default)
         assert r["submitted_group_count"] == r["accepted_group_count"] + r["aborted_group_count"]
         assert r["wave_count"] >= 1
     # every first wave after the first step was sized from the recent steps, with its chance of another wave

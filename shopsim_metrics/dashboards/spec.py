@@ -650,23 +650,42 @@ def skipping_panels(section: str, o: dict[str, str]) -> tuple[Panel, ...]:
         ),
         Panel(
             id="skip_guard",
-            title="The predictive rule's guard: lost signal held under its limit",
+            title="Estimated lost signal against its limit, and the cap on a skipped draw's chance of spread",
             description=(
-                "predictive: every 8th draw the rule would skip is served as a probe; the probes' verdicts check "
-                "its predictions. The estimated lost signal (calibrated chances of spread of the draws skipped, per "
-                "informative group judged) is held under shopsim_prompt_skip_max_lost_signal by the cap on a "
-                "skipped draw's predicted chance of spread: 1, the rule's own test decides; lower, only the surest "
-                "skips; 0, none. A cap that sits low says the run's prompts are less predictable than the rule "
-                "assumes."
+                "predictive: the guard's estimate of the signal the skips forgo (calibrated chances of spread of the "
+                "draws skipped, per informative group; the run so far), the limit it is kept under "
+                "(shopsim_prompt_skip_max_lost_signal, dashed) and the cap it sets: the largest predicted chance of "
+                "spread a draw may have to be skipped (1: the rule's own test decides; lower: only the surest "
+                "skips; 0: none). The estimate above the line for 3 steps in a row raises an advisory with what to "
+                "change. A cap that sits low says the run's prompts are less predictable than the rule assumes. "
+                "The probes the estimate is calibrated on are the next panel."
             ),
             kind="line",
             source="steps",
             section=section,
-            y_title="probability / lost signal / probes",
+            y_title="lost signal / chance of spread",
             series=(
                 Series("skip_lost_signal_estimate", "estimated lost signal", color="#d62728"),
+                Series("skip_max_lost_signal", "limit (shopsim_prompt_skip_max_lost_signal)", "threshold",
+                       color="#000000"),
                 Series("skip_cap", "cap on a skipped draw's chance of spread", color="#1f77b4"),
+            ),
+        ),
+        Panel(
+            id="skip_probes",
+            title="Probes served per step, beside the draws skipped",
+            description=(
+                "predictive: every shopsim_prompt_skip_probe_every-th draw the rule would skip is served anyway as "
+                "a probe; its verdict (spread or not) calibrates the estimate of the panel before. Few probes: the "
+                "estimate rests on little evidence (raise them with a lower shopsim_prompt_skip_probe_every)."
+            ),
+            kind="line",
+            source="steps",
+            section=section,
+            y_title="draws per step",
+            series=(
                 Series("skip_probe_count", "probes served", "bar", color="#7f7f7f"),
+                Series("skipped_prompt_count", "draws skipped", color=o["dropped_zero_std"]),
             ),
         ),
         Panel(

@@ -26,6 +26,10 @@ groups that are not technical (the groups a verdict exists for), a median is ove
   and not below the steps before: failures that cost generation long before a streak nears the limit;
 - ``policy_lag`` (WARN, fully-async path): the trained groups' lag, the larger of the group mean and
   the token-weighted mean, median of the recent steps >= :data:`POLICY_LAG_HIGH` weight updates.
+- ``lost_signal`` (WARN, predictive skipping; **once per run**, over its own :data:`LOST_SIGNAL_STEPS`): the
+  guard's ``skip_lost_signal_estimate`` above its limit ``skip_max_lost_signal`` in each of the last
+  :data:`LOST_SIGNAL_STEPS` steps: the skips forgo more signal than the run allows, and the cap did not bring it
+  back; the text says what to change (skip less, probe more, or skipping off with the waves kept).
 
 Example (eight steps whose every judged group fails: the reward or the policy broke):
     >>> advisor = Advisor()
@@ -80,6 +84,19 @@ POLICY_LAG_HIGH = 4.0
 """Weight updates behind the newest policy: twice the lag of a pool three batches deep updated every step (the
 fully-async demo's 48 groups in flight for a batch of 16: 1 to 2.4), so more than the pool's depth explains."""
 
+LOST_SIGNAL_STEPS = 3
+"""Steps in a row the guard's estimate must sit above its limit: one step above is the skips of a step the cap
+answers at its close; three say the cap could not bring the estimate back, so the setting, not the guard, must
+change. The rule needs only these steps (not :data:`ADVISORY_WINDOW`): a run that starts above its limit hears
+it at its third step."""
+
+ONCE_PER_RUN = frozenset({"lost_signal"})
+"""Conditions raised at most once in a run (a WARN that says what to change; the panel shows the rest)."""
+
+RULE_STEPS: dict[str, int] = {"lost_signal": LOST_SIGNAL_STEPS}
+"""Rules that need fewer steps than :data:`ADVISORY_WINDOW` (the others wait for the whole window)."""
+
+
 def _count(value: Any) -> int | None:
     return value if is_int(value) else None
 
@@ -111,6 +128,9 @@ class StepFacts:
     token_lag: float | None = None  # policy_version_lag_token_mean
     failed_checks: dict[str, int] = field(default_factory=dict)  # failed_check_counts
     burst: bool = False  # the streak reached technical_failure_warn_at: an outage, answered by the streak WARN
+    lost_signal: float | None = None  # skip_lost_signal_estimate (None: not predictive, or nothing judged yet)
+    lost_signal_limit: float | None = None  # skip_max_lost_signal: the limit in force
+    skip_cap: float | None = None  # skip_cap: the largest chance of spread a skipped draw may have
 
     @classmethod
     def read(cls, rollout_id: int, value: Callable[[str], Any]) -> "StepFacts":
@@ -140,6 +160,9 @@ class StepFacts:
             token_lag=_number(value("policy_version_lag_token_mean")),
             failed_checks={str(k): n for k, n in checks.items() if _count(n)} if isinstance(checks, dict) else {},
             burst=warn_at is not None and (_count(value("max_consecutive_technical_failures")) or 0) >= warn_at,
+            lost_signal=_number(value("skip_lost_signal_estimate")),
+            lost_signal_limit=_number(value("skip_max_lost_signal")),
+            skip_cap=_number(value("skip_cap")),
         )
 
     @classmethod
@@ -345,6 +368,28 @@ def _policy_lag(window: Sequence[StepFacts]) -> str | None:
             "(--rollout-max-response-len), or update the weights more often.")
 
 
+def _lost_signal(window: Sequence[StepFacts]) -> str | None:
+    recent = window[-LOST_SIGNAL_STEPS:]
+    if len(recent) < LOST_SIGNAL_STEPS or any(
+            f.lost_signal is None or f.lost_signal_limit is None or f.lost_signal <= f.lost_signal_limit
+            for f in recent):
+        return None
+    limit, cap = recent[-1].lost_signal_limit, recent[-1].skip_cap
+    capped = "" if cap is None else (
+        f" The cap is {cap:.2f}: the guard skips nothing more, and the estimate falls only as informative groups are "
+        "judged." if cap <= 0 else
+        f" The cap is {cap:.2f}: the guard still lets the surest skips through.")
+    return (f"the guard's estimated lost signal was above its limit (shopsim_prompt_skip_max_lost_signal "
+            f"{limit:g}) in each of the last {LOST_SIGNAL_STEPS} steps ({', '.join(f'{f.lost_signal:.3f}' for f in recent)}"
+            f"): the skips forgo more informative groups per informative group than the run allows.{capped} The "
+            "probes say the rule's predictions are bolder than this run's prompts bear (zero-std by the luck of the "
+            "draw, or prompts turning learnable). To skip less, raise shopsim_prompt_skip_threshold and set "
+            "shopsim_prompt_skip_min_yield: 0 (no skip for token cost); to correct the estimate sooner, probe more "
+            "(a lower shopsim_prompt_skip_probe_every); or turn skipping off (shopsim_prompt_skip: off) and keep "
+            "shopsim_wave_size: adaptive, whose saving forgoes no signal. Raise the limit only if this run can "
+            "afford the loss (the benchmarks count a saving within 0.15). Raised once per run (docs §3.2).")
+
+
 def _fmt(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.1f}"
 
@@ -357,6 +402,7 @@ RULES: dict[str, tuple[str, str, Callable[[Sequence[StepFacts]], str | None]]] =
     "second_waves": ("INFO", "frequent second waves", _second_waves),
     "technical": ("WARN", "technical failures rising", _technical),
     "policy_lag": ("WARN", "policy lag high", _policy_lag),
+    "lost_signal": ("WARN", "skipping's lost signal above its limit", _lost_signal),
 }
 """Each condition's level, title and rule (its text when it holds over a full window, else None), in the order a
 step raises them."""
@@ -365,7 +411,8 @@ step raises them."""
 def advise(window: Sequence[StepFacts]) -> dict[str, Alert]:
     """The advisories whose rule holds over ``window`` (the recent steps, oldest first), by condition.
 
-    Pure: the same steps always give the same advisories; none before the window is full.
+    Pure: the same steps always give the same advisories; none before its rule's window is full (every rule's is
+    :data:`ADVISORY_WINDOW`, but those of :data:`RULE_STEPS`).
 
     Example:
         >>> quiet = [StepFacts(rollout_id=n, accepted=32, zero_std=8, all_pass=4, all_fail=4) for n in range(8)]
@@ -375,12 +422,14 @@ def advise(window: Sequence[StepFacts]) -> dict[str, Alert]:
         >>> list(advise(waves))
         ['second_waves']
     """
-    if len(window) < ADVISORY_WINDOW:
-        return {}
     window = list(window)[-ADVISORY_WINDOW:]
+    if not window:
+        return {}
     step = window[-1].rollout_id
     held = {}
     for condition, (level, heading, rule) in RULES.items():
+        if len(window) < RULE_STEPS.get(condition, ADVISORY_WINDOW):
+            continue
         if condition == "zero_std" and ("collapse" in held or "saturation" in held):
             continue  # the data is the cause, not the sampling: the collapse or saturation text says so
         text = rule(window)
@@ -392,7 +441,7 @@ def advise(window: Sequence[StepFacts]) -> dict[str, Alert]:
 
 class Advisor:
     """The recent steps and which advisories were raised: each condition is raised once, and again only after
-    its rule has not held for :data:`ADVISORY_WINDOW` steps in a row.
+    its rule has not held for :data:`ADVISORY_WINDOW` steps in a row (those of :data:`ONCE_PER_RUN`: never again).
 
     Fed each step's facts in step order as the step is emitted (:meth:`observe`, by the one thread that
     emits); a resume rebuilds it by replaying the records, or loads it from the monitor's snapshot
@@ -409,7 +458,7 @@ class Advisor:
         held = advise(self._window)
         raised = [alert for condition, alert in held.items() if condition not in self._quiet]
         for condition in list(self._quiet):
-            if condition not in held:
+            if condition not in held and condition not in ONCE_PER_RUN:
                 self._quiet[condition] += 1
                 if self._quiet[condition] >= ADVISORY_WINDOW:
                     del self._quiet[condition]

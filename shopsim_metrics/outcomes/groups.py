@@ -14,6 +14,13 @@ scored group is a visit of its prompt at its step (time ``(step - first + 1/2) /
 when its rewards did not differ. Technical groups (an aborted or failed rollout, a missing reward)
 are counted and left out, as in a records trace.
 
+**The wave size.** A replay runs at the dump's own ``over_sampling_batch_size``: the groups a step drew. A whole run's
+dump holds every group it trained; the groups a step drew are those, plus the groups slime aborted when the batch
+filled (``drawn_per_step``: a slime dump's group numbers count them; verl generates exactly its batch, so its groups
+per step are the figure). The most common per step is the wave size (:func:`wave_size_of`). A kept-only dump cannot
+say it (the groups the filter dropped and the extra waves are missing): the wave size is unknown, and the replay
+says so.
+
 **Whole run or kept groups.** A dump does not say whether the run had a dynamic filter; with one it
 holds only the groups the filter kept. The user says which (:data:`WHOLE_RUN` or :data:`KEPT_ONLY`):
 nothing else is read. A "whole run" with no zero-std group among many is refused (a filter such as
@@ -26,8 +33,8 @@ Example:
     >>> group.kind, group.successes, group.rollouts, group.key.startswith("b2:")
     ('spread', 2, 4, True)
     >>> trace = trace_from_groups([group], origin="dump", options=DumpOptions(WHOLE_RUN))
-    >>> trace.visits[0][0].step, trace.n_samples, trace.run.rollout_batch_size
-    (3, 4, 1)
+    >>> trace.visits[0][0].step, trace.n_samples, trace.run.rollout_batch_size, trace.run.over_sampling_batch_size
+    (3, 4, 1, 1)
 """
 
 from __future__ import annotations
@@ -35,7 +42,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from shopsim_metrics.judging.group_judgement import SPREAD, TECHNICAL, judge_group
 from shopsim_metrics.judging.group_samples import read_generated_tokens
@@ -155,9 +162,29 @@ def holds_text(options: DumpOptions) -> str:
     return "every group trained, no dynamic filter" if options.holds == WHOLE_RUN else "only the kept groups"
 
 
+DRAWN_TEXT = "the dump's own: the groups a step drew, held or aborted, most common per step"
+HELD_TEXT = "the dump's own: the groups a step holds, most common per step (verl generates exactly its batch)"
+UNKNOWN_WAVE_TEXT = ("unknown: a kept-only dump holds neither the groups the filter dropped nor the extra waves; pass "
+                     "the run's --over-sampling-batch-size")
+
+
+def wave_size_of(per_step: Mapping[int, int]) -> int:
+    """The most common count of ``per_step`` (the larger one on a tie): a dump's wave size, or its batch.
+
+    Example:
+        >>> wave_size_of({0: 16, 1: 16, 2: 12}), wave_size_of({0: 8, 1: 16})
+        (16, 16)
+    """
+    counts = Counter(per_step.values())
+    return max(counts, key=lambda size: (counts[size], size))
+
+
 def trace_from_groups(groups: Sequence[DumpGroup], *, origin: str, options: DumpOptions,
-                      notes: Sequence[str] = ()) -> Trace:
-    """The trace of a dump's groups (module docstring); raises :class:`DumpError` for a dump it cannot be."""
+                      notes: Sequence[str] = (), drawn_per_step: Mapping[int, int] | None = None) -> Trace:
+    """The trace of a dump's groups (module docstring); raises :class:`DumpError` for a dump it cannot be.
+
+    ``drawn_per_step``: the groups each step drew, held or aborted (a slime dump's group numbers); None: the groups
+    it holds are all it drew (verl)."""
     scored = [g for g in groups if g.kind != TECHNICAL]
     if not scored:
         raise DumpError(f"{origin}: no scored group in the dump ({len(groups)} groups, all technical: an aborted or "
@@ -196,6 +223,14 @@ def trace_from_groups(groups: Sequence[DumpGroup], *, origin: str, options: Dump
     if options.holds == KEPT_ONLY:
         said.append(KEPT_ONLY_NOTE.format(share=zero_std / len(scored)))
     keys = sorted(found)
-    run = RunKnobs(rollout_batch_size=Counter(per_step.values()).most_common(1)[0][0], over_sampling_batch_size=None, steps=span)
+    if options.holds == KEPT_ONLY:
+        over, wave_origin = None, UNKNOWN_WAVE_TEXT
+    elif drawn_per_step:
+        over, wave_origin = wave_size_of(drawn_per_step), DRAWN_TEXT
+    else:
+        over, wave_origin = wave_size_of(per_step), HELD_TEXT
+    batch = wave_size_of(per_step)
+    run = RunKnobs(rollout_batch_size=batch, over_sampling_batch_size=None if over is None else max(over, batch),
+                   steps=span, wave_origin=wave_origin)
     return Trace(prompts=tuple(keys), visits=tuple(tuple(found[k]) for k in keys), n_samples=sizes.most_common(1)[0][0],
                  origin=origin, run=run, notes=tuple(said), texts=texts)

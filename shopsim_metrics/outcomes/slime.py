@@ -264,7 +264,27 @@ def read_slime_dump(path: str | os.PathLike, options: DumpOptions) -> Trace:
         dropped = " or dropped by the dynamic filter" if options.holds == KEPT_ONLY else ""
         notes.append(ABORTED_NOTE.format(missing=missing, dropped=dropped))
     return trace_from_groups(groups, origin=f"{origin} (slime's rollout dumps, {len(files)} files, "
-                                            f"{holds_text(options)})", options=options, notes=notes)
+                                            f"{holds_text(options)})", options=options, notes=notes,
+                             drawn_per_step=drawn_per_step(numbers))
+
+
+def drawn_per_step(numbers: dict[int, list[int]]) -> dict[int, int]:
+    """The groups each step drew, held or not: its group numbers up to its last, after the previous step's last
+    (slime's data source counts every group it hands out; the first step from its first number).
+
+    Example:
+        >>> drawn_per_step({0: [0, 1, 3], 1: [4, 6], 2: [9, 11]})
+        {0: 4, 1: 3, 2: 5}
+    """
+    drawn: dict[int, int] = {}
+    previous: int | None = None
+    for step in sorted(numbers):
+        if not numbers[step]:
+            continue
+        first, last = numbers[step][0], numbers[step][-1]
+        drawn[step] = last - (first - 1 if previous is None else previous)
+        previous = last
+    return drawn
 
 
 MAX_MISSING_PER_GROUP = 100

@@ -78,6 +78,7 @@ class RunKnobs:
     rollout_batch_size: int | None
     over_sampling_batch_size: int | None
     steps: int
+    wave_origin: str = "the run's own"  # where over_sampling_batch_size comes from (printed beside it)
 
 
 class TraceVisits(Sequence[tuple[Visit, ...]]):

@@ -23,7 +23,8 @@ record is built with them, :mod:`shopsim_metrics.step.draft`):
 - the lost-signal guard's (``predictive``; :mod:`shopsim_metrics.prompts.lost_signal_guard`):
   ``skip_probe_count`` (draws the rule would skip, served as probes since the last record), ``skip_cap``
   (the largest predicted chance of spread a draw may have to be skipped, for the next draws) and
-  ``skip_lost_signal_estimate`` (its estimate of the run's lost signal so far).
+  ``skip_lost_signal_estimate`` (its estimate of the run's lost signal so far), beside ``skip_max_lost_signal``
+  (the limit in force, ``shopsim_prompt_skip_max_lost_signal``: the line the estimate is read against).
 
 Skips and judged groups are put in one order by slime's ``group_index`` (a skipped draw takes a
 slot of the running counter, as a served one does), so a prompt skipped and then served later in
@@ -82,18 +83,20 @@ class SkipTally:
 
     def step_fields(self, decisions: Sequence[Any] | None, skipped: Sequence[SkippedPrompt], *, p_easy: float | None,
                     p_hard: float | None, predictions: Sequence[tuple[Any, float]] | None = None,
-                    guard: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                    guard: Mapping[str, Any] | None = None, max_lost_signal: float | None = None) -> dict[str, Any]:
         """A step's skip fields from its skipped prompts and its ledger rows (``decisions``).
 
         ``predictions``: ``(group_index, predicted zero-std probability)`` of the groups the predictive
         rule let through since the last record (None: a rule that does not predict); ``guard``: the
-        lost-signal guard's fields (``skip_probe_count``, ``skip_cap``, ``skip_lost_signal_estimate``).
+        lost-signal guard's fields (``skip_probe_count``, ``skip_cap``, ``skip_lost_signal_estimate``), given with the
+        guard's limit ``max_lost_signal`` (``skip_max_lost_signal``).
         """
         rows = decisions or []
         fields = self._calibrate(predictions, rows) if predictions is not None else {}
         if predictions is not None:
             fields["skipped_for_cost_count"] = sum(1 for skip in skipped if skip.for_cost)
-        fields.update(guard or {})
+        if guard:
+            fields.update(guard, skip_max_lost_signal=max_lost_signal)
         table = [dict(zip(SKIPPED_PROMPT_COLUMNS, (skip.prompt_key, skip.zero_std_run, skip.kind,
                                                    skip.skip_probability, skip.group_index)))
                  for skip in skipped]
@@ -191,9 +194,10 @@ class SourceSkips:
     GRESO rule says its two probabilities instead.
     """
 
-    def __init__(self, source: Any, tally: SkipTally) -> None:
+    def __init__(self, source: Any, tally: SkipTally, *, max_lost_signal: float | None = None) -> None:
         self.source = source
         self.tally = tally
+        self.max_lost_signal = max_lost_signal  # the guard's limit (shopsim_prompt_skip_max_lost_signal)
 
     def step_fields(self, decisions: Sequence[Any] | None) -> dict[str, Any]:
         """The skip fields of the step whose ledger rows are ``decisions``."""
@@ -203,4 +207,4 @@ class SourceSkips:
         guard = source.take_guard_fields() if not greso else None
         return self.tally.step_fields(decisions, source.take_skipped(), p_easy=source.rule.p_easy if greso else None,
                                       p_hard=source.rule.p_hard if greso else None, predictions=predictions,
-                                      guard=guard)
+                                      guard=guard, max_lost_signal=self.max_lost_signal)

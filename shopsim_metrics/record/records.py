@@ -208,6 +208,7 @@ class StepRecord:
     skip_probe_count: int | None = per_step(PROMPT_SKIP, None)  # predictive: draws it would skip, served as probes
     skip_cap: float | None = per_step(PROMPT_SKIP, None)  # predictive: largest chance of spread a skipped draw may have
     skip_lost_signal_estimate: float | None = per_step(PROMPT_SKIP, None)  # predictive: the guard's estimate, the run so far
+    skip_max_lost_signal: float | None = per_step(PROMPT_SKIP, None)  # predictive: the estimate's limit in force (a setting)
     skipped_prompts: list[dict[str, Any]] | None = None  # rows with contract.SKIPPED_PROMPT_COLUMNS
     # slime's fully-async path (None, and absent from to_dict: a synchronous step)
     carried_group_count: int | None = per_step(FULLY_ASYNC, None)  # trained groups drawn before the step began

@@ -30,7 +30,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from shopsim_metrics.outcomes.groups import KEPT_ONLY
+from shopsim_metrics.outcomes.groups import KEPT_ONLY, RECORD_EVERY_GROUP
 from shopsim_metrics.outcomes.sources import SOURCE_HELP, add_dump_arguments, dump_options, load_outcomes
 from shopsim_metrics.errors import check_output_file
 from shopsim_metrics.replay.measure import (
@@ -75,7 +75,12 @@ skipped/step     draws skipped without generating, per step"""
 """What every column of the table means (printed under it)."""
 
 MAX_LOST_SIGNAL = 0.15
-"""``--max-lost-signal``'s default: the most signal a rule may forgo to be the best row (the benchmarks' limit)."""
+"""``--best-within-lost-signal``'s default: the most signal a rule may forgo to be the best row (the benchmarks'
+limit; not the guard's limit ``shopsim_prompt_skip_max_lost_signal``, whose flag is ``--prompt-skip-max-lost-signal``)."""
+
+BEST_FLAG = "--best-within-lost-signal"
+OLD_BEST_FLAG = "--max-lost-signal"
+"""The best row's limit's former flag: it read as the guard's setting of the same name; accepted with a warning."""
 
 PROGRESS_LINES = 50
 """Lines the progress prints into a log (not a terminal) over a replay: one every 2% of its steps."""
@@ -111,8 +116,12 @@ def register(subparsers: Any) -> None:
     replay.add_argument("--wave-size", nargs="+", choices=WAVE_SIZE_MODES, default=list(WAVE_SIZE_MODES),
                         help="the wave sizes to replay (default: both)")
     add_setting_flags(replay, REPLAY_SETTINGS)
-    replay.add_argument("--max-lost-signal", type=_probability, default=MAX_LOST_SIGNAL,
-                        help=f"the best row is the largest saving at most this lost signal (default {MAX_LOST_SIGNAL})")
+    replay.add_argument(BEST_FLAG, type=_probability, default=None, metavar="LOST_SIGNAL", dest="best_within",
+                        help=f"the best row is the largest saving at most this lost signal (default {MAX_LOST_SIGNAL}, "
+                             "the benchmarks' limit; the guard's own limit, the setting "
+                             "shopsim_prompt_skip_max_lost_signal, is --prompt-skip-max-lost-signal)")
+    replay.add_argument(OLD_BEST_FLAG, type=_probability, default=None, dest="old_best_within",
+                        help=argparse.SUPPRESS)
     replay.add_argument("--lengths", choices=LENGTH_MODES, default=BY_OUTCOME,
                         help="without recorded tokens, the token model's lengths: by-outcome (default: a group's "
                              "from its own visit's outcome, longer when it fails more) or independent (one "
@@ -148,6 +157,26 @@ def knobs_for(trace: Trace, args: argparse.Namespace) -> ReplayKnobs:
                        settings=given_settings(args, REPLAY_SETTINGS), lengths=args.lengths)
 
 
+def wave_origin(trace: Trace, args: argparse.Namespace) -> str:
+    """Where the replay's ``over_sampling_batch_size`` comes from, as printed beside it.
+
+    Example:
+        >>> from shopsim_metrics.outcomes.trace import trace_from_mapping
+        >>> wave_origin(trace_from_mapping({"a": [0.5]}, 2), argparse.Namespace(over_sampling_batch_size=None))
+        "a JSON trace's default: pass the run's --over-sampling-batch-size"
+    """
+    if args.over_sampling_batch_size:
+        return "--over-sampling-batch-size"
+    run = trace.run
+    if run is None:
+        return "a JSON trace's default: pass the run's --over-sampling-batch-size"
+    if run.over_sampling_batch_size is None:
+        unknown = run.wave_origin if run.wave_origin.startswith("unknown") else (
+            "the run's is not recorded: pass its --over-sampling-batch-size")
+        return f"assumed; {unknown}"
+    return run.wave_origin
+
+
 def check_rules(trace: Trace, knobs: ReplayKnobs, skips: list[str]) -> None:
     """Raise, before any replay work, the error a rule would raise at its first replayed step: the predictive
     rule's at the trace's group size (a threshold not above the chance of a zero-std group of ``n``; ``n`` 1)."""
@@ -164,32 +193,48 @@ def check_rules(trace: Trace, knobs: ReplayKnobs, skips: list[str]) -> None:
                          "--prompt-skip-threshold; or replay the other rules: --prompt-skip off greso oracle)") from None
 
 
-def format_rows(rows: list[ReplayRow], max_lost_signal: float = MAX_LOST_SIGNAL) -> str:
-    """The table, its legend, then the best rule within ``max_lost_signal`` beside the oracle."""
+def format_rows(rows: list[ReplayRow], best_within: float = MAX_LOST_SIGNAL, *,
+                kept_only_share: float | None = None) -> str:
+    """The table, its legend, then the best rule within ``best_within`` (lost signal) beside the oracle; for a kept-only dump
+    (``kept_only_share``: its zero-std share), the bias instead of a best row (:func:`kept_only_line`)."""
     table = format_table(_COLUMNS, [[r.prompt_skip, r.wave_size, r.tokens_per_informative_group, r.ratio_vs_off,
                                      r.lost_signal_per_informative, r.p_second_wave, r.aborted_tokens_per_step,
                                      r.skipped_per_step] for r in rows], rule=True)
-    return "\n".join([table, LEGEND, best_line(rows, max_lost_signal)])
+    verdict = best_line(rows, best_within) if kept_only_share is None else kept_only_line(kept_only_share)
+    return "\n".join([table, LEGEND, verdict])
 
 
-def best_line(rows: list[ReplayRow], max_lost_signal: float) -> str:
+def kept_only_line(zero_std_share: float) -> str:
+    """What a replay of a kept-only dump says in place of a best row: the bias, and how to judge skipping.
+
+    Example:
+        >>> print(kept_only_line(0.0))
+        no best row (--kept-only): the dump holds only the groups the dynamic filter kept, so the trace's zero-std share is 0.00 where the run's was higher and its extra waves are missing; every row's saving is understated and its lost signal overstated, by an amount the dump cannot tell; to judge skipping, record every group with the project's hooks (--rollout-all-samples-process-path shopsimrl.slime_runtime.record_all_samples, docs §1.1) and replay the run directory
+    """
+    return (f"no best row (--kept-only): the dump holds only the groups the dynamic filter kept, so the trace's "
+            f"zero-std share is {zero_std_share:.2f} where the run's was higher and its extra waves are missing; "
+            "every row's saving is understated and its lost signal overstated, by an amount the dump cannot tell; "
+            f"to judge skipping, {RECORD_EVERY_GROUP}")
+
+
+def best_line(rows: list[ReplayRow], best_within: float) -> str:
     """The largest saving of a rule (not the oracle, not off with fixed waves) at a lost signal of at most
-    ``max_lost_signal``; or that none saves within it, and what the rows beyond it would cost.
+    ``best_within``; or that none saves within it, and what the rows beyond it would cost.
 
     Example:
         >>> row = lambda skip, wave, ratio, lost: ReplayRow(skip, wave, 1.0, ratio, lost, 0.0, 0.0, 0.0, 1, 1, [0], "x")
         >>> print(best_line([row("off", "fixed", 1.0, 0.0), row("greso", "adaptive", 1.6, 0.22),
         ...                  row("predictive", "adaptive", 1.4, 0.08), row("oracle", "adaptive", 2.3, 0.0)], 0.15))
-        best within a lost signal of 0.15 (--max-lost-signal): predictive with adaptive waves, 1.40x fewer tokens per informative trained group than off with fixed waves, at a lost signal of 0.080 (the oracle: 2.30x; beyond the limit: greso/adaptive 1.60x at 0.220)
+        best within a lost signal of 0.15 (--best-within-lost-signal): predictive with adaptive waves, 1.40x fewer tokens per informative trained group than off with fixed waves, at a lost signal of 0.080 (the oracle: 2.30x; beyond the limit: greso/adaptive 1.60x at 0.220)
         >>> print(best_line([row("off", "fixed", 1.0, 0.0), row("greso", "fixed", 0.9, 0.3)], 0.15))
-        nothing saves tokens within a lost signal of 0.15 (--max-lost-signal): keep skipping off and fixed waves (beyond the limit: greso/fixed 0.90x at 0.300)
+        nothing saves tokens within a lost signal of 0.15 (--best-within-lost-signal): keep skipping off and fixed waves (beyond the limit: greso/fixed 0.90x at 0.300)
     """
     candidates = [r for r in rows if r.prompt_skip != ORACLE and r.ratio_vs_off is not None
                   and (r.prompt_skip, r.wave_size) != ("off", "fixed")]
-    within = [r for r in candidates if r.lost_signal_per_informative <= max_lost_signal]
-    beyond = [r for r in candidates if r.lost_signal_per_informative > max_lost_signal]
+    within = [r for r in candidates if r.lost_signal_per_informative <= best_within]
+    beyond = [r for r in candidates if r.lost_signal_per_informative > best_within]
     oracle = [r.ratio_vs_off for r in rows if r.prompt_skip == ORACLE and r.ratio_vs_off is not None]
-    limit = f"within a lost signal of {max_lost_signal:g} (--max-lost-signal)"
+    limit = f"within a lost signal of {best_within:g} ({BEST_FLAG})"
     extra = ([f"the oracle: {max(oracle):.2f}x"] if oracle else []) + (
         ["beyond the limit: " + ", ".join(f"{r.prompt_skip}/{r.wave_size} {r.ratio_vs_off:.2f}x at "
                                           f"{r.lost_signal_per_informative:.3f}"
@@ -224,19 +269,37 @@ def few_visits_warning(trace: Trace) -> str | None:
             "from the waves, and a run of more epochs may skip more (or forgo more signal)")
 
 
-def describe(trace: Trace, knobs: ReplayKnobs, seeds: tuple[int, ...]) -> str:
-    """What is replayed, at which knobs, and where the tokens come from."""
+def describe(trace: Trace, knobs: ReplayKnobs, seeds: tuple[int, ...], origin: str = "") -> str:
+    """What is replayed, at which knobs (``origin``: where the wave size comes from, :func:`wave_origin`), and
+    where the tokens come from."""
     tokens = ("the recorded response tokens" if trace.tokens_recorded
               else f"the token model (the trace records none), lengths {knobs.lengths}: {LENGTH_TEXT[knobs.lengths]}")
-    unsaid = trace.run is not None and trace.run.over_sampling_batch_size is None
     return (f"replay of {trace.origin}: {len(trace.prompts)} prompts, {trace.visit_count} visits "
             f"(n = {trace.n_samples}; zero-std {trace.zero_std_share:.2f}); tokens: {tokens}\n"
             + "".join(f"note: {note}\n" for note in trace.notes) +
             f"rollout_batch_size {knobs.rollout_batch_size}, over_sampling_batch_size "
-            f"{knobs.over_sampling_batch_size}" + (" (the run's is not recorded: --over-sampling-batch-size)"
-                                                   if unsaid else "") +
+            f"{knobs.over_sampling_batch_size}" + (f" ({origin})" if origin else "") +
             f", {knobs.steps} steps, seeds {', '.join(map(str, seeds))}; each draw "
             f"gets its prompt's visit nearest in training time; figures pooled over the seeds")
+
+
+def best_within_lost_signal(args: argparse.Namespace) -> float:
+    """The best row's limit: ``--best-within-lost-signal``, or the former ``--max-lost-signal`` with a warning (it
+    read as the guard's setting); both given is an error.
+
+    Example:
+        >>> best_within_lost_signal(argparse.Namespace(best_within=None, old_best_within=None))
+        0.15
+    """
+    if args.old_best_within is None:
+        return MAX_LOST_SIGNAL if args.best_within is None else args.best_within
+    if args.best_within is not None:
+        raise TraceError(f"{OLD_BEST_FLAG} and {BEST_FLAG} both given: {OLD_BEST_FLAG} is the former name of "
+                         f"{BEST_FLAG}; pass only {BEST_FLAG}")
+    print(f"warning: {OLD_BEST_FLAG} is deprecated, read as {BEST_FLAG} {args.old_best_within:g} (the best row's "
+          f"limit, default {MAX_LOST_SIGNAL}); the guard's limit, the setting shopsim_prompt_skip_max_lost_signal, "
+          "is --prompt-skip-max-lost-signal", file=sys.stderr)
+    return float(args.old_best_within)
 
 
 def _read_with_progress(args: argparse.Namespace) -> Trace:
@@ -252,6 +315,7 @@ def _read_with_progress(args: argparse.Namespace) -> Trace:
 def _replay(args: argparse.Namespace) -> int:
     if args.json:
         check_output_file(args.json, "--json")  # before the replay, not after it
+    best_within = best_within_lost_signal(args)
     trace = _read_with_progress(args)
     if trace.run is None and args.n_samples_per_prompt is None:
         raise TraceError("a JSON trace needs --n-samples-per-prompt N")
@@ -259,16 +323,17 @@ def _replay(args: argparse.Namespace) -> int:
     seeds = tuple(range(args.seeds))
     skips, waves = list(dict.fromkeys(args.prompt_skip)), list(dict.fromkeys(args.wave_size))
     check_rules(trace, knobs, skips)
-    print(describe(trace, knobs, seeds), flush=True)
+    print(describe(trace, knobs, seeds, wave_origin(trace, args)), flush=True)
     settings = 1 + sum(1 for s in skips for w in waves if (s, w) != ("off", "fixed"))
     with (contextlib.nullcontext() if args.no_progress else
           Progress(settings * len(seeds) * knobs.steps, unit="step", desc="replayed steps",
                    parts=PROGRESS_LINES)) as bar:
         rows = replay_rows(trace, knobs, seeds=seeds, skips=skips, waves=waves,
                            progress=(lambda setting: bar.update(setting=setting)) if bar is not None else None)
-    print(format_rows(rows, args.max_lost_signal))
+    kept_only = trace.zero_std_share if args.dump_holds == KEPT_ONLY else None
+    print(format_rows(rows, best_within, kept_only_share=kept_only))
     for line in (few_visits_warning(trace), *(("the figures above are biased (--kept-only): see the note at the "
-                                              "top",) if args.dump_holds == KEPT_ONLY else ())):
+                                              "top",) if kept_only is not None else ())):
         if line:
             print(line)
     if args.json:

@@ -310,12 +310,16 @@ def _print_json(args: argparse.Namespace, rates: _Rates, report: Any, saving: An
     out = report.to_dict()
     out["rate_notes"] = rates.notes
     if saving is not None:
+        from shopsim_metrics.simulator.skipping.skip_saving import skipping_decision, skipping_verdict
+
         persistence, share = _run_share(rates)
         out["prompt_skip"] = {"mode": saving.mode, "wave_size": args.wave_size, "seeds": list(saving.seeds),
                               "pool": "assumed: zero-std follows the prompt", "pool_prompts": SKIP_POOL_PROMPTS,
                               "token_ratio": saving.token_ratio, "off": _run_dict(saving.off),
                               "skipping": _run_dict(saving.skipping),
-                              "run_zero_std_persistence": persistence, "run_zero_std_share": share}
+                              "run_zero_std_persistence": persistence, "run_zero_std_share": share,
+                              "skipping_pays": skipping_decision(persistence, share, saving.token_ratio),
+                              "verdict": skipping_verdict(persistence, share, saving.token_ratio)}
     print(json.dumps(out, indent=2))
 
 
@@ -341,8 +345,8 @@ def _print_table(args: argparse.Namespace, rates: _Rates, base: Any, report: Any
         from shopsim_metrics.simulator.skipping.skip_saving import ASSUMED_POOL, format_saving, skipping_verdict
 
         print(format_saving(saving, report.recommended, wave_size=args.wave_size,
-                            pool=ASSUMED_POOL.format(prompts=SKIP_POOL_PROMPTS)))
-        print(skipping_verdict(*_run_share(rates)))
+                            pool=ASSUMED_POOL.format(prompts=SKIP_POOL_PROMPTS), assumed=True))
+        print(skipping_verdict(*_run_share(rates), saving.token_ratio))
 
 
 def _source(args: argparse.Namespace, measured: Any) -> str:

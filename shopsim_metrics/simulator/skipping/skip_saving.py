@@ -174,10 +174,11 @@ _SAVING_COLUMNS = (Column("skip", align="<"), Column("tokens/inf.grp", spec=",.0
 
 
 def format_saving(saving: SkipComparison, over_sampling_batch_size: int, *, wave_size: str = "fixed",
-                  pool: str = "the same pool") -> str:
+                  pool: str = "the same pool", assumed: bool = False) -> str:
     """The comparison as a few lines: the headline ratio, then one row per setting (a table, indented).
 
-    ``pool`` names what was run: the run's own pool (the demo's), or the one a caller assumed (tune's).
+    ``pool`` names what was run: the run's own pool (the demo's), or the one a caller assumed (tune's); ``assumed``:
+    the ratio is that pool's, not the run's, and the headline says so (the verdict is :func:`skipping_verdict`'s).
     """
     def number(value: float | None, form: str) -> str:
         return "-" if value is None else format(value, form)
@@ -186,43 +187,98 @@ def format_saving(saving: SkipComparison, over_sampling_batch_size: int, *, wave
         return [name, run.tokens_per_informative_group, run.informative_share, run.second_wave_probability,
                 run.aborted_tokens_per_step, run.skipped_prompts]
 
-    ratio = saving.token_ratio
-    verdict = ("-" if ratio is None else f"{ratio:.2f}x fewer with skipping" if ratio >= 1
-               else f"{1 / ratio:.2f}x more with skipping")
     where = f"seeds {', '.join(map(str, saving.seeds))}; "
     table = format_table(_SAVING_COLUMNS, [row("off", saving.off), row(saving.mode, saving.skipping)])
+    tail = " on that pool (whether your run is such a pool: the verdict below)" if assumed else ""
     return "\n".join([
         f"prompt skipping ({saving.mode}) on {pool}, the same seeds ({where}over_sampling_batch_size "
         f"{over_sampling_batch_size}, {wave_size} waves; zero-std {number(saving.off.zero_std_share, '.2f')}, "
         f"persistence {number(saving.off.zero_std_persistence, '.2f')} without skipping): total tokens per "
-        f"informative trained group, aborted generation included: {verdict}",
+        f"informative trained group, aborted generation included: {ratio_text(saving.token_ratio)}{tail}",
         *("  " + line for line in table.splitlines()),
     ])
+
+
+def ratio_text(ratio: float | None) -> str:
+    """``1.22x fewer with skipping``, ``1.10x more with skipping``, ``no fewer with skipping`` (1.00x) or ``-``.
+
+    Example:
+        >>> ratio_text(1.2249), ratio_text(0.9), ratio_text(1.001), ratio_text(None)
+        ('1.22x fewer with skipping', '1.11x more with skipping', 'no fewer with skipping', '-')
+    """
+    if ratio is None:
+        return "-"
+    if round(ratio, 2) == 1.0:
+        return "no fewer with skipping"
+    return f"{ratio:.2f}x fewer with skipping" if ratio > 1 else f"{1 / ratio:.2f}x more with skipping"
 
 
 ASSUMED_POOL = ("an assumed pool of {prompts} simulated prompts whose zero-std follows the prompt, not the independent "
                 "draws of the table above (where skipping cannot save)")
 """How ``tune --prompt-skip`` names the pool its comparison ran (:func:`pool_for_zero_std_rate`'s)."""
 
+VERDICT = "verdict: "
+"""The start of ``tune --prompt-skip``'s one verdict line (:func:`skipping_verdict`)."""
 
-def skipping_verdict(persistence: float | None, share: float | None) -> str:
-    """One line: whether skipping can pay on a run, by its measured zero-std ``persistence`` and ``share``
-    (the advisory's rule, :func:`~shopsim_metrics.health.advisories.skipping_pays`); without them, where to get them.
+
+def skipping_decision(persistence: float | None, share: float | None, ratio: float | None = None) -> bool | None:
+    """Whether to turn skipping on: True (the run's zero-std follows the prompt, by the advisory's rule
+    :func:`~shopsim_metrics.health.advisories.skipping_pays`, and the pool where it does saves tokens), False (either
+    fails), None (no run measured: unknown). ``ratio``: the assumed pool's tokens per informative group off / on
+    (None: not compared).
 
     Example:
-        >>> skipping_verdict(0.9, 0.5).split("; ")[1]
-        'skipping pays at >= (1 + 0.50) / 2 = 0.75: it does (docs §3.2)'
-        >>> skipping_verdict(0.6, 0.5).endswith("it does not: over-sampling pays (docs §3.2)")
-        True
+        >>> skipping_decision(0.9, 0.5, 1.3), skipping_decision(0.9, 0.5, 0.95), skipping_decision(0.6, 0.5, 1.3)
+        (True, False, False)
+        >>> skipping_decision(None, None, 1.3), skipping_decision(None, 0.5, 1.3)
+        (None, False)
     """
     from shopsim_metrics.health.advisories import skipping_pays
 
     if share is None:
-        return ("whether skipping pays on your run depends on whether its zero-std follows the prompt, which tune's rates "
-                "alone do not say: `tune --from RUN --prompt-skip MODE` weighs the run's zero_std_persistence (docs §3.2)")
+        return None
+    saves = ratio is None or round(ratio, 2) > 1.0
+    return skipping_pays(persistence, share) and saves
+
+
+def skipping_verdict(persistence: float | None, share: float | None, ratio: float | None = None) -> str:
+    """The one line that says whether to turn skipping on (:func:`skipping_decision`), and why: the run's measured
+    zero-std ``persistence`` and ``share`` against the advisory's rule, beside the assumed pool's ``ratio``.
+
+    Example:
+        >>> print(skipping_verdict(0.9, 0.5, 1.3))
+        verdict: skipping pays on your run: its zero-std persistence 0.90 at a zero-std share of 0.50 is at least (1 + 0.50) / 2 = 0.75 (zero-std follows the prompt), and on a pool where it does skipping gave 1.30x fewer tokens per informative trained group (docs §3.2)
+        >>> print(skipping_verdict(0.6, 0.5, 1.3))
+        verdict: skipping does not pay on your run, over-sampling does: its zero-std persistence 0.60 at a zero-std share of 0.50 is below (1 + 0.50) / 2 = 0.75 (its zero-std is mostly the luck of the draw); the pool's 1.30x above holds only where zero-std follows the prompt (docs §3.2)
+    """
+    decision = skipping_decision(persistence, share, ratio)
+    fewer = "" if ratio is None else f" {ratio_text(ratio).replace(' with skipping', '')}"
+    if share is None:
+        pool = (f", and on a pool where zero-std follows the prompt skipping gave{fewer} tokens per informative "
+                "trained group" if ratio is not None else "")
+        return (f"{VERDICT}unknown for your run: whether skipping pays depends on whether its zero-std follows the "
+                f"prompt, which tune's rates alone do not say{pool}; `tune --from RUN --prompt-skip MODE` weighs the "
+                "run's zero_std_persistence (docs §3.2)")
     if persistence is None:
-        return ("the run: no prompt was revisited, so whether zero-std follows the prompt is unknown: over-sampling "
-                "pays until it is (docs §3.2)")
-    verdict = "it does" if skipping_pays(persistence, share) else "it does not: over-sampling pays"
-    return (f"the run: zero-std persistence {persistence:.2f} at a zero-std share of {share:.2f}; skipping pays at "
-            f">= (1 + {share:.2f}) / 2 = {(1 + share) / 2:.2f}: {verdict} (docs §3.2)")
+        return (f"{VERDICT}skipping does not pay on your run yet, over-sampling does: no prompt was revisited, so "
+                "whether its zero-std follows the prompt is unknown (docs §3.2)")
+    measured = f"its zero-std persistence {persistence:.2f} at a zero-std share of {share:.2f}"
+    bar = f"(1 + {share:.2f}) / 2 = {(1 + share) / 2:.2f}"
+    if decision:
+        pool = (f", and on a pool where it does skipping gave{fewer} tokens per informative trained group"
+                if ratio is not None else "")
+        return (f"{VERDICT}skipping pays on your run: {measured} is at least {bar} (zero-std follows the "
+                f"prompt){pool} (docs §3.2)")
+    from shopsim_metrics.health.advisories import skipping_pays
+
+    if skipping_pays(persistence, share):  # the run would let it, the pool shows no saving
+        return (f"{VERDICT}skipping does not pay, over-sampling does: {measured} is at least {bar} (zero-std follows "
+                f"the prompt), but even on a pool where it does skipping gave{fewer} tokens per informative trained "
+                "group (docs §3.2)")
+    if persistence >= (1 + share) / 2:  # at a share of 1 every group is zero-std: nothing to tell apart
+        return (f"{VERDICT}skipping does not pay on your run: {measured}: every group is zero-std, so no prompt is "
+                "told apart from another; the run's reward needs looking at first (docs §3.2)")
+    pool = (f"; the pool's {ratio:.2f}x above holds only where zero-std follows the prompt"
+            if ratio is not None and round(ratio, 2) > 1.0 else "")
+    return (f"{VERDICT}skipping does not pay on your run, over-sampling does: {measured} is below {bar} (its "
+            f"zero-std is mostly the luck of the draw){pool} (docs §3.2)")
