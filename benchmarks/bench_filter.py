@@ -110,7 +110,7 @@ def main() -> int:
     state = ManualLoopState(source="bench")
     slime_runtime.configure(args, sinks=[], loop_state=state)
     hook = slowed(slime_runtime.fully_scored_group_filter, slowdown)
-    accountant = slime_runtime.get_runtime(args).accountant
+    accountant = slime_runtime.get_runtime(args).parts.accountant
     steps = iter(range(10**9))
 
     def baseline(block: list) -> float:

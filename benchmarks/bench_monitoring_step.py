@@ -120,7 +120,7 @@ def agent_episode(rounds: int = 2000) -> bool:
                 hook(args, sample, rollout_id=step)
                 times[label].append(time.perf_counter() - start)
             if step % 100 == 99:  # a step closes as in a run: the tally forgets the steps taken
-                get_runtime(args).accountant.tokens.take(step, [])
+                get_runtime(args).parts.accountant.tokens.take(step, [])
     finally:
         reset_runtime()
     agent, single, plain = (statistics.median(times[label]) for label in samples)

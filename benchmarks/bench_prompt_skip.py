@@ -3,7 +3,7 @@
 Each pool runs with ``prompt_skip`` off, ``greso`` (GRESO's published rule, the reference) and
 ``predictive``, each with ``fixed`` and ``adaptive`` waves, through the real hooks and the real data
 source, at the same knobs and seeds. Per setting, pooled over the seeds
-(:mod:`shopsim_metrics.simulator.skip_measure`): total tokens per informative trained group (every
+(:mod:`shopsim_metrics.simulator.skipping.skip_measure`): total tokens per informative trained group (every
 token generated, aborted groups included), P(second wave), aborted tokens per step, lost signal
 (expected informative groups forgone per informative group trained, from the simulator's true
 success rates) and the median steps before a prompt that became learnable is judged again.
@@ -73,11 +73,11 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
 
 from shopsim_metrics.simulator.config import SimConfig
-from shopsim_metrics.simulator.demo import demo_config
 from shopsim_metrics.simulator.loop import Simulator
-from shopsim_metrics.simulator.skip_saving import alerts_silenced
+from shopsim_metrics.simulator.skipping.skip_saving import alerts_silenced
 from shopsim_metrics.sinks.jsonl import JsonlSink
-from shopsim_metrics.simulator.skip_measure import OracleSkip, SkipMeasure, measure_skipping
+from shopsim_metrics.simulator.skipping.skip_measure import OracleSkip, SkipMeasure, measure_skipping
+from worlds import pools
 
 import results_file  # benchmarks/results_file.py: run as a script, this folder is on the path
 
@@ -89,16 +89,6 @@ LOST_SIGNAL_LIMIT = 0.15
 ONE_SIDED_95 = 1.645  # standard normal quantile: a row's P(second wave) significantly above the target
 REFERENCES = (OracleSkip(0.3, seen_only=True), OracleSkip(0.3))
 DEFAULT_STEPS, DEFAULT_SEEDS = 150, 3
-
-
-def pools(steps: int) -> dict[str, SimConfig]:
-    plain = dict(partial_credit_rate=0.0, technical_rate=0.02, steps=steps)
-    return {
-        "drifting": SimConfig(prompt_pool=512, skill_start=-3.0, skill_end=3.0, learning_steps=steps / 2,
-                              difficulty_spread=4.0, difficulty_drift=0.05, **plain),
-        "demo": replace(demo_config(steps=steps), bursts=()),
-        "persistent": SimConfig(prompt_pool=512, skill_start=1.0, skill_end=1.0, difficulty_spread=8.0, **plain),
-    }
 
 
 def tuned_over_sampling(config: SimConfig) -> int:

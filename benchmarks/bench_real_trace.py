@@ -38,19 +38,16 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+import results_file
 
-import results_file  # noqa: E402
+from shopsim_metrics.replay.command import describe, format_rows
+from shopsim_metrics.replay.measure import ORACLE, ReplayKnobs, default_steps, replay_rows
+from shopsim_metrics.replay.source import LENGTH_MODES
+from shopsim_metrics.outcomes.trace import load_trace
+from worlds import OVER_SAMPLING_BATCH_SIZE, ROLLOUT_BATCH_SIZE, TRACE
 
-from shopsim_metrics.replay.command import describe, format_rows  # noqa: E402
-from shopsim_metrics.replay.measure import ORACLE, ReplayKnobs, default_steps, replay_rows  # noqa: E402
-from shopsim_metrics.replay.source import LENGTH_MODES  # noqa: E402
-from shopsim_metrics.outcomes.trace import load_trace  # noqa: E402
-
-TRACE = Path(__file__).resolve().parent / "data" / "one_shot_rlvr_dsr_sub_acc.dev.json"
 RATIO_TARGETS = {"by-outcome": 1.45, "independent": 1.35}
 LOST_SIGNAL_TARGET = 0.15
-ROLLOUT_BATCH_SIZE, OVER_SAMPLING_BATCH_SIZE = 16, 32
 
 
 def replay_mode(trace_path: str, n_samples: int, seeds: tuple[int, ...], lengths: str) -> tuple[str, list[Any]]:

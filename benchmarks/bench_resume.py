@@ -15,7 +15,7 @@ subprocesses, side by side:
    so each pair gives a ratio and the median ratio is judged). Target: <= 2x the reference, whatever the
    size of ``steps.jsonl``;
 3. that process then calls slime's log function for the step, a checkpoint (``--save-interval 1``): the
-   time slime waits in it for the snapshot (the monitor's ``_save_snapshot``, on the log function's thread)
+   time slime waits in it for the snapshot (the snapshot writer's ``save``, on the log function's thread)
    against the time until the snapshot is on disk (copied and written on a thread of its own). Target: the
    wait <= 5 % of it.
 
@@ -62,7 +62,7 @@ elif mode == "first-judgement":
     group = [SimSample(index=i, group_index=0, reward=float(i % 2)) for i in range(8)]
     keep = slime_runtime.fully_scored_group_filter(args, group).keep
     runtime = slime_runtime.get_runtime(args)
-    extra = {"kept": keep, "prompts": len(runtime.accountant.prompts.history), "streak": runtime.streak.count}
+    extra = {"kept": keep, "prompts": len(runtime.parts.prompts.history), "streak": runtime.parts.streak.count}
 else:
     from shopsim_metrics.prompts.value import PromptValueTracker
     from shopsim_metrics.prompts.skip_record import SkipTally
@@ -83,14 +83,14 @@ if mode == "restore":  # the snapshot a checkpoint at s - 1 would have left
     write_json(snapshot_path(sys.argv[4], steps - 1), build_snapshot(
         state, rollout_id=steps - 1, run_id=None, missing=restored.missing, run_dir=path))
 if mode == "first-judgement":  # slime checkpoints after this step (save_interval 1): its log function's call
-    save, waits = runtime._save_snapshot, []
+    save, waits = runtime.snapshot_writer.save, []
 
-    def timed_save(rollout_id):
+    def timed_save(rollout_id, **kwargs):
         entered = time.perf_counter()
-        save(rollout_id)
+        save(rollout_id, **kwargs)
         waits.append(time.perf_counter() - entered)
 
-    runtime._save_snapshot = timed_save
+    runtime.snapshot_writer.save = timed_save
     logged = time.perf_counter()
     slime_runtime.log_rollout_step(steps, args, group, {}, 60.0)
     extra["log_seconds"] = time.perf_counter() - logged

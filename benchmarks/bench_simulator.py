@@ -29,8 +29,8 @@ from shopsim_metrics.simulator.config import SimConfig
 from shopsim_metrics.simulator.latency import LatencyCompletions
 from shopsim_metrics.simulator.loop import (SimulatedSlimeLoop, SimulationResult, latency_model, make_group_source,
                                             rng_streams, token_rng, tuning_run)
-from shopsim_metrics.simulator.tokens import TokenModel
-from shopsim_metrics.simulator.tune import tune
+from shopsim_metrics.simulator.token_model import TokenModel
+from shopsim_metrics.simulator.tuning.tune import tune
 from shopsim_metrics.loop.loop_state import ManualLoopState
 
 TARGET_RATIO = 5.0  # a tuning run with the hooks / the same loop replaying its decisions, per run (CPU time)

@@ -38,19 +38,15 @@ import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+import results_file
+from worlds import TRACE, pools
 
-import results_file  # noqa: E402
-from bench_prompt_skip import pools  # noqa: E402 - the pools of the simulator's skipping bench
-from bench_real_trace import TRACE  # noqa: E402
-
-from shopsim_metrics.outcomes.trace import load_trace  # noqa: E402
-from shopsim_metrics.replay.measure import ReplayKnobs, replay_setting  # noqa: E402
-from shopsim_metrics.replay.source import LENGTH_MODES  # noqa: E402
-from shopsim_metrics.simulator.skip_measure import SkipMeasure, measure_skipping  # noqa: E402
+from shopsim_metrics.outcomes.trace import load_trace
+from shopsim_metrics.replay.measure import ReplayKnobs, replay_setting
+from shopsim_metrics.replay.source import LENGTH_MODES
+from shopsim_metrics.simulator.skipping.skip_measure import SkipMeasure, measure_skipping
 
 LOST_SIGNAL_LIMIT = 0.15
 SETTING_LIMIT, SEED_SHARE = 0.1, 0.95

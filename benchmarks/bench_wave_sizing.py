@@ -29,7 +29,7 @@ from shopsim_metrics.simulator.data_sources import project_data_source
 from shopsim_metrics.simulator.demo import demo_config
 from shopsim_metrics.simulator.epochs import PoolDataSource
 from shopsim_metrics.simulator.loop import Simulator, StepOutcome, make_group_source, rng_streams, token_rng
-from shopsim_metrics.simulator.tokens import TokenModel
+from shopsim_metrics.simulator.token_model import TokenModel
 from shopsim_metrics.waves.wave_size import RECENT_WINDOW
 
 TARGET_FRACTION = 0.001  # the data source's time per wave / its step's rollout time

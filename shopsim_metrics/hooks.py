@@ -36,12 +36,11 @@ from typing import Any, Callable
 from shopsim_metrics.errors import TechnicalFailureLimitExceeded
 from shopsim_metrics.monitor import ShopsimRuntime
 from shopsim_metrics.settings import ShopsimConfigError
-from shopsim_metrics.settings.wiring import no_judgement_warning
 from shopsim_metrics.record import contract as C
 from shopsim_metrics.step.closed_step import DROP_OUTCOMES
 from shopsim_metrics.step.drop_rule import filter_flags
+from shopsim_metrics.general.warn_once import WarnOnce
 from shopsim_metrics.judging.group_judgement import TECHNICAL
-from shopsim_metrics.warn_once import WarnOnce
 
 logger = logging.getLogger("shopsim_metrics")
 
@@ -158,10 +157,7 @@ class Hooks:
             args.logged_rollout_id = rollout_id
             runtime = self.runtime_of(args)
             with runtime.own_time(emits=True):
-                records = runtime.emit_step(rollout_id, rollout_extra_metrics, rollout_time)
-                accountant = runtime.accountant
-                if not records and accountant is not None and accountant.open_rollout_id() is None:
-                    runtime._warn_once("no_judgement", no_judgement_warning(args, rollout_id))
+                runtime.emit_step(rollout_id, rollout_extra_metrics, rollout_time, args=args)
         except ShopsimConfigError:
             raise  # a bad config is refused at the first hook call, before the first step
         except Exception:  # noqa: BLE001 - monitoring never stops training

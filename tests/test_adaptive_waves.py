@@ -45,7 +45,7 @@ class _Recorded:
 def _run_recorded(config):
     """Simulate ``config`` with its real group source, whose data source's calls are recorded."""
     from shopsim_metrics.simulator.loop import make_group_source, rng_streams, token_rng
-    from shopsim_metrics.simulator.tokens import TokenModel
+    from shopsim_metrics.simulator.token_model import TokenModel
     from shopsim_metrics.loop import loop_state
 
     _, reward_rng, _ = rng_streams(config.seed)

@@ -272,7 +272,7 @@ def test_a_failing_advisor_never_reaches_slime_and_the_record_is_written(tmp_pat
     def broken(facts):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(runtime.advisor, "observe", broken)
+    monkeypatch.setattr(runtime.parts.advisor, "observe", broken)
     with caplog.at_level(logging.WARNING, logger="shopsim_metrics"):
         for step in range(2):
             for g in range(32):

@@ -13,7 +13,7 @@ from conftest import fifo_batches, group_of, run_scripted_step, spread
 from shopsim_metrics.errors import TechnicalFailureLimitExceeded
 from shopsim_metrics.judging.episodes import read_episode
 from shopsim_metrics.judging.failure_cause import CAUSE_LENGTH, UNREADABLE_CAUSE, read_failure_cause
-from shopsim_metrics.judging.tokens import group_tokens, read_generated_tokens
+from shopsim_metrics.judging.group_samples import group_tokens, read_generated_tokens
 from shopsim_metrics.simulator.samples import SimSample
 from shopsim_metrics.record import contract
 from shopsim_metrics.step.closed_step import top_causes

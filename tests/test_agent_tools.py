@@ -346,7 +346,7 @@ def test_the_burst_is_one_tool_timing_out():
 
 def test_tune_prices_a_waves_environment_time_per_tool():
     from shopsim_metrics.simulator.config import AgentModel, SimConfig
-    from shopsim_metrics.simulator.tune import tune, wave_price
+    from shopsim_metrics.simulator.tuning.tune import tune, wave_price
     report = tune(zero_std_rate=0.3, technical_rate=0.0, candidates=[16], steps=3, widen=False,
                   base=SimConfig(agent=AgentModel()))
     tools = report.by_size(16).tool_seconds_per_step

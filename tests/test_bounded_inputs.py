@@ -192,7 +192,7 @@ def test_a_big_records_trace_keeps_the_scored_rows_few_fields_not_the_records(tm
     from shopsim_metrics.outcomes.trace import load_trace
     from shopsim_metrics.simulator.config import SimConfig
     from shopsim_metrics.simulator.loop import Simulator
-    from shopsim_metrics.simulator.skip_saving import alerts_silenced
+    from shopsim_metrics.simulator.skipping.skip_saving import alerts_silenced
     from shopsim_metrics.sinks.jsonl import JsonlSink
 
     run = tmp_path / "run"

@@ -124,7 +124,7 @@ def test_each_record_counts_the_prompts_skipped_for_their_cost() -> None:
     from shopsim_metrics.settings import DEFAULTS
     from shopsim_metrics.simulator.config import SimConfig
     from shopsim_metrics.simulator.loop import Simulator
-    from shopsim_metrics.simulator.skip_saving import alerts_silenced
+    from shopsim_metrics.simulator.skipping.skip_saving import alerts_silenced
 
     threshold = DEFAULTS["shopsim_prompt_skip_threshold"]
     with alerts_silenced():

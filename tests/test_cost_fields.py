@@ -16,7 +16,7 @@ from shopsim_metrics.simulator.config import SimConfig
 from shopsim_metrics.simulator.latency import ScriptedCompletions
 from shopsim_metrics.simulator.loop import Simulator
 from shopsim_metrics.simulator.rewards import FactoryGroupSource
-from shopsim_metrics.judging.tokens import MAX_TOKENS, group_tokens, read_response_length
+from shopsim_metrics.judging.group_samples import MAX_TOKENS, group_tokens, read_response_length
 
 N = 4
 
@@ -179,7 +179,7 @@ def test_every_token_field_matches_the_loops_own_ground_truth(kinds: list[str], 
 # --- the simulator models tokens ------------------------------------------------------------------
 def test_token_model_is_long_tailed_longer_for_hard_prompts_and_clipped() -> None:
     np = pytest.importorskip("numpy")
-    from shopsim_metrics.simulator.tokens import TokenModel
+    from shopsim_metrics.simulator.token_model import TokenModel
 
     model = TokenModel(median=500.0, sigma=0.8, slope=0.5, max_tokens=4000, seconds_per_token=0.01, tick=1.0,
                        n=8, rng=np.random.default_rng(0))
@@ -195,7 +195,7 @@ def test_token_model_is_long_tailed_longer_for_hard_prompts_and_clipped() -> Non
 def test_simulated_groups_carry_the_lengths_that_set_their_generation_time() -> None:
     np = pytest.importorskip("numpy")
     from shopsim_metrics.simulator.loop import make_group_source
-    from shopsim_metrics.simulator.tokens import TokenModel
+    from shopsim_metrics.simulator.token_model import TokenModel
 
     for zero_std_rate in (None, 0.3):  # prompt model and rates model
         config = SimConfig(zero_std_rate=zero_std_rate, seconds_per_token=0.05, latency_tick=1.0)

@@ -63,7 +63,7 @@ def test_the_hook_loads_by_dotted_path_returns_none_and_skips_evaluation():
     runtime = configure(args, sinks=[])
     assert hook(args, SimSample(index=0, response_length=50), rollout_id=0) is None
     assert hook(args, SimSample(index=1, response_length=70), rollout_id=0, evaluation=True) is None
-    assert runtime.accountant.tokens.take(0, []).total == 50
+    assert runtime.parts.accountant.tokens.take(0, []).total == 50
 
 
 @pytest.mark.parametrize("sample", [None, object(), "text", SimSample(response_length=float("nan")),

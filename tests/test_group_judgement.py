@@ -18,7 +18,7 @@ from shopsim_metrics.record.contract import FAILED_CHECKS, REASON_TECHNICAL, REA
 from shopsim_metrics.simulator.samples import SimSample
 from shopsimrl import slime_runtime
 from shopsim_metrics.judging.group_judgement import judge_group, read_reward
-from shopsim_metrics.judging.tokens import group_tokens
+from shopsim_metrics.judging.group_samples import group_tokens
 from shopsimrl.slime_bridge import DynamicFilterOutput
 
 

@@ -103,3 +103,26 @@ def test_the_lower_rooms_never_import_the_hub_or_a_run_s_life() -> None:
                 found += [f"{module} -> {m}" for m in imported
                           if any(m == f"shopsim_metrics.{f}" or m.startswith(f"shopsim_metrics.{f}.") for f in forbidden)]
     assert not found, found
+
+
+def test_the_general_helpers_import_no_other_room() -> None:
+    """``general/`` (plain values, warn once) is the ground floor every room may stand on: it stands on nothing."""
+    graph = _imports()
+    general = {m: imported for m, imported in graph.items() if m.startswith("shopsim_metrics.general")}
+    assert general, "shopsim_metrics/general/ holds the general helpers"
+    found = [f"{m} -> {i}" for m, imported in general.items() for i in imported if not i.startswith("shopsim_metrics.general")]
+    assert not found, found
+
+
+SIMULATOR_USES = ("tuning", "skipping", "demo", "commands")
+"""What the simulator's loop is used by, never the other way round: ``tune``, the skip measurements, ``demo``, the CLI."""
+
+
+def test_the_simulators_loop_stands_apart_from_tune_demo_and_the_skip_measurements() -> None:
+    graph = _imports()
+    uses = tuple(f"shopsim_metrics.simulator.{name}" for name in SIMULATOR_USES)
+    loop = {m: imported for m, imported in graph.items()
+            if m.startswith("shopsim_metrics.simulator.") and not m.startswith(uses)}
+    assert "shopsim_metrics.simulator.loop" in loop
+    found = [f"{m} -> {i}" for m, imported in loop.items() for i in imported if i.startswith(uses)]
+    assert not found, found

@@ -29,7 +29,7 @@ from shopsim_metrics.readers import read_steps
 from shopsim_metrics.readers.steps import Winners, read_step_columns
 from shopsim_metrics.run.resume import restore
 from shopsim_metrics.run.identity import WRITER_FIELDS
-from shopsim_metrics.simulator.calibration import LedgerTokens
+from shopsim_metrics.simulator.tuning.calibration import LedgerTokens
 from shopsim_metrics.run.snapshot import build_snapshot, snapshot_path
 from shopsim_metrics.run.state import monitor_state
 from shopsim_metrics.state_file import write_json
@@ -63,8 +63,8 @@ def restored_state(run: Path, save: Path, at: int) -> tuple:
                      shopsim_wandb="off", save=str(save), load=str(save), save_interval=5)
     runtime = slime_runtime.configure(args)
     try:
-        prompts, orders = runtime.accountant.prompts, runtime.waves.recent_orders
-        return (runtime.streak.state_dict(), prompts.state_dict(), orders.state_dict(), runtime._missing_steps,
+        prompts, orders = runtime.parts.prompts, runtime.parts.waves.recent_orders
+        return (runtime.parts.streak.state_dict(), prompts.state_dict(), orders.state_dict(), runtime.lineage.missing_steps,
                 runtime.run_id)
     finally:
         slime_runtime.reset_runtime()

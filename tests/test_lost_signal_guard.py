@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from shopsim_metrics.judging.prompt_keys import prompt_key
 from shopsim_metrics.prompts.lost_signal_guard import BINS, HORIZON, PROBE, SERVE, SKIP, STEP_MEMORY, LostSignalGuard
 from shopsim_metrics.simulator.config import SimConfig
-from shopsim_metrics.simulator.skip_measure import measure_skipping
+from shopsim_metrics.simulator.skipping.skip_measure import measure_skipping
 from tests.test_data_source import make_args, pool, skip_source
 
 chances = st.floats(min_value=0.0, max_value=1.0, allow_nan=False)

@@ -1,5 +1,5 @@
 """One helper each for two rules the package kept writing by hand: "an int, not a bool"
-(``judging/plain_values.py``) and "warn once" (``warn_once.py``)."""
+(``general/plain_values.py``) and "warn once" (``general/warn_once.py``)."""
 
 from __future__ import annotations
 

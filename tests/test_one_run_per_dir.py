@@ -129,16 +129,17 @@ def test_runs_without_a_run_dir_each_get_their_own(tmp_path: Path, monkeypatch) 
 
 def test_the_monitors_constructor_reads_nothing_its_start_checks_the_run_directory(tmp_path: Path) -> None:
     from shopsim_metrics.monitor import ShopsimRuntime
+    from shopsim_metrics.runtime_parts import build_runtime
     from shopsim_metrics.settings import ShopsimSettings
 
     args = _args(tmp_path)
     _run_step(args, 0)
     slime_runtime.reset_runtime()
     settings = ShopsimSettings.from_args(_args(tmp_path))
-    runtime = ShopsimRuntime(settings)  # another run's records in the directory: not looked at yet
+    runtime = ShopsimRuntime(build_runtime(settings))  # another run's records in the directory: not looked at yet
     with pytest.raises(RunDirInUse):
         runtime.start()
-    resumed = ShopsimRuntime(ShopsimSettings.from_args(_args(tmp_path, start=1)))
+    resumed = ShopsimRuntime(build_runtime(ShopsimSettings.from_args(_args(tmp_path, start=1))))
     first_id = resumed.run_id
     assert resumed.start() is resumed and resumed.run_id != first_id  # the records' run, restored at the start
     assert resumed.recorder.identity["run_id"] == resumed.run_id

@@ -15,7 +15,7 @@ from shopsim_metrics.prompts.skip_record import SkipTally
 from shopsim_metrics.simulator.config import SimConfig
 from shopsim_metrics.simulator.demo import demo_config
 from shopsim_metrics.simulator.loop import simulate
-from shopsim_metrics.simulator.skip_saving import compare_skipping
+from shopsim_metrics.simulator.skipping.skip_saving import compare_skipping
 from shopsim_metrics.record.records import DecisionRow, StepRecord
 from tests.test_data_source import make_args, pool, skip_source
 
@@ -169,7 +169,7 @@ def test_against_the_simulators_truth_predictive_forgoes_far_less_signal_than_gr
     """On a pool whose prompts move fast (skill from -3 to 3 in 80 steps), at the knobs that suit it: a lower
     threshold's readiness and a slower forgetting (the defaults, chosen on a real run) would keep prompts away
     after they became learnable (docs §3.6)."""
-    from shopsim_metrics.simulator.skip_measure import measure_skipping
+    from shopsim_metrics.simulator.skipping.skip_measure import measure_skipping
 
     cfg = SimConfig(steps=80, prompt_pool=512, skill_start=-3.0, skill_end=3.0, learning_steps=40.0,
                     difficulty_spread=4.0, difficulty_drift=0.05, partial_credit_rate=0.0, technical_rate=0.0,

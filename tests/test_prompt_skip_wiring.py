@@ -67,7 +67,7 @@ def _fresh_monitor():
 
 def test_the_data_source_learns_from_the_monitors_history_fed_by_the_filter(tmp_path) -> None:
     served, ds, _ = run_steps(tmp_path, 6, shopsim_prompt_skip="greso", **CERTAIN)
-    assert ds.history.tracker is HOOKS.get_runtime(ds.args).accountant.prompts  # one history, the monitor's
+    assert ds.history.tracker is HOOKS.get_runtime(ds.args).parts.prompts  # one history, the monitor's
     first_epoch = [g for step in served[:4] for g in step]
     assert sum(map(is_hard, first_epoch)) == 8  # nothing known yet: slime's order, hard prompts generated
     later = [g for step in served[4:] for g in step]

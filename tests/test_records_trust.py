@@ -43,7 +43,7 @@ def _resumed(run: Path, ckpt: Path, at: int):
     """What a monitor resumed at ``at`` with ``--load ckpt`` holds before its first judgement."""
     runtime = slime_runtime.configure(_args(run, ckpt, at))
     try:
-        return runtime.streak.state_dict(), runtime.accountant.prompts.state_dict(), runtime.run_id
+        return runtime.parts.streak.state_dict(), runtime.parts.prompts.state_dict(), runtime.run_id
     finally:
         slime_runtime.reset_runtime()
 

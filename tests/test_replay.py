@@ -23,9 +23,9 @@ from shopsim_metrics.replay.source import BY_OUTCOME, INDEPENDENT, LENGTH_MODES,
 from shopsim_metrics.outcomes.trace import Trace, TraceError, Visit, load_trace, trace_from_mapping
 from shopsim_metrics.simulator.config import SimConfig
 from shopsim_metrics.simulator.loop import Simulator, rng_streams, token_rng
-from shopsim_metrics.simulator.skip_measure import data_source_skipping_by
-from shopsim_metrics.simulator.skip_saving import alerts_silenced
-from shopsim_metrics.simulator.tokens import TokenModel
+from shopsim_metrics.simulator.skipping.skip_measure import data_source_skipping_by
+from shopsim_metrics.simulator.skipping.skip_saving import alerts_silenced
+from shopsim_metrics.simulator.token_model import TokenModel
 from shopsim_metrics.sinks.base import MemorySink
 from shopsim_metrics.sinks.jsonl import JsonlSink
 

@@ -38,10 +38,10 @@ def _bad(gid: int, check: str):
 def test_without_accounting_the_streak_terminates_with_every_check_of_the_streak():
     args = SimpleNamespace(n_samples_per_prompt=8, shopsim_max_consecutive_failed_groups=4)  # no rollout_batch_size
     runtime = slime_runtime.configure(args, sinks=[])
-    assert runtime.accountant is None
+    assert runtime.parts.accountant is None
     for gid, check in enumerate(["status_failed", "reward_missing", "status_failed"]):
         slime_runtime.fully_scored_group_filter(args, _bad(gid, check))
-    assert runtime.streak.count == 3
+    assert runtime.parts.streak.count == 3
     with pytest.raises(TechnicalFailureLimitExceeded) as info:
         slime_runtime.fully_scored_group_filter(args, _bad(9, "reward_missing"))
     assert info.value.streak == 4
@@ -55,10 +55,10 @@ def test_a_scorable_group_ends_the_streak_with_or_without_accounting():
         for gid in range(2):
             slime_runtime.fully_scored_group_filter(args, technical(gid))
         slime_runtime.fully_scored_group_filter(args, zero(5))
-        assert runtime.streak.count == 0
+        assert runtime.parts.streak.count == 0
         for gid in range(2):  # two more: still below the limit of 3
             slime_runtime.fully_scored_group_filter(args, technical(10 + gid))
-        assert runtime.streak.count == 2
+        assert runtime.parts.streak.count == 2
 
 
 def test_alerts_read_the_one_streak_warn_once_per_streak_error_at_the_limit():

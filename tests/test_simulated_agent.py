@@ -14,12 +14,12 @@ from hypothesis import strategies as st
 from shopsim_metrics.cli import main
 from shopsim_metrics.hooks import Hooks
 from shopsim_metrics.simulator.config import AgentModel, FailureBurst, SimConfig
-from shopsim_metrics.simulator.episodes import (FAILURE_CAUSE_KEY, ROUND_NUMBER_KEY, EpisodeModel, EpisodePlan,
+from shopsim_metrics.simulator.simulated_episodes import (FAILURE_CAUSE_KEY, ROUND_NUMBER_KEY, EpisodeModel, EpisodePlan,
                                                 GeneratedEpisodes)
 from shopsim_metrics.simulator.loop import make_group_source, simulate, token_rng, tuning_run
 from shopsim_metrics.simulator.samples import SimSample
-from shopsim_metrics.simulator.tokens import TokenModel
-from shopsim_metrics.simulator.tune import TUNING_LIMIT, tune, wave_price
+from shopsim_metrics.simulator.token_model import TokenModel
+from shopsim_metrics.simulator.tuning.tune import TUNING_LIMIT, tune, wave_price
 from shopsim_metrics.record import contract
 from shopsimrl import slime_runtime
 

@@ -17,7 +17,7 @@ from shopsim_metrics.cli import main
 from shopsim_metrics.simulator.config import SimConfig
 from shopsim_metrics.simulator.epochs import EpochPromptSource
 from shopsim_metrics.simulator.loop import simulate
-from shopsim_metrics.simulator.skip_saving import compare_skipping
+from shopsim_metrics.simulator.skipping.skip_saving import compare_skipping
 
 ROOT = Path(__file__).resolve().parents[1]
 POLARISED = SimConfig(steps=40, prompt_pool=64, skill_start=0.0, skill_end=0.0, difficulty_spread=8.0,

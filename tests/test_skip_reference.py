@@ -8,11 +8,11 @@ from hypothesis import given, settings, strategies as st
 
 from shopsim_metrics.simulator.config import SimConfig
 from shopsim_metrics.simulator.loop import Simulator, make_group_source, rng_streams, token_rng
-from shopsim_metrics.simulator.skip_measure import (
+from shopsim_metrics.simulator.skipping.skip_measure import (
     OracleSkip, _oracle_data_source, measure_skipping, spread_probability,
 )
-from shopsim_metrics.simulator.skip_saving import alerts_silenced
-from shopsim_metrics.simulator.tokens import TokenModel
+from shopsim_metrics.simulator.skipping.skip_saving import alerts_silenced
+from shopsim_metrics.simulator.token_model import TokenModel
 from shopsim_metrics.sinks.base import MemorySink
 
 POOL = SimConfig(steps=16, prompt_pool=48, skill_start=-2.0, skill_end=2.0, learning_steps=8.0,

@@ -123,8 +123,8 @@ def run_steps(run_dir: Path, ckpt: Path, steps: range, *, start: int, first_gids
         first_gids.setdefault(step, loop._next_id)
         first = loop._next_id
         run_scripted_step(loop, step, lambda gid, s=step, f=first: group_for(s, gid - f, gid, 2), fifo_batches(3))
-    state_at_end = (runtime.streak.state_dict(), runtime.accountant.prompts.state_dict(),
-                    runtime.skip_tally.state_dict(), runtime.waves.recent_orders.state_dict())
+    state_at_end = (runtime.parts.streak.state_dict(), runtime.parts.prompts.state_dict(),
+                    runtime.parts.skip_tally.state_dict(), runtime.parts.waves.recent_orders.state_dict())
     slime_runtime.reset_runtime()
     return state_at_end
 
@@ -165,7 +165,7 @@ def state_of_monitor(run: Path, ckpt: Path, start: int):
                      load=str(ckpt), save=str(ckpt), save_interval=2)
     runtime = slime_runtime.configure(args, sinks=[], loop_state=ManualLoopState(source="scripted"))
     try:
-        return (runtime.streak.state_dict(), runtime.accountant.prompts.state_dict(), runtime.skip_tally.state_dict(),
+        return (runtime.parts.streak.state_dict(), runtime.parts.prompts.state_dict(), runtime.parts.skip_tally.state_dict(),
                 runtime.waves.recent_orders.state_dict())
     finally:
         slime_runtime.reset_runtime()

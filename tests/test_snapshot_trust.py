@@ -49,7 +49,7 @@ def resumed(run_dir: Path, ckpt: Path, at: int):
                      shopsim_wandb="off", save=str(ckpt), load=str(ckpt), save_interval=5)
     runtime = slime_runtime.configure(args)
     try:
-        return runtime.streak.state_dict(), runtime.accountant.prompts.state_dict(), runtime.run_id
+        return runtime.parts.streak.state_dict(), runtime.parts.prompts.state_dict(), runtime.run_id
     finally:
         slime_runtime.reset_runtime()
 
@@ -106,7 +106,7 @@ def test_a_stale_writers_snapshot_is_restored_with_the_warning_even_when_the_lat
         assert any("from the snapshot of step 9" in m for m in caplog.messages), caplog.messages
         warned = [m for m in caplog.messages if "written by a process whose steps from 5 on a later process" in m]
         assert len(warned) == 1, caplog.messages
-        assert runtime.writer["process_generation"] == 2  # after P1 (0) and P2 (1), though only P1's snapshot was read
+        assert runtime.lineage.process_generation == 2  # after P1 (0) and P2 (1), though only P1's snapshot was read
     finally:
         slime_runtime.reset_runtime()
 

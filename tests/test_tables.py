@@ -131,7 +131,7 @@ def test_demo_prints_its_table_through_the_shared_printer():
 
 
 def test_tune_prints_its_table_through_the_shared_printer():
-    from shopsim_metrics.simulator.tune import format_table as tune_table, tune
+    from shopsim_metrics.simulator.tuning.tune import format_table as tune_table, tune
 
     report = tune(zero_std_rate=0.3, technical_rate=0.0, candidates=[16, 32], steps=3, widen=False)
     lines = tune_table(report).splitlines()

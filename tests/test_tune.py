@@ -12,7 +12,7 @@ import pytest
 from shopsim_metrics.cli import main
 from shopsim_metrics.simulator.config import SimConfig
 from shopsim_metrics.simulator.loop import Simulator, simulate
-from shopsim_metrics.simulator.tune import (
+from shopsim_metrics.simulator.tuning.tune import (
     TUNING_LIMIT,
     CandidateResult,
     TuneTargets,

@@ -13,10 +13,10 @@ from hypothesis import strategies as st
 import shopsim_metrics.simulator.loop as loop_module
 from shopsim_metrics.simulator.config import SimConfig
 from shopsim_metrics.simulator.loop import Simulator
-from shopsim_metrics.simulator.calibration import calibrate
+from shopsim_metrics.simulator.tuning.calibration import calibrate
 from shopsim_metrics.simulator.latency import LatencyCompletions, LatencyModel, ScriptedCompletions
-from shopsim_metrics.simulator.tokens import TokenModel, tokens_generated_by
-from shopsim_metrics.simulator.tune import TUNING_LIMIT, TuneTargets, tune
+from shopsim_metrics.simulator.token_model import TokenModel, tokens_generated_by
+from shopsim_metrics.simulator.tuning.tune import TUNING_LIMIT, TuneTargets, tune
 from shopsim_metrics.sinks import JsonlSink
 from shopsim_metrics.readers.steps import read_steps
 
@@ -192,7 +192,7 @@ def test_from_a_run_the_calibrated_cost_predicts_every_generated_token(tmp_path,
 def test_the_plot_titles_every_axis_labels_the_second_axes_and_wraps_a_long_title():
     import re
 
-    from shopsim_metrics.simulator.tune import tune_figure
+    from shopsim_metrics.simulator.tuning.tune import tune_figure
 
     report = tune(zero_std_rate=0.4, technical_rate=0.02, candidates=[16, 32], steps=20, widen=False,
                   source="measured from /a/very/long/path/" + "run-directory/" * 12 + " (40 steps, 1187 judged groups)")
@@ -217,7 +217,7 @@ def test_the_plot_titles_every_axis_labels_the_second_axes_and_wraps_a_long_titl
 def test_a_tuning_run_leaves_the_sample_hook_unwired_and_tune_figures_nothing_from_it(zero_std, technical, over,
                                                                                        seed):
     from shopsim_metrics.simulator.loop import TUNING_ARGS, tuning_run
-    from shopsim_metrics.simulator.tune import summarize
+    from shopsim_metrics.simulator.tuning.tune import summarize
 
     config = SimConfig(steps=12, seed=seed, zero_std_rate=zero_std, technical_rate=technical,
                        over_sampling_batch_size=over, max_consecutive_failed_groups=10_000)

@@ -11,8 +11,8 @@ from hypothesis import given, settings, strategies as st
 from shopsim_metrics.cli import main
 from shopsim_metrics.simulator.config import FailureBurst, SimConfig
 from shopsim_metrics.simulator.loop import Simulator
-from shopsim_metrics.simulator.step_rates import estimate_rates
-from shopsim_metrics.simulator.tune import measured_rates
+from shopsim_metrics.simulator.tuning.step_rates import estimate_rates
+from shopsim_metrics.simulator.tuning.tune import measured_rates
 from shopsim_metrics.sinks import JsonlSink
 
 BURST_STEP = 15

@@ -13,9 +13,9 @@ from shopsim_metrics.cli import main
 from shopsim_metrics.record.records import DecisionRow, StepRecord
 from shopsim_metrics.simulator.config import SimConfig
 from shopsim_metrics.simulator.loop import Simulator, simulate
-from shopsim_metrics.simulator.calibration import calibrate, judged_tokens_per_rollout, mean_rollout_seconds
-from shopsim_metrics.simulator.tokens import TokenModel
-from shopsim_metrics.simulator.tune import TUNING_LIMIT, CandidateResult, TuneTargets, recommend, tune
+from shopsim_metrics.simulator.tuning.calibration import calibrate, judged_tokens_per_rollout, mean_rollout_seconds
+from shopsim_metrics.simulator.token_model import TokenModel
+from shopsim_metrics.simulator.tuning.tune import TUNING_LIMIT, CandidateResult, TuneTargets, recommend, tune
 from shopsim_metrics.sinks import JsonlSink
 from shopsim_metrics.readers.steps import read_steps
 
@@ -144,7 +144,7 @@ def test_cli_from_a_run_without_tokens_or_time_falls_back_to_the_model(run_recor
 
 
 def test_a_records_file_is_read_in_one_streaming_pass_to_what_its_records_give(run_records, tmp_path):
-    from shopsim_metrics.simulator.calibration import ObservedCost, read_observed_cost
+    from shopsim_metrics.simulator.tuning.calibration import ObservedCost, read_observed_cost
 
     out, records = run_records
     observed = read_observed_cost(out)
@@ -164,8 +164,8 @@ def test_a_records_file_is_read_in_one_streaming_pass_to_what_its_records_give(r
 def test_tune_from_reads_the_records_once_for_the_rates_and_the_cost(run_records, monkeypatch, capsys):
     """One streaming pass gives what the two separate reads give; the command makes only that pass."""
     import shopsim_metrics.readers.steps as steps_reader
-    from shopsim_metrics.simulator.calibration import read_observed_cost
-    from shopsim_metrics.simulator.tune import measured_rates, measured_rates_and_cost
+    from shopsim_metrics.simulator.tuning.calibration import read_observed_cost
+    from shopsim_metrics.simulator.tuning.tune import measured_rates, measured_rates_and_cost
 
     out, _ = run_records
     assert measured_rates_and_cost(out) == (measured_rates(out), read_observed_cost(out))

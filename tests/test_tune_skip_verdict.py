@@ -13,7 +13,7 @@ from hypothesis import given, strategies as st
 
 from shopsim_metrics.cli import main
 from shopsim_metrics.health.advisories import skipping_pays
-from shopsim_metrics.simulator.skip_saving import VERDICT, skipping_decision, skipping_verdict
+from shopsim_metrics.simulator.skipping.skip_saving import VERDICT, skipping_decision, skipping_verdict
 
 shares = st.floats(0.0, 1.0)
 persistences = st.one_of(st.none(), st.floats(0.0, 1.0))

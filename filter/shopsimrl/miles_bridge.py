@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import sys
 
-from shopsim_metrics.judging.plain_values import is_int
+from shopsim_metrics.general.plain_values import is_int
 
 _OLD_ROLLOUT_MODULE = "miles.rollout.sglang_rollout"
 

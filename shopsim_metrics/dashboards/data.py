@@ -24,7 +24,7 @@ from shopsim_metrics.record import contract
 from shopsim_metrics.health.alerts import alert_scalars
 from shopsim_metrics.record.records import AGENT, FULLY_ASYNC, PROMPT_SKIP, StepRecord, step_fields
 from shopsim_metrics.readers.wandb_offline import find_wandb_offline_run, history_to_steps  # noqa: F401 - re-exported
-from shopsim_metrics.judging.plain_values import is_number
+from shopsim_metrics.general.plain_values import is_number
 
 if TYPE_CHECKING:
     from shopsim_metrics.dashboards.spec import Panel, Series

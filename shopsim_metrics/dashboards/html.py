@@ -36,7 +36,7 @@ from shopsim_metrics.dashboards.data import (
 )
 from shopsim_metrics.dashboards.downsample import MAX_POINTS, mean_buckets, minmax_buckets
 from shopsim_metrics.dashboards.spec import OUTCOME_COLORS, DashboardSpec, Panel, Series, dashboard_spec
-from shopsim_metrics.judging.plain_values import is_number
+from shopsim_metrics.general.plain_values import is_number
 
 MAX_PICKABLE_LEDGER_STEPS = 100
 """The ledger step picker offers at most this many steps: the chosen one, then multi-wave, terminated,

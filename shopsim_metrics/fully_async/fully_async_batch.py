@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable
 
 from shopsim_metrics.judging.group_judgement import SPREAD, TECHNICAL, ZERO_STD
+from shopsim_metrics.judging.group_samples import leaves
 from shopsim_metrics.record import contract as C
 
 TAKEN = (C.OUTCOME_TRAINED, C.OUTCOME_FALLBACK)
@@ -133,7 +134,11 @@ def oldest_weight_version(group: Any) -> int | None:
         True
     """
     oldest: int | None = None
-    for sample in group_samples(group):
+    try:
+        samples = leaves(group)
+    except Exception:  # noqa: BLE001 - an unreadable group has no samples, hence no version
+        return None
+    for sample in samples:
         try:
             versions = list(getattr(sample, "weight_versions", None) or ())
         except Exception:  # noqa: BLE001 - unreadable: no version
@@ -143,21 +148,6 @@ def oldest_weight_version(group: Any) -> int | None:
             if number is not None and (oldest is None or number < oldest):
                 oldest = number
     return oldest
-
-
-def group_samples(group: Any) -> list[Any]:
-    """The samples of a group as slime hands it over (a list of samples, or of fan-out lists of them);
-    an unreadable group has none.
-
-    Example:
-        >>> group_samples([1, [2, 3]]), group_samples(None)
-        ([1, 2, 3], [])
-    """
-    try:
-        items = list(group)
-    except Exception:  # noqa: BLE001 - an unreadable group has no samples
-        return []
-    return [sample for item in items for sample in (item if isinstance(item, (list, tuple)) else (item,))]
 
 
 def _whole(value: Any) -> int | None:

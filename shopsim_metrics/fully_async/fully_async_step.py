@@ -31,9 +31,10 @@ import threading
 from collections import Counter
 from typing import Any, Awaitable, Callable, Hashable
 
-from shopsim_metrics.fully_async.fully_async_batch import (AsyncAdmission, StepBatch, fill_step_batch, group_samples,
+from shopsim_metrics.fully_async.fully_async_batch import (AsyncAdmission, StepBatch, fill_step_batch,
                                               oldest_weight_version)
-from shopsim_metrics.judging.plain_values import is_int
+from shopsim_metrics.judging.group_samples import leaves
+from shopsim_metrics.general.plain_values import is_int
 
 logger = logging.getLogger("shopsim_metrics")
 
@@ -100,7 +101,11 @@ class DrawLog:
 def _sample_keys(group: Any) -> list[Hashable]:
     """A key per sample of ``group`` that survives generation: ``Sample.index`` (slime's running counter), else id()."""
     keys: list[Hashable] = []
-    for sample in group_samples(group):
+    try:
+        samples = leaves(group)
+    except Exception:  # noqa: BLE001 - an unreadable group has no samples to key
+        return keys
+    for sample in samples:
         index = getattr(sample, "index", None)
         keys.append(("index", index) if is_int(index) else ("id", id(sample)))
     return keys
@@ -150,9 +155,8 @@ def first_index(group: Any) -> int:
         >>> first_index([S(index=None), S(index=4)]), first_index([])
         (4, 0)
     """
-    for item in group:
-        for sample in (item if isinstance(item, (list, tuple)) else (item,)):
-            index = getattr(sample, "index", None)
-            if is_int(index):
-                return index
+    for sample in leaves(group):
+        index = getattr(sample, "index", None)
+        if is_int(index):
+            return index
     return 0

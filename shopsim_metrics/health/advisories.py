@@ -50,7 +50,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 from shopsim_metrics.health.alerts import Alert
 from shopsim_metrics.record.saved_values import saved_count, saved_counts, saved_number
-from shopsim_metrics.judging.plain_values import is_int, is_number
+from shopsim_metrics.general.plain_values import is_int, is_number
 
 ADVISORY_WINDOW = 8
 """The steps every rule looks at (the one place the window is set); no advisory before the window is full."""

@@ -13,7 +13,7 @@ never raising:
   sample with a response; ``turns_from`` says which (``"metadata"``, ``"loss_mask"``, or None: no structure);
 - **environment seconds**: ``Sample.non_generation_time`` (finite and >= 0, else 0);
 - a value out of range is unknown, as if absent, and named in ``out_of_range`` (the sample hook counts them and
-  warns once): a ``response_length`` or ``round_number`` above :data:`~shopsim_metrics.judging.tokens.MAX_TOKENS`,
+  warns once): a ``response_length`` or ``round_number`` above :data:`~shopsim_metrics.judging.group_samples.MAX_TOKENS`,
   a ``non_generation_time`` above :data:`MAX_EPISODE_SECONDS` (or infinite), metadata that raises when read. So no sum of a
   step can overflow, and one absurd episode never swamps the step's figures;
 - **multi_turn**: the sample shows a turn structure (an observation token, a ``round_number``, environment
@@ -41,9 +41,8 @@ from __future__ import annotations
 from enum import Enum
 from typing import Any, NamedTuple
 
-from shopsim_metrics.judging.group_judgement import as_float
-from shopsim_metrics.judging.tokens import MAX_TOKENS, checked_response_length, trainable_mask
-from shopsim_metrics.judging.plain_values import is_int, shown_value
+from shopsim_metrics.general.plain_values import as_float, is_int, shown_value
+from shopsim_metrics.judging.group_samples import MAX_TOKENS, checked_response_length, trainable_mask
 from shopsim_metrics.judging.tool_calls import ToolCalls, read_call_count, read_failure_kind, read_tool_calls
 
 ROUND_NUMBER_KEY = "round_number"

@@ -36,12 +36,13 @@ from __future__ import annotations
 import math
 import operator
 from dataclasses import dataclass
-from decimal import Decimal
 from enum import Enum
 from typing import Any, Hashable, Sequence
 
 from shopsim_metrics.judging.failure_cause import read_failure_cause
 from shopsim_metrics.judging.tool_calls import UNMARKED, read_failure_kind
+from shopsim_metrics.judging.group_samples import leaves
+from shopsim_metrics.general.plain_values import as_float
 
 SPREAD = "spread"
 ZERO_STD = "zero_std"
@@ -186,12 +187,8 @@ def segments_by_rollout(group: Sequence[Any]) -> dict[Hashable, list[Any]]:
         [2, 1]
     """
     rollouts: dict[Hashable, list[Any]] = {}
-    for item in group:
-        if isinstance(item, (list, tuple)):  # the segments of one fanned-out rollout
-            for sample in item:
-                rollouts.setdefault(rollout_key(sample), []).append(sample)
-        else:
-            rollouts.setdefault(rollout_key(item), []).append(item)
+    for sample in leaves(group):
+        rollouts.setdefault(rollout_key(sample), []).append(sample)
     return rollouts
 
 
@@ -359,29 +356,6 @@ def read_reward(raw: Any, reward_key: str | None) -> tuple[float | None, str | N
     if not math.isfinite(value):
         return None, "reward_not_finite"
     return value, None
-
-
-def as_float(raw: Any) -> float:
-    """``float(raw)`` for numbers and 0-dim array-likes; raises for anything else.
-
-    Example:
-        >>> import numpy as np
-        >>> as_float(np.array(2)), as_float(3)
-        (2.0, 3.0)
-    """
-    if isinstance(raw, (int, float)):  # Python numbers and bools, numpy's float64
-        return float(raw)
-    if isinstance(raw, (str, bytes, complex)):
-        raise TypeError("not a real number")
-    if isinstance(raw, Decimal) and not raw.is_finite():  # float() raises for a signalling NaN
-        return math.nan
-    if hasattr(raw, "item"):  # numpy scalars, 0-dim tensors
-        if tuple(getattr(raw, "shape", ())) != ():
-            raise TypeError("not a scalar")
-        raw = raw.item()
-        if isinstance(raw, (str, bytes, complex)):
-            raise TypeError("not a real number")
-    return float(raw)
 
 
 def finite_mean(values: Sequence[float]) -> float | None:

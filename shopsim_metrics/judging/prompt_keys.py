@@ -36,7 +36,8 @@ import dataclasses
 import hashlib
 import json
 from typing import Any, Sequence
-from shopsim_metrics.judging.plain_values import is_int
+from shopsim_metrics.judging.group_samples import leaves
+from shopsim_metrics.general.plain_values import is_int
 
 KEY_METADATA = "metadata"
 KEY_PROMPT_HASH = "prompt_hash"
@@ -53,7 +54,7 @@ _HASH_TEXT_LENGTH = len(HASH_PREFIX) + _HASH_DIGITS
 def prompt_key(group: Sequence[Any], metadata_key: str | None = None) -> tuple[str | None, str]:
     """The group's prompt key and its source (see the module docstring); never raises."""
     try:
-        sample = _first_sample(group)
+        sample = next(iter(leaves(group)), None)
     except Exception:  # noqa: BLE001 - an odd group has no key, it never stops the monitor
         sample = None
     if sample is None:
@@ -129,16 +130,6 @@ def combine_sources(sources: set[str]) -> str:
     if real:
         return next(iter(real))
     return KEY_NONE
-
-
-def _first_sample(group: Sequence[Any]) -> Any:
-    for item in group:
-        if isinstance(item, (list, tuple)):  # fanned-out segments: the first segment's sample
-            for sample in item:
-                return sample
-            continue
-        return item
-    return None
 
 
 def _metadata_text(value: Any) -> str:

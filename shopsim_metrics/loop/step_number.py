@@ -27,8 +27,8 @@ import logging
 from typing import Any
 
 from shopsim_metrics.loop.loop_state import LoopState, NoLoopState
-from shopsim_metrics.warn_once import WarnOnce
-from shopsim_metrics.judging.plain_values import is_int
+from shopsim_metrics.general.warn_once import WarnOnce
+from shopsim_metrics.general.plain_values import is_int
 
 logger = logging.getLogger("shopsim_metrics")
 

@@ -5,7 +5,7 @@ filter judges one (:func:`~shopsim_metrics.judging.group_judgement.judge_group`:
 successes by ``--success-threshold`` or the metadata flag, a dict reward read by ``--reward-key``) and
 keyed as the monitor keys it (:func:`~shopsim_metrics.judging.prompt_keys.prompt_key`: ``--prompt-key``'s
 metadata value, else the hash of the prompt), so a dump and this package's records of the same run name
-the same prompts. Its generated tokens are the monitor's (:func:`~shopsim_metrics.judging.tokens.read_generated_tokens`,
+the same prompts. Its generated tokens are the monitor's (:func:`~shopsim_metrics.judging.group_samples.read_generated_tokens`,
 slime's rule): the 1s of a ``loss_mask`` as long as ``response_length``, else ``response_length`` (a
 multi-turn episode's tool output is not generated).
 
@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from shopsim_metrics.judging.group_judgement import SPREAD, TECHNICAL, judge_group
-from shopsim_metrics.judging.tokens import read_generated_tokens
+from shopsim_metrics.judging.group_samples import read_generated_tokens
 from shopsim_metrics.judging.prompt_keys import prompt_key
 from shopsim_metrics.outcomes.trace import RunKnobs, Trace, TraceError, Visit
 

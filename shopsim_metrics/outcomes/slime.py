@@ -59,8 +59,8 @@ from shopsim_metrics.outcomes.groups import (
     trace_from_groups,
 )
 from shopsim_metrics.outcomes.trace import Trace
-from shopsim_metrics.judging.plain_values import is_int, shown_value
-from shopsim_metrics.judging.tokens import MAX_TOKENS, checked_response_length
+from shopsim_metrics.general.plain_values import is_int, shown_value
+from shopsim_metrics.judging.group_samples import MAX_TOKENS, checked_response_length
 from shopsim_metrics.errors import regular_files
 
 MAX_UNPACKED_BYTES = 4 * 2**30
@@ -169,7 +169,7 @@ def load_dump_file(path: Path) -> tuple[int, list[dict[str, Any]]]:
 def step_groups(path: Path, samples: list[Any]) -> dict[int, list[DumpSample]]:
     """A step's samples by ``group_index`` (in the order slime wrote them). :class:`DumpError`, naming the sample
     and its value, for a sample no slime run writes: a ``response_length`` above
-    :data:`~shopsim_metrics.judging.tokens.MAX_TOKENS`, or an ``index`` another sample of its group has without a
+    :data:`~shopsim_metrics.judging.group_samples.MAX_TOKENS`, or an ``index`` another sample of its group has without a
     ``rollout_id`` telling them apart (slime gives each sample its own index; the segments of one rollout share a
     ``rollout_id``): the group would read as fewer rollouts than it holds."""
     groups: dict[int, list[DumpSample]] = {}

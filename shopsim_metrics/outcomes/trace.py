@@ -47,7 +47,7 @@ import numpy as np
 from shopsim_metrics.errors import check_input_path
 from shopsim_metrics.judging.group_judgement import ZERO_STD_TOLERANCE
 from shopsim_metrics.outcomes.json_items import NotJsonObject, iter_object_items
-from shopsim_metrics.judging.plain_values import is_int, is_number
+from shopsim_metrics.general.plain_values import is_int, is_number
 
 FRACTION_TOLERANCE = 1e-6
 """How far ``fraction × n`` may sit from a whole number of successes (JSON rounding)."""

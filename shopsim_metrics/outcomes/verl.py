@@ -41,7 +41,7 @@ from shopsim_metrics.outcomes.groups import (
 from shopsim_metrics.judging.prompt_keys import prompt_key
 from shopsim_metrics.outcomes.json_items import json_lines
 from shopsim_metrics.outcomes.trace import Trace
-from shopsim_metrics.judging.plain_values import is_int
+from shopsim_metrics.general.plain_values import is_int
 from shopsim_metrics.errors import regular_files
 
 STEP_FILE = re.compile(r"^\d+\.jsonl$")

@@ -38,7 +38,7 @@ from shopsim_metrics.judging.verdicts import (
 from shopsim_metrics.judging.prompt_keys import key_text
 from shopsim_metrics.record.saved_values import at_most, count_column, number_column, saved_count
 from shopsim_metrics.settings.prompt_skip import SkipRuleSettings
-from shopsim_metrics.judging.plain_values import is_int
+from shopsim_metrics.general.plain_values import is_int
 
 VERDICT_LETTERS = {SPREAD: "S", ZERO_STD_ALL_PASS: "P", ZERO_STD_ALL_FAIL: "F", ZERO_STD_OTHER: "O", TECHNICAL: "T"}
 """One letter per verdict, for the compact verdict history (``"FFFP"``: oldest first)."""

@@ -53,7 +53,7 @@ from shopsim_metrics.judging.group_judgement import SPREAD, TECHNICAL
 from shopsim_metrics.judging.verdicts import ZERO_STD_VERDICTS
 from shopsim_metrics.record.contract import SKIPPED_PROMPT_COLUMNS
 from shopsim_metrics.record.records import StepRecord
-from shopsim_metrics.judging.plain_values import is_int
+from shopsim_metrics.general.plain_values import is_int
 
 DEFAULT_PENDING_LIMIT = 1_000_000
 

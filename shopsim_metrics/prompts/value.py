@@ -52,7 +52,7 @@ from shopsim_metrics.prompts.history import (
 from shopsim_metrics.judging.prompt_keys import KEY_NONE, combine_sources, history_key, prompt_key
 from shopsim_metrics.record.records import DecisionRow, StepRecord
 from shopsim_metrics.record.saved_values import saved_count, saved_counts
-from shopsim_metrics.warn_once import WarnOnce
+from shopsim_metrics.general.warn_once import WarnOnce
 
 logger = logging.getLogger("shopsim_metrics")
 

@@ -41,7 +41,7 @@ from typing import Any, BinaryIO, Callable, Iterator
 from shopsim_metrics.record import contract
 from shopsim_metrics.record.records import DecisionRow, StepRecord
 from shopsim_metrics.sinks.jsonl import steps_files
-from shopsim_metrics.judging.plain_values import is_int, is_number
+from shopsim_metrics.general.plain_values import is_int, is_number
 
 logger = logging.getLogger("shopsim_metrics")
 

@@ -37,7 +37,7 @@ from decimal import Decimal
 from fractions import Fraction
 from typing import Any
 
-from shopsim_metrics.warn_once import WarnOnce
+from shopsim_metrics.general.warn_once import WarnOnce
 
 logger = logging.getLogger("shopsim_metrics")
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 import operator
 from typing import Any
-from shopsim_metrics.judging.plain_values import is_int, is_number
+from shopsim_metrics.general.plain_values import is_int, is_number
 
 
 def is_count(value: Any) -> bool:

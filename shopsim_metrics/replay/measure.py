@@ -39,10 +39,10 @@ from shopsim_metrics.outcomes.trace import Trace
 from shopsim_metrics.settings import PREFIX, PROMPT_SKIP_MODES, WAVE_SIZE_MODES
 from shopsim_metrics.simulator.config import PREDICTIVE_KNOBS, SimConfig
 from shopsim_metrics.simulator.loop import rng_streams, token_rng
-from shopsim_metrics.simulator.skip_measure import (
+from shopsim_metrics.simulator.skipping.skip_measure import (
     CostSink, SkipMeasure, data_source_skipping_by, pool_ids, pooled_measure,
 )
-from shopsim_metrics.simulator.tokens import TokenModel
+from shopsim_metrics.simulator.token_model import TokenModel
 
 ORACLE = "oracle"
 REPLAY_SKIPS = (*PROMPT_SKIP_MODES, ORACLE)

@@ -14,7 +14,7 @@ keeps its verdict: its rewards are made to differ (or not), and each sibling say
 in ``metadata["shopsim_success"]``.
 
 Tokens: a visit's recorded response tokens (split evenly over its rollouts) when the trace has them;
-otherwise the simulator's token model (:mod:`shopsim_metrics.simulator.tokens`), whose lengths never
+otherwise the simulator's token model (:mod:`shopsim_metrics.simulator.token_model`), whose lengths never
 read the future (:data:`LENGTH_MODES`):
 
 - ``by-outcome`` (the default): a group's hardness is ``-logit`` of its own visit's success fraction
@@ -48,7 +48,7 @@ from shopsim_metrics.outcomes.trace import Trace, Visit
 from shopsim_metrics.simulator.config import SimConfig
 from shopsim_metrics.simulator.epochs import EpochPromptSource
 from shopsim_metrics.simulator.samples import SimSample
-from shopsim_metrics.simulator.tokens import TokenModel
+from shopsim_metrics.simulator.token_model import TokenModel
 
 SUCCESS_FLAG = "shopsim_success"
 """The metadata flag the filter reads a sibling's success from (the ``shopsim_success_key`` default)."""

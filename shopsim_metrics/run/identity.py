@@ -26,6 +26,7 @@ from __future__ import annotations
 import os
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -94,6 +95,56 @@ def check_fresh_run_dir(run_dir: str | os.PathLike) -> None:
         f"shopsim-metrics: {os.fspath(run_dir)} already holds the step records of {whose}, and this run starts "
         "fresh (start_rollout_id 0): its records would merge with them. Resume that run with --load, point "
         "shopsim_run_dir (or --save) at a new directory, or move the old steps*.jsonl away.")
+
+
+@dataclass
+class Lineage:
+    """This process's place in its run, as every record and snapshot says it (the fields of :data:`WRITER_FIELDS`),
+    with what a resume learnt: the run's other processes and the steps before it that no record holds.
+
+    Example:
+        >>> lineage = Lineage.fresh(start_rollout_id=0)
+        >>> sorted(lineage.identity()) == sorted(WRITER_FIELDS), lineage.process_generation
+        (True, 0)
+    """
+
+    run_id: str
+    """The run's identity: new for a fresh run, the records' own for a resumed one."""
+    process_started_at: float
+    """When this process's monitor started (the readers order writes by it)."""
+    process_start_rollout_id: int
+    process_generation: int = 0
+    """0 for the run's first process; a resumed one follows every process it learnt of."""
+    known_writers: tuple[dict[str, Any], ...] = ()
+    """The run's processes a resume learnt of (handed on by the snapshots)."""
+    missing_steps: int = 0
+    """Steps before ``start_rollout_id`` a resume found no record of (the snapshots say it on)."""
+
+    @classmethod
+    def fresh(cls, start_rollout_id: int) -> "Lineage":
+        """A new process's lineage, before a resume (if any) restores the run's."""
+        return cls(run_id=new_run_id(), process_started_at=time.time(), process_start_rollout_id=start_rollout_id)
+
+    def resuming(self) -> None:
+        """A resumed process (``start_rollout_id`` > 0): the run's second at least, unless the restore learns of later ones."""
+        self.process_generation = 1
+
+    def restored(self, *, run_id: str | None, generation: int, writers: tuple[dict[str, Any], ...], missing: int) -> None:
+        """What a resume learnt from the run's records and snapshot: the run's ``run_id`` (None: none recorded, this
+        process's stays), this process's generation, the run's other processes, the steps no record holds."""
+        if run_id is not None:
+            self.run_id = run_id  # a resumed run stays the same run
+        self.process_generation, self.known_writers, self.missing_steps = generation, writers, missing
+
+    def writer(self) -> dict[str, Any]:
+        """The writing process as its records and snapshots say it."""
+        return {"process_started_at": self.process_started_at,
+                "process_start_rollout_id": self.process_start_rollout_id,
+                "process_generation": self.process_generation}
+
+    def identity(self) -> dict[str, Any]:
+        """Every record's writer fields: the run and the writing process."""
+        return {"run_id": self.run_id, **self.writer()}
 
 
 class RunWriters:

@@ -43,7 +43,7 @@ from shopsim_metrics.sinks.jsonl import steps_files
 from shopsim_metrics.state_file import DamagedStateFile, read_json_object
 from shopsim_metrics.run.state import ResumableState
 from shopsim_metrics.record.saved_values import saved_count, saved_counts
-from shopsim_metrics.judging.plain_values import is_int
+from shopsim_metrics.general.plain_values import is_int
 
 SNAPSHOT_FORMAT = 1
 """The layout of a snapshot; another value is not read (the resume replays the records)."""

@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass, fields
 from typing import Any
 
-from shopsim_metrics.judging.plain_values import is_int, is_number
+from shopsim_metrics.general.plain_values import is_int, is_number
 from shopsim_metrics.settings.setting_field import SETTING, integer, number, optional, setting
 
 UNIT_INTERVAL = "a number in [0, 1]"

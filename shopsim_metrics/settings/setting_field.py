@@ -21,7 +21,7 @@ import os
 from dataclasses import field
 from typing import Any, Callable, Mapping
 
-from shopsim_metrics.judging.plain_values import is_int
+from shopsim_metrics.general.plain_values import is_int
 
 SETTING = "setting"
 """The field metadata key under which :func:`setting` keeps a setting's parser, allowed text and docs line."""

@@ -34,7 +34,7 @@ import reprlib
 from dataclasses import dataclass, fields
 from typing import Any, Callable, Mapping, Sequence
 
-from shopsim_metrics.judging.plain_values import is_int
+from shopsim_metrics.general.plain_values import is_int
 from shopsim_metrics.settings.prompt_skip import SkipRuleSettings, SkipRuleSettingsError
 from shopsim_metrics.settings.setting_field import (
     SETTING, SETTINGS_OF, YAML_BOOL_HINT, InvalidValue, choice, flag, integer, number, optional, optional_path,

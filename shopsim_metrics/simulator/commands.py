@@ -17,7 +17,7 @@ from typing import Any
 
 from shopsim_metrics.settings import PROMPT_SKIP_MODES, WAVE_SIZE_MODES
 from shopsim_metrics.simulator.config import ROLLOUT_MODES, AgentModel
-from shopsim_metrics.simulator.step_rates import BURST_RULES
+from shopsim_metrics.simulator.tuning.step_rates import BURST_RULES
 
 _ERROR = "shopsim-metrics tune: error:"
 """How every error of ``tune`` starts (the prefix of every command's errors)."""
@@ -197,7 +197,7 @@ def _tune(args: argparse.Namespace) -> int:
     else:
         _print_table(args, rates, base, report, saving)
     if args.plot:
-        from shopsim_metrics.simulator.tune import write_plot
+        from shopsim_metrics.simulator.tuning.tune import write_plot
 
         path = write_plot(report, args.plot)
         print(f"plot: {path}", file=sys.stderr if args.json else sys.stdout)
@@ -232,7 +232,7 @@ def _rates(args: argparse.Namespace) -> _Rates:
 
 def _measured_rates(args: argparse.Namespace) -> _Rates:
     """The rates, knobs and bursts of the run at ``--from`` (one pass over its records), under the command line's."""
-    from shopsim_metrics.simulator.tune import measured_rates_and_cost
+    from shopsim_metrics.simulator.tuning.tune import measured_rates_and_cost
 
     try:
         measured, observed = measured_rates_and_cost(args.from_path)
@@ -288,7 +288,7 @@ def _simulate_candidates(args: argparse.Namespace, base: Any, rates: _Rates, cal
     """The tune report: every candidate simulated (``--jobs`` processes), the recommendation made."""
     import os
 
-    from shopsim_metrics.simulator.tune import TuneTargets
+    from shopsim_metrics.simulator.tuning.tune import TuneTargets
 
     jobs = args.jobs or min(os.cpu_count() or 1, len(args.candidates) if args.candidates else 5)
     try:
@@ -310,7 +310,7 @@ def _print_json(args: argparse.Namespace, rates: _Rates, report: Any, saving: An
     out = report.to_dict()
     out["rate_notes"] = rates.notes
     if saving is not None:
-        from shopsim_metrics.simulator.skip_saving import skipping_decision, skipping_verdict
+        from shopsim_metrics.simulator.skipping.skip_saving import skipping_decision, skipping_verdict
 
         persistence, share = _run_share(rates)
         out["prompt_skip"] = {"mode": saving.mode, "wave_size": args.wave_size, "seeds": list(saving.seeds),
@@ -326,7 +326,7 @@ def _print_json(args: argparse.Namespace, rates: _Rates, report: Any, saving: An
 def _print_table(args: argparse.Namespace, rates: _Rates, base: Any, report: Any, saving: Any) -> None:
     """The report as text: the rates, the candidates' table, the recommendation and its price, the cost note and
     (``--prompt-skip``) the pool run without and with skipping."""
-    from shopsim_metrics.simulator.tune import cost_note, format_table, table_legend, wave_price
+    from shopsim_metrics.simulator.tuning.tune import cost_note, format_table, table_legend, wave_price
 
     print(f"zero-std rate {rates.zero:.4f}, technical rate {rates.technical:.4f} ({rates.source}); rollout_batch_size "
           f"{base.rollout_batch_size}, {args.steps} simulated steps per candidate, seed {args.seed}")
@@ -342,7 +342,7 @@ def _print_table(args: argparse.Namespace, rates: _Rates, base: Any, report: Any
           f"({report.reference_wave_seconds:.1f} s in the latency model); simulated in {report.wall_seconds:.1f} s of wall time")
     print(cost_note(report))
     if saving is not None:
-        from shopsim_metrics.simulator.skip_saving import ASSUMED_POOL, format_saving, skipping_verdict
+        from shopsim_metrics.simulator.skipping.skip_saving import ASSUMED_POOL, format_saving, skipping_verdict
 
         print(format_saving(saving, report.recommended, wave_size=args.wave_size,
                             pool=ASSUMED_POOL.format(prompts=SKIP_POOL_PROMPTS), assumed=True))
@@ -370,7 +370,7 @@ def _skip_saving(args: argparse.Namespace, base: Any, zero: float, technical: fl
     """The pool run without and with skipping at ``over_sampling`` (tune's ``--prompt-skip MODE``), 3 seeds."""
     from dataclasses import replace
 
-    from shopsim_metrics.simulator.skip_saving import compare_skipping, pool_for_zero_std_rate
+    from shopsim_metrics.simulator.skipping.skip_saving import compare_skipping, pool_for_zero_std_rate
 
     pool = pool_for_zero_std_rate(replace(base, technical_rate=technical, seed=args.seed), zero, pool=SKIP_POOL_PROMPTS)
     pool = replace(pool, over_sampling_batch_size=over_sampling, steps=min(args.steps, 200), wave_size=args.wave_size)
@@ -388,7 +388,7 @@ def _calibrate(args: argparse.Namespace, base: Any, observed: Any, over_sampling
                technical: float) -> Any:
     """The cost model fitted to what the run at ``--from`` recorded (``observed``): its own loop (knobs,
     over-sampling, rates) re-simulated."""
-    from shopsim_metrics.simulator.calibration import CALIBRATION_STEPS, calibrate
+    from shopsim_metrics.simulator.tuning.calibration import CALIBRATION_STEPS, calibrate
 
     if observed.tokens_per_rollout is None:
         print(f"shopsim-metrics tune: {args.from_path} records no response tokens; the cost columns use the simulator's model",
@@ -401,10 +401,10 @@ def _calibrate(args: argparse.Namespace, base: Any, observed: Any, over_sampling
 
 def _run_tune(zero: float, technical: float, args: argparse.Namespace, base: Any, targets: Any, source: str,
               jobs: int, calibration: Any = None, bursts: Any = ()) -> Any:
-    from shopsim_metrics.simulator.tune import tune
+    from shopsim_metrics.simulator.tuning.tune import tune
 
     from shopsim_metrics.simulator.progress import Progress
-    from shopsim_metrics.simulator.tune import default_candidates
+    from shopsim_metrics.simulator.tuning.tune import default_candidates
 
     total = len(set(args.candidates)) if args.candidates else len(default_candidates(base.rollout_batch_size))
     bar = Progress(total, unit="candidate", desc="simulating candidates")

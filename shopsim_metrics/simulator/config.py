@@ -15,7 +15,7 @@ Technical failures come at ``technical_rate`` per group, and at a burst's rate d
 recovers briefly), which keeps a burst below the termination limit when wanted.
 
 With ``agent`` (an :class:`AgentModel`) every rollout is an agent episode (turns, tool calls, observations:
-:mod:`~shopsim_metrics.simulator.episodes`) and every technical group an environment failure: one episode's
+:mod:`~shopsim_metrics.simulator.simulated_episodes`) and every technical group an environment failure: one episode's
 tool call failed, with a cause drawn from ``agent.failure_causes`` (or the burst's ``cause``).
 
 Example:
@@ -34,7 +34,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from shopsim_metrics.settings import DEFAULTS, PREFIX, PROMPT_SKIP_MODES, WAVE_SIZE_MODES, ShopsimSettings
-from shopsim_metrics.judging.plain_values import is_int
+from shopsim_metrics.general.plain_values import is_int
 
 ROLLOUT_MODES = ("sync", "fully-async")
 """Which slime rollout the simulator runs: the synchronous loop (waves, ``remaining``, abort at the
@@ -106,7 +106,7 @@ mean is about 1: ``tool_seconds_median`` stays the calls' median scale)."""
 @dataclass(frozen=True)
 class AgentModel:
     """What an agent episode looks like: turns, tool calls' seconds and output, failures' causes
-    (:mod:`shopsim_metrics.simulator.episodes`); ``SimConfig.agent``.
+    (:mod:`shopsim_metrics.simulator.simulated_episodes`); ``SimConfig.agent``.
 
     Example:
         >>> AgentModel(max_turns=0)
@@ -162,7 +162,7 @@ class SimConfig:
     latency_sigma: float = 0.5  # lognormal shape
     latency_tick: float = 1.0  # completions within one tick come back in one batch (asyncio.wait)
     max_concurrent_groups: int | None = 48  # groups generating at once (None: no limit); others queue
-    # response tokens (simulator/tokens.py): lognormal per rollout, longer for hard prompts; a group
+    # response tokens (simulator/token_model.py): lognormal per rollout, longer for hard prompts; a group
     # takes seconds_per_token x its slowest rollout's tokens (None: the lognormal latency above instead)
     response_length_median: float = 700.0  # tokens of a rollout of a prompt of average hardness
     response_length_sigma: float = 0.6  # lognormal shape: the long tail of agent trajectories
@@ -204,7 +204,7 @@ class SimConfig:
     rollout: str = "sync"
     async_zero_std_drop_limit: int | None = None  # shopsim_async_zero_std_drop_limit (None: rollout_batch_size)
     async_abort_rate: float = 0.0  # fully-async: a generation is aborted part-way and put back with this probability
-    # agent episodes (simulator/episodes.py): turns, tool calls and observations per rollout; every technical group
+    # agent episodes (simulator/simulated_episodes.py): turns, tool calls and observations per rollout; every technical group
     # is then an environment failure (None: single-turn rollouts)
     agent: AgentModel | None = None
 

@@ -12,7 +12,7 @@ The prompts come from a finite pool of :data:`DEMO_PROMPT_POOL` prompts revisite
 hard ones stay all-fail, so ``zero_std_persistence`` rises over the run once learning slows (the
 summary prints it per quarter; early steps, when nearly everything fails, are persistent too).
 
-With ``agent`` (``demo --agent``) every rollout is an agent episode (:mod:`shopsim_metrics.simulator.episodes`:
+With ``agent`` (``demo --agent``) every rollout is an agent episode (:mod:`shopsim_metrics.simulator.simulated_episodes`:
 turns, tool calls and their output, tool seconds) and every technical failure an environment failure with its
 cause; during the burst the search tool times out (:data:`DEMO_BURST_CAUSE`), so the WARN names that cause.
 
@@ -44,7 +44,7 @@ from shopsim_metrics.record.records import StepRecord
 from shopsim_metrics.simulator.progress import Progress
 from shopsim_metrics.simulator.config import AgentModel, FailureBurst, SimConfig
 from shopsim_metrics.simulator.loop import SimulationResult, Simulator, StepOutcome
-from shopsim_metrics.simulator.skip_saving import SkipComparison
+from shopsim_metrics.simulator.skipping.skip_saving import SkipComparison
 from shopsim_metrics.simulator.tally import RunTally, format_agent, format_headline, format_skipping
 
 logger = logging.getLogger("shopsim_metrics")
@@ -217,7 +217,7 @@ def run_demo(
         write_prompt_data(out / PROMPT_DATA_FILE, config.prompt_pool)
     comparison = None
     if prompt_skip != "off":
-        from shopsim_metrics.simulator.skip_saving import compare_skipping
+        from shopsim_metrics.simulator.skipping.skip_saving import compare_skipping
 
         comparison = compare_skipping(config, prompt_skip, seeds=(seed, seed + 1, seed + 2))
     demo = DemoResult(out_dir=out, run_dir=run_dir, steps_path=steps_path, wandb_run_dir=found.get("wandb"),
@@ -457,7 +457,7 @@ def print_summary(demo: DemoResult, stream: TextIO, *, notes: list[str] | None =
     if skipping is not None:
         print(skipping, file=stream)
     if demo.skip_comparison is not None:
-        from shopsim_metrics.simulator.skip_saving import format_saving
+        from shopsim_metrics.simulator.skipping.skip_saving import format_saving
 
         config = demo.result.config
         print(format_saving(demo.skip_comparison, config.over_sampling_batch_size,

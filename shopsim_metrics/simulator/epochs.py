@@ -47,7 +47,7 @@ import numpy as np
 from shopsim_metrics.simulator.samples import SimSample
 from shopsim_metrics.simulator.config import SimConfig
 from shopsim_metrics.simulator.rewards import PromptGroupSource
-from shopsim_metrics.simulator.tokens import TokenModel
+from shopsim_metrics.simulator.token_model import TokenModel
 
 
 def pool_prompt(prompt_id: int) -> object:

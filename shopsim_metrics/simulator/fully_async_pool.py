@@ -38,8 +38,9 @@ from typing import Any, Callable, Protocol
 
 import numpy as np
 
+from shopsim_metrics.judging.group_samples import group_tokens, leaves
 from shopsim_metrics.simulator.latency import LatencyModel
-from shopsim_metrics.simulator.rewards import GroupSource, flatten
+from shopsim_metrics.simulator.rewards import GroupSource
 from shopsim_metrics.simulator.samples import SimSample
 from shopsim_metrics.fully_async.fully_async_step import DrawLog, first_index, run_fully_async_step
 
@@ -144,7 +145,7 @@ class DrawnEngine:
         versions = self._versions.pop(gid, [str(version)])
         samples = self.source.group(gid, slot)
         prompt = getattr(group[0], "prompt", "")
-        for sample in flatten(samples):
+        for sample in leaves(samples):
             sample.weight_versions = list(versions)  # slime appends the engine's version at every generate call
             sample.prompt = prompt  # the drawn prompt (the group's prompt key)
         return samples
@@ -196,11 +197,11 @@ class SimulatedAsyncPool:
             self.now = max(self.now, ends)
             samples = self.engine.finish(group, self._slot, version, aborted)
             if self.sample_hook is not None:  # slime's sample hook sees every generate call, aborted ones too
-                for sample in flatten(samples):
+                for sample in leaves(samples):
                     self.sample_hook(self.args, sample, rollout_id=self.step)
             if aborted:
                 gid = group[0].group_index
-                made = sum(int(getattr(s, "response_length", 0) or 0) for s in flatten(samples))
+                made = group_tokens(samples)
                 self.aborted_tokens += made - self._partial.get(gid, 0)  # a continued group made only the rest
                 self._partial[gid] = made
                 self.aborted_ids.append(gid)
@@ -253,7 +254,7 @@ class SimulatedFullyAsyncLoop:
         batch = sorted(step.batch, key=first_index)
         metrics = step.drop_counts()
         if self.log_fn is not None:
-            self.log_fn(rollout_id, args, [s for group in batch for s in flatten(group)], dict(metrics), rollout_time)
+            self.log_fn(rollout_id, args, [s for group in batch for s in leaves(group)], dict(metrics), rollout_time)
         pool.version = rollout_id + 1  # the weights are updated after the step
         ids = [_gid(group) for group in step.judged]
         return AsyncStepOutcome(
@@ -264,4 +265,4 @@ class SimulatedFullyAsyncLoop:
 
 
 def _gid(group: list) -> int:
-    return flatten(group)[0].group_index
+    return leaves(group)[0].group_index

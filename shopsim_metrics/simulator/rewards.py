@@ -18,7 +18,7 @@ all-samples hook reads every group of the step at its end).
 Technical groups break one sibling in one of three ways (``status_failed``, ``reward_missing``,
 ``metadata_unscored``), so the ledger's ``failed_check`` column varies; their other siblings keep
 their rewards and count as completed generations. With agent episodes (``SimConfig.agent``) every rollout
-is an episode (:mod:`~shopsim_metrics.simulator.episodes`, drawn at submission: they set the group's time)
+is an episode (:mod:`~shopsim_metrics.simulator.simulated_episodes`, drawn at submission: they set the group's time)
 and a technical group's broken sibling is an environment failure instead: its episode failed at a tool call,
 status ``aborted``, with its cause in the metadata. :meth:`_SlotSource.take_episodes` hands the loop what the
 step's episodes held.
@@ -41,8 +41,8 @@ import numpy as np
 
 from shopsim_metrics.simulator.samples import SimSample
 from shopsim_metrics.simulator.config import SimConfig
-from shopsim_metrics.simulator.episodes import EpisodeModel, EpisodePlan, GeneratedEpisodes, episode_rng
-from shopsim_metrics.simulator.tokens import TokenModel, lengths_generated_by
+from shopsim_metrics.simulator.simulated_episodes import EpisodeModel, EpisodePlan, GeneratedEpisodes, episode_rng
+from shopsim_metrics.simulator.token_model import TokenModel, lengths_generated_by
 
 TECHNICAL_KINDS = ("status_failed", "reward_missing", "metadata_unscored")
 """How a simulated technical group is broken (each maps to the filter's failed check of that name)."""
@@ -168,14 +168,14 @@ class _SlotSource:
 
     def aborted_lengths(self, gid: int, share: float) -> list[int]:
         """Each rollout's tokens of an unjudged group of this step at ``share`` of its generation time
-        (:func:`~.tokens.lengths_generated_by` of the lengths drawn at submission; none without a token model)."""
+        (:func:`~.token_model.lengths_generated_by` of the lengths drawn at submission; none without a token model)."""
         lengths = self._lengths.get(gid)
         return lengths_generated_by(lengths, share) if lengths is not None else []
 
     def aborted_samples(self, gid: int, share: float) -> list[SimSample]:
         """The rollouts of an unjudged group of this step aborted at ``share`` of its generation time, as slime's
         abort hands them back: each with the tokens it had made (:meth:`aborted_lengths`; an agent episode as
-        :meth:`~.episodes.EpisodePlan.at` says), status ``aborted``, or ``completed`` for one done before."""
+        :meth:`~.simulated_episodes.EpisodePlan.at` says), status ``aborted``, or ``completed`` for one done before."""
         lengths = self._lengths.get(gid)
         if lengths is None:
             return []
@@ -349,13 +349,3 @@ class RatesGroupSource(_SlotSource):
         if n > 1:  # spread for sure (a single rollout never has spread)
             group[0].reward, group[1].reward = win, 0.0
 
-
-def flatten(group: list) -> list[Any]:
-    """The samples of a group, fan-out segments included (``list[Sample]`` or ``list[list[Sample]]``)."""
-    out: list[Any] = []
-    for item in group:
-        if isinstance(item, (list, tuple)):
-            out.extend(item)
-        else:
-            out.append(item)
-    return out

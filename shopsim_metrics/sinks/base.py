@@ -18,7 +18,7 @@ import logging
 from abc import ABC, abstractmethod
 from shopsim_metrics.health.alerts import Alert
 from shopsim_metrics.record.records import StepRecord
-from shopsim_metrics.warn_once import WarnOnce
+from shopsim_metrics.general.warn_once import WarnOnce
 
 logger = logging.getLogger("shopsim_metrics")
 

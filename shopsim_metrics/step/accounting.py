@@ -46,7 +46,7 @@ from shopsim_metrics.record.records import DecisionRow
 from shopsim_metrics.loop.step_number import StepNumbers
 from shopsim_metrics.waves.wave_planner import OpenStepCounts, StepWaves, WavePlanner
 from shopsim_metrics.judging.group_judgement import SPREAD, TECHNICAL, GroupJudgement, unmarked_kind
-from shopsim_metrics.judging.tokens import group_tokens
+from shopsim_metrics.judging.group_samples import group_tokens
 
 
 class StepAnnotator(Protocol):
@@ -170,6 +170,16 @@ class StepAccountant:
         with self._lock:
             state = self._open
             return {id(judged.group): judged.judgement for judged in state.judged} if state is not None else {}
+
+    def count_generated(self, sample: Any, step: int | None, *, source: str | None = None) -> None:
+        """Count one generate call's tokens in step ``step`` (slime's sample hook: aborted calls too); ``source`` names
+        the counter when it is not slime's sample hook (the records' ``token_count_source``)."""
+        tokens = self.tokens
+        if tokens is None:
+            return
+        if source is not None and tokens.source != source:
+            tokens.source = source
+        tokens.observe(sample, step)
 
     def add_hook_seconds(self, seconds: float) -> None:
         """Add the project's own time in a hook to the open step, else to the last closed, unemitted one."""

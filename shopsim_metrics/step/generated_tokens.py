@@ -66,7 +66,8 @@ from typing import Any, Hashable, Iterable, Mapping, NamedTuple
 
 from shopsim_metrics.judging.episodes import Episode, read_episode
 from shopsim_metrics.judging.group_judgement import rollout_key, status_check
-from shopsim_metrics.judging.plain_values import is_int
+from shopsim_metrics.judging.group_samples import leaves
+from shopsim_metrics.general.plain_values import is_int
 from shopsim_metrics.step.tool_tally import ToolTally
 
 logger = logging.getLogger("shopsim_metrics")
@@ -222,7 +223,7 @@ class GeneratedTokens:
         total = sum(call.tokens for call in calls.values())
         judged_ids: set[int] = set()
         judged_rollouts: set[Hashable] = set()
-        for sample in _leaves(judged_groups):
+        for sample in _distinct_samples(judged_groups):
             judged_ids.add(id(sample))
             judged_rollouts.add(rollout_key(sample))
         judged = sum(calls[sample_id].tokens for sample_id in judged_ids if sample_id in calls)
@@ -270,7 +271,7 @@ def group_tool_counts(group: Any, by_sample: Mapping[int, Episode]) -> dict[str,
         return {}
     calls = errors = model = 0
     reported = False
-    for sample in _leaves([group]):
+    for sample in leaves([group]):
         episode = by_sample.get(id(sample))
         if episode is None or episode.tools is None:
             continue
@@ -293,16 +294,15 @@ def _carry_key(sample: Any) -> Hashable | None:
     return index if is_int(index) else None
 
 
-def _leaves(groups: Iterable[Any]) -> Iterable[Any]:
+def _distinct_samples(groups: Iterable[Any]) -> Iterable[Any]:
     """Every distinct sample object of the groups (fanned-out segments included)."""
     seen: set[int] = set()
     for group in groups:
         try:
-            items = list(group)
+            samples = leaves(group)
         except Exception:  # noqa: BLE001 - an unreadable group has no readable samples
             continue
-        for item in items:
-            for sample in (item if isinstance(item, (list, tuple)) else (item,)):
-                if id(sample) not in seen:
-                    seen.add(id(sample))
-                    yield sample
+        for sample in samples:
+            if id(sample) not in seen:
+                seen.add(id(sample))
+                yield sample

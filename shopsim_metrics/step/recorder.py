@@ -47,7 +47,7 @@ from shopsim_metrics.record.owners import ALERTS, PROMPTS, RESUME, SKIPPING, SLI
 from shopsim_metrics.step.draft import RecordPart, StepDraft
 from shopsim_metrics.step.group_sizes import unequal_size_warning
 from shopsim_metrics.record.records import StepRecord
-from shopsim_metrics.warn_once import WarnOnce
+from shopsim_metrics.general.warn_once import WarnOnce
 
 logger = logging.getLogger("shopsim_metrics")
 

@@ -38,7 +38,7 @@ from typing import Protocol, Sequence
 from shopsim_metrics.loop.loop_state import LoopState
 from shopsim_metrics.loop.step_number import StepNumbers
 from shopsim_metrics.waves.wave_size import RECENT_WINDOW, RecentOrders, adaptive_wave_size
-from shopsim_metrics.warn_once import WarnOnce
+from shopsim_metrics.general.warn_once import WarnOnce
 
 logger = logging.getLogger("shopsim_metrics")
 

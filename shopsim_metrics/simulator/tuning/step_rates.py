@@ -44,7 +44,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from typing import Any, Sequence
-from shopsim_metrics.judging.plain_values import is_number
+from shopsim_metrics.general.plain_values import is_number
 
 BURST_RULES = ("schedule", "pooled")
 """How ``tune --from`` weighs a burst: as bursts at their frequency (default), or pooled into every step."""

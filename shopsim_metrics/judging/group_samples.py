@@ -1,13 +1,17 @@
-"""Tokens of a judged group: the tokens the model generated, summed over its rollouts' segments.
+"""The samples of a finished group, and the tokens the model generated in them: one rule each, for every reader.
+
+A group is ``list[Sample]`` or, when the generate function fans one rollout out into segments,
+``list[list[Sample]]``. :func:`leaves` is the one way the house flattens it (the judgement, the token counts,
+the fully-async admission, the simulator); nothing else walks a group's segments by hand.
 
 A rollout's generated tokens follow slime's rule (``Sample.effective_response_length``): the 1s of
 ``loss_mask`` when it is a list of 0s and 1s exactly as long as the response (a multi-turn episode marks the
-environment's tokens 0), else ``response_length`` (a single-turn sample has no mask).
+environment's tokens 0), else ``response_length`` (a single-turn sample has no mask). The monitor's counts,
+the run's outcomes and the simulator's lengths all read it through :func:`read_generated_tokens`.
 
-A group is ``list[Sample]`` or, with fan-out, ``list[list[Sample]]``. Every segment of a rollout
-counts its own tokens (segments of one fanned-out rollout are separate generations), and a sample
-object listed twice counts once. Scorable or not, every rollout of a judged group counts: its
-tokens were generated.
+Every segment of a rollout counts its own tokens (segments of one fanned-out rollout are separate
+generations), and a sample object listed twice counts once. Scorable or not, every rollout of a judged
+group counts: its tokens were generated.
 
 ``response_length`` is read defensively and never raises: ints, integral floats, numpy integers
 and 0-dim arrays / tensors (through ``.item()``) count; anything else (missing, None, negative,
@@ -16,6 +20,8 @@ non-finite, fractional, text, an object whose ``.item()`` fails) counts 0, and s
 
 Example:
     >>> from shopsim_metrics.simulator.samples import SimSample as S
+    >>> len(leaves([[S(rollout_id=0), S(rollout_id=0)], [S(rollout_id=1)]]))   # two rollouts, three segments
+    3
     >>> group_tokens([S(index=0, response_length=100), S(index=1, response_length=50)])
     150
     >>> group_tokens([[S(rollout_id=0, response_length=10), S(rollout_id=0, response_length=5)]])
@@ -29,9 +35,28 @@ Example:
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Iterable
 
-from shopsim_metrics.judging.group_judgement import as_float
+from shopsim_metrics.general.plain_values import as_float
+
+
+def leaves(group: Iterable[Any]) -> list[Any]:
+    """Every sample of ``group`` in order: a flat group's samples, a fanned-out group's segments one after another.
+
+    An item that is a list or tuple is one rollout's segments. Raises what iterating ``group`` raises (a reader
+    that must never raise catches it: an unreadable group has no samples).
+
+    Example:
+        >>> leaves([1, [2, 3], (4,)]), leaves([])
+        ([1, 2, 3, 4], [])
+    """
+    samples: list[Any] = []
+    for item in group:
+        if isinstance(item, (list, tuple)):  # the segments of one fanned-out rollout
+            samples.extend(item)
+        else:
+            samples.append(item)
+    return samples
 
 
 MAX_TOKENS = 2**31 - 1
@@ -116,16 +141,14 @@ def trainable_mask(sample: Any, length: int) -> bytes | None:
 def group_tokens(group: Any) -> int:
     """Generated tokens of every segment of every rollout of ``group`` (0 for an unreadable group)."""
     try:
-        items = list(group)
+        samples = leaves(group)
     except Exception:  # noqa: BLE001 - not iterable: nothing readable was generated
         return 0
     seen: set[int] = set()
     total = 0
-    for item in items:
-        parts = item if isinstance(item, (list, tuple)) else (item,)
-        for sample in parts:
-            if id(sample) in seen:
-                continue
-            seen.add(id(sample))
-            total += read_generated_tokens(sample)
+    for sample in samples:
+        if id(sample) in seen:
+            continue
+        seen.add(id(sample))
+        total += read_generated_tokens(sample)
     return total

@@ -19,7 +19,7 @@ Figures per candidate (over the simulated steps):
   ``generated_token_count`` records);
 - ``aborted_tokens_per_step``: tokens the aborted groups had generated when slime aborted them. No live
   record sees them (they are never judged); the simulator counts them from the lengths it drew and how
-  far each group had got (:func:`~.tokens.tokens_generated_by`);
+  far each group had got (:func:`~shopsim_metrics.simulator.token_model.tokens_generated_by`);
 - ``total_tokens_per_step``: the two together, every token generated per step: **the cost**;
 - ``mean_rollout_seconds``: seconds per step (the simulated rollout time, aborted groups' time included:
   the step ends when the batch fills). It is a model unless the cost was calibrated from a run that
@@ -67,13 +67,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
-from shopsim_metrics.simulator.calibration import COST_COLUMNS, CostCalibration, LedgerTokens, ObservedCost
+from shopsim_metrics.simulator.tuning.calibration import COST_COLUMNS, CostCalibration, LedgerTokens, ObservedCost
 from shopsim_metrics.simulator.config import FailureBurst, SimConfig
-from shopsim_metrics.simulator.step_rates import RateEstimate, estimate_rates
+from shopsim_metrics.simulator.tuning.step_rates import RateEstimate, estimate_rates
 from shopsim_metrics.simulator.latency import reference_wave_time
 from shopsim_metrics import tables
 from shopsim_metrics.simulator.loop import SimulationResult, rng_streams, tuning_run, wave_time_model
-from shopsim_metrics.judging.plain_values import is_int
+from shopsim_metrics.general.plain_values import is_int
 
 TUNING_LIMIT = 10**9
 """The termination limit while tuning: effectively none (``p_limit`` reports the real one)."""

@@ -50,8 +50,8 @@ from shopsim_metrics.simulator.config import SimConfig
 from shopsim_metrics.simulator.epochs import EpochPromptSource
 from shopsim_metrics.simulator.loop import Simulator, make_group_source, rng_streams, token_rng
 from shopsim_metrics.simulator.samples import SimSample
-from shopsim_metrics.simulator.skip_saving import alerts_silenced
-from shopsim_metrics.simulator.tokens import TokenModel
+from shopsim_metrics.simulator.skipping.skip_saving import alerts_silenced
+from shopsim_metrics.simulator.token_model import TokenModel
 from shopsim_metrics.sinks.base import StepSink
 from shopsim_metrics.record.records import StepRecord
 

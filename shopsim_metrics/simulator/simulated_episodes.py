@@ -4,7 +4,7 @@ An episode (one rollout of an agent) takes turns: the model generates, calls a t
 observation) is appended to the response with ``loss_mask`` 0, the model generates again, and so on until it
 answers. Per rollout the simulator draws (:class:`AgentModel`, :class:`EpisodeModel`):
 
-- the tokens the model generates: the token model's response length (:mod:`.tokens`), split at random over the
+- the tokens the model generates: the token model's response length (:mod:`.token_model`), split at random over the
   turns, at least one token each;
 - the turns: ``1 + Poisson(turns_mean - 1)``. An episode that would need more than ``max_turns`` stops after
   ``max_turns`` turns, each followed by a tool call, with status ``truncated`` (out of turns, as retool's loop);
@@ -21,7 +21,7 @@ turns are read from the mask), status ``completed``, ``truncated`` or ``aborted`
 Time: an episode takes ``seconds_per_token`` per generated token plus its tool calls' seconds; its group ends
 with its slowest episode. When slime aborts the group at ``seconds`` into it (:meth:`EpisodePlan.at`), each
 episode holds what it had made by then: its finished turns and observations, the tokens of the turn it was
-generating (as :func:`~.tokens.tokens_generated_by` counts a single turn), and the seconds of a tool call it was
+generating (as :func:`~.token_model.tokens_generated_by` counts a single turn), and the seconds of a tool call it was
 waiting on, without that call's observation: an episode aborted mid-tool-call wasted environment time too.
 
 Each tool call calls one of ``AgentModel.tools`` (drawn by their weights, on a stream of its own), takes the drawn
@@ -336,7 +336,7 @@ class AgentWaveTime:
     (``ticks``, ``tick``) that :func:`~.latency.reference_wave_time` asks for the unit of relative rollout time.
 
     Example:
-        >>> from shopsim_metrics.simulator.tokens import TokenModel
+        >>> from shopsim_metrics.simulator.token_model import TokenModel
         >>> tokens = TokenModel(median=100.0, sigma=0.0, slope=0.0, max_tokens=1000, seconds_per_token=0.1,
         ...                     tick=1.0, n=2, rng=np.random.default_rng(0))
         >>> model = EpisodeModel(AgentModel(turns_mean=1.0), seconds_per_token=0.1, rng=np.random.default_rng(0))
