@@ -86,15 +86,15 @@ def test_of_two_prompts_failed_once_the_long_one_is_skipped_and_the_short_one_se
                                shopsim_prompt_skip_max_lost_signal=1.0), prompts)
     keys = [prompt_key([p])[0] for p in prompts]
     long, short, *rest = keys
-    n = ds.predictor.n_samples
+    n = ds.policy.rule.n_samples
     ds.history.observe(long, ZERO_STD_ALL_FAIL, successes=0, scored=n, tokens=8 * 4000)
     ds.history.observe(short, ZERO_STD_ALL_FAIL, successes=0, scored=n, tokens=8 * 500)
     for key in rest:
         ds.history.observe(key, SPREAD, successes=n // 2, scored=n, tokens=8 * 1000)
     ds.history.close_step(0)
     predicted = zero_std_probability(*ds.history.success_evidence(long), n)  # as of the step served
-    assert predicted < ds.predictor.threshold  # one all-fail visit: the threshold alone skips neither
-    assert (1 - predicted) < ds.predictor.min_yield * ds.history.relative_cost(long)  # 3.4x the mean
+    assert predicted < ds.policy.rule.threshold  # one all-fail visit: the threshold alone skips neither
+    assert (1 - predicted) < ds.policy.rule.min_yield * ds.history.relative_cost(long)  # 3.4x the mean
     served = [prompt_key(g)[0] for g in ds.get_samples(11)]
     assert long not in served and short in served and len(set(served)) == 11
     (skipped,) = {s.prompt_key: s for s in ds.take_skipped()}.values()
@@ -106,12 +106,12 @@ def test_min_yield_zero_is_the_threshold_alone(tmp_path) -> None:
     ds = skip_source(make_args(tmp_path, shopsim_prompt_skip="predictive", shopsim_prompt_skip_min_yield=0,
                                shopsim_prompt_skip_threshold=0.85), prompts)
     long = prompt_key([prompts[0]])[0]
-    n = ds.predictor.n_samples
+    n = ds.policy.rule.n_samples
     ds.history.observe(long, ZERO_STD_ALL_FAIL, successes=0, scored=n, tokens=n * 50_000)
     for p in prompts[1:]:
         ds.history.observe(prompt_key([p])[0], SPREAD, successes=n // 2, scored=n, tokens=n * 100)
     ds.history.close_step(0)
-    assert zero_std_probability(*ds.history.success_evidence(long), n) < ds.predictor.threshold
+    assert zero_std_probability(*ds.history.success_evidence(long), n) < ds.policy.rule.threshold
     assert long in {prompt_key(g)[0] for g in ds.get_samples(12)} and ds.take_skipped() == []
 
 

@@ -160,7 +160,7 @@ def run_step(ds: PromptSkipDataSource, step: int, waves: int, size: int) -> dict
         served += [(item(g), g[0].group_index, [s.index for s in g]) for g in groups]
         judge(ds, groups)
     ds.history.close_step(step)
-    return {"served": served, "skipped": ds.take_skipped(), "p": (ds.rule.p_easy, ds.rule.p_hard)}
+    return {"served": served, "skipped": ds.take_skipped(), "p": (ds.policy.rule.p_easy, ds.policy.rule.p_hard)}
 
 
 # --- settings --------------------------------------------------------------------------------------
@@ -297,18 +297,18 @@ def test_the_rule_adapts_once_per_closed_step_at_the_next_wave(tmp_path) -> None
     ds = skip_source(make_args(tmp_path, shopsim_prompt_skip_step=0.1), pool(8))
     ds.get_samples(4)
     ds.get_samples(4)
-    assert (ds.rule.p_easy, ds.rule.p_hard) == (0.5, 0.5)  # nothing closed yet
+    assert (ds.policy.rule.p_easy, ds.policy.rule.p_hard) == (0.5, 0.5)  # nothing closed yet
     for i, v in enumerate(["zero_std_all_pass"] * 4 + ["spread"] * 4):  # easy share 0.5 >= 1/12, hard 0 < 1/6
         ds.history.observe(f"k{i}", v)
     ds.history.close_step(0)
-    assert (ds.rule.p_easy, ds.rule.p_hard) == (0.5, 0.5)  # applied at the next wave, not before
+    assert (ds.policy.rule.p_easy, ds.policy.rule.p_hard) == (0.5, 0.5)  # applied at the next wave, not before
     for _ in range(3):  # three waves of step 1: one adaptation
         ds.get_samples(2)
-    assert (ds.rule.p_easy, ds.rule.p_hard) == (pytest.approx(0.4), pytest.approx(0.6))
+    assert (ds.policy.rule.p_easy, ds.policy.rule.p_hard) == (pytest.approx(0.4), pytest.approx(0.6))
     assert ds.adapted_step == 0
     ds.history.close_step(1)  # no judged group: neither p moves, but the step counts as adapted to
     ds.get_samples(1)
-    assert (ds.rule.p_easy, ds.rule.p_hard) == (pytest.approx(0.4), pytest.approx(0.6)) and ds.adapted_step == 1
+    assert (ds.policy.rule.p_easy, ds.policy.rule.p_hard) == (pytest.approx(0.4), pytest.approx(0.6)) and ds.adapted_step == 1
 
 
 def test_the_key_is_the_monitors_metadata_key_when_set(tmp_path) -> None:
@@ -371,7 +371,7 @@ def test_a_restored_source_does_not_adapt_twice_to_the_same_step(tmp_path) -> No
     restored = skip_source(make_args(tmp_path, shopsim_prompt_skip_step=0.1), pool(4))
     restored.load_state_dict(json.loads(json.dumps(ds.state_dict())))
     restored.get_samples(2)  # step 0 is still the last closed one: no second move
-    assert (restored.rule.p_easy, restored.rule.p_hard) == (ds.rule.p_easy, ds.rule.p_hard) == (
+    assert (restored.policy.rule.p_easy, restored.policy.rule.p_hard) == (ds.policy.rule.p_easy, ds.policy.rule.p_hard) == (
         pytest.approx(0.6), pytest.approx(0.4))
 
 

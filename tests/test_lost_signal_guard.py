@@ -170,7 +170,7 @@ def _predictive(tmp_path, prompts, **settings):
 
 
 def _failed_whole(ds, keys, steps) -> None:
-    n = ds.predictor.n_samples
+    n = ds.policy.rule.n_samples
     for step in steps:
         for key in keys:
             ds.history.observe(key, "zero_std_all_fail", successes=0, scored=n)
@@ -185,19 +185,19 @@ def test_the_data_source_serves_what_the_bound_forbids_reads_its_verdicts_and_sk
     _failed_whole(ds, keys, range(6))  # every prompt failed whole six times: each is a would-be skip
     served = [prompt_key(g)[0] for g in ds.get_samples(4)]
     assert ds.take_skipped() == [] and len(served) == 4  # nothing seen: the bound is wide, every draw is served
-    assert ds.take_guard_fields()["skip_probe_count"] == 0 and len(ds._probes) == 4  # their verdicts will be read
+    assert ds.policy.take_guard_fields()["skip_probe_count"] == 0 and len(ds.policy.probes) == 4  # their verdicts will be read
     twin = _predictive(tmp_path, prompts)
     twin.load_state_dict(json.loads(json.dumps(ds.state_dict())))  # a checkpoint with the served draws not judged yet
     for source in (ds, twin):
         _failed_whole(source, keys, [6])  # the served draws stay zero-std: the predictions were right
-    before = ds.guard.calibration_bound
+    before = ds.policy.guard.calibration_bound
     ds.get_samples(1)  # the first wave after the close hands the step and the verdicts to the guard
     twin.get_samples(1)
-    assert ds.guard.calibration_bound < before and twin.guard.state_dict() == ds.guard.state_dict()
+    assert ds.policy.guard.calibration_bound < before and twin.policy.guard.state_dict() == ds.policy.guard.state_dict()
     for step in range(7, 40):  # as the verdicts keep coming zero-std, the bound narrows and the skips begin
         _failed_whole(ds, keys, [step])
         ds.get_samples(4)
-    fields, skipped = ds.take_guard_fields(), ds.take_skipped()
+    fields, skipped = ds.policy.take_guard_fields(), ds.take_skipped()
     assert skipped and fields["skip_cap"] > 0.0 and fields["skip_probe_count"] > 0
     assert 0.0 < fields["skip_lost_signal_estimate"] < 0.1
 
@@ -236,8 +236,9 @@ def test_an_impossible_guard_state_is_left_aside_with_one_warning_and_the_guard_
         twin.load_state_dict(state)
     warnings = [r.getMessage() for r in caplog.records if "lost-signal guard was left aside" in r.getMessage()]
     assert len(warnings) == 1 and next(iter(damage)) in warnings[0]
-    assert twin.guard.state_dict() == LostSignalGuard.of(twin.settings.prompt_skip_rule).state_dict()
-    assert twin._probes == {} and twin.rule.state_dict() == ds.rule.state_dict()  # the rest of the state is kept
+    assert twin.policy.guard.state_dict() == LostSignalGuard.of(twin.settings.prompt_skip_rule).state_dict()
+    assert twin.policy.probes == {} and twin.adapted_step == ds.adapted_step == 5  # the rest of the state is kept
+    assert twin.history.state_dict() == ds.history.state_dict()
 
 
 class _Monitor:
@@ -265,10 +266,10 @@ def test_another_runs_state_is_refused_with_one_warning(tmp_path, caplog) -> Non
         resumed = skip_source(make_args(tmp_path, shopsim_prompt_skip="predictive", shopsim_prompt_skip_threshold=0.85),
                               prompts, history=None, monitor=_Monitor(run_id, history))
         resumed.load_state_dict(state)
-        loaded = resumed.guard
+        loaded = resumed.policy.guard
         assert loaded.state_dict() != LostSignalGuard().state_dict()  # the state was loaded
         with caplog.at_level("WARNING", logger="shopsim_metrics"):
             resumed.get_samples(1)
         warned = [r.getMessage() for r in caplog.records if "not this run" in r.getMessage()]
-        assert len(warned) == int(refused) and (resumed.guard is not loaded) == refused
+        assert len(warned) == int(refused) and (resumed.policy.guard is not loaded) == refused
         assert all("run-a" in w and "run-b" in w for w in warned)

@@ -75,7 +75,7 @@ def test_a_prompt_failed_five_times_in_a_row_is_skipped_until_forgetting_brings_
     prompts = pool(12)
     ds = _source(tmp_path, prompts, shopsim_prompt_skip_max_lost_signal=1.0)  # the rule alone: no guard's cap
     hard, coin = _keys(prompts)[:2]
-    n = ds.predictor.n_samples
+    n = ds.policy.rule.n_samples
     for step in range(5):
         ds.history.observe(hard, "zero_std_all_fail", successes=0, scored=n)
         ds.history.observe(coin, "spread", successes=n // 2, scored=n)
@@ -85,11 +85,11 @@ def test_a_prompt_failed_five_times_in_a_row_is_skipped_until_forgetting_brings_
     assert len(set(served)) == 11  # the never-seen prompts are served too
     skipped = ds.take_skipped()
     assert skipped and all(s.prompt_key == hard and s.kind == "zero_std_all_fail" for s in skipped)
-    f, threshold = ds.history.tracker.history.forgetting, ds.predictor.threshold
+    f, threshold = ds.history.tracker.history.forgetting, ds.policy.rule.threshold
     evidence = sum(n * f ** (5 - step) for step in range(5))  # as of step 5, the one served
     assert all(s.skip_probability == pytest.approx(zero_std_probability(0, evidence, n)) for s in skipped)
-    predicted = dict(ds.take_predictions())
-    assert predicted and all(p < ds.predictor.threshold for p in predicted.values())  # only the let-through, with evidence
+    predicted = dict(ds.policy.take_predictions())
+    assert predicted and all(p < ds.policy.rule.threshold for p in predicted.values())  # only the let-through, with evidence
     steps_to_return = next(k for k in range(2000) if zero_std_probability(0, evidence * f**k, n) < threshold)
     for step in range(5, 5 + steps_to_return - 1):
         ds.history.close_step(step)

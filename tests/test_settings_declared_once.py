@@ -133,7 +133,7 @@ def test_a_valid_value_of_any_skip_rule_key_in_the_yaml_reaches_the_rule(row: Se
     args = SimpleNamespace(n_samples_per_prompt=8, rollout_seed=rollout_seed, **loaded)
     settings = ShopsimSettings.from_args(args)
     assert _rule_value(settings, row) == row.read(value)
-    assert data_source(args).rule.settings == settings.prompt_skip_rule
+    assert data_source(args).settings.prompt_skip_rule == settings.prompt_skip_rule
     others = [other for other in SKIP_RULE_SETTINGS if other is not row]
     assert [_rule_value(settings, other) for other in others] == [
         rollout_seed if other.default is None else other.default for other in others]  # null seed: slime's
@@ -161,7 +161,7 @@ def test_a_declaration_is_all_a_new_setting_takes() -> None:
 # --- every reader reads the same value ----------------------------------------------------------------
 
 def _rule_field(name: str) -> Callable[[PromptSkipDataSource], Any]:
-    return lambda ds: getattr(ds.rule.settings, name)
+    return lambda ds: getattr(ds.settings.prompt_skip_rule, name)
 
 
 DATA_SOURCE_READS: dict[str, Callable[[PromptSkipDataSource], Any]] = {
@@ -221,7 +221,7 @@ def test_every_setting_reads_the_same_in_the_settings_the_data_source_and_check_
 def test_the_data_source_reads_every_setting_at_its_default() -> None:
     ds, settings = data_source(SimpleNamespace()), ShopsimSettings.from_args(SimpleNamespace())
     assert (ds.mode, ds.wave_size, ds.metadata_key) == (settings.prompt_skip, settings.wave_size, settings.prompt_key)
-    assert ds.rule.settings == SkipRuleSettings()
+    assert ds.settings.prompt_skip_rule == SkipRuleSettings() and ds.policy is None  # off: no rule built
 
 
 # --- preflight reads the YAML's settings through the table ---------------------------------------------

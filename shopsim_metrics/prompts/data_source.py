@@ -10,21 +10,24 @@ so this module imports without slime) and delegates to it:
 - ``shopsim_prompt_skip: off`` (the default; YAML's unquoted ``off``/``false``/``no`` mean ``off``):
   every call goes to slime's data source as it is: the same prompts in the same order, the same
   ``group_index``/``index``, the same checkpoint files, nothing of its own saved.
+Each rule is a skip policy (:mod:`shopsim_metrics.prompts.skip_policy`), built once, when chosen: this class is
+slime's adapter, and names no rule.
+
 - ``shopsim_prompt_skip: greso``: each wave's groups are drawn from slime's data source, and each
   group's prompt (keyed as the monitor keys it: ``metadata[shopsim_prompt_key]`` or the prompt hash)
-  is put to :class:`~shopsim_metrics.prompts.skip_rule.GresoSkipRule` with its ``zero_std_run`` from
+  is put to :class:`~shopsim_metrics.prompts.greso_policy.GresoPolicy` with its ``zero_std_run`` from
   the prompt history; the groups it skips are dropped and replacements drawn until the wave has the
   ``num_samples`` groups slime asked for.
-- ``shopsim_prompt_skip: predictive``: the same, with :class:`~shopsim_metrics.prompts.predictive_rule.PredictiveSkipRule`
+- ``shopsim_prompt_skip: predictive``: the same, with :class:`~shopsim_metrics.prompts.predictive_policy.PredictivePolicy`
   deciding: a drawn prompt is skipped when its predicted probability of a zero-std group (from its
   forgetting success evidence, the history's ``success_evidence``) is at least
   ``shopsim_prompt_skip_threshold``, or its chance of spread is below ``shopsim_prompt_skip_min_yield``
   times its relative token cost (the history's ``relative_cost``); the prediction of every prompt let through is handed to the
-  monitor (:meth:`PromptSkipDataSource.take_predictions`) for the calibration fields. Every skip passes the
+  monitor (:meth:`PromptSkipDataSource.take_rule_report`) for the calibration fields. Every skip passes the
   lost-signal guard (:mod:`shopsim_metrics.prompts.lost_signal_guard`): one in ``shopsim_prompt_skip_probe_every``
   (more while its bound is wide) is served as a probe, and a draw past the guard's cap or step budget is served;
   the verdicts of both, read from the history at the next closed step, check the predictions (its fields:
-  :meth:`PromptSkipDataSource.take_guard_fields`). The guard's lost signal is per informative *trained* group
+  :meth:`PromptSkipDataSource.take_rule_report`). The guard's lost signal is per informative *trained* group
   (the closed step's ``trained`` rows, :attr:`~shopsim_metrics.prompts.skip_evidence.StepShares.trained_informative`).
 - ``shopsim_wave_size: adaptive`` (with either mode): each call serves the number of groups that fills
   ``rollout_batch_size`` without another wave with probability ``shopsim_wave_fill_probability``, from the
@@ -57,8 +60,8 @@ inject any :class:`~shopsim_metrics.prompts.skip_evidence.SkipHistory` (``histor
 rule adapts its ``p`` values once per closed step, at the first wave after the step closed.
 
 State: with slime's checkpoint ``<save>/rollout/global_dataset_state_dict_<N>.pt`` this class writes
-``<save>/rollout/shopsim_prompt_skip_state_<N>.json`` (the rule's ``p`` values and random state, the
-guard's numbers (``predictive``), an injected history's state, the last step adapted to, the run's ``run_id``; the
+``<save>/rollout/shopsim_prompt_skip_state_<N>.json`` (the policy's keys: GRESO's ``p`` values and random state
+(``rule``), or the guard's numbers and pending probes (``guard``, ``predictive``), an injected history's state, the last step adapted to, the run's ``run_id``; the
 monitor's history is restored from the records, ``shopsim_metrics.run.resume``) and reads it back on ``load``, so a
 resumed run skips as an unbroken one would. The guard's numbers are checked (a value no run reaches: one warning,
 the guard starts afresh), and a state another run saved is refused at the first serve (one warning naming both
@@ -106,26 +109,20 @@ import os
 import threading
 from typing import Any, Callable
 
-from shopsim_metrics.judging.group_judgement import SPREAD
-from shopsim_metrics.judging.verdicts import ZERO_STD_ALL_FAIL, ZERO_STD_ALL_PASS, ZERO_STD_VERDICTS
 from shopsim_metrics.judging.prompt_keys import prompt_key
-from shopsim_metrics.settings import PROMPT_SKIP, PROMPT_SKIP_MODES, SETTINGS_BY_NAME, SKIP_RULE_SETTINGS
+from shopsim_metrics.settings import PROMPT_SKIP, SETTINGS_BY_NAME, SKIP_RULE_SETTINGS
 from shopsim_metrics.settings import WAVE_SIZE_MODES, ShopsimSettings
 from shopsim_metrics.settings import skip_rule_settings
 from shopsim_metrics.prompts.skip_evidence import MonitorSkipHistory, SkipHistory, StepShares
-from shopsim_metrics.prompts.skip_record import SkippedPrompt
-from shopsim_metrics.prompts.lost_signal_guard import PROBE, SKIP, LostSignalGuard
-from shopsim_metrics.prompts.predictive_rule import PredictiveSkipRule
-from shopsim_metrics.prompts.skip_rule import GresoSkipRule, SkipDecision
+from shopsim_metrics.prompts.skip_policy import PolicyDecision, SkipPolicy, build_skip_policy
+from shopsim_metrics.prompts.skip_record import RuleReport, SkippedPrompt
 from shopsim_metrics.settings.prompt_skip import SkipRuleSettings
 from shopsim_metrics.state_file import DamagedStateFile, read_json_object, write_json
-from shopsim_metrics.judging.plain_values import is_int, is_number
 
 logger = logging.getLogger("shopsim_metrics")
 
 __all__ = ["PromptSkipDataSource", "SkippedPrompt", "skip_mode", "rule_settings_from_args"]
 
-OFF, GRESO, PREDICTIVE = PROMPT_SKIP_MODES
 FIXED, ADAPTIVE = WAVE_SIZE_MODES
 MODE_ARG = PROMPT_SKIP
 SLIME_DATA_SOURCE = "slime.rollout.data_source.RolloutDataSourceWithBuffer"
@@ -195,12 +192,8 @@ class PromptSkipDataSource:
         """``fixed`` (serve what slime asks) or ``adaptive`` (size each wave to fill the batch)."""
         self.metadata_key: str | None = self.settings.prompt_key
         """The metadata column that names a prompt (``shopsim_prompt_key``)."""
-        settings = self.settings.prompt_skip_rule  # the seed: shopsim_prompt_skip_seed, else slime's rollout_seed
-        self.rule = GresoSkipRule(settings)
-        self.predictor: PredictiveSkipRule | None = (
-            PredictiveSkipRule(settings, n_samples=_group_size(args))
-            if self.mode == PREDICTIVE else None)
-        """``predictive``: the rule deciding every draw (GRESO's ``rule`` is then unused)."""
+        self.policy: SkipPolicy | None = self._new_policy()
+        """The chosen rule (:mod:`shopsim_metrics.prompts.skip_policy`; None: ``off``, every call goes to slime's)."""
         self._history: SkipHistory | None = history
         self._monitor = monitor
         self.monitor_of = monitor_of
@@ -208,11 +201,6 @@ class PromptSkipDataSource:
         self.inner = inner if inner is not None else _load_class(self.inner_class)(args)
         self.adapted_step: int | None = None  # rollout_id of the last closed step the rule adapted to
         self._skipped: list[SkippedPrompt] = []
-        self._predictions: list[tuple[Any, float]] = []  # (group_index, predicted zero-std) of the groups let through
-        self.guard: LostSignalGuard | None = LostSignalGuard.of(settings) if self.mode == PREDICTIVE else None
-        """``predictive``: keeps the skips' lost signal under ``shopsim_prompt_skip_max_lost_signal``, on probes."""
-        self._probes: dict[str, tuple[int, float]] = {}  # key -> (its visits when probed, predicted chance of spread)
-        self._probe_count = 0  # probes served since the last record
         self._loaded_run_id: str | None = None  # the run a loaded state was saved by, checked at the first serve
         self._lock = threading.Lock()
 
@@ -224,15 +212,13 @@ class PromptSkipDataSource:
 
     def _serve(self, num_samples: int) -> list[list[Any]]:
         """``num_samples`` groups: slime's data source's with ``off``; with skipping, skipped draws replaced."""
-        if self.mode == OFF:
+        if self.policy is None:
             return self.inner.get_samples(num_samples)
         if self._loaded_run_id is not None:
             self._check_loaded_run()
         closed = self._newly_closed_step()
-        if closed is not None and self.mode == GRESO:
-            self.rule.adapt(closed.easy_share, closed.hard_share)
-        elif closed is not None and self.guard is not None:
-            self._guard_closed_step(closed)
+        if closed is not None:
+            self.policy.close_step(closed, self.history)
         dataset_length = len(self.inner)
         served: list[list[Any]] = []
         rounds = drawn = 0
@@ -248,7 +234,7 @@ class PromptSkipDataSource:
             rounds += 1
             drawn += len(groups) - from_buffer
             for position, group in enumerate(groups):
-                if skipping and position >= from_buffer and self._skips(group):
+                if skipping and position >= from_buffer and self._skips(self.policy, group):
                     continue
                 served.append(group)
         return served
@@ -261,7 +247,7 @@ class PromptSkipDataSource:
         """slime's checkpoint of the data source, and with ``greso`` this class's state beside it."""
         self.inner.save(rollout_id)
         save_dir = getattr(self.args, "save", None)
-        if self.mode == OFF or not getattr(self.args, "rollout_global_dataset", True) or not save_dir:
+        if self.policy is None or not getattr(self.args, "rollout_global_dataset", True) or not save_dir:
             return
         write_json(_state_path(save_dir, rollout_id), self.state_dict())  # fsync'ed, then replaced
 
@@ -269,7 +255,7 @@ class PromptSkipDataSource:
         """slime's restore of the data source, and with ``greso`` this class's state saved with it."""
         self.inner.load(rollout_id)
         load_dir = getattr(self.args, "load", None)
-        if (self.mode == OFF or not getattr(self.args, "rollout_global_dataset", True) or load_dir is None
+        if (self.policy is None or not getattr(self.args, "rollout_global_dataset", True) or load_dir is None
                 or rollout_id is None):
             return
         path = _state_path(load_dir, rollout_id)
@@ -330,51 +316,27 @@ class PromptSkipDataSource:
             skipped, self._skipped = self._skipped, []
         return skipped
 
-    def take_predictions(self) -> list[tuple[Any, float]]:
-        """``predictive``: ``(group_index, predicted zero-std probability)`` of the groups let through since the last call."""
-        with self._lock:
-            predictions, self._predictions = self._predictions, []
-        return predictions
+    def take_rule_report(self) -> RuleReport:
+        """What the skip policy adds to the step's record since the last call (nothing with ``off``)."""
+        return self.policy.take_report() if self.policy is not None else RuleReport()
 
     def state_dict(self) -> dict[str, Any]:
-        """The rule's, the guard's and the history's state and the last step adapted to, JSON-able."""
+        """The history's state, the last step adapted to, the run, and the policy's own keys, JSON-able."""
         state = {"format": STATE_FORMAT, "mode": self.mode, "adapted_step": self.adapted_step,
-                 "rule": self.rule.state_dict(), "history": self.history.state_dict(), "run_id": self._run_id()}
-        if self.guard is not None:
-            state["guard"] = {**self.guard.state_dict(),  # and the probes served but not judged yet
-                              "pending_probes": [[key, visits, chance] for key, (visits, chance) in self._probes.items()]}
+                 "history": self.history.state_dict(), "run_id": self._run_id()}
+        if self.policy is not None:
+            state.update(self.policy.state_dict())  # greso: rule; predictive: guard
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         if state.get("format") != STATE_FORMAT:
             raise ValueError(f"format: expected {STATE_FORMAT}; got {state.get('format')!r}")
-        self.rule.load_state_dict(state["rule"])
+        if self.policy is not None:
+            self.policy.load_state_dict(state)
         self.history.load_state_dict(state["history"])
-        if self.guard is not None and "guard" in state:
-            self._load_guard(state["guard"])
-        elif self.guard is not None:
-            logger.warning("shopsim-metrics: the prompt-skip state holds no lost-signal guard (saved by a version "
-                           "without it, or with another shopsim_prompt_skip): the guard starts afresh")
         self.adapted_step = state["adapted_step"]
         run_id = state.get("run_id")
         self._loaded_run_id = run_id if isinstance(run_id, str) else None
-
-    def _load_guard(self, state: Any) -> None:
-        """The guard's saved state, checked (:meth:`LostSignalGuard.load_state_dict`); one that holds what no run
-        reaches (a spread of 1e308, predicted chances of 1e-300 for a probe that spread) is left aside with one
-        warning, and the guard starts afresh: it skips nothing until its probes bound the calibration again."""
-        try:
-            if not isinstance(state, dict):
-                raise ValueError(f"lost-signal guard state: expected an object; got {type(state).__name__}")
-            probes = _pending_probes(state.get("pending_probes", []))
-            self.guard.load_state_dict(state)  # type: ignore[union-attr]  # called with a guard
-        except ValueError as exc:
-            logger.warning("shopsim-metrics: the prompt-skip state's lost-signal guard was left aside (%s); the guard "
-                           "starts afresh and skips only as its new probes allow", str(exc)[:200])
-            self.guard = LostSignalGuard.of(self.settings.prompt_skip_rule)
-            self._probes = {}
-            return
-        self._probes = probes
 
     def _run_id(self) -> str | None:
         """The run this data source serves (its monitor's ``run_id``; None: no monitor attached yet)."""
@@ -393,11 +355,14 @@ class PromptSkipDataSource:
         logger.warning("shopsim-metrics: the prompt-skip state loaded was saved by run %s, not this run (%s): it is "
                        "refused, and prompt skipping starts afresh (the rule's p values at their start, the guard "
                        "with no probe); check that --load names this run's checkpoints", saved, mine)
-        settings = self.settings.prompt_skip_rule
-        self.rule = GresoSkipRule(settings)
-        self.guard = LostSignalGuard.of(settings) if self.guard is not None else None
-        self._probes = {}
+        self.policy = self._new_policy()
         self.adapted_step = None
+
+    def _new_policy(self) -> SkipPolicy | None:
+        """The policy ``shopsim_prompt_skip`` chooses, afresh (the seed: ``shopsim_prompt_skip_seed``, else slime's
+        ``rollout_seed``)."""
+        return build_skip_policy(self.mode, self.settings.prompt_skip_rule,
+                                 n_samples=getattr(self.args, "n_samples_per_prompt", None))
 
     # --- internals ----------------------------------------------------------------------------------
     def _newly_closed_step(self) -> StepShares | None:
@@ -409,63 +374,21 @@ class PromptSkipDataSource:
         self.adapted_step = closed.step
         return closed
 
-    def _skips(self, group: list[Any]) -> bool:
-        """Ask the rule about one drawn group; a skipped one is recorded."""
+    def _skips(self, policy: SkipPolicy, group: list[Any]) -> bool:
+        """Ask the policy about one drawn group; a skipped one is recorded."""
         key, _ = prompt_key(group, self.metadata_key)
         if key is None:
             return False
-        run, kind = self.history.zero_std_run(key)
-        if self.predictor is not None:
-            evidence = self.history.success_evidence(key)
-            decision = self.predictor.decide(evidence, self.history.relative_cost(key))
-            if decision.skip:
-                decision = self._guarded(key, decision)
-            if evidence is not None and kind is None:  # the side the evidence leans to
-                kind = ZERO_STD_ALL_PASS if evidence[0] > evidence[1] else ZERO_STD_ALL_FAIL
-            if not decision.skip and evidence is not None:
-                with self._lock:
-                    self._predictions.append((getattr(group[0], "group_index", None), decision.probability))
-        else:
-            decision = self.rule.decide(run, kind)
+        decision = policy.decide(key, getattr(group[0], "group_index", None), self.history)
         if decision.skip:
-            self._record_skip(group, key, run, kind, decision)  # type: ignore[arg-type]  # a run >= 1 has a kind
+            self._record_skip(group, key, decision)
         return decision.skip
 
-    def _guarded(self, key: str, decision: SkipDecision) -> SkipDecision:
-        """The guard's word on a draw the predictive rule skips: skipped, or served (a probe, or past its cap)."""
-        chance = 1.0 - decision.probability
-        action = self.guard.consider(chance)  # type: ignore[union-attr]  # predictive has a guard
-        if action == SKIP:
-            return decision
-        self._probes[key] = (self.history.visits(key)[0], chance)  # a probe or a draw past the cap: its verdict is read
-        if action == PROBE:
-            with self._lock:
-                self._probe_count += 1
-        return SkipDecision(skip=False, probability=decision.probability)
-
-    def _guard_closed_step(self, closed: StepShares) -> None:
-        """Once per closed step: the probes judged since, and the step's informative trained groups, to the guard."""
-        judged = []
-        for key, (visits_then, chance) in list(self._probes.items()):
-            visits, verdicts = self.history.visits(key)
-            if visits > visits_then:  # the probe's visit is the first since
-                del self._probes[key]
-                since = visits - visits_then
-                verdict = verdicts[-since] if since <= len(verdicts) else None
-                if verdict == SPREAD or verdict in ZERO_STD_VERDICTS:
-                    judged.append((chance, verdict == SPREAD))
-        informative = closed.informative if closed.trained_informative is None else closed.trained_informative
-        self.guard.close_step(informative=informative, probes=judged)  # type: ignore[union-attr]
-
-    def take_guard_fields(self) -> dict[str, Any]:
-        """``predictive``: the guard's record fields: the probes served since the last call, its cap and estimate."""
-        with self._lock:
-            probes, self._probe_count = self._probe_count, 0
-        return {} if self.guard is None else self.guard.record_fields(probes)
-
-    def _record_skip(self, group: list[Any], key: str, run: int, kind: str, decision: SkipDecision) -> None:
+    def _record_skip(self, group: list[Any], key: str, decision: PolicyDecision) -> None:
         """One skipped draw, for the monitor's next record (:meth:`take_skipped`)."""
-        skipped = SkippedPrompt(prompt_key=key, zero_std_run=run, skip_probability=decision.probability, kind=kind,
+        kind = decision.kind  # a skip has one: a zero-std run's, or the side its evidence leans to
+        skipped = SkippedPrompt(prompt_key=key, zero_std_run=decision.zero_std_run,
+                                skip_probability=decision.probability, kind=kind,  # type: ignore[arg-type]
                                 group_index=getattr(group[0], "group_index", None), for_cost=decision.for_cost)
         with self._lock:
             self._skipped.append(skipped)
@@ -473,35 +396,6 @@ class PromptSkipDataSource:
     def _buffer_length(self) -> int:
         get_buffer_length = getattr(self.inner, "get_buffer_length", None)
         return get_buffer_length() if get_buffer_length is not None else 0
-
-
-def _pending_probes(rows: Any) -> dict[str, tuple[int, float]]:
-    """The probes served and not judged yet, as :meth:`PromptSkipDataSource.state_dict` saved them.
-
-    Example:
-        >>> _pending_probes([["b2:00000000000000a", 3, 0.25]])
-        {'b2:00000000000000a': (3, 0.25)}
-        >>> _pending_probes([["k", -1, 0.25]])
-        Traceback (most recent call last):
-        ...
-        ValueError: pending_probes: expected [key, visits >= 0, chance in [0, 1]] rows; got ['k', -1, 0.25]
-    """
-    probes = {}
-    for row in rows if isinstance(rows, list) else [rows]:
-        if not (isinstance(row, list) and len(row) == 3 and isinstance(row[0], str) and is_int(row[1]) and row[1] >= 0
-                and is_number(row[2]) and 0.0 <= row[2] <= 1.0):
-            raise ValueError(f"pending_probes: expected [key, visits >= 0, chance in [0, 1]] rows; got {row!r}")
-        probes[row[0]] = (row[1], float(row[2]))
-    return probes
-
-
-def _group_size(args: Any) -> int:
-    """slime's ``n_samples_per_prompt``: the group size the predictive rule predicts for."""
-    n = getattr(args, "n_samples_per_prompt", None)
-    if not is_int(n) or n < 1:
-        raise ValueError(f"shopsim_prompt_skip: predictive needs slime's n_samples_per_prompt (an integer >= 1); "
-                         f"got {n!r}")
-    return n
 
 
 def _state_path(directory: str, rollout_id: int) -> str:

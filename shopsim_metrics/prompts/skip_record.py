@@ -47,7 +47,7 @@ from __future__ import annotations
 import math
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, Protocol, Sequence
 
 from shopsim_metrics.judging.group_judgement import SPREAD, TECHNICAL
 from shopsim_metrics.judging.verdicts import ZERO_STD_VERDICTS
@@ -186,25 +186,48 @@ def _is_spread(row: Any) -> bool:
     return _verdict(row) == SPREAD
 
 
+@dataclass(frozen=True)
+class RuleReport:
+    """What a skip policy adds to a step's record (:meth:`~shopsim_metrics.prompts.skip_policy.SkipPolicy.take_report`).
+
+    GRESO's rule: its two ``p`` values; the predictive rule: its predictions of the groups let through and its
+    guard's fields (None: the rule has none).
+    """
+
+    p_easy: float | None = None
+    p_hard: float | None = None
+    predictions: list[tuple[Any, float]] | None = None
+    guard: dict[str, Any] | None = None
+
+
+class SkipSource(Protocol):
+    """What the monitor asks of a skipping data source for each step's record."""
+
+    def take_skipped(self) -> list[SkippedPrompt]:
+        """The prompts skipped since the last call, oldest first."""
+        ...
+
+    def take_rule_report(self) -> RuleReport:
+        """What its skip policy adds to the record, since the last call."""
+        ...
+
+
 class SourceSkips:
     """A skipping data source's skips since the last record, tallied into each record's skip fields.
 
     The data source (:class:`~shopsim_metrics.prompts.data_source.PromptSkipDataSource`) hands over its skipped
-    prompts (``take_skipped``) and, with the predictive rule, its predictions (``take_predictions``); the
-    GRESO rule says its two probabilities instead.
+    prompts (``take_skipped``) and its policy's report (``take_rule_report``: with the predictive rule its
+    predictions and guard fields, with GRESO's its two probabilities).
     """
 
-    def __init__(self, source: Any, tally: SkipTally, *, max_lost_signal: float | None = None) -> None:
+    def __init__(self, source: SkipSource, tally: SkipTally, *, max_lost_signal: float | None = None) -> None:
         self.source = source
         self.tally = tally
         self.max_lost_signal = max_lost_signal  # the guard's limit (shopsim_prompt_skip_max_lost_signal)
 
     def step_fields(self, decisions: Sequence[Any] | None) -> dict[str, Any]:
         """The skip fields of the step whose ledger rows are ``decisions``."""
-        source = self.source
-        greso = getattr(source, "predictor", None) is None
-        predictions = source.take_predictions() if not greso else None
-        guard = source.take_guard_fields() if not greso else None
-        return self.tally.step_fields(decisions, source.take_skipped(), p_easy=source.rule.p_easy if greso else None,
-                                      p_hard=source.rule.p_hard if greso else None, predictions=predictions,
-                                      guard=guard, max_lost_signal=self.max_lost_signal)
+        report = self.source.take_rule_report()
+        return self.tally.step_fields(decisions, self.source.take_skipped(), p_easy=report.p_easy,
+                                      p_hard=report.p_hard, predictions=report.predictions,
+                                      guard=report.guard, max_lost_signal=self.max_lost_signal)
