@@ -45,7 +45,7 @@ import numpy as np
 
 from shopsim_metrics.judging.verdicts import ZERO_STD_ALL_FAIL, ZERO_STD_ALL_PASS
 from shopsim_metrics.judging.prompt_keys import prompt_key
-from shopsim_metrics.prompts.skip_rule import SkipDecision
+from shopsim_metrics.prompts.skip_policy import PolicyDecision
 from shopsim_metrics.simulator.config import SimConfig
 from shopsim_metrics.simulator.epochs import EpochPromptSource
 from shopsim_metrics.simulator.loop import Simulator, make_group_source, rng_streams, token_rng
@@ -162,14 +162,14 @@ def data_source_skipping_by(data_source: Any, decide: Callable[[Any, str, int, i
     The reference rules use it: they know the truth of a pool prompt (``metadata["pool_id"]``) at a step."""
 
     class TruthDataSource(type(data_source)):  # type: ignore[misc]
-        def _skips(self, group: list[Any]) -> bool:
+        def _skips(self, policy: Any, group: list[Any]) -> bool:  # the truth decides, not the policy
             key, _ = prompt_key(group, self.metadata_key)
             if key is None:
                 return False
             kind = decide(self, key, group[0].metadata["pool_id"], self.monitor.loop_state.rollout_step() or 0)
             if kind is None:
                 return False
-            self._record_skip(group, key, 0, kind, SkipDecision(skip=True, probability=1.0))
+            self._record_skip(group, key, PolicyDecision(skip=True, probability=1.0, zero_std_run=0, kind=kind))
             return True
 
     return TruthDataSource(data_source.args, inner=data_source.inner, monitor_of=data_source.monitor_of)
