@@ -82,7 +82,7 @@ from shopsim_metrics.general.warn_once import WarnOnce
 from shopsim_metrics.judging.group_judgement import GroupJudgement, unmarked_kind
 from shopsim_metrics.loop.loop_state import LoopState
 from shopsim_metrics.prompts.skip_evidence import MonitorSkipHistory
-from shopsim_metrics.prompts.skip_record import SourceSkips
+from shopsim_metrics.prompts.skip_record import SkipSource, SourceSkips
 from shopsim_metrics.record.records import StepRecord
 from shopsim_metrics.run.identity import Lineage, RunWriters, check_fresh_run_dir
 from shopsim_metrics.run.resume import restore, resume_warning
@@ -122,7 +122,7 @@ class ShopsimRuntime:
         self._sinks_lock = threading.Lock()  # builds the sinks once
         self._judge_lock = threading.Lock()  # one judgement at a time: streak and ledger in the same order
         self._hook_started = threading.local()  # perf_counter at the entry of the hook running on this thread
-        self.prompt_skip_source: Any = None
+        self.prompt_skip_source: SkipSource | None = None
         """The data source that skips prompts in this process (it attaches itself): its skips go in the records."""
         self._warn_once = WarnOnce(logger)
         self.snapshot_writer = SnapshotWriter(self.snapshots, self._judge_lock, copy=self._snapshot_data,
@@ -217,12 +217,13 @@ class ShopsimRuntime:
                         else f"the snapshot of step {restored.snapshot} and the records after it")
 
     # --- skipping prompts before generation ---------------------------------------------------
-    def attach_prompt_skip(self, source: Any) -> MonitorSkipHistory | None:
+    def attach_prompt_skip(self, source: SkipSource) -> MonitorSkipHistory | None:
         """Register the process's skipping data source; returns the monitor's prompt history for it to learn from.
 
         None when the monitor keeps no prompt history (``shopsim_prompt_history_limit: 0``, or slime's
-        knobs missing): then there is nothing to learn from. ``source.take_skipped()`` is read as
-        each step closes.
+        knobs missing): then there is nothing to learn from. ``source.take_skipped()`` and
+        ``source.take_rule_report()`` are read as each step closes (:class:`~shopsim_metrics.prompts.skip_record.SkipSource`;
+        what the source asks of the monitor: :class:`~shopsim_metrics.prompts.skip_monitor.SkipMonitor`).
         """
         prompts, skip_tally = self.parts.prompts, self.parts.skip_tally
         if prompts is None:

@@ -114,6 +114,7 @@ from shopsim_metrics.settings import PROMPT_SKIP, SETTINGS_BY_NAME, SKIP_RULE_SE
 from shopsim_metrics.settings import WAVE_SIZE_MODES, ShopsimSettings
 from shopsim_metrics.settings import skip_rule_settings
 from shopsim_metrics.prompts.skip_evidence import MonitorSkipHistory, SkipHistory, StepShares
+from shopsim_metrics.prompts.skip_monitor import SkipMonitor
 from shopsim_metrics.prompts.skip_policy import PolicyDecision, SkipPolicy, build_skip_policy
 from shopsim_metrics.prompts.skip_record import RuleReport, SkippedPrompt
 from shopsim_metrics.settings.prompt_skip import SkipRuleSettings
@@ -183,7 +184,7 @@ class PromptSkipDataSource:
     """Dataset lengths one call may draw before the rest of the wave is served without asking the rule."""
 
     def __init__(self, args: Any, *, inner: Any = None, history: SkipHistory | None = None,
-                 monitor: Any = None, monitor_of: Callable[[Any], Any] | None = None) -> None:
+                 monitor: SkipMonitor | None = None, monitor_of: Callable[[Any], SkipMonitor] | None = None) -> None:
         self.args = args
         self.settings = ShopsimSettings.from_args(args)
         """Every ``shopsim_*`` setting, read and checked once (as the monitor reads them: one table)."""
@@ -289,7 +290,7 @@ class PromptSkipDataSource:
         return self._history
 
     @property
-    def monitor(self) -> Any:
+    def monitor(self) -> SkipMonitor:
         """The monitor this data source reports to: the injected one, else ``monitor_of(args)``'s."""
         if self._monitor is None:
             if self.monitor_of is None:
