@@ -138,3 +138,30 @@ def test_greso_s_policy_decides_as_its_rule(seed: int, questions) -> None:
 def test_an_unknown_mode_is_named() -> None:
     with pytest.raises(ValueError, match="expected off or one of greso, predictive; got 'gerso'"):
         build_skip_policy("gerso", SkipRuleSettings(), n_samples=8)
+
+
+# --- the protocol between the monitor and the data source ----------------------------------------------------
+
+def _public(protocol: type) -> set[str]:
+    return {name for name in vars(protocol) if not name.startswith("_")}
+
+
+def test_the_monitor_and_the_data_source_implement_the_protocols_they_are_typed_by() -> None:
+    from shopsim_metrics.monitor import ShopsimRuntime
+    from shopsim_metrics.prompts.data_source import PromptSkipDataSource
+    from shopsim_metrics.prompts.skip_monitor import SkipMonitor
+    from shopsim_metrics.prompts.skip_record import SkipSource
+
+    assert _public(SkipMonitor) == {"run_id", "waves", "attach_prompt_skip"}
+    assert all(hasattr(ShopsimRuntime, name) for name in _public(SkipMonitor))
+    assert _public(SkipSource) == {"take_skipped", "take_rule_report"}
+    assert all(callable(getattr(PromptSkipDataSource, name)) for name in _public(SkipSource))
+
+
+def test_the_records_read_the_source_through_its_report_not_its_rule() -> None:
+    import shopsim_metrics.prompts.skip_record as skip_record
+
+    tree = ast.parse(Path(skip_record.__file__).read_text())
+    rule_attributes = {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute)} & {"rule", "predictor"}
+    getattrs = [node for node in ast.walk(tree) if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "getattr"]
+    assert not rule_attributes and not getattrs, "skip_record.py reaches into the source: read its take_rule_report()"
