@@ -168,7 +168,7 @@ def rule_settings_from_args(args: Any) -> SkipRuleSettings:
 
 
 class PromptSkipDataSource:
-    """slime's data source with GRESO's skipping before generation (see the module docstring).
+    """slime's data source with prompts skipped before generation by the chosen policy (see the module docstring).
 
     ``inner``: the data source to wrap (default: slime's ``RolloutDataSourceWithBuffer(args)``, or
     the class :attr:`inner_class` names); ``history``: the prompt history (default: the monitor's,
@@ -245,7 +245,7 @@ class PromptSkipDataSource:
         self.inner.add_samples(samples)
 
     def save(self, rollout_id: int) -> None:
-        """slime's checkpoint of the data source, and with ``greso`` this class's state beside it."""
+        """slime's checkpoint of the data source, and with a skip policy this class's state beside it."""
         self.inner.save(rollout_id)
         save_dir = getattr(self.args, "save", None)
         if self.policy is None or not getattr(self.args, "rollout_global_dataset", True) or not save_dir:
@@ -253,7 +253,7 @@ class PromptSkipDataSource:
         write_json(_state_path(save_dir, rollout_id), self.state_dict())  # fsync'ed, then replaced
 
     def load(self, rollout_id: int | None = None) -> None:
-        """slime's restore of the data source, and with ``greso`` this class's state saved with it."""
+        """slime's restore of the data source, and with a skip policy this class's state saved with it."""
         self.inner.load(rollout_id)
         load_dir = getattr(self.args, "load", None)
         if (self.policy is None or not getattr(self.args, "rollout_global_dataset", True) or load_dir is None
