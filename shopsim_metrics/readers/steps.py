@@ -491,6 +491,33 @@ FIRST_RECORD_LINES = 1000
 """Lines read at most, per records file, looking for the first record that names its run."""
 
 
+def first_records(path: Path) -> Iterator[dict[str, Any]]:
+    """The valid step records among the first :data:`FIRST_RECORD_LINES` lines of the records file ``path``,
+    in order; lines that are no record are passed over, and a file that cannot be read yields nothing.
+
+    Example:
+        >>> import tempfile, pathlib
+        >>> path = pathlib.Path(tempfile.mkdtemp()) / "steps.jsonl"
+        >>> _ = path.write_text('not json\\n{"rollout_id": 3, "run_id": "a"}\\n')
+        >>> [record["rollout_id"] for record in first_records(path)]
+        [3]
+    """
+    try:
+        with open(path, "rb") as fh:
+            for _ in range(FIRST_RECORD_LINES):
+                raw = fh.readline(MAX_LINE_BYTES)
+                if not raw:
+                    return
+                try:
+                    data = parse_line(raw)
+                except (ValueError, RecursionError):
+                    continue
+                if record_problem(data) is None:
+                    yield data
+    except OSError:
+        return
+
+
 def own_run_id(files: list[Path]) -> str | None:
     """The run whose records ``files`` are: the ``run_id`` of the first record that names one, in
     ``steps.jsonl`` first (the file every process of a run writes in turn: a second writer's sibling only
@@ -509,20 +536,9 @@ def own_run_id(files: list[Path]) -> str | None:
     for path in sorted(files, key=lambda p: p.name != contract.STEPS_FILE_NAME):
         if path.is_dir():  # a W&B offline run: its records name no run
             continue
-        try:
-            with open(path, "rb") as fh:
-                for _ in range(FIRST_RECORD_LINES):
-                    raw = fh.readline(MAX_LINE_BYTES)
-                    if not raw:
-                        break
-                    try:
-                        data = parse_line(raw)
-                    except (ValueError, RecursionError):
-                        continue
-                    if record_problem(data) is None and isinstance(data.get("run_id"), str):
-                        return data["run_id"]
-        except OSError:
-            continue
+        for data in first_records(path):
+            if isinstance(data.get("run_id"), str):
+                return data["run_id"]
     return None
 
 

@@ -32,7 +32,6 @@ from typing import Any, Iterable
 
 from shopsim_metrics.settings import ShopsimConfigError
 
-from shopsim_metrics.readers.steps import FIRST_RECORD_LINES  # a fresh run's check stays cheap
 
 
 class RunDirInUse(ShopsimConfigError):
@@ -60,28 +59,16 @@ def existing_run(run_dir: str | os.PathLike) -> tuple[bool, str | None]:
     Reads at most :data:`FIRST_RECORD_LINES` lines of each records file; never raises for what they hold.
     """
     from shopsim_metrics.sinks.jsonl import steps_files
-    from shopsim_metrics.readers.steps import MAX_LINE_BYTES, parse_line, record_problem
+    from shopsim_metrics.readers.steps import first_records
 
     try:
         files = steps_files(run_dir) if Path(run_dir).is_dir() else []
     except OSError:
         return False, None
     for path in files:
-        try:
-            with open(path, "rb") as fh:
-                for _ in range(FIRST_RECORD_LINES):
-                    raw = fh.readline(MAX_LINE_BYTES)
-                    if not raw:
-                        break
-                    try:
-                        data = parse_line(raw)
-                    except (ValueError, RecursionError):
-                        continue
-                    if record_problem(data) is None:
-                        run_id = data.get("run_id")
-                        return True, run_id if isinstance(run_id, str) else None
-        except OSError:
-            continue
+        for data in first_records(path):
+            run_id = data.get("run_id")
+            return True, run_id if isinstance(run_id, str) else None
     return False, None
 
 
