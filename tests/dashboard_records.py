@@ -17,6 +17,8 @@ from types import SimpleNamespace
 from shopsim_metrics.record import contract
 from shopsim_metrics.prompts.value import PromptValueTracker
 from shopsim_metrics.record.records import DecisionRow, StepRecord
+from shopsim_metrics.step.tool_fields import tool_fields
+from shopsim_metrics.step.tool_tally import ToolStat, ToolTally
 
 ROLLOUT_BATCH_SIZE, N, OVER_SAMPLING_BATCH_SIZE, GLOBAL, MAX_CONSECUTIVE_FAILED_GROUPS = 16, 8, 32, 64, 8
 
@@ -140,7 +142,7 @@ def make_step(step: int, kinds: list[str], *, rng: random.Random, streak: int = 
 
 
 def make_records(steps: int = 12, *, seed: int = 7, burst_step: int = 6, terminate: bool = True,
-                 agent: bool = True) -> list[StepRecord]:
+                 agent: bool = True, tools: bool = True) -> list[StepRecord]:
     """``steps`` records: ordinary steps, a technical burst at ``burst_step`` (3 waves), and a
     terminated last step (8 technical groups in a row) when ``terminate``; of agent episodes (the agent
     fields, technical groups with causes) when ``agent``, else single-turn."""
@@ -165,7 +167,7 @@ def make_records(steps: int = 12, *, seed: int = 7, burst_step: int = 6, termina
     add_prompt_value(records, seed=seed)
     add_cost(records, seed=seed)
     if agent:
-        add_agent(records, seed=seed)
+        add_agent(records, seed=seed, tools=tools)
     add_alerts(records)
     return [StepRecord(**vars(rec)) for rec in records]
 
@@ -174,7 +176,7 @@ CAUSES = ("ToolTimeout: search_products", "ConnectionError: catalogue service un
           "ToolError: view_item returned HTTP 500")
 
 
-def add_agent(records: list[SimpleNamespace], *, seed: int) -> None:
+def add_agent(records: list[SimpleNamespace], *, seed: int, tools: bool = True) -> None:
     """The agent fields, by the monitor's rules, from drawn episodes: every started rollout an episode of 2-9 turns
     with 30-60% of its tokens tool output and 1-4 s per tool call; each technical group's cause (the burst's
     technical groups mostly the search tool's timeouts)."""
@@ -197,6 +199,33 @@ def add_agent(records: list[SimpleNamespace], *, seed: int) -> None:
                 row.technical_cause = CAUSES[0] if rng.random() < 0.6 else rng.choice(CAUSES)
                 counts[row.technical_cause] = counts.get(row.technical_cause, 0) + 1
         rec.technical_cause_counts = counts or None
+        if tools:  # the generate function leaves metadata shopsim_tool_calls
+            add_tools(rec, turns, rng)
+
+
+TOOLS = {"search_products": (1.5, 0.04, 0.01), "view_item": (0.6, 0.01, 0.05), "add_to_cart": (0.3, 0.0, 0.02)}
+"""The drawn tools: mean seconds per call, the environment's and the model's error rates."""
+
+
+def add_tools(rec: SimpleNamespace, turns: list[int], rng: random.Random) -> None:
+    """The tool fields by the monitor's own rules (``tool_fields``): one call per turn after the first, of a
+    drawn tool, with its drawn seconds and failures (the burst's step: the search tool times out often)."""
+    burst = bool(rec.technical_cause_counts)
+    stats = {name: ToolStat() for name in TOOLS}
+    for t in turns:
+        for _ in range(t - 1):
+            name = rng.choice(list(TOOLS))
+            mean, env_rate, model_rate = TOOLS[name]
+            env_rate = 0.3 if burst and name == "search_products" else env_rate
+            stat, failed = stats[name], rng.random()
+            stat.calls += 1
+            stat.seconds.append(rng.expovariate(1 / mean))
+            stat.errors += failed < env_rate + model_rate
+            stat.model_errors += env_rate <= failed < env_rate + model_rate
+    ends = dict.fromkeys(contract.EPISODE_END_REASONS, 0) | {"completed": len(turns)}
+    fields_ = tool_fields(ToolTally(len(turns), stats, 0, len(turns), ends))
+    for key, value in fields_.items():
+        setattr(rec, key, value)
 
 
 def add_alerts(records: list[SimpleNamespace]) -> None:

@@ -24,7 +24,7 @@ import pytest
 from dashboard_records import make_records
 from shopsim_metrics.record import contract
 from shopsim_metrics.dashboards.data import load_dashboard_data
-from shopsim_metrics.dashboards.html import write_html_dashboard
+from shopsim_metrics.dashboards.html import unshown_series, write_html_dashboard
 from shopsim_metrics.dashboards.spec import dashboard_spec
 
 pytestmark = pytest.mark.browser
@@ -165,10 +165,11 @@ Array.from(document.querySelectorAll("section.panel")).map(s => {
 
 
 def has_points(panel: Any, state: dict[str, Any]) -> bool:
-    """A drawn panel has points, unless the page says it is off and it is one of the fully-async panels (the
-    records here are of the synchronous path)."""
+    """A drawn panel has points, unless the page says it is off and it is one of the fully-async panels or of the
+    skipping data source's (the records here are of the synchronous path, without skipping)."""
     fully_async_only = set(panel.keys()) <= {*contract.FULLY_ASYNC_FIELDS, "train_group_count"}
-    return state["points"] > 0 or (state["off"] and fully_async_only)
+    skipping_only = set(panel.keys()) <= {*contract.PROMPT_SKIP_FIELDS, "accepted_group_count"}
+    return state["points"] > 0 or (state["off"] and (fully_async_only or skipping_only))
 
 
 def _screenshot(tools: DevTools, name: str) -> Path:
@@ -191,10 +192,12 @@ def test_dashboard_loads_without_errors_and_draws_every_panel(browser: DevTools,
     assert browser.evaluate("typeof Plotly") == "object", "plotly.js (inline) did not load"
     state = {p["id"]: p for p in browser.evaluate(_PANELS_STATE_JS)}
     assert set(state) == {p.id for p in SPEC.panels}, "a panel of the spec is missing from the page"
+    data = load_dashboard_data(records)
     for panel in SPEC.panels:
         s = state[panel.id]
         assert s["drawn"], f"panel {panel.id} not drawn"
-        assert s["traces"] >= len(panel.series), f"panel {panel.id}: {s['traces']} traces"
+        shown = len(panel.series) - len(unshown_series(panel, data))  # a series no step carries is left out
+        assert s["traces"] >= shown, f"panel {panel.id}: {s['traces']} traces"
         assert s["width"] > 300 and s["height"] > 200, (panel.id, s)
         assert has_points(panel, s), (panel.id, s)
     # the stacked outcome bars: one bar per step and outcome series

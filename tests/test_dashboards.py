@@ -794,6 +794,6 @@ def test_the_environment_time_has_its_own_axis_and_the_causes_a_log_scale(agent_
 
 
 def test_a_run_without_tool_calls_says_the_tools_are_off(tmp_path: Path) -> None:
-    sections = _sections(write_html_dashboard(make_records(agent=True), tmp_path / "no_tools.html").read_text())
+    sections = _sections(write_html_dashboard(make_records(agent=True, tools=False), tmp_path / "no_tools.html").read_text())
     for panel_id in TOOL_PANELS[:3]:
         assert 'data-off="true"' in sections[panel_id] and "Off in this run: no tool calls" in sections[panel_id]
