@@ -74,19 +74,24 @@ class Hooks:
         self.runtime_of = runtime_of
         self._warn_once = WarnOnce(logger)
 
-    def filter(self, args: Any, samples: list, **kwargs: Any) -> FilterDecision:
-        """slime's dynamic-sampling filter: drop technical groups (no fallback) and zero-std groups (with fallback)."""
+    def _judged(self, args: Any, judge: Callable[[ShopsimRuntime], Any]) -> Any:
+        """``judge(runtime)`` in the monitor's own time; None (and one warning) when it fails for any reason but
+        the failure limit, which is raised: the filter raises only to terminate."""
         runtime = self.runtime_of(args)  # a bad config is refused here, before the first step
         try:
             with runtime.own_time():
-                kind = runtime.filter_group(samples)
+                return judge(runtime)
         except TechnicalFailureLimitExceeded:
             raise
         except Exception as exc:  # noqa: BLE001 - the filter raises only to terminate
             self._warn_once("filter", "shopsim-metrics: judging a group failed (%s: %s); the group is kept and "
                             "training goes on.", type(exc).__name__, exc)
-            return KEPT_UNJUDGED
-        return DECISIONS[kind]
+            return None
+
+    def filter(self, args: Any, samples: list, **kwargs: Any) -> FilterDecision:
+        """slime's dynamic-sampling filter: drop technical groups (no fallback) and zero-std groups (with fallback)."""
+        judged = self._judged(args, lambda runtime: runtime.filter_group(samples))
+        return KEPT_UNJUDGED if judged is None else DECISIONS[judged]
 
     def filter_deciding_fallback(self, args: Any, samples: list, **kwargs: Any) -> FilterDecision:
         """The filter for a loop without ``keep_when_insufficient`` (miles): the filter applies slime's drop rule itself.
@@ -109,16 +114,10 @@ class Hooks:
             [False, True]
             >>> reset_runtime()
         """
-        runtime = self.runtime_of(args)  # a bad config is refused here, before the first step
-        try:
-            with runtime.own_time():
-                kind, outcome = runtime.filter_group_outcome(samples)
-        except TechnicalFailureLimitExceeded:
-            raise
-        except Exception as exc:  # noqa: BLE001 - the filter raises only to terminate
-            self._warn_once("filter", "shopsim-metrics: judging a group failed (%s: %s); the group is kept and "
-                            "training goes on.", type(exc).__name__, exc)
+        judged = self._judged(args, lambda runtime: runtime.filter_group_outcome(samples))
+        if judged is None:
             return KEPT_UNJUDGED
+        kind, outcome = judged
         if outcome is None:
             return KEPT_UNJUDGED if kind != TECHNICAL else DECISIONS[kind]
         return DECISIONS[kind] if outcome in DROP_OUTCOMES else KEPT_UNJUDGED

@@ -46,7 +46,7 @@ from __future__ import annotations
 import re
 from typing import Any, NamedTuple
 
-from shopsim_metrics.judging.plain_values import is_int, is_number
+from shopsim_metrics.general.plain_values import is_int, is_number
 
 TOOL_CALLS_KEY = "shopsim_tool_calls"
 """The metadata key a generate function leaves its episode's tool calls under."""

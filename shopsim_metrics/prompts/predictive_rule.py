@@ -66,7 +66,7 @@ from __future__ import annotations
 
 import math
 
-from shopsim_metrics.judging.plain_values import is_int
+from shopsim_metrics.general.plain_values import is_int
 from shopsim_metrics.prompts.skip_rule import SkipDecision
 from shopsim_metrics.settings.prompt_skip import SkipRuleSettings
 
